@@ -1,0 +1,1 @@
+"""Dataset loading, samples, filters and audio handling."""

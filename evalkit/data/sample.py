@@ -1,0 +1,48 @@
+"""The unit of evaluation: one dataset row, normalised to the fields evalkit needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Audio:
+    """Audio as it came from the dataset, decoded lazily and once.
+
+    Exactly one of ``data`` (encoded file bytes: wav, flac, mp3, ogg), ``path``
+    (a local file) or ``array`` (decoded float samples at ``sampling_rate``) is set.
+    Keeping the encoded bytes avoids ``datasets``' own audio decoding, which in
+    recent releases requires torchcodec (not installable on every machine).
+    """
+
+    data: bytes | None = None
+    path: str | None = None
+    array: Any = None
+    sampling_rate: int | None = None
+
+
+@dataclass(slots=True)
+class Turn:
+    """One user turn of a multi-turn conversation."""
+
+    text: str | None = None
+    audio: Audio | None = None
+
+
+@dataclass(slots=True)
+class Sample:
+    """One row of a dataset after column mapping.
+
+    ``reference`` is the target (a string, or a list of acceptable strings);
+    ``meta`` carries everything filters and grouped metrics use (language,
+    accent, gender, duration, speaker, choices, ...).
+    """
+
+    id: str
+    reference: Any = None
+    text: str | None = None
+    instruction: str | None = None
+    audio: Audio | None = None
+    turns: list[Turn] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)

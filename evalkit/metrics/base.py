@@ -1,0 +1,95 @@
+"""The metric interface.
+
+Every metric reduces a sample to a small vector of *sufficient statistics*
+(e.g. ``(edits, reference_words)`` for WER, n-gram matches for BLEU, or
+``(score, 1)`` for a mean). The corpus value is a function of the summed
+vector, so an engine never keeps predictions in memory, the headline equals
+the reference implementation's corpus score, and a bootstrap CI is a resample
+of rows of one small matrix.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from evalkit.data.sample import Sample
+from evalkit.registry import Registry
+
+
+@dataclass(slots=True)
+class SampleScore:
+    """What a metric says about one sample.
+
+    ``score`` is the per-sample value written to the record; ``stats`` the
+    sufficient statistics summed into the corpus value. ``failure`` set means
+    the metric itself could not score the sample (e.g. an unparseable judge
+    verdict): the sample is counted as failed and excluded, never scored 0.
+    """
+
+    score: float | None
+    stats: tuple[float, ...] = ()
+    details: dict[str, Any] | None = None
+    failure: str | None = None
+
+
+@dataclass(slots=True)
+class MetricResult:
+    """A corpus-level score with its uncertainty."""
+
+    score: float
+    ci_low: float
+    ci_high: float
+    n: int
+    ci_method: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Metric(ABC):
+    """Base class of all metrics; subclasses register with ``@METRICS.register(name)``."""
+
+    name: ClassVar[str] = ""
+    higher_is_better: ClassVar[bool] = True
+    #: how the 95% CI is computed: "normal" for means of per-sample scores,
+    #: "bootstrap" for corpus statistics (WER, BLEU, chrF, ...)
+    ci_method: ClassVar[Literal["normal", "bootstrap"]] = "normal"
+    #: the metric needs an LLM judge endpoint (set on the engine by the plan)
+    needs_judge: ClassVar[bool] = False
+
+    def __init__(self, language: str | None = None, **options: Any) -> None:
+        self.language = language
+        self.options = options
+
+    @abstractmethod
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        """Score one prediction against ``sample.reference``."""
+
+    async def ascore(self, prediction: str, sample: Sample) -> SampleScore:
+        """Async entry point used by the engine; judge metrics override it."""
+        return self.score(prediction, sample)
+
+    def corpus(self, totals: np.ndarray) -> np.ndarray:
+        """Corpus value(s) from summed statistics; ``totals`` has shape (..., k).
+
+        The default is a mean: stats are ``(score, 1)``.
+        """
+        totals = np.asarray(totals, dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return totals[..., 0] / totals[..., 1]
+
+    def describe(self) -> dict[str, Any]:
+        """Settings that determine the score (normalizer, tokenizer, level), for results.json."""
+        return {}
+
+
+METRICS: Registry[type[Metric]] = Registry(
+    "metric",
+    builtin_modules=(
+        "evalkit.metrics.wer",
+        "evalkit.metrics.bleu",
+        "evalkit.metrics.exact_match",
+    ),
+)

@@ -1,0 +1,1 @@
+"""An OpenAI-compatible inference server for local models (``evalkit serve``)."""

@@ -1,0 +1,1 @@
+"""Model backends behind ``evalkit serve``; each is imported only when chosen."""
