@@ -1,0 +1,159 @@
+"""Stream samples from a dataset described by a runspec.
+
+Rows are read one at a time (``datasets`` streaming for hub ids, pyarrow
+record batches for local parquet, line by line for jsonl/csv), so memory does
+not grow with the dataset. Local files skip ``datasets`` entirely: importing
+it costs seconds, and start-up time is part of what users wait for.
+
+Audio stays encoded (bytes or a path) until an engine needs it; ``datasets``
+is told not to decode audio columns, because its decoder needs torchcodec,
+which is not installable everywhere (e.g. CPU-only machines here).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.catalog import DatasetSpec
+from evalkit.data.sample import Audio, Sample, Turn
+from evalkit.errors import RunspecError
+
+_LOCAL_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".tsv"}
+
+
+def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator[dict[str, Any]]:
+    """Raw rows (dicts) of the dataset, streamed."""
+    source = source_override or spec.source
+    local = Path(source)
+    if source_override is not None or spec.path is not None:
+        if not local.exists():
+            raise RunspecError(f"{spec.file}: {spec.name}.path: {local} does not exist")
+        files = _local_files(local, spec)
+        if files:
+            for file in files:
+                yield from _iter_local_file(file)
+            return
+    yield from _iter_with_datasets(spec, source)
+
+
+def _local_files(path: Path, spec: DatasetSpec) -> list[Path]:
+    if path.is_file():
+        return [path] if path.suffix in _LOCAL_SUFFIXES else []
+    patterns = spec.data_files or ["*.parquet", "*.jsonl", "*.csv"]
+    patterns = [patterns] if isinstance(patterns, str) else patterns
+    found: list[Path] = []
+    for pattern in patterns:
+        found += sorted(p for p in path.glob(pattern) if p.suffix in _LOCAL_SUFFIXES)
+    return found
+
+
+def _iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        with pq.ParquetFile(path) as handle:
+            for batch in handle.iter_batches(batch_size=64):
+                yield from batch.to_pylist()
+    elif path.suffix in {".jsonl", ".json"}:
+        with path.open(encoding="utf-8") as handle:
+            first = handle.read(1)
+            handle.seek(0)
+            if path.suffix == ".json" and first == "[":
+                yield from json.load(handle)
+                return
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as error:
+                        raise RunspecError(f"{path}: line {number}: not valid JSON: {error.msg}") from None
+    else:
+        with path.open(encoding="utf-8", newline="") as handle:
+            yield from csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ",")
+
+
+def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, Any]]:
+    import datasets
+
+    kwargs: dict[str, Any] = {"split": spec.split, "streaming": True}
+    if spec.data_files is not None:
+        kwargs["data_files"] = spec.data_files
+    try:
+        if Path(source).is_dir():
+            dataset = datasets.load_dataset("audiofolder", data_dir=source, **kwargs)
+        else:
+            dataset = datasets.load_dataset(source, spec.subset, **kwargs)
+    except Exception as error:  # noqa: BLE001 - a hub/loader failure becomes one clear message
+        raise RunspecError(f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}): {error}") from None
+    features = getattr(dataset, "features", None) or {}
+    for column, feature in list(features.items()):
+        if isinstance(feature, datasets.Audio):
+            dataset = dataset.cast_column(column, datasets.Audio(decode=False))
+    yield from dataset
+
+
+def _audio_value(value: Any, base_dir: Path) -> Audio | None:
+    if value is None:
+        return None
+    if isinstance(value, Audio):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return Audio(data=bytes(value))
+    if isinstance(value, str):
+        path = Path(value)
+        return Audio(path=str(path if path.is_absolute() else base_dir / path))
+    if isinstance(value, dict):
+        if value.get("bytes"):
+            return Audio(data=value["bytes"], path=value.get("path"))
+        if value.get("array") is not None:
+            return Audio(array=value["array"], sampling_rate=value.get("sampling_rate"))
+        if value.get("path"):
+            return _audio_value(value["path"], base_dir)
+    raise ValueError(f"unrecognised audio value of type {type(value).__name__}")
+
+
+def _column(row: dict[str, Any], column: str | None, spec: DatasetSpec, key: str) -> Any:
+    if column is None:
+        return None
+    if column not in row:
+        known = ", ".join(sorted(row)) or "none"
+        raise RunspecError(f"{spec.file}: {spec.name}.{key}: column {column!r} is not in the data (columns: {known})")
+    return row[column]
+
+
+def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: Path) -> Sample:
+    """Map one raw row to a Sample using the runspec's column names."""
+    sample_id = _column(row, spec.id_column, spec, "id_column")
+    meta: dict[str, Any] = {"language": spec.language, "index": index}
+    for key in ("accent", "accented", "gender", "speaker", "duration", "choices"):
+        column = getattr(spec, f"{key}_column")
+        if column is not None:
+            meta[key] = _column(row, column, spec, f"{key}_column")
+    audio = _audio_value(_column(row, spec.audio_column, spec, "audio_column"), base_dir)
+    turns = None
+    if spec.turns_column is not None:
+        turns = [
+            Turn(text=t.get("text"), audio=_audio_value(t.get("audio"), base_dir))
+            for t in _column(row, spec.turns_column, spec, "turns_column") or []
+        ]
+    return Sample(
+        id=str(sample_id) if sample_id is not None else f"{spec.name}-{index}",
+        reference=_column(row, spec.target_column, spec, "target_column"),
+        text=_column(row, spec.textual_input_column, spec, "textual_input_column"),
+        instruction=_column(row, spec.instruction_column, spec, "instruction_column") or spec.instruction,
+        audio=audio,
+        turns=turns,
+        meta=meta,
+    )
+
+
+def iter_samples(spec: DatasetSpec, *, source_override: str | None = None) -> Iterator[Sample]:
+    """Samples of a dataset in file order, streamed."""
+    base_dir = Path(source_override or spec.source)
+    base_dir = base_dir.parent if base_dir.is_file() else base_dir
+    for index, row in enumerate(iter_rows(spec, source_override)):
+        yield row_to_sample(row, index, spec, base_dir)
