@@ -84,6 +84,23 @@ class Metric(ABC):
         """Settings that determine the score (normalizer, tokenizer, level), for results.json."""
         return {}
 
+    def corpus_details(self, totals: np.ndarray) -> dict[str, Any]:
+        """Extra corpus-level numbers derived from the summed stats (one row), for results.json."""
+        return {}
+
+
+def reference_strings(reference: Any) -> list[str]:
+    """A sample's reference as a list of strings: a string is one reference, a list several.
+
+    ``None`` and empty lists give ``[]`` (the caller decides whether that is a failure);
+    non-string items (numbers) are converted with ``str``.
+    """
+    if reference is None:
+        return []
+    if isinstance(reference, (list, tuple)):
+        return [r if isinstance(r, str) else str(r) for r in reference if r is not None]
+    return [reference if isinstance(reference, str) else str(reference)]
+
 
 METRICS: Registry[type[Metric]] = Registry(
     "metric",
@@ -91,5 +108,7 @@ METRICS: Registry[type[Metric]] = Registry(
         "evalkit.metrics.wer",
         "evalkit.metrics.bleu",
         "evalkit.metrics.exact_match",
+        "evalkit.metrics.text_overlap",
+        "evalkit.metrics.choice",
     ),
 )
