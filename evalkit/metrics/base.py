@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from evalkit.data.sample import Sample
+from evalkit.errors import ConfigError, did_you_mean
 from evalkit.registry import Registry
 
 
@@ -87,6 +88,16 @@ class Metric(ABC):
     def corpus_details(self, totals: np.ndarray) -> dict[str, Any]:
         """Extra corpus-level numbers derived from the summed stats (one row), for results.json."""
         return {}
+
+
+def check_options(metric: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
+    """Reject option names a metric does not know, so a typo in config.yaml is not silently ignored."""
+    for key in options:
+        if key not in allowed:
+            known = ", ".join(allowed) if allowed else "none"
+            raise ConfigError(
+                f"metric {metric!r}: unknown option {key!r}{did_you_mean(key, allowed)}. Known options: {known}"
+            )
 
 
 def reference_strings(reference: Any) -> list[str]:

@@ -29,7 +29,7 @@ import numpy as np
 
 from evalkit.data.sample import Sample
 from evalkit.languages import is_spaceless, normalize_language, target_language
-from evalkit.metrics.base import METRICS, Metric, SampleScore, reference_strings
+from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
 from evalkit.processing.normalizers import asr_normalizer
 
 Level = Literal["word", "character"]
@@ -49,6 +49,7 @@ class WordErrorRate(Metric):
     forced_level: Level | None = None
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
+        check_options(self.name, options, ("normalizer", "level") if self.forced_level is None else ("normalizer",))
         language = normalize_language(language) if language else None
         super().__init__(language, **options)
         self.output_language = target_language(language)
