@@ -1,0 +1,1 @@
+"""Endpoint pools and the request/response shapes of each inference type."""

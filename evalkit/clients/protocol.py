@@ -1,0 +1,133 @@
+"""OpenAI-style wire formats: URLs, headers, bodies and answer extraction.
+
+One place knows how ``openai`` (incl. Azure when ``api_version`` is set),
+``vllm`` (any OpenAI-compatible server) and ``transcription`` endpoints
+are spoken to; pools and engines never build URLs or parse JSON themselves.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from evalkit.clients.request import ModelRequest
+
+
+class ParseError(ValueError):
+    """The endpoint answered 200 but not with a usable answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointProtocol:
+    """How to address one endpoint; holds the secret, so it is never logged or repr'd."""
+
+    base_url: str
+    kind: str  # "chat" | "transcription"
+    auth_token: str | None = None
+    api_version: str | None = None
+    deployment: str | None = None
+
+    def __repr__(self) -> str:  # never show the token
+        return f"EndpointProtocol({self.base_url!r}, {self.kind!r})"
+
+    @property
+    def url(self) -> str:
+        base = self.base_url.rstrip("/")
+        tail = "chat/completions" if self.kind == "chat" else "audio/transcriptions"
+        if base.endswith("/" + tail):
+            url = base
+        elif self.api_version is not None:
+            if "/openai/deployments/" in base:
+                url = f"{base}/{tail}"
+            else:
+                url = f"{base}/openai/deployments/{self.deployment}/{tail}"
+        else:
+            url = f"{base}/{tail}"
+        if self.api_version is not None and "api-version=" not in url:
+            url += f"?api-version={self.api_version}"
+        return url
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if not self.auth_token:
+            return {}
+        if self.api_version is not None:
+            return {"api-key": self.auth_token}
+        return {"Authorization": f"Bearer {self.auth_token}"}
+
+
+def chat_body(request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of a chat request, audio substituted as base64 WAV."""
+    messages = request.messages
+    if request.audio:
+        messages = [_with_audio(message, request) for message in messages]
+    body: dict[str, Any] = {"model": request.model, "messages": messages}
+    body.update(request.params)
+    return body
+
+
+def _with_audio(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    parts = []
+    for part in content:
+        if part.get("type") == "input_audio" and "audio_index" in part.get("input_audio", {}):
+            wav = request.audio[part["input_audio"]["audio_index"]].wav
+            part = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode("ascii"), "format": "wav"}}
+        parts.append(part)
+    return {**message, "content": parts}
+
+
+def transcription_form(request: ModelRequest) -> aiohttp.FormData:
+    form = aiohttp.FormData()
+    form.add_field("file", request.audio[0].wav, filename="audio.wav", content_type="audio/wav")
+    form.add_field("model", request.model)
+    form.add_field("response_format", "json")
+    if request.language:
+        form.add_field("language", request.language)
+    if request.prompt:
+        form.add_field("prompt", request.prompt)
+    temperature = request.params.get("temperature")
+    if temperature is not None:
+        form.add_field("temperature", str(temperature))
+    return form
+
+
+def extract_chat_answer(payload: Any) -> tuple[str, dict[str, Any]]:
+    """The assistant text and usage from a chat completion; ParseError if absent."""
+    try:
+        choice = payload["choices"][0]
+        content = choice["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        raise ParseError(f"no choices[0].message in response: {str(payload)[:200]}") from None
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if not isinstance(content, str):
+        raise ParseError(f"choices[0].message.content is {type(content).__name__}, not text")
+    usage = payload.get("usage") or {}
+    return content, usage if isinstance(usage, dict) else {}
+
+
+def extract_transcription(payload: Any) -> tuple[str, dict[str, Any]]:
+    if isinstance(payload, str):
+        return payload.strip(), {}
+    if isinstance(payload, dict) and isinstance(payload.get("text"), str):
+        return payload["text"], payload.get("usage") or {}
+    raise ParseError(f"no `text` in transcription response: {str(payload)[:200]}")
+
+
+def error_message(payload: Any, fallback: str) -> str:
+    """The server's own error message (OpenAI error JSON), for 4xx/5xx reports."""
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])[:500]
+        if isinstance(error, str):
+            return error[:500]
+        if payload.get("detail"):
+            return str(payload["detail"])[:500]
+    return fallback[:500]

@@ -1,0 +1,66 @@
+"""The model-ready request and the key that identifies its answer.
+
+The key lists exactly what determines a response: the model identity, the
+messages (audio by content hash), the generation parameters and the repeat
+index. It never includes the URL, concurrency, timeouts or retry settings,
+so the store answers a request regardless of which replica or run sent it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from evalkit.jsonutil import dumps_bytes
+
+RequestKind = Literal["chat", "transcription"]
+
+
+@dataclass(slots=True)
+class AudioPart:
+    """WAV bytes for one request, with their content hash computed once."""
+
+    wav: bytes
+    sha256: str
+
+    @classmethod
+    def from_wav(cls, wav: bytes) -> AudioPart:
+        return cls(wav=wav, sha256=hashlib.sha256(wav).hexdigest())
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """One request to one model.
+
+    ``messages`` are OpenAI chat messages in which audio appears as
+    ``{"type": "input_audio", "input_audio": {"audio_index": i}}``; the client
+    substitutes ``audio[i]`` as base64 WAV when it writes the body. For
+    transcriptions ``audio[0]`` is the file and ``prompt``/``language`` the form.
+    """
+
+    kind: RequestKind
+    model: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    audio: list[AudioPart] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    prompt: str | None = None
+    language: str | None = None
+    repeat: int = 0
+    _key: str | None = None
+
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            view = {
+                "kind": self.kind,
+                "model": self.model,
+                "messages": self.messages,
+                "audio": [a.sha256 for a in self.audio],
+                "params": self.params,
+                "prompt": self.prompt,
+                "language": self.language,
+                "repeat": self.repeat,
+            }
+            self._key = hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
+        return self._key

@@ -1,0 +1,251 @@
+"""One (dataset, metric) pair end to end: stream samples, ask every model, score, record.
+
+Samples are read in a worker thread in small batches and at most ``window``
+samples are in flight, so memory is bounded by the window, not the dataset.
+A sample's audio is decoded once and shared by all models; every model's
+request goes through that model's shared client (pools, retries, store).
+A failed request is recorded with its reason and excluded from the score.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit import jsonutil
+from evalkit.clients.model_client import ModelClient
+from evalkit.clients.outcome import Outcome, failed
+from evalkit.config import Filters
+from evalkit.data.filters import apply_filters
+from evalkit.data.loading import iter_samples
+from evalkit.data.sample import Sample
+from evalkit.errors import UserError
+from evalkit.languages import target_language
+from evalkit.metrics import METRICS, Metric, MetricResult
+from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
+from evalkit.plan import EngineSpec, ModelPlan
+from evalkit.processing.postprocessors import POSTPROCESSORS
+from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
+from evalkit.prompts.prompt import Prompt
+from evalkit.request_builder import PreparedAudio, RequestContext, pcm16_of, turn_requests
+
+log = logging.getLogger("evalkit")
+
+_READ_BATCH = 32
+
+
+@dataclass
+class ModelResult:
+    model: str
+    result: MetricResult | None
+    n_failed: int = 0
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class EngineResult:
+    spec: EngineSpec
+    models: dict[str, ModelResult] = field(default_factory=dict)
+    n_samples: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    metric_info: dict[str, Any] = field(default_factory=dict)
+
+
+ProgressHook = Callable[[str, str, bool], None]
+
+
+class Engine:
+    def __init__(
+        self,
+        spec: EngineSpec,
+        models: dict[str, ModelPlan],
+        clients: dict[str, ModelClient],
+        filters: Filters,
+        records_dir: Path,
+        prompt_context: PromptContext | None = None,
+        window: int = 256,
+        progress: ProgressHook | None = None,
+        use_store: bool = True,
+        seed: int = 0,
+        metric_factory: Callable[[EngineSpec], Metric] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.models = [models[name] for name in spec.models]
+        self.clients = clients
+        self.filters = filters
+        self.records_path = records_dir / f"{spec.id}.jsonl"
+        self.context = prompt_context or PromptContext()
+        self.window = window
+        self.progress = progress
+        self.use_store = use_store
+        self.seed = seed
+        dataset = spec.dataset
+        self.language = target_language(dataset.language)
+        self.metric = metric_factory(spec) if metric_factory else METRICS.get(spec.metric)(language=self.language)
+        self.preprocessor = PREPROCESSORS.get(dataset.preprocessor)()
+        self.postprocessor = POSTPROCESSORS.get(dataset.postprocessor)()
+        self.accumulators = {m.name: ScoreAccumulator(self.metric) for m in self.models}
+        self.request_contexts = {
+            m.name: RequestContext(
+                model=m.info.model,
+                kind=m.kind,
+                params=spec.params.get(m.name, {}),
+                chunk_size=m.info.chunk_size,
+                long_audio=dataset.long_audio,
+                language=self.language,
+            )
+            for m in self.models
+        }
+        self.n_samples = 0
+        self._records = None
+
+    def planned_samples(self) -> Iterator[Sample]:
+        return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
+
+    async def run(self) -> EngineResult:
+        started = time.perf_counter()
+        result = EngineResult(spec=self.spec, metric_info=self.metric.describe())
+        self.records_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.records_path.open("w", encoding="utf-8") as self._records:
+                await self._run_samples()
+        except UserError as error:
+            result.error = str(error)
+        except Exception as error:  # noqa: BLE001 - one failing engine must not take the run down
+            log.exception("engine %s failed", self.spec.id)
+            result.error = f"{type(error).__name__}: {error}"
+        result.n_samples = self.n_samples
+        result.seconds = time.perf_counter() - started
+        for name, acc in self.accumulators.items():
+            scored = acc.result(seed=self.seed) if acc.n_scored else None
+            result.models[name] = ModelResult(model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failure_reasons))
+        return result
+
+    async def _run_samples(self) -> None:
+        iterator = self.planned_samples()
+        slots = asyncio.Semaphore(self.window)
+        pending: set[asyncio.Task[None]] = set()
+        first_error: list[BaseException] = []
+
+        def done(task: asyncio.Task[None]) -> None:
+            pending.discard(task)
+            slots.release()
+            if not task.cancelled() and task.exception() is not None and not first_error:
+                first_error.append(task.exception())  # type: ignore[arg-type]
+
+        while True:
+            batch = await asyncio.to_thread(lambda: list(itertools.islice(iterator, _READ_BATCH)))
+            if not batch:
+                break
+            for sample in batch:
+                await slots.acquire()
+                if first_error:
+                    break
+                self.n_samples += 1
+                task = asyncio.create_task(self._sample(sample))
+                pending.add(task)
+                task.add_done_callback(done)
+            if first_error:
+                break
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        if first_error:
+            raise first_error[0]
+
+    async def _prepare(self, prompt: Prompt) -> PreparedAudio | Outcome:
+        pcm: dict[int, bytes] = {}
+        for index, turn in enumerate(prompt.turns):
+            if turn.audio is not None:
+                try:
+                    pcm[index] = await asyncio.to_thread(pcm16_of, turn.audio)
+                except (ValueError, OSError, RuntimeError) as error:
+                    return failed("audio", f"could not decode audio: {error}")
+        return PreparedAudio(pcm)
+
+    async def _sample(self, sample: Sample) -> None:
+        prompt = self.preprocessor.build(sample, self.context)
+        prepared = await self._prepare(prompt)
+        if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared.pcm_by_turn:
+            sample.meta["duration"] = len(prepared.pcm_by_turn[0]) / 32000.0
+        await asyncio.gather(*(self._ask(model, sample, prompt, prepared) for model in self.models))
+
+    async def _conversation(self, model: ModelPlan, prompt: Prompt, prepared: PreparedAudio) -> Outcome:
+        client = self.clients[model.name]
+        ctx = self.request_contexts[model.name]
+        history: list[dict[str, Any]] = []
+        history_audio: list = []
+        outcome = Outcome(text="")
+        total_latency, attempts, cached = 0.0, 0, True
+        for turn in range(len(prompt.turns)):
+            requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
+            if not requests:
+                return failed("unsupported", f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
+            outcomes = await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in requests))
+            bad = next((o for o in outcomes if not o.ok), None)
+            if bad is not None:
+                return bad
+            text = " ".join(o.text.strip() for o in outcomes if o.text is not None) if len(outcomes) > 1 else (outcomes[0].text or "")
+            total_latency += max(o.latency for o in outcomes)
+            attempts += sum(o.attempts for o in outcomes)
+            cached = cached and all(o.cached for o in outcomes)
+            outcome = Outcome(text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached)
+            if ctx.kind == "chat" and turn + 1 < len(prompt.turns):
+                last = requests[0].messages[-1]
+                history = [*history, last, {"role": "assistant", "content": text}]
+                history_audio = list(requests[0].audio)
+        return outcome
+
+    async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:
+        outcome = prepared if isinstance(prepared, Outcome) else await self._conversation(model, prompt, prepared)
+        accumulator = self.accumulators[model.name]
+        record: dict[str, Any] = {
+            "sample_id": sample.id,
+            "model": model.name,
+            "dataset": self.spec.dataset.name,
+            "metric": self.spec.metric,
+            "reference": sample.reference,
+        }
+        if outcome.ok:
+            prediction = self.postprocessor.process(outcome.text or "")
+            try:
+                score = await self.metric.ascore(prediction, sample)
+            except Exception as error:  # noqa: BLE001 - a metric bug on one sample is a recorded failure
+                log.exception("metric %s failed on %s", self.spec.metric, sample.id)
+                score = None
+                outcome = failed("metric_error", f"{type(error).__name__}: {error}")
+            record.update(response=outcome.text, prediction=prediction)
+            if score is not None and score.failure is None:
+                accumulator.add(score, self._groups(sample))
+                record.update(score=score.score, details=score.details)
+            else:
+                reason = score.failure if score is not None else outcome.failure
+                accumulator.add_failure(reason or "metric_error")
+                record.update(score=None, failure=reason, error=outcome.error if score is None else (score.details or {}).get("error"))
+        else:
+            accumulator.add_failure(outcome.failure or "error")
+            record.update(response=None, prediction=None, score=None, failure=outcome.failure, error=outcome.error)
+        record.update(latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica)
+        if sample.meta.get("duration") is not None:
+            record["duration"] = sample.meta["duration"]
+        assert self._records is not None
+        self._records.write(jsonutil.dumps(record) + "\n")
+        if self.progress is not None:
+            self.progress(self.spec.id, model.name, outcome.ok)
+
+    def _groups(self, sample: Sample) -> dict[str, str]:
+        groups: dict[str, str] = {}
+        duration = sample.meta.get("duration")
+        if duration is not None:
+            groups["audio_length"] = audio_length_bucket(float(duration))
+        for key in ("speaker", "accent", "gender"):
+            value = sample.meta.get(key)
+            if value is not None:
+                groups[key] = str(value)
+        return groups

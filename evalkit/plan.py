@@ -1,0 +1,158 @@
+"""Config + catalog -> the plan: one EngineSpec per (dataset, metric) pair and the models they share.
+
+Everything that can be wrong with a run is found here, before any request:
+unknown names, metrics that do not fit a task, unknown processors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evalkit.catalog import Catalog, DatasetSpec, load_catalog
+from evalkit.config import Config, ModelInfo
+from evalkit.errors import ConfigError, did_you_mean
+from evalkit.languages import normalize_language, split_pair
+from evalkit.metrics import METRICS
+from evalkit.processing.postprocessors import POSTPROCESSORS
+from evalkit.prompts.preprocessors import PREPROCESSORS
+
+
+@dataclass
+class ModelPlan:
+    """A model as the run sees it: a display name and its replicas (entries sharing the name)."""
+
+    name: str
+    replicas: list[ModelInfo]
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.replicas[0]
+
+    @property
+    def kind(self) -> str:
+        return "transcription" if self.info.inference_type == "transcription" else "chat"
+
+
+@dataclass
+class EngineSpec:
+    dataset: DatasetSpec
+    metric: str
+    models: list[str]
+    #: generation parameters per model, overrides resolved
+    params: dict[str, dict[str, object]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.dataset.name}__{self.metric}"
+
+
+@dataclass
+class Plan:
+    config: Config
+    catalog: Catalog
+    engines: list[EngineSpec]
+    models: dict[str, ModelPlan]
+    source: str = "config"
+
+
+def _group_models(config: Config) -> dict[str, ModelPlan]:
+    models: dict[str, ModelPlan] = {}
+    for entry in config.models:
+        info = entry.info
+        plan = models.setdefault(info.name, ModelPlan(name=info.name, replicas=[]))
+        if plan.replicas and plan.replicas[0].inference_type != info.inference_type:
+            raise ConfigError(f"models: entries named {info.name!r} must share one inference_type")
+        plan.replicas.append(info)
+    return models
+
+
+def resolve_temperature(config: Config, model: ModelInfo, spec: DatasetSpec) -> float:
+    """The most specific rule wins: model+task, then model, then task, then the model's own default, then 0."""
+    names = {spec.task, spec.name, spec.category}
+    best: tuple[int, float] | None = None
+    for rule in config.temperature_overrides:
+        if rule.model is not None and rule.model not in (model.name, model.model):
+            continue
+        if rule.task is not None and rule.task not in names:
+            continue
+        rank = 3 if (rule.model and rule.task) else 2 if rule.model else 1
+        if best is None or rank > best[0]:
+            best = (rank, rule.temperature)
+    if best is not None:
+        return best[1]
+    return model.temperature if model.temperature is not None else 0.0
+
+
+def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec) -> dict[str, object]:
+    params: dict[str, object] = {"temperature": resolve_temperature(config, model, spec)}
+    if model.max_tokens is not None:
+        params["max_tokens"] = model.max_tokens
+    if model.top_p is not None:
+        params["top_p"] = model.top_p
+    if model.seed is not None:
+        params["seed"] = model.seed
+    params.update(model.extra_body)
+    return params
+
+
+def _check_names(config: Config, catalog: Catalog, source: str) -> None:
+    known_targets = {*catalog.all_names()}
+    for i, rule in enumerate(config.temperature_overrides):
+        if rule.task is not None and rule.task not in known_targets:
+            raise ConfigError(f"{source}: temperature_overrides[{i}].task: {rule.task!r} is not a task, dataset or category{did_you_mean(rule.task, known_targets)}")
+    names = {e.info.name for e in config.models} | {e.info.model for e in config.models}
+    for i, rule in enumerate(config.temperature_overrides):
+        if rule.model is not None and rule.model not in names:
+            raise ConfigError(f"{source}: temperature_overrides[{i}].model: {rule.model!r} is not a configured model{did_you_mean(rule.model, names)}")
+
+
+def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
+    source, target = split_pair(spec.language)
+    return wanted in {source, target}
+
+
+def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
+    """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
+    catalog = catalog or load_catalog(config.runspec_dirs)
+    models = _group_models(config)
+    _check_names(config, catalog, source)
+    wanted_language = None
+    if config.filters.language:
+        try:
+            wanted_language = normalize_language(config.filters.language)
+        except ValueError as error:
+            raise ConfigError(f"{source}: filters.language: {error}") from None
+    engines: list[EngineSpec] = []
+    seen: set[tuple[str, str]] = set()
+    for i, (name, metric) in enumerate(config.dataset_metric):
+        where = f"{source}: dataset_metric[{i}]"
+        if metric not in METRICS:
+            raise ConfigError(f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: {', '.join(METRICS.names(include_aliases=False))}")
+        canonical = METRICS.canonical(metric)
+        specs = catalog.resolve(name, where)
+        for spec in specs:
+            fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
+            if fitting and canonical not in fitting:
+                if len(specs) == 1:
+                    raise ConfigError(f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting metrics: {', '.join(fitting)}")
+                continue  # a task/category selection keeps the datasets the metric fits
+            if wanted_language and not _language_matches(spec, wanted_language):
+                continue
+            PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
+            POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
+            if (spec.name, canonical) in seen:
+                continue
+            seen.add((spec.name, canonical))
+            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models))
+            engine.params = {m.name: generation_params(config, m.info, spec) for m in models.values()}
+            engines.append(engine)
+    for i, (metric, datasets) in enumerate(config.aggregate):
+        if metric not in METRICS:
+            raise ConfigError(f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}")
+        for name in datasets:
+            catalog.resolve(name, f"{source}: aggregate[{i}]")
+    if config.judge_properties is None:
+        for engine in engines:
+            if METRICS.get(engine.metric).needs_judge:
+                raise ConfigError(f"{source}: metric {engine.metric!r} needs an LLM judge: add a `judge_properties` section")
+    return Plan(config=config, catalog=catalog, engines=engines, models=models, source=source)

@@ -1,0 +1,1 @@
+"""Preprocessors (sample -> prompt), prompt add-ons and system prompts."""

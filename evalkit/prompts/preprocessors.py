@@ -1,0 +1,48 @@
+"""Preprocessors turn a Sample into a Prompt; registered by name for runspecs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from evalkit.data.sample import Sample
+from evalkit.prompts.prompt import Prompt, PromptTurn
+from evalkit.registry import Registry
+
+
+@dataclass(slots=True)
+class PromptContext:
+    """Run-level prompt settings resolved by the plan for one engine."""
+
+    system_prompt: str | None = None
+    add_ons: list[str] = field(default_factory=list)
+
+
+class Preprocessor:
+    """Base class: override ``build``. ``version`` enters no cache key (the prompt itself does)."""
+
+    def build(self, sample: Sample, context: PromptContext) -> Prompt:
+        raise NotImplementedError
+
+
+PREPROCESSORS: Registry[type[Preprocessor]] = Registry("preprocessor", builtin_modules=("evalkit.prompts.preprocessors",))
+
+
+def _join(*parts: str | None) -> str | None:
+    kept = [p.strip() for p in parts if p and p.strip()]
+    return "\n\n".join(kept) if kept else None
+
+
+@PREPROCESSORS.register("GeneralPreprocessor", "general")
+class GeneralPreprocessor(Preprocessor):
+    """Instruction (+ add-ons), then the textual input, then the audio; multi-turn as given."""
+
+    def build(self, sample: Sample, context: PromptContext) -> Prompt:
+        instruction = _join(sample.instruction, *context.add_ons)
+        if sample.turns:
+            turns = [PromptTurn(text=t.text, audio=t.audio) for t in sample.turns]
+            if instruction:
+                first = turns[0]
+                turns[0] = PromptTurn(text=_join(instruction, first.text), audio=first.audio)
+            return Prompt(turns=turns, system=context.system_prompt)
+        text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
+        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt)

@@ -1,0 +1,28 @@
+"""The model-independent prompt a preprocessor makes from a sample."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalkit.data.sample import Audio
+
+
+@dataclass(slots=True)
+class PromptTurn:
+    """One user turn: text and/or audio (audio is prepared per model later)."""
+
+    text: str | None = None
+    audio: Audio | None = None
+
+
+@dataclass(slots=True)
+class Prompt:
+    """What every model is asked about a sample; ``turns`` are sent in order with the history."""
+
+    turns: list[PromptTurn]
+    system: str | None = None
+    #: examples shown before the question, as (user text, assistant answer) pairs
+    examples: list[tuple[str, str]] = field(default_factory=list)
+    #: what shaped the prompt (template id, add-ons...), written to the record
+    info: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,1 @@
+"""Per-sample records, results files and tables."""

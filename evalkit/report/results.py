@@ -1,0 +1,175 @@
+"""results.json / results.csv / results.md and the console table, from engine results.
+
+Every score row carries n, the 95% CI and the failure counts, so a number
+never travels without its uncertainty.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import platform
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from evalkit.engine import EngineResult
+from evalkit.metrics import METRICS, MetricResult
+from evalkit.metrics.ci import combine
+
+_PACKAGES = ("evalkit", "aiohttp", "datasets", "jiwer", "sacrebleu", "whisper-normalizer", "numpy", "pydantic")
+
+
+@dataclass
+class ResultRow:
+    dataset: str
+    task: str
+    category: str
+    metric: str
+    model: str
+    score: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+    n_failed: int
+    failure_rate: float
+    unreliable: bool
+    seconds: float
+    failure_reasons: dict[str, int] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    kind: str = "dataset"  # or "aggregate"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: _clean(v) for k, v in self.__dict__.items()}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value
+
+
+def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:
+    rows = []
+    for res in results:
+        spec = res.spec
+        for model, mres in res.models.items():
+            metric_result = mres.result
+            n = metric_result.n if metric_result else 0
+            total = n + mres.n_failed
+            rate = mres.n_failed / total if total else 0.0
+            rows.append(
+                ResultRow(
+                    dataset=spec.dataset.name,
+                    task=spec.dataset.task,
+                    category=spec.dataset.category,
+                    metric=spec.metric,
+                    model=model,
+                    score=metric_result.score if metric_result else None,
+                    ci_low=metric_result.ci_low if metric_result else None,
+                    ci_high=metric_result.ci_high if metric_result else None,
+                    n=n,
+                    n_failed=mres.n_failed,
+                    failure_rate=rate,
+                    unreliable=rate > max_failure_rate or res.error is not None,
+                    seconds=round(res.seconds, 3),
+                    failure_reasons=mres.failure_reasons,
+                    details={**res.metric_info, **(metric_result.details if metric_result else {})},
+                    error=res.error,
+                )
+            )
+    return rows
+
+
+def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]], resolve: Any) -> list[ResultRow]:
+    """One row per (aggregate entry, model): the datasets' scores combined with their CIs."""
+    out = []
+    for metric, names in aggregate:
+        metric = METRICS.canonical(metric)
+        datasets = {spec.name for name in names for spec in resolve(name)}
+        models = sorted({r.model for r in rows if r.metric == metric and r.dataset in datasets})
+        for model in models:
+            chosen = [r for r in rows if r.metric == metric and r.model == model and r.dataset in datasets and r.score is not None]
+            if not chosen:
+                continue
+            combined = combine([MetricResult(r.score, r.ci_low, r.ci_high, r.n, "", {}) for r in chosen])  # type: ignore[arg-type]
+            label = "+".join(names)
+            out.append(
+                ResultRow(
+                    dataset=label, task="", category="", metric=metric, model=model,
+                    score=combined.score, ci_low=combined.ci_low, ci_high=combined.ci_high, n=combined.n,
+                    n_failed=sum(r.n_failed for r in chosen), failure_rate=0.0, unreliable=any(r.unreliable for r in chosen),
+                    seconds=0.0, details={"datasets": sorted(r.dataset for r in chosen), "method": combined.ci_method}, kind="aggregate",
+                )
+            )
+    return out
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.2f}" if abs(value) >= 100 else f"{value:.4f}"
+
+
+def table_rows(rows: list[ResultRow]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None else "-"
+        flag = " !" if r.unreliable else ""
+        out.append([r.dataset, r.metric, r.model, fmt(r.score) + flag, ci, str(r.n), str(r.n_failed)])
+    return out
+
+
+HEADERS = ["dataset", "metric", "model", "score", "95% CI", "n", "failed"]
+
+
+def markdown_table(rows: list[ResultRow]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    for cells in table_rows(rows):
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
+    payload = {**meta, "results": [r.as_dict() for r in rows if r.kind == "dataset"], "aggregate": [r.as_dict() for r in rows if r.kind == "aggregate"]}
+    (run_dir / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["kind", "dataset", "task", "category", "metric", "model", "score", "ci_low", "ci_high", "n", "n_failed", "failure_rate", "unreliable", "seconds"])
+    for r in rows:
+        d = r.as_dict()
+        writer.writerow([r.kind, r.dataset, r.task, r.category, r.metric, r.model, d["score"], d["ci_low"], d["ci_high"], r.n, r.n_failed, round(r.failure_rate, 4), r.unreliable, r.seconds])
+    (run_dir / "results.csv").write_text(buffer.getvalue(), encoding="utf-8")
+    md = f"# evalkit results\n\nRun `{meta.get('run_id', '')}`, {meta.get('finished', '')}. Scores with 95% confidence intervals; `!` marks a result whose failure rate exceeds `max_failure_rate` or whose engine failed.\n\n"
+    md += markdown_table([r for r in rows if r.kind == "dataset"])
+    aggregates = [r for r in rows if r.kind == "aggregate"]
+    if aggregates:
+        md += "\n## Aggregates\n\n" + markdown_table(aggregates)
+    failures = [r for r in rows if r.failure_reasons or r.error]
+    if failures:
+        md += "\n## Failures\n\n"
+        for r in failures:
+            reasons = ", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items()))
+            md += f"- {r.dataset} / {r.metric} / {r.model}: {reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
+    (run_dir / "results.md").write_text(md, encoding="utf-8")
