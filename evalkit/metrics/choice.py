@@ -2,7 +2,8 @@
 
 Options are ``sample.meta["choices"]`` (a list of option texts, lettered A, B,
 C, ... in order); without it only letters can be read, A-Z. The reference may
-be a letter ("B" or "b"), an index (an ``int``, or a string of digits; 0-based
+be a letter ("B" or "b"; a letter that names an option wins over an option
+whose text is that letter), an index (an ``int``, or a string of digits; 0-based
 unless the ``index_base: 1`` option says otherwise), or an option's text; a
 list of such values means any of them is correct. A reference that resolves to
 no option is the dataset's fault: the sample fails ("unresolvable reference")
@@ -152,7 +153,8 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
     value = str(reference).strip()
     if len(value) == 1 and value.isalpha():
         index = _letter_index(value, n)
-        return set() if index is None else {index}
+        if index is not None:
+            return {index}
     if value.isdigit():
         return resolve_reference(int(value), choices, index_base)
     if choices:
