@@ -1,0 +1,175 @@
+"""Collect per-sample scores of one (dataset, metric) pair and turn them into a MetricResult.
+
+An engine streams samples and must not keep predictions; what it keeps per
+scored sample is one row of sufficient statistics and the per-sample score,
+in growable float64 arrays (capacity doubles, so appends are amortized O(1)
+and a million samples cost a few tens of MB, no Python object per sample).
+Group labels (accent, gender, length bucket, ...) are stored as small integer
+codes per group name, so per-group results are computed from the same rows
+at the end.
+
+Not thread-safe: one accumulator belongs to one engine, fed from its loop.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from evalkit.metrics.base import Metric, MetricResult, SampleScore
+from evalkit.metrics.ci import bootstrap_ci, normal_ci
+
+#: upper edges (seconds, exclusive) and labels of the audio-length buckets used for WER-by-length
+LENGTH_BUCKETS: tuple[tuple[float, str], ...] = (
+    (5.0, "0-5s"),
+    (10.0, "5-10s"),
+    (20.0, "10-20s"),
+    (30.0, "20-30s"),
+    (math.inf, "30s+"),
+)
+
+
+def audio_length_bucket(seconds: float | None) -> str:
+    """The length bucket of an utterance: "0-5s", "5-10s", "10-20s", "20-30s", "30s+" ("unknown" if missing)."""
+    if seconds is None:
+        return "unknown"
+    try:
+        value = float(seconds)
+    except (TypeError, ValueError):
+        return "unknown"
+    if not math.isfinite(value) or value < 0:
+        return "unknown"
+    for edge, label in LENGTH_BUCKETS:
+        if value < edge:
+            return label
+    return LENGTH_BUCKETS[-1][1]
+
+
+def _natural_key(label: str) -> list[tuple[int, float | str]]:
+    """Sort "5-10s" before "10-20s": numbers compare as numbers."""
+    return [(0, float(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part]
+
+
+class ScoreAccumulator:
+    """Rows of sufficient statistics, per-sample scores, group codes and failure counts."""
+
+    def __init__(self, metric: Metric, initial_capacity: int = 256) -> None:
+        self.metric = metric
+        self._capacity = max(1, int(initial_capacity))
+        self._n = 0
+        self._k: int | None = None
+        self._stats = np.empty((0, 0), dtype=np.float64)
+        self._scores = np.empty(self._capacity, dtype=np.float64)
+        self._group_codes: dict[str, np.ndarray] = {}
+        self._group_values: dict[str, dict[str, int]] = {}
+        self.failures: Counter[str] = Counter()
+
+    @property
+    def n(self) -> int:
+        """Number of scored samples."""
+        return self._n
+
+    @property
+    def n_failed(self) -> int:
+        return sum(self.failures.values())
+
+    def add_failure(self, reason: str) -> None:
+        """Count a sample that could not be scored (request failed, unparseable verdict, ...)."""
+        self.failures[str(reason)] += 1
+
+    def add(self, score: SampleScore, groups: dict[str, str] | None = None) -> None:
+        """Add one sample's score; a score carrying ``failure`` is counted as a failure instead."""
+        if score.failure is not None:
+            self.add_failure(score.failure)
+            return
+        stats = score.stats
+        if not stats:
+            if score.score is None:
+                self.add_failure("no score")
+                return
+            stats = (float(score.score), 1.0)  # the default corpus(): a mean
+        if self._k is None:
+            self._k = len(stats)
+            self._stats = np.empty((self._capacity, self._k), dtype=np.float64)
+        elif len(stats) != self._k:
+            raise ValueError(
+                f"{self.metric.name}: sample stats have {len(stats)} values, earlier samples had {self._k}"
+            )
+        if self._n == self._capacity:
+            self._grow()
+        row = self._n
+        self._stats[row] = stats
+        self._scores[row] = math.nan if score.score is None else float(score.score)
+        if groups:
+            for name, value in groups.items():
+                codes = self._group_codes.get(name)
+                if codes is None:
+                    codes = np.full(self._capacity, -1, dtype=np.int32)
+                    self._group_codes[name] = codes
+                    self._group_values[name] = {}
+                values = self._group_values[name]
+                label = str(value)
+                code = values.get(label)
+                if code is None:
+                    code = values[label] = len(values)
+                codes[row] = code
+        self._n += 1
+
+    def _grow(self) -> None:
+        new = self._capacity * 2
+        stats = np.empty((new, self._stats.shape[1]), dtype=np.float64)
+        stats[: self._n] = self._stats[: self._n]
+        self._stats = stats
+        scores = np.empty(new, dtype=np.float64)
+        scores[: self._n] = self._scores[: self._n]
+        self._scores = scores
+        for name, codes in self._group_codes.items():
+            grown = np.full(new, -1, dtype=np.int32)
+            grown[: self._n] = codes[: self._n]
+            self._group_codes[name] = grown
+        self._capacity = new
+
+    @property
+    def stats(self) -> np.ndarray:
+        """The (n, k) matrix of scored samples' statistics (a view; do not modify)."""
+        return self._stats[: self._n]
+
+    @property
+    def scores(self) -> np.ndarray:
+        """Per-sample scores of the scored samples (NaN where a metric gave none)."""
+        return self._scores[: self._n]
+
+    def _summarize(self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int) -> tuple[float, float, float]:
+        if rows.shape[0] == 0:
+            return math.nan, math.nan, math.nan
+        value = float(self.metric.corpus(rows.sum(axis=0)))
+        if self.metric.ci_method == "bootstrap":
+            low, high = bootstrap_ci(self.metric, rows, n_resamples=n_resamples, seed=seed)
+        else:
+            low, high = normal_ci(scores)
+        return value, low, high
+
+    def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
+        """Corpus score, CI (``metric.ci_method``), counts, settings and per-group results."""
+        rows, scores = self.stats, self.scores
+        value, low, high = self._summarize(rows, scores, seed, n_resamples)
+        details: dict[str, Any] = dict(self.metric.describe())
+        if self._n:
+            details.update(self.metric.corpus_details(rows.sum(axis=0)))
+        details["n_failed"] = self.n_failed
+        details["failure_reasons"] = dict(sorted(self.failures.items()))
+        groups: dict[str, dict[str, dict[str, float | int]]] = {}
+        for name, codes in self._group_codes.items():
+            codes = codes[: self._n]
+            per_value: dict[str, dict[str, float | int]] = {}
+            for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
+                mask = codes == code
+                g_value, g_low, g_high = self._summarize(rows[mask], scores[mask], seed, n_resamples)
+                per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": int(mask.sum())}
+            groups[name] = per_value
+        details["groups"] = groups
+        return MetricResult(value, low, high, self._n, self.metric.ci_method, details)

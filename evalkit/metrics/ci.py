@@ -1,0 +1,113 @@
+"""95% confidence intervals: normal for means, percentile bootstrap for corpus statistics.
+
+A mean of per-sample scores (accuracy, F1) has a well-behaved sampling
+distribution, so the normal interval ``mean ± 1.96·s/√n`` is right and cheap.
+Corpus statistics (WER = Σedits/Σwords, BLEU) are ratios of sums; their
+interval comes from resampling samples with replacement and recomputing the
+corpus value from the resampled sums of sufficient statistics.
+
+The bootstrap never materialises resampled data: a resample is a vector of
+counts (how often each sample was drawn), and the resampled totals of a
+chunk of resamples are one matrix product ``counts @ stats``. A chunk holds
+at most ``chunk_elements`` counts (a few MB at the default, small enough to
+stay in cache, which measured faster than larger chunks), so memory does not
+grow with the dataset. The chunk size depends only on ``n``, so a (stats,
+n_resamples, seed) triple always gives the same interval; 1,000 resamples of
+50,000 samples take about half a second.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import numpy as np
+
+from evalkit.metrics.base import MetricResult
+
+Z95 = 1.959963984540054  # standard normal 97.5% quantile
+
+
+class _HasCorpus(Protocol):
+    def corpus(self, totals: np.ndarray) -> np.ndarray: ...
+
+
+def normal_ci(scores: np.ndarray) -> tuple[float, float]:
+    """``mean ± 1.96·s/√n`` over the finite scores (sample std, ddof=1); fewer than 2 -> NaN bounds."""
+    values = np.asarray(scores, dtype=float).ravel()
+    values = values[np.isfinite(values)]
+    n = values.size
+    if n < 2:
+        return math.nan, math.nan
+    mean = float(values.mean())
+    half = Z95 * float(values.std(ddof=1)) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def bootstrap_ci(
+    metric: _HasCorpus,
+    stats: np.ndarray,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    *,
+    confidence: float = 0.95,
+    chunk_elements: int = 262_144,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``metric.corpus(stats.sum(0))`` over rows of ``stats`` (n, k).
+
+    Resamples whose corpus value is not finite (e.g. no reference words at
+    all) are dropped before taking percentiles. Fewer than 2 rows -> NaN bounds.
+    """
+    stats = np.asarray(stats, dtype=np.float64)
+    if stats.ndim != 2:
+        raise ValueError(f"stats must be a 2-D (samples, statistics) matrix, got shape {stats.shape}")
+    n = stats.shape[0]
+    if n < 2 or n_resamples < 1:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(n_resamples, chunk_elements // n))
+    values = np.empty(n_resamples, dtype=np.float64)
+    for start in range(0, n_resamples, chunk):
+        size = min(chunk, n_resamples - start)
+        draws = rng.integers(0, n, size=(size, n), dtype=np.int64 if size * n >= 2**31 else np.int32)
+        draws += (np.arange(size, dtype=draws.dtype) * n)[:, None]
+        counts = np.bincount(draws.ravel(), minlength=size * n).reshape(size, n)
+        del draws
+        totals = counts.astype(np.float64) @ stats
+        values[start : start + size] = np.asarray(metric.corpus(totals), dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+def combine(results: list[MetricResult]) -> MetricResult:
+    """One ``aggregate`` row from per-dataset results of the same metric.
+
+    The score is the macro average over datasets (each dataset counts once,
+    whatever its size). Datasets are independent samples, so the standard
+    error of the average is ``sqrt(Σ se_i²) / m`` with ``se_i`` each dataset's
+    CI half-width divided by 1.96 (for an asymmetric bootstrap interval, the
+    mean of its two half-widths); the CI is ``score ± 1.96·se``. A dataset
+    without a finite score is left out of the average (counted in
+    ``details["excluded"]``); one without a finite CI makes the CI NaN.
+    ``n`` is the total number of scored samples.
+    """
+    usable = [r for r in results if math.isfinite(r.score)]
+    m = len(usable)
+    details: dict[str, Any] = {
+        "method": "macro average; CI from the datasets' standard errors",
+        "datasets": m,
+        "excluded": len(results) - m,
+    }
+    n = int(sum(r.n for r in results))
+    if m == 0:
+        return MetricResult(math.nan, math.nan, math.nan, n, "macro", details)
+    score = float(np.mean([r.score for r in usable]))
+    halves = np.array([(r.ci_high - r.ci_low) / 2.0 for r in usable], dtype=float)
+    if not np.all(np.isfinite(halves)):
+        return MetricResult(score, math.nan, math.nan, n, "macro", details)
+    se = math.sqrt(float(np.sum((halves / Z95) ** 2))) / m
+    return MetricResult(score, score - Z95 * se, score + Z95 * se, n, "macro", details)
