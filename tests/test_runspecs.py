@@ -26,7 +26,8 @@ RUNSPECS = REPO / "runspecs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runspec_structures"
 ESPEAK = REPO / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
 
-# Dataset-entry keys documented in the runspec format (LALMEval keys plus evalkit's).
+# Dataset-entry keys documented in the runspec format (LALMEval keys plus evalkit's),
+# and `accented_column`, which evalkit.catalog also accepts (the accented filter reads it).
 ALLOWED_KEYS = {
     "hf_repo",
     "path",
@@ -43,6 +44,7 @@ ALLOWED_KEYS = {
     "id_column",
     "choices_column",
     "accent_column",
+    "accented_column",
     "gender_column",
     "speaker_column",
     "duration_column",
@@ -68,6 +70,7 @@ COLUMN_KEYS = (
     "id_column",
     "choices_column",
     "accent_column",
+    "accented_column",
     "gender_column",
     "speaker_column",
     "duration_column",
@@ -418,7 +421,7 @@ def _check_samples(spec: Any, source: Path) -> None:
             assert sample.instruction == spec.instruction
         if spec.id_column:
             assert sample.id == str(row[spec.id_column])
-        for key in ("accent", "gender", "speaker", "duration", "choices"):
+        for key in ("accent", "accented", "gender", "speaker", "duration", "choices"):
             column = getattr(spec, f"{key}_column")
             if column:
                 assert sample.meta[key] == row[column], f"{where}: meta[{key!r}]"
