@@ -124,8 +124,9 @@ class Engine:
         result.n_samples = self.n_samples
         result.seconds = time.perf_counter() - started
         for name, acc in self.accumulators.items():
-            scored = acc.result(seed=self.seed) if acc.n_scored else None
-            result.models[name] = ModelResult(model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failure_reasons))
+            # bootstrap CIs are CPU work: off the loop, so other engines keep their endpoints busy
+            scored = await asyncio.to_thread(acc.result, seed=self.seed) if acc.n else None
+            result.models[name] = ModelResult(model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failures))
         return result
 
     async def _run_samples(self) -> None:

@@ -25,7 +25,8 @@ def pcm16_of(audio: Audio) -> bytes:
     import numpy as np
 
     array = audio_codec.load_16k_mono(audio)
-    return (np.clip(array, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    # x * 32768 inverts soundfile's int16 -> float scaling exactly, so 16-bit sources pass losslessly
+    return np.clip(np.rint(array * 32768.0), -32768, 32767).astype("<i2").tobytes()
 
 
 def wav_from_pcm16(pcm: bytes) -> bytes:
