@@ -1,0 +1,180 @@
+"""Chat completions: reading OpenAI chat requests and writing OpenAI chat responses.
+
+Pure functions over dicts, so the handler stays a short sequence of steps.
+Audio parts are kept as base64 strings here; they are decoded only if a rule or
+the request log needs their fingerprint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.testing.wire import BadRequest, dumps
+
+SYSTEM_ROLES = ("system", "developer")
+_IGNORED_PARTS = ("image_url", "input_image", "file")
+
+
+class Message:
+    """What the server reads from one chat message: role, joined text parts, audio parts."""
+
+    __slots__ = ("role", "text", "audio")
+
+    def __init__(self, role: str, text: str, audio: list[str]) -> None:
+        self.role = role
+        self.text = text
+        self.audio = audio  # base64 payloads
+
+
+def _audio_part(part: dict[str, Any], kind: str, where: str) -> str:
+    if kind == "input_audio":
+        payload = part.get("input_audio")
+        data = payload.get("data") if isinstance(payload, dict) else None
+        if not isinstance(data, str):
+            raise BadRequest(f"{where}.input_audio.data must be a base64 string.", f"{where}.input_audio.data")
+        return data
+    payload = part.get("audio_url")  # vLLM's form: a base64 data: URL
+    url = payload.get("url") if isinstance(payload, dict) else None
+    if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+        raise BadRequest(f"{where}.audio_url.url must be a base64 data: URL.", f"{where}.audio_url.url")
+    return url.split(",", 1)[1]
+
+
+def parse_messages(messages: Any) -> list[Message]:
+    """Validate ``messages`` like the API does (400 on a bad shape) and extract text and audio.
+
+    Content is a string or a list of parts: ``text`` parts are joined with a
+    newline; ``input_audio`` and ``audio_url`` (data: URL) parts are audio;
+    image and file parts are ignored.
+    """
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("'messages' must be a non-empty array.", "messages")
+    parsed: list[Message] = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise BadRequest(f"messages[{i}] must be an object with a string 'role'.", f"messages.[{i}]")
+        content = msg.get("content")
+        audio: list[str] = []
+        if content is None or isinstance(content, str):
+            text = content or ""
+        elif isinstance(content, list):
+            texts: list[str] = []
+            for j, part in enumerate(content):
+                where = f"messages.[{i}].content.[{j}]"
+                kind = part.get("type") if isinstance(part, dict) else None
+                if kind == "text":
+                    value = part.get("text")
+                    if not isinstance(value, str):
+                        raise BadRequest(f"{where}.text must be a string.", f"{where}.text")
+                    texts.append(value)
+                elif kind in ("input_audio", "audio_url"):
+                    audio.append(_audio_part(part, kind, where))
+                elif kind not in _IGNORED_PARTS:
+                    raise BadRequest(f"{where} has unknown type {kind!r}.", f"{where}.type")
+            text = "\n".join(texts)
+        else:
+            raise BadRequest(f"messages[{i}].content must be a string or an array of parts.", f"messages.[{i}].content")
+        parsed.append(Message(msg["role"], text, audio))
+    return parsed
+
+
+def last_user_index(messages: list[Message]) -> int | None:
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i
+    return None
+
+
+def system_text(messages: list[Message]) -> str:
+    return "\n".join(m.text for m in messages if m.role in SYSTEM_ROLES)
+
+
+def choice_params(body: dict[str, Any]) -> tuple[int, int | None]:
+    """``n`` and the token limit (max_completion_tokens, else max_tokens), validated."""
+    n = body.get("n")
+    if n is None:
+        n = 1
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= 128:
+        raise BadRequest("'n' must be an integer between 1 and 128.", "n")
+    key = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    limit = body.get(key)
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise BadRequest(f"'{key}' must be a positive integer.", key)
+    return n, limit
+
+
+def truncate(answer: str, limit: int | None) -> tuple[str, int, str]:
+    """Content, completion tokens and finish_reason for an answer under a token limit.
+
+    Tokens are whitespace words; an answer longer than the limit is cut to it
+    and finishes with "length", as a real model would.
+    """
+    words = answer.split()
+    if limit is not None and len(words) > limit:
+        return " ".join(words[:limit]), limit, "length"
+    return answer, len(words), "stop"
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def completion_body(
+    chat_id: str, created: int, model: str, content: str, finish: str, n: int, usage_: dict[str, int]
+) -> bytes:
+    """A ``chat.completion`` object."""
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": finish}
+        for i in range(n)
+    ]
+    payload = {
+        "id": chat_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "usage": usage_,
+    }
+    return dumps(payload)
+
+
+def stream_body(
+    chat_id: str,
+    created: int,
+    model: str,
+    content: str,
+    finish: str,
+    n: int,
+    usage_: dict[str, int],
+    include_usage: bool,
+) -> bytes:
+    """A whole SSE stream in one body: a content chunk and a finish chunk per choice,
+    a usage chunk when ``stream_options.include_usage``, then ``[DONE]``."""
+    base = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model}
+    events: list[bytes] = []
+    for i in range(n):
+        delta = {"role": "assistant", "content": content}
+        events.append(dumps({**base, "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": None}]}))
+        events.append(dumps({**base, "choices": [{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish}]}))
+    if include_usage:
+        events.append(dumps({**base, "choices": [], "usage": usage_}))
+    return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+
+def log_record(body: dict[str, Any], messages: list[Message], fingerprints: dict[int, list[str]], content: str) -> dict[str, Any]:
+    """What the request log keeps of a chat request: params and message texts, audio as fingerprints."""
+    params = {k: v for k, v in body.items() if k not in ("messages", "model")}
+    for key in ("temperature", "max_tokens", "top_p", "seed"):
+        params.setdefault(key, None)
+    return {
+        "params": params,
+        "messages": [
+            {"role": m.role, "text": m.text, "n_audio": len(m.audio), "audio_fingerprints": fingerprints.get(i, [])}
+            for i, m in enumerate(messages)
+        ],
+        "answer": content,
+    }
