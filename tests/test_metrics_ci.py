@@ -1,0 +1,108 @@
+"""Confidence intervals: coverage in seeded simulations, determinism, the aggregate rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evalkit.metrics.base import METRICS, MetricResult
+from evalkit.metrics.ci import Z95, bootstrap_ci, combine, normal_ci
+
+
+def test_normal_ci_values() -> None:
+    scores = np.array([0.0, 1.0, 1.0, 0.0, 1.0])
+    low, high = normal_ci(scores)
+    half = Z95 * np.std(scores, ddof=1) / math.sqrt(5)
+    assert (low, high) == pytest.approx((0.6 - half, 0.6 + half))
+    assert all(math.isnan(v) for v in normal_ci(np.array([1.0])))
+    assert all(math.isnan(v) for v in normal_ci(np.array([])))
+    assert normal_ci(np.array([1.0, np.nan, 3.0])) == pytest.approx(normal_ci(np.array([1.0, 3.0])))
+
+
+def test_normal_ci_coverage_for_a_mean() -> None:
+    rng = np.random.default_rng(123)
+    p, n, trials = 0.3, 200, 300
+    covered = 0
+    for _ in range(trials):
+        low, high = normal_ci(rng.binomial(1, p, n).astype(float))
+        covered += low <= p <= high
+    assert 0.90 <= covered / trials <= 0.99
+
+
+def _wer_population(rng: np.random.Generator, n: int, rate: float) -> np.ndarray:
+    """Utterances of 1-40 words, each word wrong with probability ``rate`` (true corpus WER = rate)."""
+    words = rng.integers(1, 41, n).astype(float)
+    edits = rng.binomial(words.astype(int), rate).astype(float)
+    return np.stack([edits, words, edits / words, np.ones(n)], axis=1)
+
+
+def test_bootstrap_ci_coverage_for_corpus_wer() -> None:
+    metric = METRICS.get("wer")(language="en")
+    rng = np.random.default_rng(7)
+    rate, trials = 0.15, 200
+    covered = 0
+    for trial in range(trials):
+        stats = _wer_population(rng, 150, rate)
+        low, high = bootstrap_ci(metric, stats, n_resamples=400, seed=trial)
+        assert low <= float(metric.corpus(stats.sum(axis=0))) <= high
+        covered += low <= rate <= high
+    assert 0.90 <= covered / trials <= 0.99
+
+
+def test_bootstrap_is_deterministic_and_chunking_is_safe() -> None:
+    metric = METRICS.get("wer")(language="en")
+    stats = _wer_population(np.random.default_rng(0), 1000, 0.2)
+    first = bootstrap_ci(metric, stats, n_resamples=300, seed=5)
+    assert bootstrap_ci(metric, stats, n_resamples=300, seed=5) == first
+    assert bootstrap_ci(metric, stats, n_resamples=300, seed=6) != first
+    small_chunks = bootstrap_ci(metric, stats, n_resamples=300, seed=5, chunk_elements=1)  # one resample a chunk
+    assert small_chunks == pytest.approx(first, abs=0.01)
+    assert first[0] < 0.2 < first[1] and first[1] - first[0] < 0.05
+
+
+def test_bootstrap_degenerate_inputs() -> None:
+    metric = METRICS.get("wer")(language="en")
+    assert all(math.isnan(v) for v in bootstrap_ci(metric, np.zeros((1, 4))))
+    assert all(math.isnan(v) for v in bootstrap_ci(metric, np.zeros((0, 4))))
+    with pytest.raises(ValueError):
+        bootstrap_ci(metric, np.zeros(4))
+
+
+def test_bootstrap_matches_a_naive_resampling_distribution() -> None:
+    """Same interval (within Monte-Carlo error) as resampling rows one by one."""
+    metric = METRICS.get("bleu")(language="en")
+    rng = np.random.default_rng(1)
+    n = 300
+    lens = rng.integers(5, 30, (n, 2)).astype(float)
+    totals = np.maximum(lens[:, :1] - np.arange(4), 1)
+    correct = np.floor(totals * rng.uniform(0.2, 0.8, (n, 4)))
+    stats = np.concatenate([lens, correct, totals], axis=1)
+    naive = [float(metric.corpus(stats[rng.integers(0, n, n)].sum(axis=0))) for _ in range(2000)]
+    low, high = bootstrap_ci(metric, stats, n_resamples=2000, seed=3)
+    assert low == pytest.approx(np.percentile(naive, 2.5), abs=0.6)
+    assert high == pytest.approx(np.percentile(naive, 97.5), abs=0.6)
+
+
+def test_combine_macro_average() -> None:
+    a = MetricResult(0.2, 0.1, 0.3, 100, "bootstrap")
+    b = MetricResult(0.4, 0.38, 0.42, 1000, "bootstrap")
+    out = combine([a, b])
+    se = math.sqrt((0.1 / Z95) ** 2 + (0.02 / Z95) ** 2) / 2
+    assert out.score == pytest.approx(0.3)
+    assert (out.ci_low, out.ci_high) == pytest.approx((0.3 - Z95 * se, 0.3 + Z95 * se))
+    assert out.n == 1100
+    assert out.ci_method == "macro"
+    assert out.details["datasets"] == 2
+
+
+def test_combine_edge_cases() -> None:
+    good = MetricResult(0.5, 0.4, 0.6, 10, "normal")
+    empty = MetricResult(math.nan, math.nan, math.nan, 0, "normal")
+    out = combine([good, empty])
+    assert out.score == 0.5 and out.details["excluded"] == 1
+    assert (out.ci_low, out.ci_high) == pytest.approx((0.4, 0.6))
+    assert math.isnan(combine([]).score)
+    no_ci = combine([good, MetricResult(0.7, math.nan, math.nan, 1, "normal")])
+    assert no_ci.score == pytest.approx(0.6) and math.isnan(no_ci.ci_low)
