@@ -1,0 +1,84 @@
+"""Every class of config mistake stops the run before any request: one message, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+
+BASE = {
+    "dataset_metric": [["tiny_qa", "exact_match"]],
+    "models": [{"info": {"name": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "m"}}],
+    "runspecs_dir": str(FIXTURES / "runspecs"),
+}
+
+
+def _run(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return subprocess.run([sys.executable, "-m", "evalkit", "run", str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
+
+
+def _mutated(**changes) -> str:  # type: ignore[no-untyped-def]
+    data = yaml.safe_load(yaml.safe_dump(BASE))
+    for dotted, value in changes.items():
+        node = data
+        *parents, last = dotted.split("__")
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        if value is None:
+            del node[last]
+        else:
+            node[last] = value
+    return yaml.safe_dump(data)
+
+
+CASES = [
+    ("unknown key", _mutated(models__0__info__batch_sise=4), ["models[0].info.batch_sise", "unknown key", 'did you mean "batch_size"']),
+    ("misspelled top key", _mutated(filtres={"num_samples": 3}), ["filtres", 'did you mean "filters"']),
+    ("wrong type", _mutated(models__0__info__batch_size="many"), ["models[0].info.batch_size", "integer"]),
+    ("missing mandatory", _mutated(models__0__info__model=None), ["models[0].info.model", "missing"]),
+    ("unknown inference type", _mutated(models__0__info__inference_type="vllmm"), ["inference_type", 'did you mean "vllm"']),
+    ("unknown dataset", _mutated(dataset_metric=[["tiny_qq", "exact_match"]]), ["dataset_metric[0]", "tiny_qq", 'did you mean "tiny_qa"']),
+    ("unknown metric", _mutated(dataset_metric=[["tiny_qa", "exact_mach"]]), ["dataset_metric[0]", "exact_mach", 'did you mean "exact_match"']),
+    ("metric that does not fit", _mutated(dataset_metric=[["tiny_qa", "word_error_rate"]]), ["does not fit", "exact_match"]),
+    ("missing env var", _mutated(models__0__info__auth_token="${EVALKIT_TEST_UNSET_TOKEN}"), ["EVALKIT_TEST_UNSET_TOKEN", "models[0].info.auth_token"]),
+    ("bad yaml", "dataset_metric: [[tiny_qa, exact_match]\nmodels: [", ["not valid YAML", "line"]),
+    ("not a mapping", "- just\n- a list\n", ["expected a mapping"]),
+]
+
+
+@pytest.mark.parametrize(("label", "text", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_config_mistake_exits_2_with_message(tmp_path: Path, label: str, text: str, expected: list[str]) -> None:
+    proc = _run(tmp_path, text)
+    assert proc.returncode == 2, (label, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "config.yaml" in proc.stderr or label in ("unknown dataset", "unknown metric", "metric that does not fit")
+    for fragment in expected:
+        assert fragment in proc.stderr, (label, proc.stderr)
+    assert not (tmp_path / "runs").exists(), "a config error must stop before any run folder is made"
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "config file not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_all_problems_reported_at_once(tmp_path: Path) -> None:
+    proc = _run(tmp_path, _mutated(models__0__info__batch_sise=4, models__0__info__timeout="soon", filtres={}))
+    assert proc.returncode == 2
+    for fragment in ("batch_sise", "timeout", "filtres"):
+        assert fragment in proc.stderr
+
+
+def test_validate_command_accepts_good_config(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    proc = subprocess.run([sys.executable, "-m", "evalkit", "validate", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "OK" in proc.stdout
