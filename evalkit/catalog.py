@@ -50,6 +50,8 @@ class DatasetSpec(BaseModel):
     speaker_column: str | None = None
     duration_column: str | None = None
     turns_column: str | None = None
+    #: more columns copied into ``sample.meta`` under the given keys, e.g. {"rubrics": "rubric_items"}
+    extra_columns: dict[str, str] = Field(default_factory=dict)
     instruction: str | None = None
     preprocessor: str = "GeneralPreprocessor"
     postprocessor: str = "GeneralPostprocessor"

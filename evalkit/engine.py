@@ -100,6 +100,7 @@ class Engine:
                 chunk_size=m.info.chunk_size,
                 long_audio=dataset.long_audio,
                 language=self.language,
+                system=self.context.system_by_model.get(m.name),
             )
             for m in self.models
         }

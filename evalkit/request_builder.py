@@ -56,6 +56,8 @@ class RequestContext:
     chunk_size: float | None
     long_audio: str
     language: str | None
+    #: the model's system prompt when it differs from the prompt's default
+    system: str | None = None
 
 
 class PreparedAudio:
@@ -98,8 +100,9 @@ def turn_requests(
             if piece is not None
         ]
     prefix: list[dict[str, Any]] = []
-    if prompt.system:
-        prefix.append({"role": "system", "content": prompt.system})
+    system = ctx.system if ctx.system is not None else prompt.system
+    if system:
+        prefix.append({"role": "system", "content": system})
     for question, answer in prompt.examples:
         prefix += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
     requests = []

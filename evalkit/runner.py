@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.clients.judge import JudgeClient
 from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.pool import EndpointPool
 from evalkit.clients.protocol import EndpointProtocol
-from evalkit.engine import Engine, EngineResult
-from evalkit.plan import ModelPlan, Plan
-from evalkit.prompts.preprocessors import PromptContext
+from evalkit.engine import Engine, EngineResult, ProgressHook
+from evalkit.languages import target_language
+from evalkit.metrics import METRICS, Metric
+from evalkit.plan import EngineSpec, ModelPlan, Plan
+from evalkit.prompts.library import prompt_context_for
 from evalkit.report.progress import Progress
 from evalkit.report.redact import redact
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions, rows_from_engines, write_results
@@ -30,6 +33,8 @@ class RunOptions:
     quiet: bool = False
     window: int = 256
     run_dir: str | None = None
+    #: called once per answered (engine, model, sample) with ok=True/False; default: periodic lines
+    progress: ProgressHook | None = None
 
 
 @dataclass
@@ -81,11 +86,17 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
         store_path = Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
         store = await ResponseStore(store_path, refresh=options.refresh_cache).open()
     clients = build_clients(plan, store)
-    progress = Progress(quiet=options.quiet)
-    context = PromptContext()
+    judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
+    progress = options.progress or Progress(quiet=options.quiet)
+
+    def make_metric(spec: EngineSpec) -> Metric:
+        cls = METRICS.get(spec.metric)
+        language = target_language(spec.dataset.language)
+        return cls(language=language, judge=judge) if cls.needs_judge else cls(language=language)
+
     engines = [
-        Engine(spec, plan.models, clients, config.filters, run_dir / "records", prompt_context=context, window=options.window,
-               progress=progress, use_store=store is not None, seed=config.filters.seed)
+        Engine(spec, plan.models, clients, config.filters, run_dir / "records", prompt_context=prompt_context_for(config, spec.dataset, spec.models), window=options.window,
+               progress=progress, use_store=store is not None, seed=config.filters.seed, metric_factory=make_metric)
         for spec in plan.engines
     ]
     try:
@@ -93,6 +104,8 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     finally:
         for client in clients.values():
             await client.close()
+        if judge is not None:
+            await judge.close()
         if store is not None:
             await store.close()
     rows = rows_from_engines(results, config.max_failure_rate)

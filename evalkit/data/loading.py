@@ -133,6 +133,8 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
         column = getattr(spec, f"{key}_column")
         if column is not None:
             meta[key] = _column(row, column, spec, f"{key}_column")
+    for key, column in spec.extra_columns.items():
+        meta[key] = _column(row, column, spec, f"extra_columns.{key}")
     audio = _audio_value(_column(row, spec.audio_column, spec, "audio_column"), base_dir)
     turns = None
     if spec.turns_column is not None:

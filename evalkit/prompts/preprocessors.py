@@ -11,10 +11,20 @@ from evalkit.registry import Registry
 
 @dataclass(slots=True)
 class PromptContext:
-    """Run-level prompt settings resolved by the plan for one engine."""
+    """Prompt settings resolved for one engine (dataset) before it starts.
+
+    ``system_prompt`` is the default; ``system_by_model`` holds model-specific
+    system prompts, applied per model when requests are built. ``add_ons`` are
+    texts appended to every instruction; ``examples`` in-context pairs.
+    """
 
     system_prompt: str | None = None
+    system_by_model: dict[str, str | None] = field(default_factory=dict)
     add_ons: list[str] = field(default_factory=list)
+    examples: list[tuple[str, str]] = field(default_factory=list)
+
+    def system_for(self, model: str) -> str | None:
+        return self.system_by_model.get(model, self.system_prompt)
 
 
 class Preprocessor:
@@ -43,6 +53,6 @@ class GeneralPreprocessor(Preprocessor):
             if instruction:
                 first = turns[0]
                 turns[0] = PromptTurn(text=_join(instruction, first.text), audio=first.audio)
-            return Prompt(turns=turns, system=context.system_prompt)
+            return Prompt(turns=turns, system=context.system_prompt, examples=list(context.examples))
         text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
-        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt)
+        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt, examples=list(context.examples))

@@ -1,0 +1,41 @@
+"""The LLM judge: an endpoint like any other (pool, retries, circuit breaker, response store)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalkit.clients.model_client import ModelClient, RetryPolicy
+from evalkit.clients.outcome import Outcome
+from evalkit.clients.pool import EndpointPool
+from evalkit.clients.protocol import EndpointProtocol
+from evalkit.clients.request import ModelRequest
+from evalkit.config import JudgeProperties
+from evalkit.store import ResponseStore
+
+
+class JudgeClient:
+    """Sends judge prompts; judge metrics get one through their ``judge=`` option."""
+
+    def __init__(self, props: JudgeProperties, store: ResponseStore | None = None) -> None:
+        protocol = EndpointProtocol(
+            base_url=props.judge_api_endpoint,
+            kind="chat",
+            auth_token=props.judge_api_key,
+            api_version=props.judge_api_version if props.judge_type == "openai" else None,
+            deployment=props.judge_model,
+        )
+        pool = EndpointPool(protocol, connections=props.judge_concurrency, timeout=props.judge_timeout)
+        self.model = props.judge_model
+        self.temperature = props.judge_temperature
+        #: whose judge prompt to use (prompts may be tuned per judge model)
+        self.prompt_model = props.judge_prompt_model_override or props.judge_model
+        self.client = ModelClient(
+            f"judge:{props.judge_model}", [(pool, props.judge_concurrency)], RetryPolicy(retry_attempts=props.judge_retry_attempts), store=store
+        )
+
+    async def ask(self, messages: list[dict[str, Any]], **params: Any) -> Outcome:
+        request = ModelRequest(kind="chat", model=self.model, messages=messages, params={"temperature": self.temperature, **params})
+        return await self.client.submit(request)
+
+    async def close(self) -> None:
+        await self.client.close()
