@@ -7,11 +7,21 @@ blocking code (torch, pocketsphinx) and never see the event loop.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+
+class InputError(ValueError):
+    """A request this backend cannot answer (e.g. chat without audio): the server replies 400.
+
+    Raise it from :meth:`Backend.check_chat` to refuse a request before it joins
+    a batch, or put an instance in place of one answer in a ``*_batch`` result so
+    one bad request does not fail the others in its batch.
+    """
 
 
 @dataclass(slots=True)
@@ -43,13 +53,27 @@ class Backend(ABC):
     max_batch_size: int = 8
     supports_chat: bool = False
     supports_transcription: bool = False
+    #: ISO 639-1 codes a transcription request may ask for; None accepts any
+    languages: frozenset[str] | None = None
+    #: reported as prompt audio tokens per second of input audio (override with the model's rate)
+    audio_tokens_per_second: float = 25.0
+
+    def check_chat(self, item: ChatInput) -> None:
+        """Refuse a request early (raise InputError) so it costs no batch slot; runs on the event loop."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` for the usage counts; whitespace words unless the backend has a tokenizer."""
+        return len(text.split())
+
+    def count_audio_tokens(self, seconds: float) -> int:
+        return math.ceil(seconds * self.audio_tokens_per_second)
 
     def chat_batch(self, inputs: list[ChatInput]) -> list[str]:
-        """Answer a batch of chat requests, in order."""
+        """Answer a batch of chat requests, in order (an InputError instance may stand for one answer)."""
         raise NotImplementedError(f"{type(self).__name__} does not serve chat completions")
 
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
-        """Transcribe a batch of 16 kHz mono float32 arrays, in order."""
+        """Transcribe a batch of 16 kHz mono float32 arrays, in order (an InputError may stand for one)."""
         raise NotImplementedError(f"{type(self).__name__} does not serve transcriptions")
 
     @abstractmethod
