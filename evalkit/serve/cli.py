@@ -1,0 +1,227 @@
+"""``evalkit serve``: run a local model behind an OpenAI-compatible HTTP API.
+
+The process binds first, loads the model while /health says "loading", and
+then prints one line, ``LISTENING http://HOST:PORT``, so scripts and tests
+can start it with ``--port 0`` and read the port from stdout (or
+``--port-file``). SIGTERM and SIGINT stop it: no new connections, in-flight
+requests get up to ``--shutdown-timeout`` seconds, then the model is released.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+from aiohttp import web
+
+from evalkit.errors import UserError
+from evalkit.serve.backends.registry import BACKENDS, backend_names, backend_spec, create_backend, load_backend_class
+
+PROG = "evalkit serve"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports one line through UserError instead of usage + exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UserError(f"{message} (see `{PROG} --help`)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    backends = "\n".join(f"  {name:<13} {spec.summary}" for name, spec in sorted(BACKENDS.items()))
+    parser = _Parser(
+        prog=PROG,
+        description="Serve a local model over an OpenAI-compatible API with dynamic batching.",
+        epilog=f"backends:\n{backends}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--backend", required=True, help=f"one of: {', '.join(backend_names())}")
+    parser.add_argument("--model", metavar="PATH", help="model directory (required by the transformers backend)")
+    parser.add_argument("--model-id", metavar="NAME", help="id reported by /v1/models and expected in requests")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default: %(default)s)")
+    parser.add_argument("--port-file", metavar="PATH", help="write the chosen port here once the model is loaded")
+    parser.add_argument("--max-batch-size", type=int, default=8, metavar="N", help="largest batch (default: %(default)s)")
+    parser.add_argument(
+        "--batch-wait-ms", type=float, default=5.0, metavar="MS",
+        help="how long to gather a batch before running it (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-queue", type=int, default=256, metavar="N",
+        help="requests waiting beyond this are refused with 503 + Retry-After (default: %(default)s)",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: %(default)s)")
+    parser.add_argument("--grammar", metavar="FILE", help="pocketsphinx: only recognise the sentences in FILE (one per line)")
+    parser.add_argument(
+        "--shutdown-timeout", type=float, default=10.0, metavar="S",
+        help="seconds in-flight requests get to finish on SIGTERM (default: %(default)s)",
+    )
+    parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Every argument mistake is found here, before a socket is bound or a model loaded."""
+    spec = backend_spec(args.backend)
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.max_batch_size < 1:
+        raise UserError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
+    if args.max_queue < 1:
+        raise UserError(f"--max-queue must be at least 1, got {args.max_queue}")
+    if not 0 <= args.batch_wait_ms <= 60_000:
+        raise UserError(f"--batch-wait-ms must be between 0 and 60000, got {args.batch_wait_ms}")
+    if args.shutdown_timeout < 0:
+        raise UserError(f"--shutdown-timeout must be >= 0, got {args.shutdown_timeout}")
+    if spec.needs_model and not args.model:
+        raise UserError(f"--backend {args.backend} needs --model PATH")
+    if args.model and not Path(args.model).exists():
+        raise UserError(f"--model {args.model}: no such file or directory")
+    if args.grammar is not None:
+        if args.backend != "pocketsphinx":
+            raise UserError("--grammar only applies to --backend pocketsphinx")
+        if not Path(args.grammar).is_file():
+            raise UserError(f"--grammar {args.grammar}: no such file")
+    if args.port_file and not Path(args.port_file).resolve().parent.is_dir():
+        raise UserError(f"--port-file {args.port_file}: its folder does not exist")
+    load_backend_class(args.backend)  # a missing dependency is a message now, not a crash later
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host}: cannot resolve it ({exc.strerror})") from None
+    family = infos[0][0]
+    try:
+        return socket.create_server((host, port), family=family, backlog=1024)
+    except OSError as exc:
+        raise UserError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _in_daemon_thread(fn: Any, /, *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
+    """Run ``fn`` in a daemon thread: a SIGTERM during a long model load must not wait for it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any = None, error: BaseException | None = None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def target() -> None:
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the loop, which decides
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, result)
+
+    threading.Thread(target=target, name="evalkit-load", daemon=True).start()
+    return future
+
+
+def _install_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def on_signal() -> None:
+        nonlocal count
+        count += 1
+        if count > 1:  # a second Ctrl-C: the user does not want to wait
+            os._exit(130)
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError):  # Windows: plain handlers
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(on_signal))
+
+
+def _write_port_file(path: str, port: int) -> None:
+    target = Path(path)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{port}\n")
+    os.replace(tmp, target)  # readers never see a half-written file
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    from evalkit.serve.app import attach_backend, create_app
+
+    stop = asyncio.Event()
+    _install_signals(stop)
+    sock = _bind(args.host, args.port)
+    app = create_app(
+        None, max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms, max_queue=args.max_queue
+    )
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=args.shutdown_timeout)
+    await runner.setup()
+    try:
+        await web.SockSite(runner, sock).start()
+        options: dict[str, Any] = {"grammar": args.grammar} if args.grammar else {}
+        loading = _in_daemon_thread(
+            create_backend,
+            args.backend,
+            model_path=args.model,
+            device=args.device,
+            max_batch_size=args.max_batch_size,
+            model_id=args.model_id,
+            **options,
+        )
+        stopping = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({loading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not loading.done():
+            loading.cancel()
+            return 0
+        stopping.cancel()
+        attach_backend(app, loading.result())
+        port = sock.getsockname()[1]
+        if args.port_file:
+            _write_port_file(args.port_file, port)
+        print(f"LISTENING {_url(sock)}", flush=True)
+        await stop.wait()
+        return 0
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``evalkit serve``; returns the exit code (2 for a usage mistake)."""
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        _check(args)
+        logging.basicConfig(
+            level=args.log_level.upper(), stream=sys.stderr, format="evalkit serve: %(levelname)s %(name)s: %(message)s"
+        )
+        return asyncio.run(_serve(args))
+    except UserError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a model that fails to load: say so, keep the traceback for a bug report
+        traceback.print_exc(file=sys.stderr)
+        print(f"{PROG}: error: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        return 1
