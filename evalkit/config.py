@@ -35,8 +35,10 @@ class _Strict(BaseModel):
 class LaunchSpec(_Strict):
     """How evalkit starts a model server itself (local models, vLLM)."""
 
-    model_path: str = Field(description="Local model folder (or hub id for users with a hub cache).")
-    backend: str = Field("transformers", description="evalkit serve backend: transformers | pocketsphinx.")
+    model_path: str | None = Field(None, description="Local model folder (not needed by pocketsphinx).")
+    backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
+        None, description="Server to start: vllm, or an `evalkit serve` backend; default vllm for inference_type vllm, else transformers."
+    )
     args: list[str] = Field(default_factory=list, description="Extra server command-line arguments.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server process.")
     startup_timeout: float = Field(600.0, gt=0, description="Seconds to wait for /health.")
@@ -78,6 +80,13 @@ class ModelInfo(_Strict):
             raise ValueError("needs `url` (an endpoint) or `launch` (a server evalkit starts)")
         if self.inference_type == "local" and self.launch is None:
             raise ValueError("inference_type `local` needs a `launch:` block with model_path and backend")
+        if self.launch is not None:
+            if self.launch.backend is None:
+                self.launch.backend = "vllm" if self.inference_type == "vllm" else "transformers"
+            if self.launch.backend != "pocketsphinx" and not self.launch.model_path:
+                raise ValueError(f"launch: backend {self.launch.backend!r} needs `model_path`")
+            if self.launch.backend == "vllm" and self.inference_type != "vllm":
+                raise ValueError("launch: backend `vllm` needs inference_type `vllm`")
         return self
 
     @property

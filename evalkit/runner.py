@@ -76,6 +76,15 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
 
 
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
+    """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
+    from evalkit.launch import launched_servers
+
+    output_dir = Path(options.output_dir or plan.config.output_dir)
+    async with launched_servers(plan, output_dir / "server-logs"):
+        return await _execute(plan, options)
+
+
+async def _execute(plan: Plan, options: RunOptions) -> RunOutcome:
     config = plan.config
     started = time.perf_counter()
     output_dir = Path(options.output_dir or config.output_dir)
