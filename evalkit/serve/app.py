@@ -255,20 +255,27 @@ async def _errors_as_json(
 
 
 def _require(batcher: DynamicBatcher[Any, Any] | None, what: str, backend: Backend) -> DynamicBatcher[Any, Any]:
+    """The endpoint's batcher, with room for one more request (checked before the body is read)."""
     if batcher is None:
         raise RequestError(400, f"model {backend.model_id!r} does not serve {what}", code="unsupported")
+    try:
+        batcher.check_capacity()
+    except (QueueFullError, ServerClosingError) as exc:
+        raise _unavailable(exc) from None
     return batcher
+
+
+def _unavailable(exc: QueueFullError | ServerClosingError) -> RequestError:
+    if isinstance(exc, QueueFullError):
+        return RequestError(503, str(exc), code="queue_full", headers={"Retry-After": str(exc.retry_after_s)})
+    return RequestError(503, str(exc), code="shutting_down", headers={"Retry-After": "1"})
 
 
 async def _submit(batcher: DynamicBatcher[Any, Any], item: Any) -> Any:
     try:
         return await batcher.submit(item)
-    except QueueFullError as exc:
-        raise RequestError(
-            503, str(exc), code="queue_full", headers={"Retry-After": str(exc.retry_after_s)}
-        ) from None
-    except ServerClosingError as exc:
-        raise RequestError(503, str(exc), code="shutting_down", headers={"Retry-After": "1"}) from None
+    except (QueueFullError, ServerClosingError) as exc:
+        raise _unavailable(exc) from None
     except InputError as exc:
         raise RequestError(400, str(exc), code="unsupported_input") from None
     except Exception as exc:

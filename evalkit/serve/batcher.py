@@ -105,13 +105,20 @@ class DynamicBatcher(Generic[T, R]):
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._collect(), name="evalkit-batcher")
 
-    async def submit(self, item: T) -> R:
-        """Queue ``item`` and wait for its result; QueueFullError at once when the queue is full."""
+    def check_capacity(self) -> None:
+        """Raise QueueFullError (or ServerClosingError) now if a submit would be refused.
+
+        Lets the server refuse before reading and decoding a large body.
+        """
         if self._closed:
             raise ServerClosingError("the server is shutting down")
         if len(self._waiting) >= self.max_queue:
             self.stats.queue_full_rejections += 1
             raise QueueFullError(self.retry_after_s())
+
+    async def submit(self, item: T) -> R:
+        """Queue ``item`` and wait for its result; QueueFullError at once when the queue is full."""
+        self.check_capacity()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._waiting.append((item, future))
         self._wakeup.set()
