@@ -27,7 +27,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runspec_structures"
 ESPEAK = REPO / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
 
 # Dataset-entry keys documented in the runspec format (LALMEval keys plus evalkit's),
-# and `accented_column`, which evalkit.catalog also accepts (the accented filter reads it).
+# and two that evalkit.catalog also accepts: `accented_column` (the accented filter
+# reads it) and `extra_columns` ({meta key: column}, e.g. a spoken query's transcript
+# for judges, which must not reach the model as text).
 ALLOWED_KEYS = {
     "hf_repo",
     "path",
@@ -48,6 +50,7 @@ ALLOWED_KEYS = {
     "gender_column",
     "speaker_column",
     "duration_column",
+    "extra_columns",
     "instruction",
     "preprocessor",
     "postprocessor",
@@ -246,7 +249,17 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
     for key in COLUMN_KEYS:
         if key in entry:
             assert isinstance(entry[key], str) and entry[key], f"{name}.{key} must be a column name"
+    extra = entry.get("extra_columns", {})
+    assert isinstance(extra, dict) and all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in extra.items())
+    standard = {"language", "index", "accent", "accented", "gender", "speaker", "duration", "choices"}
+    assert not (set(extra) & standard), f"{name}: extra_columns would overwrite standard meta keys"
     modality = entry.get("modality", "audio")
+    if modality == "audio":
+        # the preprocessor sends any textual input along with the audio; an audio-only
+        # task (e.g. a spoken query) must not leak its transcript that way
+        assert "textual_input_column" not in entry, f"{name}: audio-only, but maps a textual input"
+    if modality == "audio+text":
+        assert "textual_input_column" in entry, f"{name}: audio+text needs textual_input_column"
     if "audio" in modality:
         assert "audio_column" in entry, f"{name}: an audio dataset needs audio_column"
     else:
@@ -427,6 +440,8 @@ def _check_samples(spec: Any, source: Path) -> None:
                 assert sample.meta[key] == row[column], f"{where}: meta[{key!r}]"
             else:
                 assert key not in sample.meta
+        for key, column in spec.extra_columns.items():
+            assert sample.meta[key] == row[column], f"{where}: extra meta[{key!r}]"
 
 
 def _hub_entries() -> list[tuple[Path, str, dict[str, Any]]]:
