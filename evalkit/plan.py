@@ -7,10 +7,11 @@ unknown names, metrics that do not fit a task, unknown processors.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo
-from evalkit.errors import ConfigError, did_you_mean
+from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
@@ -138,6 +139,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                 continue  # a task/category selection keeps the datasets the metric fits
             if wanted_language and not _language_matches(spec, wanted_language):
                 continue
+            if spec.path is not None and not Path(spec.source).exists():
+                raise RunspecError(f"{spec.file}: {spec.name}.path: {spec.source} does not exist")
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:
