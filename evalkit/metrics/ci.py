@@ -12,8 +12,9 @@ chunk of resamples are one matrix product ``counts @ stats``. A chunk holds
 at most ``chunk_elements`` counts (a few MB at the default, small enough to
 stay in cache, which measured faster than larger chunks), so memory does not
 grow with the dataset. The chunk size depends only on ``n``, so a (stats,
-n_resamples, seed) triple always gives the same interval; 1,000 resamples of
-50,000 samples take about half a second.
+n_resamples, seed) triple always gives the same interval. 1,000 resamples of
+50,000 samples took 0.4-0.9 s on this 2-core machine (1.4-3.5 s while other
+jobs kept it at load 7), whatever k (4 for WER to 18 for chrF).
 """
 
 from __future__ import annotations
