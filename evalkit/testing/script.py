@@ -1,9 +1,14 @@
 """The test server's script: what it answers, how slowly, and how it fails.
 
-The script is validated once at start-up (pydantic, unknown keys rejected with a
-"did you mean"), then compiled into plain objects the request path reads without
-allocating: rules with pre-compiled regexes, an audio-fingerprint index, a fault
-table. A bad script stops the server before it listens, naming the key.
+The script is validated once at start-up (unknown keys rejected with a "did
+you mean", every problem listed with its key path), then compiled into plain
+objects the request path reads without allocating: rules with pre-compiled
+regexes, an audio-fingerprint index, a fault table. A bad script stops the
+server before it listens.
+
+Validation is hand-written rather than pydantic: the schema is small, and
+building pydantic models costs a quarter of a second on every server start,
+which tests that start many servers pay again and again.
 """
 
 from __future__ import annotations
@@ -15,9 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
 from evalkit.errors import ConfigError, did_you_mean
 
 ECHO = "echo"
@@ -25,139 +27,230 @@ FAULT_KINDS = ("hang", "malformed", "drop")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
-class AnswerRuleSpec(BaseModel):
-    """One answer rule; every condition given must hold, the first matching rule wins."""
+@dataclass(frozen=True, slots=True)
+class AnswerRuleSpec:
+    """One answer rule; every condition given must hold, the first matching rule wins.
 
-    model_config = ConfigDict(extra="forbid")
+    ``match``/``system_match``: substring of the last user message's text / of
+    the system message(s), or a regex (re.search) after a ``re:`` prefix.
+    ``audio_fingerprint``: :func:`evalkit.testing.audio.audio_fingerprint` of the
+    request's audio. ``model``: the requested model (or Azure deployment) name.
+    """
 
-    match: str | None = None
-    """Substring of the last user message's text; prefix ``re:`` for a regex (re.search)."""
-    system_match: str | None = None
-    """Substring of the system message(s) text; ``re:`` prefix allowed too."""
-    audio_fingerprint: str | None = None
-    """:func:`evalkit.testing.audio.audio_fingerprint` of the request's audio."""
-    model: str | None = None
-    """The requested model name (or Azure deployment) must equal this."""
     answer: str
-
-    @field_validator("audio_fingerprint")
-    @classmethod
-    def _hex(cls, value: str | None) -> str | None:
-        if value is not None:
-            value = value.strip().lower()
-            if not _HEX64.match(value):
-                raise ValueError("must be 64 hex characters (a sha256 from audio_fingerprint())")
-        return value
-
-    @field_validator("match", "system_match")
-    @classmethod
-    def _regex_compiles(cls, value: str | None) -> str | None:
-        if value is not None and value.startswith("re:"):
-            try:
-                re.compile(value[3:])
-            except re.error as exc:
-                raise ValueError(f"bad regex {value[3:]!r}: {exc}") from exc
-        return value
+    match: str | None = None
+    system_match: str | None = None
+    audio_fingerprint: str | None = None
+    model: str | None = None
 
 
-class FaultSpec(BaseModel):
-    """Injected failures, drawn per request from (seed, body hash, repeat count)."""
+@dataclass(frozen=True, slots=True)
+class FaultSpec:
+    """Injected failures, drawn per request from (seed, body hash, repeat count).
 
-    model_config = ConfigDict(extra="forbid")
+    ``rates``: kind -> probability; kinds are an HTTP status ("500", "429",
+    "503", ...), "hang", "malformed", "drop"; drawn in the order written, the
+    rates sum to <= 1. ``retry_after``: seconds in a 429's Retry-After header.
+    """
 
     seed: int = 0
-    rates: dict[str, float] = Field(default_factory=dict)
-    """Kind -> probability. Kinds: an HTTP status ("500", "429", "503", ...), "hang",
-    "malformed", "drop". Drawn in the order written; the rates must sum to <= 1."""
+    rates: dict[str, float] = field(default_factory=dict)
     retry_after: float = 1
-    """Seconds sent in the Retry-After header of a 429."""
     hang_seconds: float = 30
 
-    @field_validator("rates", mode="before")
-    @classmethod
-    def _keys_as_strings(cls, value: Any) -> Any:
-        if isinstance(value, Mapping):
-            return {str(k): v for k, v in value.items()}
-        return value
 
-    @field_validator("rates")
-    @classmethod
-    def _known_kinds(cls, value: dict[str, float]) -> dict[str, float]:
-        for kind, rate in value.items():
-            if kind not in FAULT_KINDS and not (kind.isdigit() and 400 <= int(kind) <= 599):
-                raise ValueError(
-                    f"unknown fault kind {kind!r}{did_you_mean(kind, FAULT_KINDS)}; "
-                    'expected an HTTP status 400-599 (e.g. "500") or one of ' + ", ".join(FAULT_KINDS)
-                )
-            if not 0 <= rate <= 1:
-                raise ValueError(f"rate of {kind!r} must be within [0, 1], got {rate}")
-        if sum(value.values()) > 1 + 1e-9:
-            raise ValueError(f"fault rates sum to {sum(value.values()):.4f} > 1")
-        return value
+@dataclass(frozen=True, slots=True)
+class ScriptSpec:
+    """The whole script as a user writes it (YAML/JSON file or dict), validated.
 
-    @field_validator("retry_after", "hang_seconds")
-    @classmethod
-    def _non_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError("must be >= 0")
-        return value
-
-
-class ScriptSpec(BaseModel):
-    """The whole script as a user writes it (YAML/JSON file or dict)."""
-
-    model_config = ConfigDict(extra="forbid")
+    ``seed`` seeds the latency draws when ``latency_ms`` is a (min, max) range.
+    """
 
     model: str = "test-model"
     strict_model: bool = False
     seed: int = 0
-    """Seeds the latency draws when latency_ms is a [min, max] range."""
     latency_ms: float | tuple[float, float] = 0
     max_concurrency: int | None = None
     require_auth: str | None = None
     default_answer: str = ECHO
-    answers: list[AnswerRuleSpec] = Field(default_factory=list)
+    answers: tuple[AnswerRuleSpec, ...] = ()
     answer_file: Path | None = None
     faults: FaultSpec | None = None
     request_log: Path | None = None
 
-    @field_validator("latency_ms", mode="before")
-    @classmethod
-    def _latency(cls, value: Any) -> Any:
+
+SCRIPT_KEYS = tuple(ScriptSpec.__dataclass_fields__)
+RULE_KEYS = tuple(AnswerRuleSpec.__dataclass_fields__)
+FAULT_KEYS = tuple(FaultSpec.__dataclass_fields__)
+
+
+class _Checker:
+    """Collects every problem in a script, each with its key path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def fail(self, loc: str, message: str) -> None:
+        self.problems.append(f"{loc}: {message}")
+
+    def keys(self, data: Mapping[str, Any], allowed: tuple[str, ...], loc: str) -> None:
+        for key in data:
+            if key not in allowed:
+                where = f"{loc}.{key}" if loc else str(key)
+                self.fail(where, f"unknown key{did_you_mean(str(key), allowed)}; expected one of {', '.join(allowed)}")
+
+    def text(self, value: Any, loc: str, optional: bool = True) -> str | None:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            self.fail(loc, f"expected a string, got {type(value).__name__}")
+            return None
+        return str(value)
+
+    def integer(self, value: Any, loc: str, minimum: int | None = None) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value)
+            else:
+                self.fail(loc, f"expected an integer, got {value!r}")
+                return None
+        if minimum is not None and value < minimum:
+            self.fail(loc, f"must be >= {minimum}, got {value}")
+            return None
+        return value
+
+    def number(self, value: Any, loc: str) -> float | None:
+        if isinstance(value, bool):
+            self.fail(loc, f"expected a number, got {value!r}")
+            return None
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(loc, f"expected a number, got {value!r}")
+            return None
+        if not number >= 0:  # also rejects NaN
+            self.fail(loc, f"must be >= 0, got {value!r}")
+            return None
+        return number
+
+    def boolean(self, value: Any, loc: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(loc, f"expected true or false, got {value!r}")
+            return False
+        return value
+
+    def regex(self, value: str | None, loc: str) -> None:
+        if value is not None and value.startswith("re:"):
+            try:
+                re.compile(value[3:])
+            except re.error as exc:
+                self.fail(loc, f"bad regex {value[3:]!r}: {exc}")
+
+    def latency(self, value: Any, loc: str) -> float | tuple[float, float]:
         if isinstance(value, str):  # CLI form: "50" or "10,100"
             parts = [p for p in re.split(r"[,\s]+", value.strip("[] ")) if p]
-            value = [float(p) for p in parts] if len(parts) > 1 else float(parts[0])
+            value = parts if len(parts) > 1 else (parts[0] if parts else value)
         if isinstance(value, (list, tuple)):
             if len(value) != 2:
-                raise ValueError("a latency range is [min, max]")
-            low, high = float(value[0]), float(value[1])
-            if not 0 <= low <= high:
-                raise ValueError(f"need 0 <= min <= max, got [{low}, {high}]")
+                self.fail(loc, f"a latency range is [min, max], got {list(value)!r}")
+                return 0.0
+            low, high = self.number(value[0], f"{loc}[0]"), self.number(value[1], f"{loc}[1]")
+            if low is None or high is None:
+                return 0.0
+            if low > high:
+                self.fail(loc, f"need min <= max, got [{low:g}, {high:g}]")
             return (low, high)
-        return value
+        number = self.number(value, loc)
+        return 0.0 if number is None else number
 
-    @field_validator("latency_ms")
-    @classmethod
-    def _latency_non_negative(cls, value: float | tuple[float, float]) -> float | tuple[float, float]:
-        if isinstance(value, (int, float)) and value < 0:
-            raise ValueError("must be >= 0")
-        return value
+    def rule(self, value: Any, loc: str) -> AnswerRuleSpec | None:
+        if not isinstance(value, Mapping):
+            self.fail(loc, f"expected a mapping like {{match: ..., answer: ...}}, got {type(value).__name__}")
+            return None
+        self.keys(value, RULE_KEYS, loc)
+        if "answer" not in value:
+            self.fail(f"{loc}.answer", "missing (every rule needs an answer)")
+        answer = self.text(value.get("answer"), f"{loc}.answer") or ""
+        match = self.text(value.get("match"), f"{loc}.match")
+        system_match = self.text(value.get("system_match"), f"{loc}.system_match")
+        self.regex(match, f"{loc}.match")
+        self.regex(system_match, f"{loc}.system_match")
+        fingerprint = self.text(value.get("audio_fingerprint"), f"{loc}.audio_fingerprint")
+        if fingerprint is not None:
+            fingerprint = fingerprint.strip().lower()
+            if not _HEX64.match(fingerprint):
+                self.fail(f"{loc}.audio_fingerprint", "must be 64 hex characters (a sha256 from audio_fingerprint())")
+        model = self.text(value.get("model"), f"{loc}.model")
+        return AnswerRuleSpec(answer=answer, match=match, system_match=system_match, audio_fingerprint=fingerprint, model=model)
 
-    @field_validator("max_concurrency")
-    @classmethod
-    def _positive(cls, value: int | None) -> int | None:
-        if value is not None and value < 1:
-            raise ValueError("must be >= 1 (or null for unlimited)")
-        return value
+    def faults(self, value: Any, loc: str) -> FaultSpec | None:
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            self.fail(loc, f"expected a mapping with {', '.join(FAULT_KEYS)}")
+            return None
+        self.keys(value, FAULT_KEYS, loc)
+        seed = self.integer(value.get("seed", 0), f"{loc}.seed")
+        retry_after = self.number(value.get("retry_after", 1), f"{loc}.retry_after")
+        hang_seconds = self.number(value.get("hang_seconds", 30), f"{loc}.hang_seconds")
+        raw_rates = value.get("rates") or {}
+        rates: dict[str, float] = {}
+        if not isinstance(raw_rates, Mapping):
+            self.fail(f"{loc}.rates", "expected a mapping of fault kind -> probability")
+            raw_rates = {}
+        for raw_kind, raw_rate in raw_rates.items():
+            kind = str(raw_kind)
+            where = f"{loc}.rates.{kind}"
+            if kind not in FAULT_KINDS and not (kind.isdigit() and 400 <= int(kind) <= 599):
+                self.fail(
+                    where,
+                    f"unknown fault kind{did_you_mean(kind, FAULT_KINDS)}; expected an HTTP status "
+                    f'400-599 (e.g. "500") or one of {", ".join(FAULT_KINDS)}',
+                )
+                continue
+            rate = self.number(raw_rate, where)
+            if rate is not None and rate > 1:
+                self.fail(where, f"a rate is a probability within [0, 1], got {rate:g}")
+            elif rate is not None:
+                rates[kind] = rate
+        if sum(rates.values()) > 1 + 1e-9:
+            self.fail(f"{loc}.rates", f"rates sum to {sum(rates.values()):.4g} > 1")
+        return FaultSpec(
+            seed=seed or 0,
+            rates=rates,
+            retry_after=1.0 if retry_after is None else retry_after,
+            hang_seconds=30.0 if hang_seconds is None else hang_seconds,
+        )
 
-    @model_validator(mode="after")
-    def _answer_file_exists(self) -> ScriptSpec:
-        if self.answer_file is not None and not self.answer_file.is_file():
-            raise ValueError(f"answer_file {str(self.answer_file)!r} does not exist")
-        return self
-
-
-SCRIPT_KEYS = tuple(ScriptSpec.model_fields)
+    def script(self, data: Mapping[str, Any]) -> ScriptSpec:
+        self.keys(data, SCRIPT_KEYS, "")
+        answers_raw = data.get("answers") or []
+        if not isinstance(answers_raw, list):
+            self.fail("answers", "expected a list of rules")
+            answers_raw = []
+        rules = [self.rule(r, f"answers.{i}") for i, r in enumerate(answers_raw)]
+        max_concurrency = data.get("max_concurrency")
+        if max_concurrency is not None:
+            max_concurrency = self.integer(max_concurrency, "max_concurrency", minimum=1)
+        answer_file = data.get("answer_file")
+        if answer_file is not None:
+            answer_file = Path(answer_file)
+            if not answer_file.is_file():
+                self.fail("answer_file", f"{str(answer_file)!r} does not exist")
+        request_log = data.get("request_log")
+        return ScriptSpec(
+            model=self.text(data.get("model", "test-model"), "model", optional=False) or "test-model",
+            strict_model=self.boolean(data.get("strict_model", False), "strict_model"),
+            seed=self.integer(data.get("seed", 0), "seed") or 0,
+            latency_ms=self.latency(data.get("latency_ms", 0), "latency_ms"),
+            max_concurrency=max_concurrency,
+            require_auth=self.text(data.get("require_auth"), "require_auth"),
+            default_answer=self.text(data.get("default_answer", ECHO), "default_answer", optional=False) or "",
+            answers=tuple(r for r in rules if r is not None),
+            answer_file=answer_file,
+            faults=self.faults(data.get("faults"), "faults"),
+            request_log=Path(request_log) if request_log is not None else None,
+        )
 
 
 @dataclass(slots=True)
@@ -278,7 +371,10 @@ def compile_answers(spec: ScriptSpec) -> Answers:
         specs.extend(_answer_file_rules(spec.answer_file))
     answers = Answers(default=spec.default_answer)
     for index, rule_spec in enumerate(specs):
-        rule = _compile_rule(index, rule_spec)
+        try:
+            rule = _compile_rule(index, rule_spec)
+        except re.error as exc:  # only answer_file keys get here unchecked
+            raise ConfigError(f"answer_file {spec.answer_file}: bad regex in {rule_spec.match!r}: {exc}") from exc
         answers.rules.append(rule)
         audio_only = (
             rule.audio_fingerprint is not None
@@ -297,23 +393,6 @@ def compile_answers(spec: ScriptSpec) -> Answers:
     return answers
 
 
-def _format_validation_error(exc: ValidationError, source: str) -> str:
-    lines = [f"invalid test-server script {source}:"]
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
-        msg = err["msg"]
-        if err["type"] == "extra_forbidden":
-            key = str(err["loc"][-1])
-            choices = SCRIPT_KEYS if len(err["loc"]) == 1 else ()
-            if len(err["loc"]) >= 2 and err["loc"][0] == "faults":
-                choices = tuple(FaultSpec.model_fields)
-            elif len(err["loc"]) >= 3 and err["loc"][0] == "answers":
-                choices = tuple(AnswerRuleSpec.model_fields)
-            msg = f"unknown key{did_you_mean(key, choices)}"
-        lines.append(f"  {loc}: {msg}")
-    return "\n".join(lines)
-
-
 def read_script_file(path: str | Path) -> dict[str, Any]:
     """Load a YAML/JSON script file; relative paths inside it resolve against its folder."""
     path = Path(path)
@@ -321,9 +400,16 @@ def read_script_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read test-server script {path}: {exc}") from exc
+    if path.suffix.lower() == ".json":
+        loader: Any = json.loads
+        errors: tuple[type[Exception], ...] = (ValueError,)
+    else:
+        import yaml  # only YAML scripts pay for it; start_test_server hands the child JSON
+
+        loader, errors = yaml.safe_load, (ValueError, yaml.YAMLError)
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
+        data = loader(text)
+    except errors as exc:
         raise ConfigError(f"test-server script {path} is not valid {path.suffix.lstrip('.') or 'YAML'}: {exc}") from exc
     if data is None:
         data = {}
@@ -357,8 +443,8 @@ def load_script(
     """Validate and compile a script; raises :class:`ConfigError` naming the bad key."""
     name = "<dict>" if source is None or isinstance(source, Mapping) else str(source)
     data = script_dict(source, overrides)
-    try:
-        spec = ScriptSpec.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(_format_validation_error(exc, name)) from None
+    checker = _Checker()
+    spec = checker.script(data)
+    if checker.problems:
+        raise ConfigError(f"invalid test-server script {name}:\n  " + "\n  ".join(checker.problems))
     return Script(spec=spec, answers=compile_answers(spec), source=name)
