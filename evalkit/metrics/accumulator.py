@@ -151,6 +151,11 @@ class ScoreAccumulator:
             low, high = bootstrap_ci(self.metric, rows, n_resamples=n_resamples, seed=seed)
         else:
             low, high = normal_ci(scores)
+            floor, ceiling = self.metric.bounds
+            if floor is not None and not math.isnan(low):
+                low = max(low, floor)
+            if ceiling is not None and not math.isnan(high):
+                high = min(high, ceiling)
         return value, low, high
 
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:

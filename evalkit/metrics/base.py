@@ -57,6 +57,9 @@ class Metric(ABC):
     #: how the 95% CI is computed: "normal" for means of per-sample scores,
     #: "bootstrap" for corpus statistics (WER, BLEU, chrF, ...)
     ci_method: ClassVar[Literal["normal", "bootstrap"]] = "normal"
+    #: the range a score can take; a normal-approximation CI is clipped to it
+    #: (a proportion's interval never reaches below 0 or above 1)
+    bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
     #: the metric needs an LLM judge endpoint (set on the engine by the plan)
     needs_judge: ClassVar[bool] = False
 

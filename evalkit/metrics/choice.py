@@ -170,6 +170,8 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
 class MultipleChoiceAccuracy(Metric):
     """1 when the option extracted from the response is a correct one, else 0."""
 
+    bounds = (0.0, 1.0)
+
     name = "mcq_accuracy"
 
     def __init__(self, language: str | None = None, **options: Any) -> None:

@@ -44,6 +44,8 @@ def normalize_answer(text: str) -> str:
 class ExactMatch(Metric):
     """1 when the normalized prediction equals a normalized reference, else 0."""
 
+    bounds = (0.0, 1.0)
+
     name = "exact_match"
 
     def __init__(self, language: str | None = None, **options: Any) -> None:

@@ -63,6 +63,8 @@ def token_f1(prediction: list[str], reference: list[str]) -> float:
 class TokenF1(Metric):
     """Mean of per-sample SQuAD token F1 (best reference)."""
 
+    bounds = (0.0, 1.0)
+
     name = "f1"
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
