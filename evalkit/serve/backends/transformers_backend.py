@@ -1,0 +1,443 @@
+"""Serve a local Hugging Face model with transformers (``evalkit serve --backend transformers``).
+
+This module is the only place evalkit imports torch and transformers, and it
+is imported only when this backend is chosen, so a plain evaluation run never
+pays for them. Install them with ``pip install 'evalkit[local]'`` (or
+``bash .ci/install_vllm.sh``).
+
+Three kinds of model are recognised from the folder's ``config.json``:
+
+``causal_lm``
+    Text chat models (Llama, Qwen, Mistral, ...). The prompt is the
+    tokenizer's chat template, rendered and tokenized without adding special
+    tokens again (as vLLM does), and a batch is generated at once with left
+    padding. Tested here against real vLLM on a tiny local model.
+``speech_to_text``
+    Whisper-style encoder-decoders (AutoModelForSpeechSeq2Seq +
+    AutoProcessor) behind ``transcribe_batch``. Audio longer than 30 s goes
+    through Whisper's long-form (sequential) decoding.
+``audio_chat``
+    Audio-text-to-text chat models such as Qwen2-Audio: the processor's chat
+    template gets audio placeholders and the processor the audio arrays.
+    Best effort and NOT tested in evalkit's suite (no such model can be built
+    or downloaded there); processors differ, so check one request by hand
+    before a long run.
+
+Loading is local by default: ``local_files_only=True`` is always passed, so a
+folder path loads and a hub id loads only if it is already in the local
+Hugging Face cache. Set ``EVALKIT_ALLOW_HUB_DOWNLOAD=1`` to let transformers
+download a hub id.
+
+Decoding: ``temperature == 0`` is greedy (``do_sample=False``); otherwise
+sampling with ``temperature``/``top_p``, seeded per request when the request
+has a seed. ``max_tokens`` becomes ``max_new_tokens``. Only the newly
+generated text is returned, with special tokens skipped and no clean-up of
+spaces, like vLLM's detokenizer, so both servers give the same text for the
+same tokens.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evalkit.errors import UserError
+from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams, InputError
+
+try:
+    import torch
+    import transformers
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise UserError(
+        "the transformers backend needs torch and transformers: "
+        "pip install 'evalkit[local]' (CPU torch: pip install torch==2.13.0 first), "
+        f"or bash .ci/install_vllm.sh ({exc})"
+    ) from exc
+
+HUB_DOWNLOAD_ENV = "EVALKIT_ALLOW_HUB_DOWNLOAD"
+SAMPLING_RATE = 16_000
+#: Whisper's window: longer audio needs long-form decoding
+WHISPER_WINDOW_SECONDS = 30.0
+
+KIND_CAUSAL_LM = "causal_lm"
+KIND_SPEECH_TO_TEXT = "speech_to_text"
+KIND_AUDIO_CHAT = "audio_chat"
+
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+}
+
+
+def hub_downloads_allowed() -> bool:
+    return os.environ.get(HUB_DOWNLOAD_ENV, "").strip() == "1"
+
+
+def detect_kind(config: Any) -> str:
+    """Which of the three kinds a model config describes.
+
+    Audio-chat models are recognised by an audio sub-config next to a text
+    one; Whisper-style models by being encoder-decoders registered for
+    speech seq2seq. Everything else is treated as a causal LM.
+    """
+    from transformers.models.auto import modeling_auto
+
+    model_type = getattr(config, "model_type", "")
+    if getattr(config, "audio_config", None) is not None and getattr(config, "text_config", None) is not None:
+        return KIND_AUDIO_CHAT
+    speech_seq2seq = getattr(modeling_auto, "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", {})
+    if model_type in speech_seq2seq and getattr(config, "is_encoder_decoder", False):
+        return KIND_SPEECH_TO_TEXT
+    return KIND_CAUSAL_LM
+
+
+def message_text(content: Any) -> str:
+    """The text of an OpenAI message content: a string, or text parts joined by newlines.
+
+    Joining with "\\n" is what vLLM does for templates that expect strings,
+    so both servers build the same prompt from a list of parts.
+    """
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts = [part.get("text", "") for part in content if isinstance(part, dict) and part.get("type") == "text"]
+    return "\n".join(texts)
+
+
+def _has_audio(messages: Sequence[dict[str, Any]]) -> bool:
+    return any(
+        isinstance(part, dict) and part.get("type") == "audio"
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
+
+
+def _torch_dtype(name: str) -> Any:
+    if name == "auto":
+        return "auto"
+    try:
+        return getattr(torch, _DTYPES[name.lower()])
+    except KeyError:
+        raise UserError(f"unknown dtype {name!r}: use one of auto, {', '.join(sorted(set(_DTYPES.values())))}") from None
+
+
+def _dtype_kwarg() -> str:
+    """transformers renamed ``torch_dtype`` to ``dtype`` in 4.56."""
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+
+
+class TransformersBackend(Backend):
+    """A local transformers model answering batches of chat or transcription requests."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        device: str = "cpu",
+        max_batch_size: int = 8,
+        model_id: str | None = None,
+        dtype: str = "float32",
+    ) -> None:
+        self.model_path = str(model_path)
+        self.device = torch.device(device)
+        self.max_batch_size = max(1, int(max_batch_size))
+        # like vLLM, the served name defaults to the path as given
+        self.model_id = model_id or self.model_path
+        self._dtype = _torch_dtype(dtype)
+        # generate() is not re-entrant with seeded sampling; one batch at a time
+        self._lock = threading.Lock()
+
+        self._load_kwargs: dict[str, Any] = {"local_files_only": not hub_downloads_allowed()}
+        local = Path(self.model_path).expanduser()
+        if local.exists():
+            if not (local / "config.json").is_file():
+                raise UserError(f"{self.model_path}: no config.json there; expected a Hugging Face model folder")
+            self.model_path = str(local)
+
+        config = self._load(transformers.AutoConfig.from_pretrained)
+        self.kind = detect_kind(config)
+        self.config = config
+        self.model: Any = None
+        self.tokenizer: Any = None
+        self.processor: Any = None
+        if self.kind == KIND_CAUSAL_LM:
+            self._init_causal_lm()
+        elif self.kind == KIND_SPEECH_TO_TEXT:
+            self._init_speech_to_text()
+        else:
+            self._init_audio_chat()
+        self.model.eval()
+
+    # ------------------------------------------------------------ loading
+
+    def _load(self, loader: Callable[..., Any], **kwargs: Any) -> Any:
+        """Call a from_pretrained with the local-only policy, turning a miss into a clear error."""
+        try:
+            return loader(self.model_path, **self._load_kwargs, **kwargs)
+        except OSError as exc:
+            hint = (
+                ""
+                if hub_downloads_allowed()
+                else f"; only local folders and the local Hugging Face cache are used (set {HUB_DOWNLOAD_ENV}=1 to download)"
+            )
+            raise UserError(f"cannot load model {self.model_path!r}: {exc}{hint}") from exc
+
+    def _load_model(self, *auto_classes: Any) -> Any:
+        kwargs = {_dtype_kwarg(): self._dtype}
+        last: Exception | None = None
+        for auto_class in auto_classes:
+            if auto_class is None:
+                continue
+            try:
+                model = self._load(auto_class.from_pretrained, **kwargs)
+            except ValueError as exc:  # this auto class does not know the architecture
+                last = exc
+                continue
+            return model.to(self.device)
+        raise UserError(f"cannot load model {self.model_path!r} with {[c for c in auto_classes if c]}: {last}")
+
+    def _architecture_class(self) -> Any:
+        """The class named in config.architectures, when transformers has it."""
+        for name in getattr(self.config, "architectures", None) or []:
+            cls = getattr(transformers, name, None)
+            if cls is not None:
+                return cls
+        return None
+
+    def _init_causal_lm(self) -> None:
+        self.supports_chat = True
+        self.tokenizer = self._load(transformers.AutoTokenizer.from_pretrained)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = self._load_model(transformers.AutoModelForCausalLM)
+
+    def _init_speech_to_text(self) -> None:
+        self.supports_transcription = True
+        self.processor = self._load(transformers.AutoProcessor.from_pretrained)
+        self.tokenizer = getattr(self.processor, "tokenizer", None)
+        self.model = self._load_model(transformers.AutoModelForSpeechSeq2Seq, self._architecture_class())
+        self.languages = _whisper_languages(getattr(self.model, "generation_config", None))
+
+    def _init_audio_chat(self) -> None:
+        self.supports_chat = True
+        self.processor = self._load(transformers.AutoProcessor.from_pretrained)
+        self.tokenizer = getattr(self.processor, "tokenizer", None)
+        if self.tokenizer is not None:
+            self.tokenizer.padding_side = "left"
+            if self.tokenizer.pad_token_id is None:
+                self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = self._load_model(
+            self._architecture_class(),
+            getattr(transformers, "AutoModelForMultimodalLM", None),
+            getattr(transformers, "AutoModelForSeq2SeqLM", None),
+        )
+
+    # ------------------------------------------------------------ chat
+
+    def chat_batch(self, inputs: list[ChatInput]) -> list[str]:
+        if not self.supports_chat:
+            return super().chat_batch(inputs)
+        results: list[Any] = [None] * len(inputs)
+        runnable: list[int] = []
+        for index, item in enumerate(inputs):
+            try:
+                self.check_chat(item)
+            except InputError as exc:
+                results[index] = exc  # refused alone; the rest of the batch still runs
+            else:
+                runnable.append(index)
+        for group, params in _generation_groups([inputs[i] for i in runnable]):
+            indices = [runnable[i] for i in group]
+            for start in range(0, len(indices), self.max_batch_size):
+                chunk = indices[start : start + self.max_batch_size]
+                texts = self._generate_chat([inputs[i].messages for i in chunk], [inputs[i].params for i in chunk], params)
+                for i, text in zip(chunk, texts):
+                    results[i] = text
+        return results
+
+    def check_chat(self, item: ChatInput) -> None:
+        if self.kind == KIND_CAUSAL_LM and _has_audio(item.messages):
+            raise InputError(f"model {self.model_id!r} is a text-only model; the request has audio")
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens as this model's tokenizer counts them, for the usage figures."""
+        if self.tokenizer is None or not text:
+            return super().count_tokens(text)
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _generate_chat(
+        self,
+        conversations: list[list[dict[str, Any]]],
+        per_item: list[GenerationParams],
+        params: GenerationParams,
+    ) -> list[str]:
+        if self.kind == KIND_CAUSAL_LM:
+            encoded = self._encode_text_chats(conversations)
+        else:
+            encoded = self._encode_audio_chats(conversations)
+        max_new = max(max(1, p.max_tokens) for p in per_item)
+        with self._lock, torch.inference_mode():
+            if params.temperature > 0 and params.seed is not None:
+                torch.manual_seed(params.seed)
+            output = self.model.generate(**encoded, **self._decoding_kwargs(params, max_new))
+        prompt_len = encoded["input_ids"].shape[1]
+        new_tokens = output[:, prompt_len:]
+        texts = []
+        for row, item in zip(new_tokens, per_item):
+            # a shorter max_tokens is the prefix of a longer greedy answer
+            texts.append(self._decode(row[: max(1, item.max_tokens)]))
+        return texts
+
+    def _encode_text_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            prompts = [
+                tok.apply_chat_template(
+                    [{**m, "content": message_text(m.get("content"))} for m in conv],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                )
+                for conv in conversations
+            ]
+            # the rendered template already holds BOS and friends
+            add_special = False
+        else:
+            # a base model without a template: the texts, one per line
+            prompts = ["\n".join(message_text(m.get("content")) for m in conv) for conv in conversations]
+            add_special = True
+        encoded = tok(prompts, add_special_tokens=add_special, padding=True, return_tensors="pt")
+        return {k: v.to(self.device) for k, v in encoded.items()}
+
+    def _encode_audio_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        """Processor inputs for audio chat: template text with audio placeholders, plus the arrays."""
+        prompts: list[str] = []
+        audios: list[np.ndarray] = []
+        for conv in conversations:
+            messages = []
+            for message in conv:
+                content = message.get("content")
+                if isinstance(content, list):
+                    parts = []
+                    for part in content:
+                        if part.get("type") == "audio":
+                            audios.append(np.asarray(part["array"], dtype=np.float32))
+                            parts.append({"type": "audio", "audio_url": f"audio_{len(audios)}"})
+                        elif part.get("type") == "text":
+                            parts.append({"type": "text", "text": part.get("text", "")})
+                    messages.append({**message, "content": parts})
+                else:
+                    messages.append({**message, "content": [{"type": "text", "text": message_text(content)}]})
+            prompts.append(self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False))
+        kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
+        if audios:
+            kwargs["sampling_rate"] = SAMPLING_RATE
+            try:
+                encoded = self.processor(audio=audios, **kwargs)
+            except TypeError:  # older processors call it "audios"
+                encoded = self.processor(audios=audios, **kwargs)
+        else:
+            encoded = self.processor(**kwargs)
+        return {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in encoded.items()}
+
+    def _decoding_kwargs(self, params: GenerationParams, max_new_tokens: int) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens}
+        if self.tokenizer is not None and self.tokenizer.pad_token_id is not None:
+            kwargs["pad_token_id"] = self.tokenizer.pad_token_id
+        if params.temperature <= 0:
+            # greedy: also clear sampling defaults a generation_config may carry
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        else:
+            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=None)
+        return kwargs
+
+    def _decode(self, token_ids: Any) -> str:
+        tok = self.tokenizer if self.tokenizer is not None else self.processor
+        return tok.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    # ------------------------------------------------------------ transcription
+
+    def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
+        if not self.supports_transcription:
+            return super().transcribe_batch(audios, language)
+        results: list[str] = []
+        for start in range(0, len(audios), self.max_batch_size):
+            results.extend(self._transcribe_chunk(audios[start : start + self.max_batch_size], language))
+        return results
+
+    def _transcribe_chunk(self, audios: list[np.ndarray], language: str | None) -> list[str]:
+        arrays = [np.asarray(a, dtype=np.float32).reshape(-1) for a in audios]
+        long_form = any(len(a) > WHISPER_WINDOW_SECONDS * SAMPLING_RATE for a in arrays)
+        feature_kwargs: dict[str, Any] = {"sampling_rate": SAMPLING_RATE, "return_tensors": "pt"}
+        if long_form:
+            feature_kwargs.update(truncation=False, padding="longest", return_attention_mask=True)
+        features = self.processor(arrays, **feature_kwargs)
+        inputs = {k: v.to(self.device) for k, v in features.items()}
+        if "input_features" in inputs:
+            inputs["input_features"] = inputs["input_features"].to(self.model.dtype)
+        gen_kwargs: dict[str, Any] = {}
+        generation_config = getattr(self.model, "generation_config", None)
+        if language and getattr(generation_config, "is_multilingual", False):
+            gen_kwargs.update(language=language, task="transcribe")
+        with self._lock, torch.inference_mode():
+            output = self.model.generate(**inputs, **gen_kwargs)
+        sequences = output.sequences if hasattr(output, "sequences") else output
+        return [self._decode(row) for row in sequences]
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        self.model = None
+        self.processor = None
+        self.tokenizer = None
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def _whisper_languages(generation_config: Any) -> frozenset[str] | None:
+    """Languages a Whisper-style model can be told to transcribe: its <|xx|> tokens, or English only."""
+    if generation_config is None:
+        return None
+    lang_to_id = getattr(generation_config, "lang_to_id", None) or {}
+    if getattr(generation_config, "is_multilingual", False) and lang_to_id:
+        return frozenset(code.strip("<|>") for code in lang_to_id)
+    if hasattr(generation_config, "is_multilingual"):
+        return frozenset({"en"})
+    return None
+
+
+def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], GenerationParams]]:
+    """Split a batch into groups that can share one generate() call.
+
+    Greedy requests share one call whatever their max_tokens (each answer is
+    cut to its own length afterwards). Unseeded sampling shares a call per
+    (temperature, top_p). A seeded sampling request runs alone so that its
+    answer depends only on its seed, not on what it was batched with.
+    """
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    first: dict[tuple[Any, ...], GenerationParams] = {}
+    for index, item in enumerate(inputs):
+        p = item.params
+        if p.temperature <= 0:
+            key: tuple[Any, ...] = ("greedy",)
+        elif p.seed is None:
+            key = ("sample", p.temperature, p.top_p)
+        else:
+            key = ("seeded", index)
+        groups.setdefault(key, []).append(index)
+        first.setdefault(key, p)
+    return [(indices, first[key]) for key, indices in groups.items()]

@@ -1,0 +1,311 @@
+"""A tiny random-weight Llama chat model, built locally, for tests of real serving.
+
+Tests must exercise the real loading and generation code of transformers and
+vLLM, yet nothing may be downloaded. So the model is made here: a byte-level
+BPE tokenizer trained on English text generated in this module and a
+LlamaForCausalLM of about 200k parameters whose weights come from numpy's
+seeded generator (not torch's initialisers, which may change between
+releases), saved with ``save_pretrained`` as safetensors so that both
+``transformers`` and ``vllm`` load the folder as they would a real model.
+
+The answers are gibberish, but deterministic: greedy decoding of the same
+prompt gives the same tokens in every engine, which is what the tests compare.
+
+Choices that keep engines in exact agreement:
+
+* The tokenizer's alphabet is the printable ASCII set only; any other byte is
+  ``<|unk|>`` (a special token). Every generated token therefore decodes to
+  whole characters, so a streaming detokenizer (vLLM) and a one-shot decode
+  (transformers) give the same text.
+* The tokenizer adds no special tokens on its own; the chat template writes
+  ``<|bos|>`` itself, so a prompt tokenized from the rendered template has one
+  BOS whichever engine tokenizes it.
+* ``clean_up_tokenization_spaces`` is off: vLLM never applies it.
+* The output projection is not tied to the embeddings and the weights are
+  scaled so that the top logits are well apart, so float32 rounding
+  differences between kernels do not flip a greedy choice.
+
+Use ``build_tiny_llama(dir)`` from Python or
+``python -m evalkit.testing.tiny_model OUT_DIR`` from a shell. torch,
+transformers and tokenizers are imported inside the builder only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+#: bump when the recipe changes, so cached folders built by an older recipe are rebuilt
+RECIPE_VERSION = 1
+MARKER_FILE = "evalkit_tiny_model.json"
+
+BOS, EOS, PAD, UNK = "<|bos|>", "<|eos|>", "<|pad|>", "<|unk|>"
+SYSTEM, USER, ASSISTANT = "<|system|>", "<|user|>", "<|assistant|>"
+SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, SYSTEM, USER, ASSISTANT]
+
+#: renders e.g. "<|bos|><|user|>Hi<|assistant|>"; assistant turns end with <|eos|>
+CHAT_TEMPLATE = (
+    "{{ bos_token }}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}<|system|>{{ message['content'] }}"
+    "{% elif message['role'] == 'user' %}<|user|>{{ message['content'] }}"
+    "{% elif message['role'] == 'assistant' %}<|assistant|>{{ message['content'] }}{{ eos_token }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+VOCAB_SIZE = 1024
+HIDDEN_SIZE = 64
+INTERMEDIATE_SIZE = 128
+NUM_LAYERS = 2
+# vLLM's CPU attention supports head sizes of 32 and more (not 16): 64 / 2 = 32;
+# one key/value head so grouped-query attention is exercised too
+NUM_HEADS = 2
+NUM_KV_HEADS = 1
+MAX_POSITIONS = 512
+
+_REQUIRED_FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    MARKER_FILE,
+)
+
+# ---------------------------------------------------------------- training text
+
+_SUBJECTS = [
+    "the old fisherman", "a young teacher", "my neighbour", "the small robot", "our team",
+    "the farmer", "a curious child", "the city council", "every student", "the pilot",
+    "her brother", "the museum guide", "a tired doctor", "the baker", "two engineers",
+    "the quiet cat", "a travelling musician", "the river", "the morning train", "the committee",
+]
+_VERBS = [
+    "found", "carried", "painted", "repaired", "described", "measured", "forgot", "planted",
+    "opened", "sold", "explained", "borrowed", "counted", "watched", "answered", "built",
+    "cleaned", "followed", "wrote", "heard",
+]
+_OBJECTS = [
+    "a wooden boat", "the broken clock", "three red apples", "a long letter", "the blue door",
+    "a map of the island", "the heavy box", "a strange noise", "the last question", "fresh bread",
+    "the garden wall", "an old song", "the weather report", "a paper kite", "the missing key",
+    "a cup of tea", "the school bus", "a bright lamp", "the empty bottle", "a new bridge",
+]
+_PLACES = [
+    "near the harbour", "in the kitchen", "behind the library", "at the station", "on the hill",
+    "under the bridge", "in a small village", "by the window", "across the street",
+    "inside the museum", "at the market", "in the forest", "on the roof", "beside the lake",
+]
+_TIMES = [
+    "yesterday", "last winter", "every morning", "before dinner", "on Monday", "after the storm",
+    "at midnight", "in 1998", "twice a week", "this afternoon", "during the holidays", "at 7:30",
+]
+_ADJECTIVES = [
+    "quick", "gentle", "careful", "noisy", "bright", "patient", "strange", "honest", "clever",
+    "cold", "warm", "ancient", "simple", "happy", "serious",
+]
+_QUESTIONS = [
+    "What time does the shop open?", "Where did you put the keys?", "How far is the station?",
+    "Why is the sky blue?", "Who wrote this letter?", "Can you help me with my homework?",
+    "How many people live in the city?", "What is the capital of France?",
+    "Which road leads to the coast?", "When will the rain stop?", "Is it going to be sunny?",
+    "Could you repeat the last sentence, please?", "What does this word mean?",
+    "How do you say thank you in Spanish?", "Did you hear the news today?",
+]
+_ANSWERS = [
+    "The shop opens at nine o'clock.", "I put them on the table.", "It is about two miles away.",
+    "Sunlight is scattered by the air.", "Paris is the capital of France.",
+    "Of course, I will help you.", "The rain should stop soon.", "Yes, it will be sunny.",
+    "Nobody knows the answer yet.", "That word means happy.", "Take the road to the left.",
+    "About 250,000 people live there.", "I did not hear anything.", "You say gracias.",
+]
+
+
+def training_lines(seed: int = 0, n: int = 400) -> list[str]:
+    """English-like lines for the tokenizer; varied enough for useful BPE merges."""
+    rng = random.Random(seed)
+    lines: list[str] = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            line = (
+                f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} "
+                f"{rng.choice(_OBJECTS)} {rng.choice(_PLACES)} {rng.choice(_TIMES)}."
+            )
+        elif kind == 1:
+            line = f"{rng.choice(_QUESTIONS)} {rng.choice(_ANSWERS)}"
+        elif kind == 2:
+            line = (
+                f"It was a {rng.choice(_ADJECTIVES)} and {rng.choice(_ADJECTIVES)} day, "
+                f"so {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)}."
+            )
+        elif kind == 3:
+            a, b = rng.randint(1, 999), rng.randint(1, 99)
+            line = f"There were {a} boxes and {b} bags; in total {a + b} items (about {a * b % 97}%)."
+        else:
+            line = (
+                f'"{rng.choice(_QUESTIONS)}" asked {rng.choice(_SUBJECTS)}. '
+                f"'{rng.choice(_ANSWERS)}' said {rng.choice(_SUBJECTS)} {rng.choice(_TIMES)}!"
+            )
+        lines.append(line)
+    # every printable ASCII character, so each has a token of its own
+    lines.append("".join(chr(c) for c in range(32, 127)))
+    lines.append("tabs\tand\nnew lines\n\nmatter too")
+    return lines
+
+
+# ---------------------------------------------------------------- building
+
+
+def _train_tokenizer(seed: int):
+    """A byte-level BPE tokenizer over the ASCII alphabet, special tokens first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=SPECIAL_TOKENS,
+        min_frequency=1,
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(training_lines(seed), trainer=trainer)
+    return tokenizer
+
+
+def _fill_weights(model, seed: int) -> None:
+    """Overwrite every parameter from numpy's seeded generator, in name order."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            if name.endswith("norm.weight"):
+                values = np.ones(param.shape, dtype=np.float32)
+            else:
+                fan_in = param.shape[-1] if param.dim() > 1 else 1
+                # unit-variance activations through each projection; the
+                # embedding and the output head get larger weights so that
+                # greedy choices are decisive
+                std = 1.0 if ("embed_tokens" in name or "lm_head" in name) else 1.0 / np.sqrt(fan_in)
+                values = rng.standard_normal(param.shape).astype(np.float32) * np.float32(std)
+            param.copy_(torch.from_numpy(values))
+
+
+def _build_into(folder: Path, seed: int) -> None:
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    raw = _train_tokenizer(seed)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
+        unk_token=UNK,
+        additional_special_tokens=[SYSTEM, USER, ASSISTANT],
+        clean_up_tokenization_spaces=False,
+        model_max_length=MAX_POSITIONS,
+        padding_side="left",
+    )
+    tokenizer.chat_template = CHAT_TEMPLATE
+
+    vocab_size = raw.get_vocab_size()
+    ids = {tok: raw.token_to_id(tok) for tok in (BOS, EOS, PAD)}
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=HIDDEN_SIZE,
+        intermediate_size=INTERMEDIATE_SIZE,
+        num_hidden_layers=NUM_LAYERS,
+        num_attention_heads=NUM_HEADS,
+        num_key_value_heads=NUM_KV_HEADS,
+        max_position_embeddings=MAX_POSITIONS,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,
+        bos_token_id=ids[BOS],
+        eos_token_id=ids[EOS],
+        pad_token_id=ids[PAD],
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32).eval()
+    _fill_weights(model, seed)
+    model.generation_config = GenerationConfig(
+        bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD]
+    )
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    # the template also lives in tokenizer_config.json, for readers (older
+    # transformers, other tools) that do not look for chat_template.jinja
+    cfg_path = folder / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+    n_params = sum(p.numel() for p in model.parameters())
+    marker = {"recipe": RECIPE_VERSION, "seed": seed, "parameters": n_params, "vocab_size": vocab_size}
+    (folder / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+
+
+def is_complete(out_dir: str | Path, seed: int = 0) -> bool:
+    """True when out_dir holds a model built by this recipe with this seed."""
+    folder = Path(out_dir)
+    if not all((folder / name).is_file() for name in _REQUIRED_FILES):
+        return False
+    try:
+        marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed
+
+
+def build_tiny_llama(out_dir: str | Path, seed: int = 0) -> Path:
+    """Build (or reuse) the tiny chat model in out_dir and return its path.
+
+    The files are written into a temporary sibling folder and moved in one by
+    one with the marker last, so a half-built folder is never taken as done.
+    """
+    folder = Path(out_dir).resolve()
+    if is_complete(folder, seed):
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER_FILE).unlink(missing_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".tiny-llama-", dir=folder.parent))
+    try:
+        _build_into(staging, seed)
+        names = sorted(p.name for p in staging.iterdir() if p.name != MARKER_FILE)
+        for name in [*names, MARKER_FILE]:
+            target = folder / name
+            if target.is_dir():
+                shutil.rmtree(target)
+            os.replace(staging / name, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m evalkit.testing.tiny_model",
+        description="Build a tiny random-weight Llama chat model (no downloads).",
+    )
+    parser.add_argument("out_dir", help="folder to write the model into (reused when complete)")
+    parser.add_argument("--seed", type=int, default=0, help="weights and training-text seed")
+    args = parser.parse_args(argv)
+    path = build_tiny_llama(args.out_dir, seed=args.seed)
+    marker = json.loads((path / MARKER_FILE).read_text(encoding="utf-8"))
+    print(f"{path} ({marker['parameters']:,} parameters, vocabulary {marker['vocab_size']})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

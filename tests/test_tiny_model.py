@@ -1,0 +1,218 @@
+"""The tiny local Llama and the transformers backend on it: real weights, real generate().
+
+Needs torch, transformers and tokenizers (``bash .ci/install_vllm.sh`` with
+EVALKIT_SKIP_VLLM=1 installs just those); the module is skipped without them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_MISSING = [name for name in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(name) is None]
+pytestmark = pytest.mark.skipif(
+    bool(_MISSING),
+    reason=f"needs {', '.join(_MISSING)} (pip install torch==2.13.0 transformers tokenizers, or bash .ci/install_vllm.sh)",
+)
+
+from evalkit.serve.backends.base import ChatInput, GenerationParams, InputError  # noqa: E402
+from evalkit.testing.tiny_model import CHAT_TEMPLATE, MARKER_FILE, build_tiny_llama  # noqa: E402
+
+PROMPTS = [
+    "Hello there",
+    "What is the capital of France?",
+    "x",
+    "A much longer prompt, with many more tokens than the others in the batch, so that the "
+    "short ones get a lot of left padding and any mistake in it shows.",
+    "Tell me a story about a wooden boat near the harbour.",
+]
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _chat(text: str, **params: object) -> ChatInput:
+    return ChatInput(messages=[{"role": "user", "content": text}], params=GenerationParams(**params))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # a fixed place under the session's base temp, so other test modules reuse the same build
+    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_llama: Path):
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    b = TransformersBackend(tiny_llama, max_batch_size=8)
+    yield b
+    b.close()
+
+
+# ------------------------------------------------------------------ the model folder
+
+
+def test_build_is_deterministic_cached_and_seeded(tiny_llama: Path, tmp_path: Path) -> None:
+    again = build_tiny_llama(tmp_path / "again", seed=0)
+    for name in ("model.safetensors", "tokenizer.json", "config.json"):
+        assert _digest(again / name) == _digest(tiny_llama / name), name
+
+    # a complete folder is returned as it is, not rebuilt
+    before = (again / "model.safetensors").stat().st_mtime_ns
+    assert build_tiny_llama(again, seed=0) == again.resolve()
+    assert (again / "model.safetensors").stat().st_mtime_ns == before
+
+    # another seed rebuilds the same folder with other weights
+    build_tiny_llama(again, seed=1)
+    assert json.loads((again / MARKER_FILE).read_text())["seed"] == 1
+    assert _digest(again / "model.safetensors") != _digest(tiny_llama / "model.safetensors")
+
+
+def test_half_built_folder_is_rebuilt(tiny_llama: Path, tmp_path: Path) -> None:
+    folder = build_tiny_llama(tmp_path / "m", seed=0)
+    (folder / "model.safetensors").unlink()
+    build_tiny_llama(folder, seed=0)
+    assert _digest(folder / "model.safetensors") == _digest(tiny_llama / "model.safetensors")
+
+
+def test_transformers_loads_it_as_a_small_llama_chat_model(tiny_llama: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama, local_files_only=True)
+    n_params = sum(p.numel() for p in model.parameters())
+    assert model.config.model_type == "llama"
+    assert 100_000 < n_params < 1_000_000
+    assert model.config.vocab_size == len(tokenizer) >= 1000
+    assert model.config.hidden_size // model.config.num_attention_heads >= 32  # vLLM's CPU attention minimum
+
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert prompt == "<|bos|><|system|>Be brief.<|user|>Hi<|assistant|>"
+    assert json.loads((tiny_llama / "tokenizer_config.json").read_text())["chat_template"] == CHAT_TEMPLATE
+    # one BOS whether or not the caller asks for special tokens: the template writes it
+    assert tokenizer(prompt).input_ids == tokenizer(prompt, add_special_tokens=False).input_ids
+    assert tokenizer(prompt).input_ids.count(tokenizer.bos_token_id) == 1
+
+    text = "The old fisherman found 3 red apples near the harbour, at 7:30!"
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    assert len(ids) < len(text) / 2  # real BPE merges, not one token per byte
+    assert tokenizer.decode(ids) == text
+    # non-ASCII becomes <|unk|>, a special token, so a decode never shows half a character
+    assert tokenizer.decode(tokenizer("café", add_special_tokens=False).input_ids, skip_special_tokens=True) == "caf"
+
+
+def test_cli_builds_into_a_folder(tmp_path: Path) -> None:
+    from evalkit.testing.tiny_model import main
+
+    assert main([str(tmp_path / "cli"), "--seed", "0"]) == 0
+    assert (tmp_path / "cli" / "model.safetensors").is_file()
+
+
+# ------------------------------------------------------------------ the backend
+
+
+def test_backend_detects_a_chat_model(backend, tiny_llama: Path) -> None:
+    assert backend.kind == "causal_lm"
+    assert backend.supports_chat and not backend.supports_transcription
+    assert backend.model_id == str(tiny_llama)  # the path as given, as vLLM names it
+    # usage counts come from the model's tokenizer, not whitespace words
+    expected = len(backend.tokenizer("Hello there", add_special_tokens=False).input_ids)
+    assert backend.count_tokens("Hello there") == expected != 2
+
+
+def test_greedy_batch_is_deterministic_and_depends_on_the_prompt(backend) -> None:
+    first = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
+    second = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
+    assert first == second
+    assert all(isinstance(text, str) and text for text in first)
+    assert len(set(first)) == len(PROMPTS)
+
+
+def test_batched_equals_one_by_one(backend) -> None:
+    batched = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
+    alone = [backend.chat_batch([_chat(p, max_tokens=16)])[0] for p in PROMPTS]
+    assert batched == alone
+
+
+def test_batches_larger_than_max_batch_size_are_split(tiny_llama: Path) -> None:
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    small = TransformersBackend(tiny_llama, max_batch_size=2)
+    try:
+        got = small.chat_batch([_chat(p, max_tokens=8) for p in PROMPTS])
+        assert got == [small.chat_batch([_chat(p, max_tokens=8)])[0] for p in PROMPTS]
+    finally:
+        small.close()
+
+
+def test_each_answer_keeps_its_own_max_tokens(backend) -> None:
+    short, long = backend.chat_batch([_chat("Hello there", max_tokens=3), _chat("Hello there", max_tokens=16)])
+    assert long.startswith(short) and len(short) < len(long)
+    assert backend.count_tokens(short) <= 3 < backend.count_tokens(long)
+
+
+def test_seeded_sampling_is_reproducible(backend) -> None:
+    def sample(seed: int, others: int = 0) -> str:
+        batch = [_chat("Hello there", max_tokens=16, temperature=5.0, seed=seed)]
+        batch += [_chat(p, max_tokens=16, temperature=5.0) for p in PROMPTS[:others]]
+        return backend.chat_batch(batch)[0]
+
+    assert sample(7) == sample(7, others=2)  # the batch it rides in does not matter
+    assert sample(7) != sample(8)
+    greedy = backend.chat_batch([_chat("Hello there", max_tokens=16)])[0]
+    assert sample(7) != greedy
+
+
+def test_list_content_is_joined_text(backend) -> None:
+    parts = {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}
+    plain = {"role": "user", "content": "Hello\nthere"}
+    got = backend.chat_batch([ChatInput([parts], GenerationParams(max_tokens=8)), ChatInput([plain], GenerationParams(max_tokens=8))])
+    assert got[0] == got[1]
+
+
+def test_audio_in_a_text_model_is_refused_alone(backend) -> None:
+    import numpy as np
+
+    audio = {"role": "user", "content": [{"type": "audio", "array": np.zeros(1600, dtype=np.float32)}]}
+    bad = ChatInput([audio], GenerationParams(max_tokens=4))
+    with pytest.raises(InputError):
+        backend.check_chat(bad)
+    results = backend.chat_batch([bad, _chat("Hello there", max_tokens=4)])
+    assert isinstance(results[0], InputError)
+    assert results[1] == backend.chat_batch([_chat("Hello there", max_tokens=4)])[0]
+
+
+def test_transcription_is_not_offered(backend) -> None:
+    import numpy as np
+
+    with pytest.raises(NotImplementedError):
+        backend.transcribe_batch([np.zeros(1600, dtype=np.float32)])
+
+
+def test_hub_ids_are_not_downloaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from evalkit.errors import UserError
+    from evalkit.serve.backends.transformers_backend import HUB_DOWNLOAD_ENV, TransformersBackend
+
+    monkeypatch.delenv(HUB_DOWNLOAD_ENV, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # belt and braces: this test must not touch the network
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # an empty cache
+    with pytest.raises(UserError, match=HUB_DOWNLOAD_ENV):
+        TransformersBackend("evalkit-tests/no-such-model")
+
+
+def test_a_folder_without_config_is_a_clear_error(tmp_path: Path) -> None:
+    from evalkit.errors import UserError
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    with pytest.raises(UserError, match="config.json"):
+        TransformersBackend(tmp_path)
