@@ -12,11 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from evalkit.testing.audio import audio_fingerprint
+    from evalkit.testing.app import TEST_SERVER_KEY, build_app
     from evalkit.testing.process import TestServer, start_test_server
+    from evalkit.testing.requestlog import read_events
     from evalkit.testing.script import Script, load_script
-    from evalkit.testing.server import build_app
 
-__all__ = ["Script", "TestServer", "audio_fingerprint", "build_app", "load_script", "start_test_server"]
+__all__ = [
+    "TEST_SERVER_KEY",
+    "Script",
+    "TestServer",
+    "audio_fingerprint",
+    "build_app",
+    "load_script",
+    "read_events",
+    "start_test_server",
+]
 
 _WHERE = {
     "audio_fingerprint": "evalkit.testing.audio",
@@ -24,7 +34,9 @@ _WHERE = {
     "start_test_server": "evalkit.testing.process",
     "Script": "evalkit.testing.script",
     "load_script": "evalkit.testing.script",
-    "build_app": "evalkit.testing.server",
+    "build_app": "evalkit.testing.app",
+    "TEST_SERVER_KEY": "evalkit.testing.app",
+    "read_events": "evalkit.testing.requestlog",
 }
 
 

@@ -6,6 +6,30 @@ objects the request path reads without allocating: rules with pre-compiled
 regexes, an audio-fingerprint index, a fault table. A bad script stops the
 server before it listens.
 
+A script, every key optional::
+
+    model: test-model          # the id in /v1/models; other names are answered unless strict_model
+    strict_model: false        # true: other model names get a 404 (OpenAI error body)
+    seed: 0                    # seeds latency draws when latency_ms is a range
+    latency_ms: 0              # per request; or [min, max] for a seeded uniform draw
+    max_concurrency: null      # server slots; requests beyond wait in a queue
+    require_auth: null         # "Authorization: Bearer <v>" or "api-key: <v>" must match, else 401
+    default_answer: echo       # echo = the last user message's text parts joined by newlines
+                               # (transcriptions echo the prompt field); anything else verbatim
+    answers:                   # first matching rule wins; all conditions of a rule must hold
+      - {match: "capital of France", answer: Paris}       # substring of the last user text
+      - {match: 're:^count to \\d+$', answer: "1 2 3"}   # regex (re.search), single-quoted
+      - {system_match: pirate, answer: Arr}               # substring of the system message(s)
+      - {audio_fingerprint: "<64 hex>", answer: hello}    # see evalkit.testing.audio_fingerprint
+      - {model: judge-model, match: Score, answer: "8"}   # only for this requested model
+    answer_file: null          # JSON {fingerprint_or_text: answer}, appended as rules
+    faults: {seed: 0, rates: {"500": 0.1, "429": 0.05, hang: 0.02, malformed: 0.02, drop: 0.01},
+             retry_after: 1, hang_seconds: 30}
+    request_log: null          # JSONL path; one line per received/fault/completed event
+
+Relative ``answer_file``/``request_log`` paths in a script file resolve
+against the file's folder.
+
 Validation is hand-written rather than pydantic: the schema is small, and
 building pydantic models costs a quarter of a second on every server start,
 which tests that start many servers pay again and again.
