@@ -31,9 +31,11 @@ from evalkit.metrics import METRICS, Metric, MetricResult
 from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
 from evalkit.plan import EngineSpec, ModelPlan
 from evalkit.processing.postprocessors import POSTPROCESSORS
+from evalkit.prompts import examples as icl
+from evalkit.prompts.library import instruction_for
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
-from evalkit.request_builder import PreparedAudio, RequestContext, pcm16_of, turn_requests
+from evalkit.request_builder import PreparedAudio, RequestContext, example_key, pcm16_of, turn_requests
 
 log = logging.getLogger("evalkit")
 
@@ -106,6 +108,8 @@ class Engine:
         }
         self.n_samples = 0
         self._records = None
+        self._example_pool: list[Sample] = []
+        self._example_pcm: dict[str, bytes] = {}
 
     def planned_samples(self) -> Iterator[Sample]:
         return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
@@ -115,6 +119,8 @@ class Engine:
         result = EngineResult(spec=self.spec, metric_info=self.metric.describe())
         self.records_path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            if self.spec.dataset.in_context:
+                self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
             with self.records_path.open("w", encoding="utf-8") as self._records:
                 await self._run_samples()
         except UserError as error:
@@ -161,19 +167,42 @@ class Engine:
         if first_error:
             raise first_error[0]
 
-    async def _prepare(self, prompt: Prompt) -> PreparedAudio | Outcome:
+    async def _prepare(self, prompt: Prompt, example_ids: list[str]) -> PreparedAudio | Outcome:
+        """Decode every audio of the prompt once (off the loop); examples' audio is cached per engine."""
         pcm: dict[int, bytes] = {}
-        for index, turn in enumerate(prompt.turns):
-            if turn.audio is not None:
-                try:
+        try:
+            for index, turn in enumerate(prompt.turns):
+                if turn.audio is not None:
                     pcm[index] = await asyncio.to_thread(pcm16_of, turn.audio)
-                except (ValueError, OSError, RuntimeError) as error:
-                    return failed("audio", f"could not decode audio: {error}")
+            for index, ((turn, _), example_id) in enumerate(zip(prompt.examples, example_ids)):
+                if turn.audio is not None:
+                    if example_id not in self._example_pcm:
+                        self._example_pcm[example_id] = await asyncio.to_thread(pcm16_of, turn.audio)
+                    pcm[example_key(index)] = self._example_pcm[example_id]
+        except (ValueError, OSError, RuntimeError) as error:
+            return failed("audio", f"could not decode audio: {error}")
         return PreparedAudio(pcm)
 
-    async def _sample(self, sample: Sample) -> None:
+    def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[str]]:
+        dataset = self.spec.dataset
+        info: dict[str, Any] = {}
+        if dataset.prompt_pool is not None:
+            template, index = instruction_for(dataset, sample.id, self.seed)
+            sample.instruction = template
+            info["template"] = index
         prompt = self.preprocessor.build(sample, self.context)
-        prepared = await self._prepare(prompt)
+        example_ids: list[str] = []
+        if self._example_pool:
+            chosen = icl.choose(dataset, self._example_pool, sample.id, self.seed)
+            prompt.examples = [self.preprocessor.example(example, self.context) for example in chosen]
+            example_ids = [example.id for example in chosen]
+            info["examples"] = example_ids
+        prompt.info.update(info)
+        return prompt, example_ids
+
+    async def _sample(self, sample: Sample) -> None:
+        prompt, example_ids = self._build_prompt(sample)
+        prepared = await self._prepare(prompt, example_ids)
         if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared.pcm_by_turn:
             sample.meta["duration"] = len(prepared.pcm_by_turn[0]) / 32000.0
         await asyncio.gather(*(self._ask(model, sample, prompt, prepared) for model in self.models))
@@ -201,7 +230,8 @@ class Engine:
             if ctx.kind == "chat" and turn + 1 < len(prompt.turns):
                 last = requests[0].messages[-1]
                 history = [*history, last, {"role": "assistant", "content": text}]
-                history_audio = list(requests[0].audio)
+                n_example_audio = sum(1 for key in prepared.pcm_by_turn if key < 0)
+                history_audio = list(requests[0].audio[n_example_audio:])
         return outcome
 
     async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:
@@ -236,6 +266,8 @@ class Engine:
         record.update(latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica)
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
+        if prompt.info:
+            record["prompt"] = prompt.info
         assert self._records is not None
         self._records.write(jsonutil.dumps(record) + "\n")
         if self.progress is not None:

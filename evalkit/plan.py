@@ -15,6 +15,7 @@ from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
+from evalkit.prompts.library import check_prompt_names, pools
 from evalkit.prompts.preprocessors import PREPROCESSORS
 
 
@@ -117,6 +118,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     catalog = catalog or load_catalog(config.runspec_dirs)
     models = _group_models(config)
     _check_names(config, catalog, source)
+    check_prompt_names(config, source)
     wanted_language = None
     if config.filters.language:
         try:
@@ -141,6 +143,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                 continue
             if spec.path is not None and not Path(spec.source).exists():
                 raise RunspecError(f"{spec.file}: {spec.name}.path: {spec.source} does not exist")
+            if spec.prompt_pool is not None and spec.prompt_pool not in pools():
+                raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:

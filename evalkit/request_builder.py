@@ -75,6 +75,11 @@ class PreparedAudio:
         return self._parts[key]
 
 
+def example_key(index: int) -> int:
+    """PreparedAudio key of the audio of in-context example ``index`` (turns use 0, 1, ...)."""
+    return -(index + 1)
+
+
 def turn_requests(
     prompt: Prompt,
     turn: int,
@@ -103,8 +108,19 @@ def turn_requests(
     system = ctx.system if ctx.system is not None else prompt.system
     if system:
         prefix.append({"role": "system", "content": system})
-    for question, answer in prompt.examples:
-        prefix += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    example_audio: list[AudioPart] = []
+    for index, (example, answer) in enumerate(prompt.examples):
+        key = example_key(index)
+        if key in audio.pcm_by_turn:
+            example_piece = audio.parts(key, ctx.chunk_size, "truncate")[0]
+            content_ex: Any = ([{"type": "text", "text": example.text}] if example.text else []) + [
+                {"type": "input_audio", "input_audio": {"audio_index": len(example_audio)}}
+            ]
+            example_audio.append(example_piece)
+        else:
+            content_ex = example.text or ""
+        prefix += [{"role": "user", "content": content_ex}, {"role": "assistant", "content": answer}]
+    history_audio = [*example_audio, *history_audio]
     requests = []
     for piece in pieces:
         if piece is None:

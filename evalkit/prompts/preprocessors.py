@@ -15,23 +15,28 @@ class PromptContext:
 
     ``system_prompt`` is the default; ``system_by_model`` holds model-specific
     system prompts, applied per model when requests are built. ``add_ons`` are
-    texts appended to every instruction; ``examples`` in-context pairs.
+    texts appended to every instruction.
     """
 
     system_prompt: str | None = None
     system_by_model: dict[str, str | None] = field(default_factory=dict)
     add_ons: list[str] = field(default_factory=list)
-    examples: list[tuple[str, str]] = field(default_factory=list)
 
     def system_for(self, model: str) -> str | None:
         return self.system_by_model.get(model, self.system_prompt)
 
 
 class Preprocessor:
-    """Base class: override ``build``. ``version`` enters no cache key (the prompt itself does)."""
+    """Base class: override ``build``. No version enters the cache key: the prompt itself does."""
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
         raise NotImplementedError
+
+    def example(self, sample: Sample, context: PromptContext) -> tuple[PromptTurn, str]:
+        """An in-context example: the sample's question as a user turn, its reference as the answer."""
+        prompt = self.build(sample, context)
+        reference = sample.reference[0] if isinstance(sample.reference, list) and sample.reference else sample.reference
+        return prompt.turns[0], "" if reference is None else str(reference)
 
 
 PREPROCESSORS: Registry[type[Preprocessor]] = Registry("preprocessor", builtin_modules=("evalkit.prompts.preprocessors",))
@@ -53,6 +58,6 @@ class GeneralPreprocessor(Preprocessor):
             if instruction:
                 first = turns[0]
                 turns[0] = PromptTurn(text=_join(instruction, first.text), audio=first.audio)
-            return Prompt(turns=turns, system=context.system_prompt, examples=list(context.examples))
+            return Prompt(turns=turns, system=context.system_prompt)
         text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
-        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt, examples=list(context.examples))
+        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt)

@@ -22,7 +22,7 @@ class Prompt:
 
     turns: list[PromptTurn]
     system: str | None = None
-    #: examples shown before the question, as (user text, assistant answer) pairs
-    examples: list[tuple[str, str]] = field(default_factory=list)
+    #: in-context examples shown before the question: (user turn, assistant answer)
+    examples: list[tuple[PromptTurn, str]] = field(default_factory=list)
     #: what shaped the prompt (template id, add-ons...), written to the record
     info: dict[str, Any] = field(default_factory=dict)
