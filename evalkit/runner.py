@@ -1,10 +1,22 @@
-"""A whole run: plan -> clients -> all engines at once -> results on disk."""
+"""A whole run: plan -> clients -> all engines at once -> results on disk.
+
+A run folder holds ``run.json`` (the manifest: redacted config, where the
+response store is, whether the run finished), ``records/`` and the results.
+``RunOptions(resume=RUN_DIR)`` finishes a killed run in its own folder: every
+answer committed to the store before the kill is taken from it, the rest is
+asked, and the results are those an uninterrupted run would have written.
+Re-running the same command after a kill does the same in a new folder.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import hashlib
+import json
+import os
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,13 +26,15 @@ from evalkit.clients.judge import JudgeClient
 from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.pool import EndpointPool
 from evalkit.clients.protocol import EndpointProtocol
+from evalkit.config import Config
 from evalkit.engine import Engine, EngineResult, ProgressHook
+from evalkit.errors import UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan
 from evalkit.prompts.library import prompt_context_for
 from evalkit.report.progress import Progress
-from evalkit.report.redact import redact
+from evalkit.report.redact import MASK, redact, scrub, scrub_tree, secrets_filtered, secrets_of
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions, rows_from_engines, write_results
 from evalkit.store import ResponseStore
 
@@ -35,6 +49,8 @@ class RunOptions:
     run_dir: str | None = None
     #: called once per answered (engine, model, sample) with ok=True/False; default: periodic lines
     progress: ProgressHook | None = None
+    #: a run folder to finish (``evalkit run --resume RUN_DIR``): its records are rewritten, its store reused
+    resume: str | None = None
 
 
 @dataclass
@@ -48,11 +64,27 @@ class RunOutcome:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+MANIFEST = "run.json"
+MANIFEST_FORMAT = 1
+#: model fields that change how a request travels, never what it answers: a resume may change them
+_TRANSPORT_FIELDS = frozenset({
+    "url", "auth_token", "batch_size", "timeout", "retry_attempts", "delay", "requests_per_minute", "tokens_per_minute", "launch", "deadline",
+})
+_JUDGE_TRANSPORT_FIELDS = frozenset({"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"})
+#: the default deadline of a request over all its attempts: generous, a safety net against endless 429s and pauses
+_MIN_DEADLINE = 300.0
+
+
 def new_run_dir(output_dir: Path) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = output_dir / f"{stamp}_{secrets.token_hex(3)}"
     run_dir.mkdir(parents=True, exist_ok=False)
     return run_dir
+
+
+def default_deadline(timeout: float, retry_attempts: int) -> float:
+    """Seconds a request may take over all its attempts when the config sets none."""
+    return max(_MIN_DEADLINE, 4.0 * timeout * (retry_attempts + 1))
 
 
 def build_clients(plan: Plan, store: ResponseStore | None) -> dict[str, ModelClient]:
@@ -71,29 +103,167 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
             )
             pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
     info = model.info
-    policy = RetryPolicy(retry_attempts=info.retry_attempts)
-    return ModelClient(model.name, pools, policy, store=store, delay_ms=info.delay, requests_per_minute=info.requests_per_minute)
+    deadline = getattr(info, "deadline", None) or default_deadline(info.timeout, info.retry_attempts)
+    policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=deadline)
+    return ModelClient(
+        model.name, pools, policy, store=store, delay_ms=info.delay,
+        requests_per_minute=info.requests_per_minute, tokens_per_minute=info.tokens_per_minute,
+    )
+
+
+def answer_fingerprint(config: Config) -> str:
+    """A hash of what decides the run's answers and scores: the config without transport settings and secrets."""
+    data = config.model_dump(mode="json")
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        for key in _TRANSPORT_FIELDS:
+            info.pop(key, None)
+    judge = data.get("judge_properties")
+    if isinstance(judge, dict):
+        for key in _JUDGE_TRANSPORT_FIELDS:
+            judge.pop(key, None)
+    for key in ("output_dir", "cache"):
+        data.pop(key, None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write atomically: a kill leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a run folder; UserError when the folder is not an evalkit run."""
+    path = Path(run_dir) / MANIFEST
+    if not Path(run_dir).is_dir():
+        raise UserError(f"--resume {run_dir}: no such run folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--resume {run_dir}: not an evalkit run folder (no {MANIFEST})") from None
+    except (OSError, ValueError) as error:
+        raise UserError(f"--resume {run_dir}: cannot read {MANIFEST}: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise UserError(f"--resume {run_dir}: {MANIFEST} is not a run manifest this evalkit can read")
+    return data
+
+
+def plan_for_resume(run_dir: str | Path) -> Plan:
+    """The plan of a recorded run, for ``evalkit run --resume RUN_DIR`` without a config argument.
+
+    The manifest keeps the effective config (command-line overrides applied)
+    with secrets masked; the secrets come back from the config file the run
+    was started with (re-read, so ``${VAR}`` are expanded again), matched by
+    model name and id.
+    """
+    from evalkit.config import load_config
+    from evalkit.plan import build_plan
+
+    manifest = read_manifest(run_dir)
+    saved = manifest.get("config") or {}
+    source = manifest.get("config_file") or "config"
+    fresh: Config | None = None
+    if source and Path(source).is_file():
+        fresh = load_config(source)
+    data = _restore_secrets(saved, fresh)
+    from pydantic import ValidationError
+
+    from evalkit.config import format_validation_error
+    from evalkit.errors import ConfigError
+
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, f"{Path(run_dir) / MANIFEST}")) from None
+    return build_plan(config, source=str(source))
+
+
+def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
+    """The saved config with masked values (tokens, keys, URLs with credentials) taken from the fresh one."""
+    data = json.loads(json.dumps(saved))
+    fresh_models = [e.info for e in fresh.models] if fresh is not None else []
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        match = next((m for m in fresh_models if m.name == info.get("name") and m.model == info.get("model")), None)
+        if info.get("auth_token") == MASK:
+            info["auth_token"] = match.auth_token if match is not None else None
+        if MASK in json.dumps(info.get("url")) and match is not None:
+            info["url"] = match.url
+    judge = data.get("judge_properties")
+    fresh_judge = fresh.judge_properties if fresh is not None else None
+    if isinstance(judge, dict):
+        if judge.get("judge_api_key") == MASK:
+            judge["judge_api_key"] = fresh_judge.judge_api_key if fresh_judge is not None else None
+        if MASK in str(judge.get("judge_api_endpoint")) and fresh_judge is not None:
+            judge["judge_api_endpoint"] = fresh_judge.judge_api_endpoint
+    return data
+
+
+def _store_path(config: Config, output_dir: Path) -> Path:
+    return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
 
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
-    """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
-    from evalkit.launch import launched_servers
-
-    output_dir = Path(options.output_dir or plan.config.output_dir)
-    async with launched_servers(plan, output_dir / "server-logs"):
-        return await _execute(plan, options)
+    config = plan.config
+    hidden = secrets_of(config)
+    with secrets_filtered(hidden):
+        return await _execute(plan, options, hidden)
 
 
-async def _execute(plan: Plan, options: RunOptions) -> RunOutcome:
+async def _execute(plan: Plan, options: RunOptions, hidden: list[str]) -> RunOutcome:
     config = plan.config
     started = time.perf_counter()
+    started_unix = time.time()
     output_dir = Path(options.output_dir or config.output_dir)
-    run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
+    fingerprint = answer_fingerprint(config)
+    use_store = config.cache.enabled and not options.no_cache
+    store_path = _store_path(config, output_dir)
+    refresh_since: float | None = started_unix if options.refresh_cache else None
+    resumed: dict[str, Any] | None = None
+    if options.resume:
+        run_dir = Path(options.resume)
+        resumed = read_manifest(run_dir)
+        if resumed.get("fingerprint") != fingerprint:
+            raise UserError(
+                f"--resume {run_dir}: the config differs from the one this run started with "
+                "(datasets, metrics, models, filters or generation settings changed); start a new run instead"
+            )
+        saved_store = resumed.get("store") or {}
+        if options.no_cache:
+            raise UserError(f"--resume {run_dir}: resuming takes finished answers from the response store; drop --no-cache")
+        if saved_store.get("path") and not config.cache.path:
+            store_path = Path(saved_store["path"])
+        if saved_store.get("refresh_since") is not None:
+            refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
+    else:
+        run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "run_id": run_dir.name,
+        "status": "running",
+        "started": dt.datetime.now().isoformat(timespec="seconds"),
+        "started_unix": started_unix,
+        "resumed": [*((resumed or {}).get("resumed") or []), dt.datetime.now().isoformat(timespec="seconds")] if resumed else [],
+        "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
+        "command": list(sys.argv),
+        "fingerprint": fingerprint,
+        "config": redact(config.model_dump(mode="json")),
+        "store": {"enabled": use_store, "path": str(store_path.resolve()) if use_store else None, "refresh_since": refresh_since},
+        "engines": [spec.id for spec in plan.engines],
+        "models": list(plan.models),
+    }
+    if resumed:
+        manifest["started"] = resumed.get("started", manifest["started"])
+        manifest["started_unix"] = resumed.get("started_unix", started_unix)
+    manifest = scrub_tree(manifest, hidden)
+    _write_json(run_dir / MANIFEST, manifest)
+
     store = None
-    if config.cache.enabled and not options.no_cache:
-        store_path = Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
-        store = await ResponseStore(store_path, refresh=options.refresh_cache).open()
+    if use_store:
+        store = await ResponseStore(store_path, refresh_since=refresh_since).open()
     clients = build_clients(plan, store)
     judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
     progress = options.progress or Progress(quiet=options.quiet)
@@ -103,12 +273,12 @@ async def _execute(plan: Plan, options: RunOptions) -> RunOutcome:
         language = target_language(spec.dataset.language)
         return cls(language=language, judge=judge) if cls.needs_judge else cls(language=language)
 
-    engines = [
-        Engine(spec, plan.models, clients, config.filters, run_dir / "records", prompt_context=prompt_context_for(config, spec.dataset, spec.models), window=options.window,
-               progress=progress, use_store=store is not None, seed=config.filters.seed, metric_factory=make_metric)
-        for spec in plan.engines
-    ]
     try:
+        engines = [
+            Engine(spec, plan.models, clients, config.filters, run_dir / "records", prompt_context=prompt_context_for(config, spec.dataset, spec.models), window=options.window,
+                   progress=progress, use_store=store is not None, seed=config.filters.seed, metric_factory=make_metric)
+            for spec in plan.engines
+        ]
         results = list(await asyncio.gather(*(engine.run() for engine in engines)))
     finally:
         for client in clients.values():
@@ -117,6 +287,9 @@ async def _execute(plan: Plan, options: RunOptions) -> RunOutcome:
             await judge.close()
         if store is not None:
             await store.close()
+    for result in results:
+        if result.error:
+            result.error = scrub(result.error, hidden)
     rows = rows_from_engines(results, config.max_failure_rate)
     rows += aggregate_rows(rows, config.aggregate, plan.catalog.resolve)
     seconds = time.perf_counter() - started
@@ -125,14 +298,19 @@ async def _execute(plan: Plan, options: RunOptions) -> RunOutcome:
         "finished": dt.datetime.now().isoformat(timespec="seconds"),
         "seconds": round(seconds, 3),
         "config_file": plan.source,
-        "config": redact(config.model_dump(mode="json")),
+        "config": manifest["config"],
         "versions": package_versions(),
-        "requests": {
-            name: {"sent": c.sent, "store_hits": c.store_hits, "deduplicated": c.deduplicated, "replicas": c.replica_counts()}
-            for name, c in clients.items()
-        },
+        "requests": {name: c.stats() for name, c in clients.items()},
     }
+    if judge is not None:
+        meta["requests"][judge.client.name] = judge.client.stats()
+    meta = scrub_tree(meta, hidden)
+    for row in rows:
+        if row.error:
+            row.error = scrub(row.error, hidden)
     write_results(run_dir, rows, meta)
+    manifest.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
+    _write_json(run_dir / MANIFEST, manifest)
     return RunOutcome(
         run_dir=run_dir, rows=rows, engines=results, seconds=seconds,
         requests_sent=sum(c.sent for c in clients.values()), store_hits=sum(c.store_hits for c in clients.values()), meta=meta,

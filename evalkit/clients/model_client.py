@@ -1,66 +1,185 @@
-"""All requests to one model: replicas, retries, circuit breaking, de-duplication, the store.
+"""All requests to one model: replicas, retries, circuit breaking, pacing, de-duplication, the store.
 
 Every replica runs ``batch_size`` worker tasks that pull jobs from the
 model's single queue, so a fast replica takes more work, a slow one less and
 a dead one none (no static shards). A failed attempt is re-queued after its
 backoff instead of holding a worker, so retries never stall throughput.
 
+Retries follow the error:
+
+- 429: wait for ``retry-after-ms``/``Retry-After`` (exponential backoff with
+  jitter when absent) and halve the replica's concurrency for a while
+  (:class:`AdaptiveLimit`); 429s do not use up ``retry_attempts`` but are
+  bounded by ``rate_limit_retries`` and the deadline.
+- 5xx, connection errors, timeouts, unparseable answers: exponential backoff
+  with jitter, at most ``retry_attempts`` retries.
+- other 4xx (400, 401, 403, 404, 422, ...): not retried; the failure carries
+  the server's message.
+
+Every attempt has a timeout (``timeout`` of the model, cut to what is left of
+the deadline) and every request a deadline over all its attempts, counted from
+its first attempt. A replica that fails ``breaker_threshold`` times in a row
+(connection, timeout, 5xx) is paused and probed with one request at a time;
+after ``breaker_probes`` failed probes it is dead, and once every replica of
+the model is dead the remaining requests fail at once as
+``endpoint_unavailable`` — a dead server costs seconds, not
+``samples x retries x timeout``.
+
+Pacing: ``requests_per_minute`` and ``tokens_per_minute`` are token buckets
+shared by the model's replicas (tokens are the responses' ``usage.total_tokens``;
+each request reserves the running mean and settles when its usage is known).
+``delay`` is a politeness pause: every attempt waits ``delay`` milliseconds
+on its worker right before it is sent, so one replica sends at most
+``batch_size`` requests per ``delay``.
+
 Identical requests in flight at once share one future; finished ones come
-from the response store. Errors are never stored.
+from the response store. A success resolves only after the store has
+committed it, so whatever the engine records is already stored. Errors are
+never stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.pool import Attempt, EndpointPool
+from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
-from evalkit.store import ResponseStore
+from evalkit.store import ResponseStore, response_key
+
+log = logging.getLogger("evalkit.client")
 
 
 @dataclass
 class RetryPolicy:
+    """How hard to try; the defaults suit hosted APIs and local servers alike."""
+
+    #: retries after the first attempt for 5xx, connection errors, timeouts and unparseable answers
     retry_attempts: int = 3
     backoff_base: float = 0.5
     backoff_max: float = 30.0
+    #: 429 answers a request may meet (on top of retry_attempts; the deadline bounds them too)
+    rate_limit_retries: int = 10
+    #: a longer Retry-After is cut to this
+    retry_after_max: float = 120.0
     #: consecutive failures that open a replica's circuit
     breaker_threshold: int = 5
     #: first pause of an open circuit (doubles per failed probe)
     breaker_pause: float = 1.0
     #: failed probes after which a replica is considered dead
     breaker_probes: int = 3
-    #: seconds a sample may take over all its attempts (None: no deadline)
+    #: seconds a request may take over all its attempts, from its first attempt (None: no deadline)
     deadline: float | None = None
 
-    def backoff(self, attempt: int, retry_after: float | None) -> float:
+    def backoff(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds before retry number ``attempt`` (from 1): Retry-After when given, else exponential with jitter."""
         if retry_after is not None:
-            return min(retry_after, self.backoff_max)
-        return random.uniform(0, min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1)))
+            wait = min(retry_after, self.retry_after_max)
+            return wait + random.uniform(0, min(0.1 * wait, 1.0))  # never earlier than asked; spread a herd
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** max(0, attempt - 1))
+        return random.uniform(ceiling / 2, ceiling)
 
 
 @dataclass(slots=True)
 class _Job:
     request: ModelRequest
+    store_key: str
     future: asyncio.Future[Outcome]
-    started: float
+    started: float | None = None
+    #: HTTP attempts sent (for the record)
     attempts: int = 0
+    #: failed attempts that use up retry_attempts (failed probes of an open circuit do not)
+    charged: int = 0
+    rate_limited: int = 0
     last: Attempt | None = None
+
+
+class Circuit:
+    """The breaker of one replica: closed, open (paused), half-open (one probe), or dead."""
+
+    def __init__(self, threshold: int, pause: float, probes: int) -> None:
+        self.threshold = max(1, threshold)
+        self.pause = pause
+        self.probes = max(1, probes)
+        self.failures = 0
+        self.failed_probes = 0
+        self.open_until = 0.0
+        self.probing = False
+        self.dead = False
+        self.openings = 0
+        self._changed = asyncio.Event()
+
+    @property
+    def closed(self) -> bool:
+        return not self.dead and self.failures < self.threshold
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def admit(self) -> str | None:
+        """Wait until a request may go: "closed", "probe" (the one request of a half-open circuit) or None (dead)."""
+        while True:
+            if self.dead:
+                return None
+            if self.failures < self.threshold:
+                return "closed"
+            changed = self._changed
+            wait = self.open_until - time.monotonic()
+            if wait <= 0 and not self.probing:
+                self.probing = True
+                return "probe"
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=wait if wait > 0 else None)
+            except asyncio.TimeoutError:
+                pass
+
+    def alive(self, probe: bool) -> None:
+        """The endpoint answered (any answer but a 5xx): close the circuit."""
+        was_open = self.failures >= self.threshold or self.probing
+        self.failures = 0
+        self.failed_probes = 0
+        self.open_until = 0.0
+        if probe:
+            self.probing = False
+        if was_open:
+            self._notify()
+
+    def fault(self, probe: bool) -> None:
+        """The endpoint did not answer, or answered 5xx."""
+        self.failures += 1
+        if probe:
+            self.probing = False
+            self.failed_probes += 1
+            if self.failed_probes >= self.probes:
+                self.dead = True
+            else:
+                self.open_until = time.monotonic() + self.pause * 2 ** self.failed_probes
+            self._notify()
+        elif self.failures == self.threshold:
+            self.openings += 1
+            self.open_until = time.monotonic() + self.pause * 2 ** self.failed_probes
+            self._notify()
+
+    def abandon_probe(self) -> None:
+        """The probe's worker had nothing to send after all: let another worker probe."""
+        if self.probing:
+            self.probing = False
+            self._notify()
 
 
 @dataclass
 class _Replica:
     pool: EndpointPool
     workers: int
-    delay: float = 0.0
-    consecutive_failures: int = 0
-    open_until: float = 0.0
-    failed_probes: int = 0
-    dead: bool = False
-    probing: bool = False
+    limit: AdaptiveLimit
+    circuit: Circuit
     answered: int = 0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -76,19 +195,31 @@ class ModelClient:
         store: ResponseStore | None = None,
         delay_ms: float = 0.0,
         requests_per_minute: float | None = None,
+        tokens_per_minute: float | None = None,
     ) -> None:
         self.name = name
         self.policy = policy
         self.store = store
-        self._replicas = [_Replica(pool=pool, workers=workers, delay=delay_ms / 1000.0) for pool, workers in pools]
+        self._replicas = [
+            _Replica(
+                pool=pool, workers=workers, limit=AdaptiveLimit(workers),
+                circuit=Circuit(policy.breaker_threshold, policy.breaker_pause, policy.breaker_probes),
+            )
+            for pool, workers in pools
+        ]
+        self._delay = delay_ms / 1000.0
+        self._requests = TokenBucket(requests_per_minute, capacity=1.0) if requests_per_minute else None
+        self._tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
+        self._token_estimate = TokenEstimator()
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._started = False
-        self._min_interval = 60.0 / requests_per_minute if requests_per_minute else 0.0
-        self._next_slot = 0.0
+        self._store_warned = False
         self.sent = 0
         self.store_hits = 0
         self.deduplicated = 0
+        self.rate_limited = 0
+        self.retried = 0
 
     @property
     def concurrency(self) -> int:
@@ -96,6 +227,30 @@ class ModelClient:
 
     def replica_counts(self) -> dict[str, int]:
         return {r.pool.name: r.answered for r in self._replicas}
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for the run's results.json (no secrets: replica names are redacted URLs)."""
+        return {
+            "sent": self.sent,
+            "store_hits": self.store_hits,
+            "deduplicated": self.deduplicated,
+            "retried": self.retried,
+            "rate_limited": self.rate_limited,
+            "replicas": self.replica_counts(),
+            "endpoints": {
+                r.pool.name: {
+                    "answered": r.answered,
+                    "dead": r.circuit.dead,
+                    "circuit_openings": r.circuit.openings,
+                    "concurrency": r.workers,
+                    "lowest_concurrency": r.limit.lowest,
+                }
+                for r in self._replicas
+            },
+        }
+
+    def store_key(self, request: ModelRequest) -> str:
+        return response_key(self.name, request)
 
     def _start(self) -> None:
         self._started = True
@@ -108,14 +263,14 @@ class ModelClient:
         twin = self._inflight.get(key)
         if twin is not None:
             self.deduplicated += 1
-            outcome = await asyncio.shield(twin)
-            return outcome
+            return await asyncio.shield(twin)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._inflight[key] = future
+        store_key = self.store_key(request)
         try:
             if use_store and self.store is not None:
-                stored = await self.store.get(key)
+                stored = await self.store.get(store_key)
                 if stored is not None:
                     self.store_hits += 1
                     outcome = Outcome(text=stored["text"], raw=stored.get("raw"), cached=True, usage=stored.get("usage") or {})
@@ -127,14 +282,14 @@ class ModelClient:
                 return outcome
             if not self._started:
                 self._start()
-            self._queue.put_nowait(_Job(request=request, future=future, started=time.monotonic()))
+            self._queue.put_nowait(_Job(request=request, store_key=store_key, future=future))
             return await asyncio.shield(future)
         finally:
             if self._inflight.get(key) is future:
                 del self._inflight[key]
 
     def _all_dead(self) -> bool:
-        return all(r.dead for r in self._replicas)
+        return all(r.circuit.dead for r in self._replicas)
 
     def _unavailable(self, job: _Job | None) -> Outcome:
         last = job.last if job else None
@@ -146,108 +301,152 @@ class ModelClient:
             attempts=job.attempts if job else 0,
         )
 
-    async def _wait_turn(self, replica: _Replica) -> bool:
-        """Block while the replica's circuit is open; False once it is dead.
+    async def _pace(self) -> float:
+        """Wait for the rate limits and the politeness delay; returns the tokens reserved."""
+        if self._requests is not None:
+            await self._requests.acquire(1.0)
+        reserved = 0.0
+        if self._tokens is not None:
+            reserved = self._token_estimate.estimate
+            await self._tokens.acquire(reserved)
+        if self._delay:
+            await asyncio.sleep(self._delay)
+        return reserved
 
-        When an open circuit's pause ends, exactly one worker becomes the probe
-        (half-open); the others wait for its verdict.
-        """
-        while True:
-            if replica.dead:
-                return False
-            now = time.monotonic()
-            if replica.open_until > now:
-                await asyncio.sleep(replica.open_until - now)
-                continue
-            if replica.consecutive_failures < self.policy.breaker_threshold:
-                return True
-            if not replica.probing:
-                replica.probing = True
-                return True
-            await asyncio.sleep(0.05)
-
-    async def _rate_limit(self) -> None:
-        if self._min_interval:
-            now = time.monotonic()
-            slot = max(now, self._next_slot)
-            self._next_slot = slot + self._min_interval
-            if slot > now:
-                await asyncio.sleep(slot - now)
+    def _settle_tokens(self, reserved: float, attempt: Attempt) -> None:
+        total = _total_tokens(attempt.usage)
+        if total is not None:
+            self._token_estimate.observe(total)
+        if self._tokens is not None:
+            self._tokens.settle(reserved, total if total is not None else reserved)
 
     async def _worker(self, replica: _Replica) -> None:
+        circuit = replica.circuit
         while True:
-            if not await self._wait_turn(replica):
+            admission = await circuit.admit()
+            if admission is None:
                 if self._all_dead():
                     self._drain_unavailable()
                 return
-            job = await self._queue.get()
-            if job.future.done():
-                continue
-            if replica.dead or (replica.open_until > time.monotonic() and not replica.probing):
-                self._queue.put_nowait(job)
-                continue
-            await self._rate_limit()
-            if replica.delay:
-                await asyncio.sleep(replica.delay)
-            job.attempts += 1
-            self.sent += 1
-            attempt = await replica.pool.attempt(job.request)
-            job.last = attempt
-            if attempt.failure is None:
-                self._on_success(replica)
-                replica.answered += 1
-                outcome = Outcome(
-                    text=attempt.text, raw=attempt.raw, status=attempt.status, latency=attempt.latency,
-                    attempts=job.attempts, replica=replica.pool.name, usage=attempt.usage or {},
-                )
-                if self.store is not None:
-                    await self.store.put(job.request.key, self.name, {"text": attempt.text, "raw": attempt.raw, "usage": attempt.usage})
-                if not job.future.done():
-                    job.future.set_result(outcome)
-                continue
-            self._on_failure(replica, attempt)
-            self._retry_or_fail(job, attempt, replica)
+            probe = admission == "probe"
+            sent = False
+            job: _Job | None = None
+            await replica.limit.acquire()
+            try:
+                job = await self._queue.get()
+                if job.future.done():
+                    continue
+                if not probe and not circuit.closed:
+                    self._queue.put_nowait(job)  # the circuit opened while this worker waited for work
+                    continue
+                sent = True
+                await self._send(replica, job, probe)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - a bug on one request must not kill the worker
+                log.exception("request to %s failed unexpectedly", self.name)
+                if job is not None and not job.future.done():
+                    job.future.set_result(failed("client_error", f"{type(error).__name__}: {error}", attempts=job.attempts))
+            finally:
+                replica.limit.release()
+                if probe and not sent:
+                    circuit.abandon_probe()
 
-    def _on_success(self, replica: _Replica) -> None:
-        replica.consecutive_failures = 0
-        replica.failed_probes = 0
-        replica.open_until = 0.0
-        replica.probing = False
-
-    def _on_failure(self, replica: _Replica, attempt: Attempt) -> None:
-        if attempt.failure in ("connection", "timeout") or (attempt.status or 0) >= 500:
-            replica.consecutive_failures += 1
-            if replica.probing:
-                replica.failed_probes += 1
-                replica.probing = False
-                if replica.failed_probes >= self.policy.breaker_probes:
-                    replica.dead = True
-                    return
-            if replica.consecutive_failures >= self.policy.breaker_threshold:
-                pause = self.policy.breaker_pause * 2 ** replica.failed_probes
-                replica.open_until = time.monotonic() + pause
-        elif attempt.status == 429:
-            pause = attempt.retry_after if attempt.retry_after is not None else self.policy.backoff(1, None)
-            replica.open_until = max(replica.open_until, time.monotonic() + pause)
+    async def _send(self, replica: _Replica, job: _Job, probe: bool) -> None:
+        policy = self.policy
+        now = time.monotonic()
+        if job.started is None:
+            job.started = now
+        timeout: float | None = None
+        if policy.deadline is not None:
+            left = policy.deadline - (now - job.started)
+            if left <= 0:
+                self._give_up(job, job.last, replica, deadline=True)
+                return
+            timeout = left
+        reserved = await self._pace()
+        job.attempts += 1
+        self.sent += 1
+        attempt = await replica.pool.attempt(job.request, timeout)
+        job.last = attempt
+        self._settle_tokens(reserved, attempt)
+        if attempt.failure is None:
+            replica.circuit.alive(probe)
+            replica.limit.success()
+            replica.answered += 1
+            outcome = Outcome(
+                text=attempt.text, raw=attempt.raw, status=attempt.status, latency=attempt.latency,
+                attempts=job.attempts, replica=replica.pool.name, usage=attempt.usage or {},
+            )
+            self._deliver(job, outcome)
+            return
+        if attempt.endpoint_fault:
+            replica.circuit.fault(probe)
         else:
-            replica.probing = False
+            replica.circuit.alive(probe)
+        if attempt.rate_limited:
+            self.rate_limited += 1
+            replica.limit.decrease(cooldown=max(1.0, attempt.retry_after or 0.0))
+        self._retry_or_fail(job, attempt, replica, charge=not (probe and attempt.endpoint_fault))
 
-    def _retry_or_fail(self, job: _Job, attempt: Attempt, replica: _Replica) -> None:
+    def _deliver(self, job: _Job, outcome: Outcome) -> None:
+        """Resolve the job once its answer is committed to the store (at once without a store)."""
+        if self.store is None:
+            if not job.future.done():
+                job.future.set_result(outcome)
+            return
+        payload = {"text": outcome.text, "raw": outcome.raw, "usage": outcome.usage}
+        committed = self.store.put(job.store_key, self.name, payload)
+
+        def resolve(done: asyncio.Future[None]) -> None:
+            if not done.cancelled() and done.exception() is not None and not self._store_warned:
+                self._store_warned = True
+                log.warning("response store write failed (answers are used but not kept): %s", done.exception())
+            if not job.future.done():
+                job.future.set_result(outcome)
+
+        committed.add_done_callback(resolve)
+
+    def _retry_or_fail(self, job: _Job, attempt: Attempt, replica: _Replica, *, charge: bool) -> None:
         policy = self.policy
         if self._all_dead():
             job.future.set_result(self._unavailable(job))
             self._drain_unavailable()
             return
-        give_up = not attempt.retryable or job.attempts > policy.retry_attempts
-        delay = 0.0 if give_up else policy.backoff(job.attempts, attempt.retry_after)
-        if not give_up and policy.deadline is not None and time.monotonic() + delay - job.started > policy.deadline:
-            give_up = True
-        if give_up:
-            job.future.set_result(
-                failed(attempt.failure or "error", attempt.error or "", status=attempt.status, attempts=job.attempts, latency=attempt.latency, replica=replica.pool.name)
-            )
+        if not attempt.retryable:
+            self._give_up(job, attempt, replica)
             return
+        if attempt.rate_limited:
+            job.rate_limited += 1
+            if job.rate_limited > policy.rate_limit_retries:
+                self._give_up(job, attempt, replica)
+                return
+            delay = policy.backoff(job.rate_limited, attempt.retry_after)
+        else:
+            if charge:
+                job.charged += 1
+            if job.charged > policy.retry_attempts:
+                self._give_up(job, attempt, replica)
+                return
+            delay = policy.backoff(max(1, job.charged))
+        if policy.deadline is not None and job.started is not None and time.monotonic() + delay - job.started > policy.deadline:
+            self._give_up(job, attempt, replica, deadline=True)
+            return
+        self.retried += 1
         asyncio.get_running_loop().call_later(delay, self._requeue, job)
+
+    def _give_up(self, job: _Job, attempt: Attempt | None, replica: _Replica, *, deadline: bool = False) -> None:
+        if job.future.done():
+            return
+        reason = attempt.failure if attempt is not None and attempt.failure else "deadline"
+        error = attempt.error if attempt is not None and attempt.error else ""
+        if deadline:
+            error = f"{error}; " if error else ""
+            error += f"deadline of {self.policy.deadline:g} s reached after {job.attempts} attempt(s)"
+        job.future.set_result(
+            failed(reason, error, status=attempt.status if attempt else None, attempts=job.attempts,
+                   latency=attempt.latency if attempt else 0.0, replica=replica.pool.name)
+        )
 
     def _requeue(self, job: _Job) -> None:
         if job.future.done():
@@ -271,3 +470,14 @@ class ModelClient:
             if replica.tasks:
                 await asyncio.gather(*replica.tasks, return_exceptions=True)
             await replica.pool.close()
+
+
+def _total_tokens(usage: dict[str, Any] | None) -> float | None:
+    if not usage:
+        return None
+    total = usage.get("total_tokens")
+    if isinstance(total, (int, float)):
+        return float(total)
+    parts = [usage.get(k) for k in ("prompt_tokens", "completion_tokens", "input_tokens", "output_tokens")]
+    numbers = [float(p) for p in parts if isinstance(p, (int, float))]
+    return sum(numbers) if numbers else None

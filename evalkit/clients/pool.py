@@ -10,7 +10,10 @@ workers the model client runs against it.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import email.utils
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -26,6 +29,7 @@ from evalkit.clients.protocol import (
     transcription_form,
 )
 from evalkit.clients.request import ModelRequest
+from evalkit.report.redact import url_secrets, redact_url, scrub
 
 #: statuses that will fail the same way again: not retried
 NON_RETRYABLE = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
@@ -48,18 +52,37 @@ class Attempt:
     def retryable(self) -> bool:
         return self.failure is not None and self.status not in NON_RETRYABLE
 
+    @property
+    def rate_limited(self) -> bool:
+        return self.status == 429
+
+    @property
+    def endpoint_fault(self) -> bool:
+        """The endpoint is unreachable or broken (what a circuit breaker counts); any other answer shows it alive."""
+        return self.failure in ("connection", "timeout") or (self.status or 0) >= 500
+
 
 class EndpointPool:
-    """HTTP access to one replica; concurrency is bounded by the caller's workers."""
+    """HTTP access to one replica; concurrency is bounded by the caller's workers.
+
+    Error texts are built here from what we know (status, the server's own
+    message, the exception class and its text) and then scrubbed of the
+    endpoint's credentials, so no token reaches a record even when a library
+    puts a URL or header value into an exception.
+    """
 
     def __init__(self, protocol: EndpointProtocol, connections: int, timeout: float) -> None:
         self.protocol = protocol
         self.url = protocol.url
-        self.name = protocol.base_url
+        self.name = redact_url(protocol.base_url)
         self.timeout = timeout
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._headers = {**protocol.headers}
+        self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
+
+    def __repr__(self) -> str:
+        return f"EndpointPool({self.name!r})"
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -72,10 +95,17 @@ class EndpointPool:
             )
         return self._session
 
-    async def attempt(self, request: ModelRequest) -> Attempt:
+    async def attempt(self, request: ModelRequest, timeout: float | None = None) -> Attempt:
+        """One attempt within ``timeout`` seconds (default: the endpoint's per-attempt timeout)."""
+        attempt = await self._attempt(request, self.timeout if timeout is None else max(0.001, min(timeout, self.timeout)))
+        if attempt.error and self._secrets:
+            attempt.error = scrub(attempt.error, self._secrets)
+        return attempt
+
+    async def _attempt(self, request: ModelRequest, limit: float) -> Attempt:
         session = self._get_session()
         started = time.perf_counter()
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        timeout = aiohttp.ClientTimeout(total=limit)
         try:
             if request.kind == "chat":
                 data = jsonutil.dumps_bytes(chat_body(request))
@@ -85,18 +115,19 @@ class EndpointPool:
             async with ctx as response:
                 body = await response.read()
                 status = response.status
-                retry_after = _retry_after(response.headers.get("Retry-After"))
+                retry_after = retry_after_seconds(response.headers)
         except asyncio.TimeoutError:
-            return Attempt(failure="timeout", error=f"no answer within {self.timeout:g} s", latency=time.perf_counter() - started)
+            return Attempt(failure="timeout", error=f"no answer within {limit:g} s", latency=time.perf_counter() - started)
         except aiohttp.ClientConnectorError as error:
-            return Attempt(failure="connection", error=f"cannot connect to {self.name}: {error.os_error or error}", latency=time.perf_counter() - started)
+            reason = error.os_error.strerror if error.os_error is not None and error.os_error.strerror else type(error.os_error or error).__name__
+            return Attempt(failure="connection", error=f"cannot connect to {self.name}: {reason}", latency=time.perf_counter() - started)
         except (aiohttp.ClientError, ConnectionError, OSError) as error:
             return Attempt(failure="connection", error=f"{type(error).__name__}: {error}", latency=time.perf_counter() - started)
         latency = time.perf_counter() - started
         payload = _decode(body)
         if status >= 400:
             text = body[:300].decode("utf-8", "replace")
-            return Attempt(failure=f"http_{status}", status=status, error=error_message(payload, text), retry_after=retry_after, latency=latency)
+            return Attempt(failure=f"http_{status}", status=status, error=f"HTTP {status}: {error_message(payload, text)}", retry_after=retry_after, latency=latency)
         try:
             if payload is _UNDECODABLE:
                 raise ParseError(f"response is not JSON: {body[:120]!r}")
@@ -106,7 +137,7 @@ class EndpointPool:
                 text, usage = extract_transcription(payload)
         except ParseError as error:
             return Attempt(failure="parse", status=status, error=str(error), latency=latency)
-        return Attempt(text=text, raw=payload, usage=usage, status=status, latency=latency)
+        return Attempt(text=text, raw=payload if isinstance(payload, dict) else {"text": payload}, usage=usage, status=status, latency=latency)
 
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:
@@ -124,10 +155,25 @@ def _decode(body: bytes) -> object:
         return text if text and not text.lstrip().startswith(("{", "[")) else _UNDECODABLE
 
 
-def _retry_after(value: str | None) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (OpenAI, Azure) or ``Retry-After`` (seconds or an HTTP date)."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("Retry-After")
     if not value:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
