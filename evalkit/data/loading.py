@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
+from evalkit.data.audio import AudioDecodeError, audio_from_value
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.errors import RunspecError
 
@@ -96,24 +97,20 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
     yield from dataset
 
 
-def _audio_value(value: Any, base_dir: Path) -> Audio | None:
+def _audio_value(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -> Audio | None:
+    """The row's audio as an :class:`Audio` (still encoded), or None when the row has none.
+
+    A value that is not audio at all (e.g. a struct with neither bytes nor a
+    path) must not stop the stream: the reason goes to ``meta["audio_error"]``
+    and the engine records that one sample as failed.
+    """
     if value is None:
         return None
-    if isinstance(value, Audio):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return Audio(data=bytes(value))
-    if isinstance(value, str):
-        path = Path(value)
-        return Audio(path=str(path if path.is_absolute() else base_dir / path))
-    if isinstance(value, dict):
-        if value.get("bytes"):
-            return Audio(data=value["bytes"], path=value.get("path"))
-        if value.get("array") is not None:
-            return Audio(array=value["array"], sampling_rate=value.get("sampling_rate"))
-        if value.get("path"):
-            return _audio_value(value["path"], base_dir)
-    raise ValueError(f"unrecognised audio value of type {type(value).__name__}")
+    try:
+        return audio_from_value(value, base_dir)
+    except AudioDecodeError as error:
+        meta.setdefault("audio_error", f"{where}: {error}")
+        return None
 
 
 def _column(row: dict[str, Any], column: str | None, spec: DatasetSpec, key: str) -> Any:
@@ -135,12 +132,15 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
             meta[key] = _column(row, column, spec, f"{key}_column")
     for key, column in spec.extra_columns.items():
         meta[key] = _column(row, column, spec, f"extra_columns.{key}")
-    audio = _audio_value(_column(row, spec.audio_column, spec, "audio_column"), base_dir)
+    audio = _audio_value(_column(row, spec.audio_column, spec, "audio_column"), base_dir, meta, str(spec.audio_column))
     turns = None
     if spec.turns_column is not None:
+        raw_turns = _column(row, spec.turns_column, spec, "turns_column") or []
+        if not isinstance(raw_turns, list) or not all(isinstance(t, dict) for t in raw_turns):
+            raise RunspecError(f"{spec.file}: {spec.name}.turns_column: {spec.turns_column!r} must hold a list of {{\"text\", \"audio\"}} objects")
         turns = [
-            Turn(text=t.get("text"), audio=_audio_value(t.get("audio"), base_dir))
-            for t in _column(row, spec.turns_column, spec, "turns_column") or []
+            Turn(text=t.get("text"), audio=_audio_value(t.get("audio"), base_dir, meta, f"{spec.turns_column}[{i}].audio"))
+            for i, t in enumerate(raw_turns)
         ]
     return Sample(
         id=str(sample_id) if sample_id is not None else f"{spec.name}-{index}",
