@@ -32,10 +32,20 @@ from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
 from evalkit.plan import EngineSpec, ModelPlan
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
-from evalkit.prompts.library import instruction_for
+from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
-from evalkit.request_builder import PreparedAudio, RequestContext, example_key, pcm16_of, turn_requests
+from evalkit.request_builder import (
+    PreparedAudio,
+    RequestContext,
+    Shape,
+    example_key,
+    history_after,
+    joined_answer,
+    prepare_audio,
+    prepare_example_audio,
+    turn_requests,
+)
 
 log = logging.getLogger("evalkit")
 
@@ -103,13 +113,17 @@ class Engine:
                 long_audio=dataset.long_audio,
                 language=self.language,
                 system=self.context.system_by_model.get(m.name),
+                system_override=m.name in self.context.system_by_model,
             )
             for m in self.models
         }
+        #: every way this engine's models cut audio, so a sample's pieces are made once, in a thread
+        self.shapes: list[Shape] = list(dict.fromkeys(ctx.shape for ctx in self.request_contexts.values()))
         self.n_samples = 0
         self._records = None
         self._example_pool: list[Sample] = []
-        self._example_pcm: dict[str, bytes] = {}
+        self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
+        self._assembler: PromptAssembler | None = None
 
     def planned_samples(self) -> Iterator[Sample]:
         return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
@@ -121,6 +135,7 @@ class Engine:
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
+            self._assembler = PromptAssembler(self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool)
             with self.records_path.open("w", encoding="utf-8") as self._records:
                 await self._run_samples()
         except UserError as error:
@@ -167,71 +182,74 @@ class Engine:
         if first_error:
             raise first_error[0]
 
-    async def _prepare(self, prompt: Prompt, example_ids: list[str]) -> PreparedAudio | Outcome:
-        """Decode every audio of the prompt once (off the loop); examples' audio is cached per engine."""
-        pcm: dict[int, bytes] = {}
+    async def _example(self, example: Sample) -> PreparedAudio:
+        """An in-context example's audio pieces, made once per engine however many samples show it."""
+        future = self._example_audio.get(example.id)
+        if future is None:
+            assert example.audio is not None
+            future = asyncio.ensure_future(asyncio.to_thread(prepare_example_audio, example.audio, self.shapes))
+            self._example_audio[example.id] = future
+        return await asyncio.shield(future)
+
+    async def _prepare(self, prompt: Prompt, examples: list[Sample]) -> PreparedAudio | Outcome:
+        """Decode the sample's audio once and cut it for every model, in a worker thread."""
         try:
-            for index, turn in enumerate(prompt.turns):
-                if turn.audio is not None:
-                    pcm[index] = await asyncio.to_thread(pcm16_of, turn.audio)
-            for index, ((turn, _), example_id) in enumerate(zip(prompt.examples, example_ids)):
-                if turn.audio is not None:
-                    if example_id not in self._example_pcm:
-                        self._example_pcm[example_id] = await asyncio.to_thread(pcm16_of, turn.audio)
-                    pcm[example_key(index)] = self._example_pcm[example_id]
+            prepared = await asyncio.to_thread(prepare_audio, prompt, self.shapes)
         except (ValueError, OSError, RuntimeError) as error:
             return failed("audio", f"could not decode audio: {error}")
-        return PreparedAudio(pcm)
+        for index, ((turn, _), example) in enumerate(zip(prompt.examples, examples)):
+            if turn.audio is not None:
+                try:
+                    prepared.adopt(example_key(index), await self._example(example), -1)
+                except (ValueError, OSError, RuntimeError) as error:
+                    return failed("audio", f"could not decode the audio of in-context example {example.id}: {error}")
+        return prepared
 
-    def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[str]]:
-        dataset = self.spec.dataset
-        info: dict[str, Any] = {}
-        if dataset.prompt_pool is not None:
-            template, index = instruction_for(dataset, sample.id, self.seed)
-            sample.instruction = template
-            info["template"] = index
-        prompt = self.preprocessor.build(sample, self.context)
-        example_ids: list[str] = []
-        if self._example_pool:
-            chosen = icl.choose(dataset, self._example_pool, sample.id, self.seed)
-            prompt.examples = [self.preprocessor.example(example, self.context) for example in chosen]
-            example_ids = [example.id for example in chosen]
-            info["examples"] = example_ids
-        prompt.info.update(info)
-        return prompt, example_ids
+    def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
+        if self._assembler is None:
+            self._assembler = PromptAssembler(self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool)
+        return self._assembler.build(sample)
 
     async def _sample(self, sample: Sample) -> None:
-        prompt, example_ids = self._build_prompt(sample)
-        prepared = await self._prepare(prompt, example_ids)
-        if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared.pcm_by_turn:
-            sample.meta["duration"] = len(prepared.pcm_by_turn[0]) / 32000.0
+        prompt, examples = self._build_prompt(sample)
+        audio_error = sample.meta.pop("audio_error", None)
+        if audio_error is not None:
+            prepared: PreparedAudio | Outcome = failed("audio", f"unreadable audio value in the dataset: {audio_error}")
+        else:
+            prepared = await self._prepare(prompt, examples)
+        if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared:
+            sample.meta["duration"] = prepared.seconds[0]
         await asyncio.gather(*(self._ask(model, sample, prompt, prepared) for model in self.models))
 
     async def _conversation(self, model: ModelPlan, prompt: Prompt, prepared: PreparedAudio) -> Outcome:
+        """Ask one model every turn in order, each with this sample's own history; chunks of a turn go at once."""
         client = self.clients[model.name]
         ctx = self.request_contexts[model.name]
         history: list[dict[str, Any]] = []
         history_audio: list = []
         outcome = Outcome(text="")
         total_latency, attempts, cached = 0.0, 0, True
-        for turn in range(len(prompt.turns)):
+        n_turns = len(prompt.turns)
+        for turn in range(n_turns):
             requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
             if not requests:
                 return failed("unsupported", f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
             outcomes = await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in requests))
-            bad = next((o for o in outcomes if not o.ok), None)
-            if bad is not None:
-                return bad
-            text = " ".join(o.text.strip() for o in outcomes if o.text is not None) if len(outcomes) > 1 else (outcomes[0].text or "")
-            total_latency += max(o.latency for o in outcomes)
             attempts += sum(o.attempts for o in outcomes)
+            total_latency += max(o.latency for o in outcomes)
+            bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
+            if bad is not None:
+                # never a silent gap: one failed chunk (or turn) fails the whole sample
+                failure = outcomes[bad]
+                where = [f"turn {turn + 1}/{n_turns}"] if n_turns > 1 else []
+                where += [f"chunk {bad + 1}/{len(requests)}"] if len(requests) > 1 else []
+                error = f"{', '.join(where)}: {failure.error}" if where else failure.error
+                return failed(failure.failure or "error", error or "", status=failure.status, attempts=attempts, latency=total_latency, replica=failure.replica)
+            text = joined_answer([o.text for o in outcomes])
             cached = cached and all(o.cached for o in outcomes)
             outcome = Outcome(text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached)
-            if ctx.kind == "chat" and turn + 1 < len(prompt.turns):
-                last = requests[0].messages[-1]
-                history = [*history, last, {"role": "assistant", "content": text}]
-                n_example_audio = sum(1 for key in prepared.pcm_by_turn if key < 0)
-                history_audio = list(requests[0].audio[n_example_audio:])
+            if turn + 1 < n_turns:
+                history, history_audio = history_after(prompt, turn, history, history_audio, prepared, ctx, text)
         return outcome
 
     async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:

@@ -8,6 +8,7 @@ slice plus a WAV header, with no second decode.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,13 +38,23 @@ def wav_from_pcm16(pcm: bytes) -> bytes:
 
 
 def audio_pieces(pcm: bytes, chunk_size: float | None, mode: str) -> list[bytes]:
-    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None."""
-    if not chunk_size or len(pcm) <= chunk_size * _BYTES_PER_SECOND:
+    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None.
+
+    A chunk is ``int(chunk_size * 16000)`` samples (at least one), so every
+    piece but the last is exactly that long and the pieces cover the audio once.
+    """
+    if not chunk_size:
         return [pcm]
-    step = int(chunk_size * SAMPLE_RATE) * 2
+    step = max(1, int(chunk_size * SAMPLE_RATE)) * 2
+    if len(pcm) <= step:
+        return [pcm]
     if mode == "truncate":
         return [pcm[:step]]
     return [pcm[i : i + step] for i in range(0, len(pcm), step)]
+
+
+#: how a model wants its audio cut: (chunk_size seconds or None, "chunk" | "truncate")
+Shape = tuple[float | None, str]
 
 
 @dataclass(slots=True)
@@ -58,26 +69,111 @@ class RequestContext:
     language: str | None
     #: the model's system prompt when it differs from the prompt's default
     system: str | None = None
+    #: True when ``system`` is this model's own choice even if None (a model that wants no system prompt)
+    system_override: bool = False
+
+    @property
+    def shape(self) -> Shape:
+        return (self.chunk_size, self.long_audio)
 
 
 class PreparedAudio:
-    """A sample's PCM per turn, with the WAV pieces cached per (chunk_size, mode) across models."""
+    """A sample's audio, decoded once, and its WAV pieces per shape, shared by every model.
+
+    Keys are turn indexes (0, 1, ...) and in-context examples (:func:`example_key`,
+    negative). :meth:`build` makes all the pieces the engine's models need in a
+    worker thread (WAV header, copy and sha256 are CPU work) and then lets the
+    raw PCM go, so a sample in flight holds its audio once, not twice.
+    """
+
+    __slots__ = ("pcm_by_turn", "seconds", "_parts")
 
     def __init__(self, pcm_by_turn: dict[int, bytes]) -> None:
-        self.pcm_by_turn = pcm_by_turn
+        self.pcm_by_turn = dict(pcm_by_turn)
+        self.seconds = {key: len(pcm) / _BYTES_PER_SECOND for key, pcm in self.pcm_by_turn.items()}
         self._parts: dict[tuple[int, float | None, str], list[AudioPart]] = {}
 
-    def parts(self, turn: int, chunk_size: float | None, mode: str) -> list[AudioPart]:
-        key = (turn, chunk_size, mode)
-        if key not in self._parts:
-            pcm = self.pcm_by_turn[turn]
-            self._parts[key] = [AudioPart.from_wav(wav_from_pcm16(piece)) for piece in audio_pieces(pcm, chunk_size, mode)]
-        return self._parts[key]
+    def __contains__(self, key: object) -> bool:
+        return key in self.seconds
+
+    @property
+    def n_examples(self) -> int:
+        return sum(1 for key in self.seconds if key < 0)
+
+    def parts(self, key: int, chunk_size: float | None, mode: str) -> list[AudioPart]:
+        """The WAV pieces of ``key`` cut to ``(chunk_size, mode)``; examples are always truncated."""
+        if key < 0:
+            mode = "truncate"
+        cache_key = (key, chunk_size, mode)
+        found = self._parts.get(cache_key)
+        if found is None:
+            if key not in self.pcm_by_turn:
+                raise KeyError(f"audio {key} was not prepared for chunk_size={chunk_size}, {mode}")
+            found = [AudioPart.from_wav(wav_from_pcm16(piece)) for piece in audio_pieces(self.pcm_by_turn[key], chunk_size, mode)]
+            self._parts[cache_key] = found
+        return found
+
+    def build(self, shapes: Iterable[Shape], release_pcm: bool = True) -> PreparedAudio:
+        """Make every piece ``shapes`` need (blocking: run it in a worker thread); then drop the PCM."""
+        wanted = list(dict.fromkeys(shapes))
+        for key in list(self.pcm_by_turn):
+            for chunk_size, mode in wanted:
+                self.parts(key, chunk_size, mode)
+        if release_pcm:
+            self.pcm_by_turn = {}
+        return self
+
+    def adopt(self, key: int, other: PreparedAudio, other_key: int) -> None:
+        """Use ``other``'s audio under ``key``: an in-context example's pieces, made once per engine."""
+        self.seconds[key] = other.seconds[other_key]
+        if other_key in other.pcm_by_turn:
+            self.pcm_by_turn[key] = other.pcm_by_turn[other_key]
+        for (source, chunk_size, mode), parts in other._parts.items():
+            if source == other_key:
+                self._parts[(key, chunk_size, mode)] = parts
 
 
 def example_key(index: int) -> int:
     """PreparedAudio key of the audio of in-context example ``index`` (turns use 0, 1, ...)."""
     return -(index + 1)
+
+
+def prepare_audio(prompt: Prompt, shapes: Iterable[Shape]) -> PreparedAudio:
+    """Decode every turn's audio once and cut it for every shape (blocking: run in a worker thread).
+
+    Raises ValueError/OSError/RuntimeError (AudioDecodeError is a ValueError)
+    when the audio cannot be read; the engine records that sample as failed.
+    """
+    pcm = {index: pcm16_of(turn.audio) for index, turn in enumerate(prompt.turns) if turn.audio is not None}
+    return PreparedAudio(pcm).build(shapes)
+
+
+def prepare_example_audio(audio: Audio, shapes: Iterable[Shape]) -> PreparedAudio:
+    """An in-context example's audio, truncated for every chunk size (key -1); blocking."""
+    return PreparedAudio({-1: pcm16_of(audio)}).build((chunk_size, "truncate") for chunk_size, _ in shapes)
+
+
+def _user_content(text: str | None, first_audio: int, n_audio: int) -> Any:
+    """A user message's content: plain text, or text then ``n_audio`` audio parts from index ``first_audio``."""
+    if n_audio == 0:
+        return text or ""
+    audio = [{"type": "input_audio", "input_audio": {"audio_index": first_audio + j}} for j in range(n_audio)]
+    return ([{"type": "text", "text": text}] if text else []) + audio
+
+
+def _prefix(prompt: Prompt, audio: PreparedAudio, ctx: RequestContext) -> tuple[list[dict[str, Any]], list[AudioPart]]:
+    """System message and in-context examples (user turn + reference answer), with the examples' audio."""
+    prefix: list[dict[str, Any]] = []
+    system = ctx.system if (ctx.system is not None or ctx.system_override) else prompt.system
+    if system:
+        prefix.append({"role": "system", "content": system})
+    example_audio: list[AudioPart] = []
+    for index, (example, answer) in enumerate(prompt.examples):
+        key = example_key(index)
+        pieces = audio.parts(key, ctx.chunk_size, "truncate") if key in audio else []
+        prefix += [{"role": "user", "content": _user_content(example.text, len(example_audio), len(pieces))}, {"role": "assistant", "content": answer}]
+        example_audio += pieces
+    return prefix, example_audio
 
 
 def turn_requests(
@@ -92,45 +188,55 @@ def turn_requests(
     """The requests for one user turn: one per audio chunk (one when there is no audio).
 
     ``history`` holds earlier turns (user messages whose audio parts index into
-    ``history_audio``, and the model's answers), so each sample carries its own
-    conversation and nothing is shared between samples.
+    the examples' audio followed by ``history_audio``, and the model's answers),
+    so each sample carries its own conversation and nothing is shared between
+    samples. An empty list means the model cannot answer this turn (a
+    transcription model and a turn without audio).
     """
     current = prompt.turns[turn]
-    has_audio = turn in audio.pcm_by_turn
-    pieces = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if has_audio else [None]
+    pieces: list[AudioPart] = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
     if ctx.kind == "transcription":
         return [
             ModelRequest(kind="transcription", model=ctx.model, audio=[piece], params=ctx.params, language=ctx.language, repeat=repeat)
             for piece in pieces
-            if piece is not None
         ]
-    prefix: list[dict[str, Any]] = []
-    system = ctx.system if ctx.system is not None else prompt.system
-    if system:
-        prefix.append({"role": "system", "content": system})
-    example_audio: list[AudioPart] = []
-    for index, (example, answer) in enumerate(prompt.examples):
-        key = example_key(index)
-        if key in audio.pcm_by_turn:
-            example_piece = audio.parts(key, ctx.chunk_size, "truncate")[0]
-            content_ex: Any = ([{"type": "text", "text": example.text}] if example.text else []) + [
-                {"type": "input_audio", "input_audio": {"audio_index": len(example_audio)}}
-            ]
-            example_audio.append(example_piece)
-        else:
-            content_ex = example.text or ""
-        prefix += [{"role": "user", "content": content_ex}, {"role": "assistant", "content": answer}]
-    history_audio = [*example_audio, *history_audio]
+    prefix, example_audio = _prefix(prompt, audio, ctx)
+    earlier = [*example_audio, *history_audio]
+    if not pieces:
+        messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 0)}]
+        return [ModelRequest(kind="chat", model=ctx.model, messages=messages, audio=earlier, params=ctx.params, repeat=repeat)]
     requests = []
     for piece in pieces:
-        if piece is None:
-            content: Any = current.text or ""
-            parts = list(history_audio)
-        else:
-            content = ([{"type": "text", "text": current.text}] if current.text else []) + [
-                {"type": "input_audio", "input_audio": {"audio_index": len(history_audio)}}
-            ]
-            parts = [*history_audio, piece]
-        messages = prefix + history + [{"role": "user", "content": content}]
-        requests.append(ModelRequest(kind="chat", model=ctx.model, messages=messages, audio=parts, params=ctx.params, repeat=repeat))
+        messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 1)}]
+        requests.append(ModelRequest(kind="chat", model=ctx.model, messages=messages, audio=[*earlier, piece], params=ctx.params, repeat=repeat))
     return requests
+
+
+def joined_answer(texts: list[str | None]) -> str:
+    """One turn's answer from its chunks' answers: in order, joined by one space (a lone answer as it came)."""
+    if len(texts) == 1:
+        return texts[0] or ""
+    return " ".join(stripped for stripped in ((t or "").strip() for t in texts) if stripped)
+
+
+def history_after(
+    prompt: Prompt,
+    turn: int,
+    history: list[dict[str, Any]],
+    history_audio: list[AudioPart],
+    audio: PreparedAudio,
+    ctx: RequestContext,
+    answer: str,
+) -> tuple[list[dict[str, Any]], list[AudioPart]]:
+    """The conversation after ``turn``: the user turn as the model heard it (every chunk) and its answer.
+
+    New lists are returned; the caller's are never changed, so a conversation
+    can be replayed or branched without one sample seeing another's history.
+    """
+    if ctx.kind != "chat":
+        return history, history_audio
+    pieces = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
+    _, example_audio = _prefix(prompt, audio, ctx)
+    first = len(example_audio) + len(history_audio)
+    message = {"role": "user", "content": _user_content(prompt.turns[turn].text, first, len(pieces))}
+    return [*history, message, {"role": "assistant", "content": answer}], [*history_audio, *pieces]

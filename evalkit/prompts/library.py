@@ -86,21 +86,50 @@ def prompt_context_for(config: Config, spec: DatasetSpec, model_names: list[str]
         text = _join([_specific_text(entry, spec, (model, ids.get(model, model))) for entry in chosen])
         if text != default_system:
             by_model[model] = text
-    return PromptContext(system_prompt=default_system, system_by_model=by_model, add_ons=[t for t in extras if t])
+    return PromptContext(
+        system_prompt=default_system,
+        system_by_model=by_model,
+        add_ons=[t for t in extras if t],
+        add_on_names=[n for n, t in zip(filters.user_prompt_add_ons, extras) if t],
+        system_prompt_names=list(filters.system_prompts),
+    )
 
 
-def instruction_for(spec: DatasetSpec, sample_id: str, seed: int) -> tuple[str | None, int | None]:
-    """The instruction template chosen from the dataset's pool for one sample, and its index."""
+def check_prompt_choice(spec: DatasetSpec) -> None:
+    """A runspec's ``prompt_pool``/``prompt_choice`` name a pool and a template in it; RunspecError otherwise."""
     if spec.prompt_pool is None:
-        return None, None
+        if spec.prompt_choice is not None:
+            raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: needs a `prompt_pool` to choose from")
+        return
     pool = pools().get(spec.prompt_pool)
     if not pool:
         raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
+    _template_index(spec, len(pool), "")
+
+
+def _template_index(spec: DatasetSpec, size: int, sample_id: str, seed: int = 0) -> int:
     choice = spec.prompt_choice if spec.prompt_choice is not None else "random"
     if choice == "random":
-        index = random.Random(f"{seed}:{spec.name}:{sample_id}").randrange(len(pool))
-    else:
+        return random.Random(f"{seed}:{spec.name}:{sample_id}").randrange(size)
+    try:
         index = int(choice)
-        if not 0 <= index < len(pool):
-            raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: {index} is outside the pool of {len(pool)} templates")
+    except (TypeError, ValueError):
+        raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: expected a template index or \"random\", got {choice!r}") from None
+    if not 0 <= index < size:
+        raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: {index} is outside the pool of {size} templates (0..{size - 1})")
+    return index
+
+
+def instruction_for(spec: DatasetSpec, sample_id: str, seed: int) -> tuple[str | None, int | None]:
+    """The instruction template chosen from the dataset's pool for one sample, and its index.
+
+    ``prompt_choice`` is a fixed index, or ``random`` (the default): a draw
+    seeded by the run seed, the dataset and the sample id, so a rerun asks
+    every sample the same way and two samples are asked independently.
+    """
+    if spec.prompt_pool is None:
+        return None, None
+    check_prompt_choice(spec)
+    pool = pools()[spec.prompt_pool]
+    index = _template_index(spec, len(pool), sample_id, seed)
     return pool[index], index

@@ -15,12 +15,15 @@ class PromptContext:
 
     ``system_prompt`` is the default; ``system_by_model`` holds model-specific
     system prompts, applied per model when requests are built. ``add_ons`` are
-    texts appended to every instruction.
+    texts appended to every instruction. The ``*_names`` fields are the names
+    from config.yaml the texts came from, written to each record.
     """
 
     system_prompt: str | None = None
     system_by_model: dict[str, str | None] = field(default_factory=dict)
     add_ons: list[str] = field(default_factory=list)
+    add_on_names: list[str] = field(default_factory=list)
+    system_prompt_names: list[str] = field(default_factory=list)
 
     def system_for(self, model: str) -> str | None:
         return self.system_by_model.get(model, self.system_prompt)
