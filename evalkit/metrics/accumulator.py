@@ -8,6 +8,12 @@ Group labels (accent, gender, length bucket, ...) are stored as small integer
 codes per group name, so per-group results are computed from the same rows
 at the end.
 
+A metric may also report named *subscores* per sample (a rubric's per-tag
+scores): when it defines ``subscores(score) -> {name: value}``, those values
+are kept per name in compact float arrays and summarized as means with a
+normal CI in ``details["subscores"]``; a name counts only the samples that
+report it.
+
 Not thread-safe: one accumulator belongs to one engine, fed from its loop.
 """
 
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from array import array
 from collections import Counter
 from typing import Any
 
@@ -66,6 +73,8 @@ class ScoreAccumulator:
         self._scores = np.empty(self._capacity, dtype=np.float64)
         self._group_codes: dict[str, np.ndarray] = {}
         self._group_values: dict[str, dict[str, int]] = {}
+        self._subscores: dict[str, array[float]] = {}
+        self._subscore_hook = getattr(metric, "subscores", None)
         self.failures: Counter[str] = Counter()
 
     @property
@@ -117,6 +126,9 @@ class ScoreAccumulator:
                 if code is None:
                     code = values[label] = len(values)
                 codes[row] = code
+        if callable(self._subscore_hook):
+            for name, value in (self._subscore_hook(score) or {}).items():
+                self._subscores.setdefault(str(name), array("d")).append(float(value))
         self._n += 1
 
     def _grow(self) -> None:
@@ -142,6 +154,25 @@ class ScoreAccumulator:
     def scores(self) -> np.ndarray:
         """Per-sample scores of the scored samples (NaN where a metric gave none)."""
         return self._scores[: self._n]
+
+    def subscore_values(self, name: str) -> np.ndarray:
+        """The per-sample values of one subscore (only the samples that reported it)."""
+        return np.array(self._subscores.get(name, array("d")), dtype=np.float64)  # a copy: a view would pin the array
+
+    def _subscore_results(self) -> dict[str, dict[str, float | int]]:
+        floor, ceiling = getattr(self.metric, "subscore_bounds", self.metric.bounds)
+        out: dict[str, dict[str, float | int]] = {}
+        for name in sorted(self._subscores, key=_natural_key):
+            values = self.subscore_values(name)
+            finite = values[np.isfinite(values)]
+            mean = float(finite.mean()) if finite.size else math.nan
+            low, high = normal_ci(finite)
+            if floor is not None and not math.isnan(low):
+                low = max(low, floor)
+            if ceiling is not None and not math.isnan(high):
+                high = min(high, ceiling)
+            out[name] = {"score": mean, "ci_low": low, "ci_high": high, "n": int(finite.size)}
+        return out
 
     def _summarize(self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int) -> tuple[float, float, float]:
         if rows.shape[0] == 0:
@@ -177,4 +208,6 @@ class ScoreAccumulator:
                 per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": int(mask.sum())}
             groups[name] = per_value
         details["groups"] = groups
+        if self._subscores:
+            details["subscores"] = self._subscore_results()
         return MetricResult(value, low, high, self._n, self.metric.ci_method, details)

@@ -124,5 +124,7 @@ METRICS: Registry[type[Metric]] = Registry(
         "evalkit.metrics.exact_match",
         "evalkit.metrics.text_overlap",
         "evalkit.metrics.choice",
+        "evalkit.metrics.judge",
+        "evalkit.metrics.rubric",
     ),
 )
