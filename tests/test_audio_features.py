@@ -1,0 +1,347 @@
+"""Audio on the wire, checked on what a real loopback server received.
+
+The shipped espeak_en speech set (real FLAC speech, three clips longer than
+30 s) goes through the real runner. Expected audio is computed here
+independently: the clip's FLAC decoded straight to int16 with soundfile, cut
+at ``chunk_size`` seconds, written as a WAV and fingerprinted with
+``evalkit.testing.audio_fingerprint``; the server logs the fingerprint of
+every audio part it received. Nothing here is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import statistics
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import soundfile as sf
+from aiohttp import web
+
+from conftest import ROOT, model_entry, write_config
+
+from evalkit.config import load_config
+from evalkit.plan import build_plan
+from evalkit.runner import RunOptions, RunOutcome, execute
+from evalkit.testing import audio_fingerprint, build_app
+
+PARQUET = ROOT / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
+SR = 16000
+
+
+class _Clip(dict):  # type: ignore[type-arg]
+    """A row of the shipped set; ``clip["pcm"]`` is its int16 audio, decoded here (without evalkit) on first use."""
+
+    def __missing__(self, key: str) -> Any:
+        if key != "pcm":
+            raise KeyError(key)
+        pcm, sr = sf.read(io.BytesIO(self["audio"]["bytes"]), dtype="int16")
+        assert sr == SR
+        self["pcm"] = pcm
+        return pcm
+
+
+@pytest.fixture(scope="module")
+def clips() -> dict[str, dict[str, Any]]:
+    """id -> row of the shipped set."""
+    return {row["id"]: _Clip(row) for row in pq.read_table(PARQUET).to_pylist()}
+
+
+def wav_fingerprint(pcm: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    sf.write(buffer, pcm, SR, format="WAV", subtype="PCM_16")
+    return audio_fingerprint(buffer.getvalue())
+
+
+_FINGERPRINTS: dict[tuple[int, int, float], list[str]] = {}
+
+
+def chunk_fingerprints(pcm: np.ndarray, seconds: float) -> list[str]:
+    """Fingerprints of ``pcm`` cut every ``seconds`` (memoised: tests ask again and again)."""
+    key = (id(pcm), len(pcm), seconds)
+    if key not in _FINGERPRINTS:
+        step = int(seconds * SR)
+        _FINGERPRINTS[key] = [wav_fingerprint(pcm[i : i + step]) for i in range(0, len(pcm), step)]
+    return _FINGERPRINTS[key]
+
+
+def long_ids(clips: dict[str, dict[str, Any]]) -> list[str]:
+    return [cid for cid, row in clips.items() if row["duration"] > 30]
+
+
+def truncated_runspec(tmp_path: Path, instruction: str) -> Path:
+    """A copy of espeak_en_asr that truncates long audio (and asks differently, so no request is shared)."""
+    shipped = json.loads((ROOT / "runspecs" / "speech_recognition" / "asr.json").read_text())["espeak_en_asr"]
+    entry = {**shipped, "path": str(PARQUET), "long_audio": "truncate", "instruction": instruction}
+    folder = tmp_path / "runspecs" / "speech_truncated"
+    folder.mkdir(parents=True)
+    spec = {"_task": {"description": "espeak_en_asr, truncated", "metrics": ["word_error_rate"]}, "espeak_en_asr_truncated": entry}
+    (folder / "asr_truncated.json").write_text(json.dumps(spec))
+    return tmp_path / "runspecs"
+
+
+def run(tmp_path: Path, config: dict[str, Any]) -> tuple[RunOutcome, dict[str, list[dict[str, Any]]]]:
+    config.setdefault("output_dir", str(tmp_path / "runs"))
+    path = write_config(tmp_path / "config.yaml", config)
+    plan = build_plan(load_config(path), source=str(path))
+    outcome = asyncio.run(execute(plan, RunOptions(no_cache=True, quiet=True)))
+    return outcome, read_records(outcome)
+
+
+def read_records(outcome: RunOutcome) -> dict[str, list[dict[str, Any]]]:
+    records = {}
+    for file in sorted((outcome.run_dir / "records").glob("*.jsonl")):
+        records[file.stem] = [json.loads(line) for line in file.read_text().splitlines()]
+    return records
+
+
+def audio_rules(clips: dict[str, dict[str, Any]], ids: list[str], seconds: float) -> list[dict[str, str]]:
+    """Each chunk answers "<id> partK", so the joined answer shows the order."""
+    rules = []
+    for cid in ids:
+        for k, fp in enumerate(chunk_fingerprints(clips[cid]["pcm"], seconds)):
+            rules.append({"audio_fingerprint": fp, "answer": f"{cid} part{k}"})
+    return rules
+
+
+def test_chunked_and_truncated_audio_is_what_the_server_received(tmp_path: Path, make_server, clips) -> None:
+    ids = long_ids(clips)
+    assert len(ids) == 3
+    rules = audio_rules(clips, ids, 10) + audio_rules(clips, ids, 15)
+    answer: dict[str, str] = {}  # first rule wins (the last 10 s and 15 s pieces of a 36 s clip are the same audio)
+    for rule in rules:
+        answer.setdefault(rule["audio_fingerprint"], rule["answer"])
+    # a latency range makes chunks of one sample finish out of order
+    chat = make_server({"answers": rules, "latency_ms": [0, 40], "seed": 3}, request_log=True)
+    asr = make_server({"answers": rules}, request_log=True)
+    outcome, records = run(
+        tmp_path,
+        {
+            "dataset_metric": [["espeak_en_asr", "word_error_rate"], ["espeak_en_asr_truncated", "word_error_rate"]],
+            "models": [
+                model_entry("chat10", chat.base_url, chunk_size=10),
+                model_entry("chat15", chat.base_url, chunk_size=15, inference_type="openai"),
+                model_entry("asr10", asr.base_url, chunk_size=10, inference_type="transcription"),
+            ],
+            "filters": {"length_filter": [30, 60]},
+            "runspecs_dir": str(truncated_runspec(tmp_path, "Transcribe the beginning of the audio.")),
+        },
+    )
+
+    # what the chat server received: one audio part per request, exactly the expected PCM
+    received: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for event in chat.log_events("completed"):
+        user = event["messages"][-1]
+        assert user["role"] == "user" and user["n_audio"] == 1
+        mode = "truncate" if user["text"].startswith("Transcribe the beginning") else "chunk"
+        received[(event["model"], mode)].update(user["audio_fingerprints"])
+    for model, seconds in (("chat10", 10), ("chat15", 15)):
+        chunks = Counter(fp for cid in ids for fp in chunk_fingerprints(clips[cid]["pcm"], seconds))
+        firsts = Counter(chunk_fingerprints(clips[cid]["pcm"], seconds)[0] for cid in ids)
+        assert received[(model, "chunk")] == chunks
+        assert received[(model, "truncate")] == firsts
+    assert sum(received[("chat10", "chunk")].values()) == sum(int(np.ceil(clips[c]["duration"] / 10)) for c in ids)
+
+    # the transcription endpoint got the same cuts as file uploads
+    uploaded = {e["audio_fingerprint"] for e in asr.log_events("completed")}
+    assert uploaded == {fp for cid in ids for fp in chunk_fingerprints(clips[cid]["pcm"], 10)}
+
+    # chunk answers joined with one space, in chunk order; truncation asks once
+    by_key = {(r["model"], r["sample_id"]): r for r in records["espeak_en_asr__word_error_rate"]}
+    truncated = {(r["model"], r["sample_id"]): r for r in records["espeak_en_asr_truncated__word_error_rate"]}
+    for cid in ids:
+        for model, seconds in (("chat10", 10), ("chat15", 15), ("asr10", 10)):
+            fps = chunk_fingerprints(clips[cid]["pcm"], seconds)
+            assert by_key[(model, cid)]["response"] == " ".join(answer[fp] for fp in fps)
+            assert truncated[(model, cid)]["response"] == answer[fps[0]] == f"{cid} part0"
+            assert by_key[(model, cid)]["duration"] == pytest.approx(clips[cid]["duration"], abs=0.01)
+    rows = {(r.dataset, r.model): r for r in outcome.rows}
+    assert all(row.n == 3 and row.n_failed == 0 for row in rows.values())
+
+
+async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/v1"
+
+
+def _fingerprints_in(body: dict[str, Any]) -> list[str]:
+    found = []
+    for message in body.get("messages", []):
+        content = message.get("content")
+        for part in content if isinstance(content, list) else []:
+            if part.get("type") == "input_audio":
+                found.append(audio_fingerprint(base64.b64decode(part["input_audio"]["data"])))
+    return found
+
+
+def test_a_failing_chunk_fails_the_whole_sample(tmp_path: Path, clips) -> None:
+    """The test server fails by seeded draws, not by rule, so a real in-process server refuses one chunk with a 500."""
+    ids = long_ids(clips)
+    victim, chunk = ids[1], 2
+    bad = chunk_fingerprints(clips[victim]["pcm"], 10)[chunk]
+    refused: list[str] = []
+
+    @web.middleware
+    async def refuse(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path.endswith("/chat/completions") and bad in _fingerprints_in(await request.json()):
+            refused.append(bad)
+            return web.json_response({"error": {"message": "refusing this chunk", "type": "server_error"}}, status=500)
+        return await handler(request)
+
+    app = build_app({"answers": audio_rules(clips, ids, 10)})
+    app.middlewares.append(refuse)
+    path = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+            "models": [model_entry("chat10", "http://placeholder/v1", chunk_size=10)],
+            "filters": {"length_filter": [30, 60]},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+
+    async def main() -> RunOutcome:
+        runner, url = await _serve(app)
+        try:
+            plan = build_plan(load_config(path), source=str(path))
+            plan.models["chat10"].replicas[0].url = url
+            return await execute(plan, RunOptions(no_cache=True, quiet=True))
+        finally:
+            await runner.cleanup()
+
+    outcome = asyncio.run(main())
+    records = {r["sample_id"]: r for r in read_records(outcome)["espeak_en_asr__word_error_rate"]}
+    failed = records[victim]
+    assert failed["failure"] == "http_500" and failed["response"] is None and failed["score"] is None
+    n = len(chunk_fingerprints(clips[victim]["pcm"], 10))
+    assert f"chunk {chunk + 1}/{n}" in failed["error"] and "refusing this chunk" in failed["error"]
+    assert len(refused) == 2  # the first attempt and the one retry (retry_attempts: 1)
+    for cid in ids:
+        if cid != victim:
+            assert "failure" not in records[cid]
+            assert records[cid]["response"].startswith(f"{cid} part0 {cid} part1")
+    (row,) = outcome.rows
+    assert row.n == 2 and row.n_failed == 1 and row.failure_reasons == {"http_500": 1}
+
+
+def test_generation_parameters_and_temperature_overrides_reach_the_server(tmp_path: Path, make_server) -> None:
+    server = make_server(request_log=True)
+    models = [
+        model_entry("m-a", server.base_url, max_tokens=77, top_p=0.9, seed=1234),
+        model_entry("m-b", server.base_url, temperature=0.2),
+    ]
+    run(
+        tmp_path,
+        {
+            "dataset_metric": [["espeak_en_asr", "word_error_rate"], ["espeak_en_gender", "exact_match"]],
+            "models": models,
+            "filters": {"num_samples": 2},
+            "temperature_overrides": [
+                {"model": "m-a", "task": "gender_recognition", "temperature": 0.5},
+                {"model": "m-a", "temperature": 0.7},
+                {"task": "asr", "temperature": 0.3},
+            ],
+        },
+    )
+    seen: dict[tuple[str, str], set[tuple[Any, ...]]] = defaultdict(set)
+    for event in server.log_events("completed"):
+        task = "asr" if event["messages"][-1]["text"].startswith("Transcribe") else "gender"
+        p = event["params"]
+        seen[(event["model"], task)].add((p["temperature"], p["max_tokens"], p["top_p"], p["seed"]))
+    assert dict(seen) == {
+        ("m-a", "gender"): {(0.5, 77, 0.9, 1234)},  # model+task
+        ("m-a", "asr"): {(0.7, 77, 0.9, 1234)},  # model over task
+        ("m-b", "asr"): {(0.3, None, None, None)},  # task over the model's default
+        ("m-b", "gender"): {(0.2, None, None, None)},  # the model's default
+    }
+
+
+def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_server, monkeypatch) -> None:
+    import evalkit.request_builder as rb
+
+    calls: Counter[int] = Counter()
+    original = rb.pcm16_of
+
+    def counting(audio):  # type: ignore[no-untyped-def]
+        calls[len(audio.data or b"")] += 1
+        return original(audio)
+
+    monkeypatch.setattr(rb, "pcm16_of", counting)
+    server = make_server()
+    _, records = run(
+        tmp_path,
+        {
+            "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+            "models": [model_entry(f"m{i}", server.base_url, chunk_size=c) for i, c in enumerate((None, 2, 3))],
+            "filters": {"num_samples": 4},
+        },
+    )
+    assert len(records["espeak_en_asr__word_error_rate"]) == 12
+    assert sum(calls.values()) == 4 and set(calls.values()) == {1}
+
+
+class LoopLagSampler:
+    """Measures how late the event loop wakes a task that sleeps ``interval`` seconds, over and over.
+
+    Anything that blocks the loop (decoding audio on it, say) shows up as lag;
+    the benchmark figure in the report is this sampler's p99 during a run.
+    """
+
+    def __init__(self, interval: float = 0.005) -> None:
+        self.interval = interval
+        self.lags: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _sample(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            start = loop.time()
+            await asyncio.sleep(self.interval)
+            self.lags.append(max(0.0, loop.time() - start - self.interval))
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def stop(self) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+
+    def quantile(self, q: float) -> float:
+        ordered = sorted(self.lags)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
+
+
+def test_loop_lag_sampler_sees_a_blocked_loop() -> None:
+    """Not a timing test: a loop blocked for 0.1 s must show at least that much lag."""
+
+    async def main() -> LoopLagSampler:
+        sampler = LoopLagSampler()
+        sampler.start()
+        for _ in range(5):
+            await asyncio.sleep(0.01)
+        time.sleep(0.1)  # block the loop on purpose
+        await asyncio.sleep(0.02)
+        await sampler.stop()
+        return sampler
+
+    sampler = asyncio.run(main())
+    assert len(sampler.lags) >= 3
+    assert max(sampler.lags) >= 0.09
+    assert sampler.quantile(1.0) == max(sampler.lags)
+    assert statistics.median(sampler.lags) <= max(sampler.lags)
