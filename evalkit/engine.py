@@ -230,6 +230,9 @@ class Engine:
         outcome = Outcome(text="")
         total_latency, attempts, cached = 0.0, 0, True
         n_turns = len(prompt.turns)
+        if ctx.kind == "transcription" and not all(turn in prepared for turn in range(n_turns)):
+            # known before anything is sent: no request is spent on a conversation that cannot finish
+            return failed("unsupported", f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
         for turn in range(n_turns):
             requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
             if not requests:
