@@ -1,11 +1,24 @@
-"""Live progress: a rich display on a terminal, plain periodic lines otherwise (CI logs stay readable)."""
+"""Live progress: a rich display on a terminal, plain periodic lines otherwise (CI logs stay readable).
+
+The runner calls a progress object once per answered (engine, model,
+sample) with ``ok``; that call only bumps counters, so it costs nothing
+next to a request. Rendering happens elsewhere: rich's refresh thread
+redraws the live table a few times a second, and the plain variant writes
+one line per engine x model (plus an overall line) every ``interval``
+seconds and once more at the end.
+
+Totals are known only when cheap (row counts of local files, or
+``num_samples``); otherwise "?" is shown and no ETA is given.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass
-from typing import TextIO
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+Key = tuple[str, str]
 
 
 @dataclass
@@ -13,32 +26,210 @@ class _Line:
     total: int | None = None
     done: int = 0
     failed: int = 0
+    first: float | None = None
+    last: float | None = None
+    printed_done: int = field(default=-1, repr=False)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds == float("inf"):
+        return "-"
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+    if seconds >= 60:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds}s"
 
 
 class Progress:
-    """Counts done/failed per engine x model; prints a summary line every ``interval`` seconds."""
+    """Counts done/failed per engine x model; prints plain summary lines every ``interval`` seconds.
 
-    def __init__(self, stream: TextIO | None = None, interval: float = 10.0, quiet: bool = False) -> None:
+    Also the base of :class:`LiveProgress`; both are context managers, and
+    ``close()`` prints the final state (so a CI log always ends with totals).
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        interval: float = 10.0,
+        quiet: bool = False,
+        totals: dict[Key, int | None] | None = None,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.interval = interval
         self.quiet = quiet
-        self.lines: dict[tuple[str, str], _Line] = {}
+        self.lines: dict[Key, _Line] = {}
+        for key, total in (totals or {}).items():
+            self.lines[key] = _Line(total=total)
         self.started = time.monotonic()
         self._last = self.started
+        self._closed = False
+
+    # -- counting (called by the engines, on the event loop)
 
     def __call__(self, engine: str, model: str, ok: bool) -> None:
-        line = self.lines.setdefault((engine, model), _Line())
+        line = self.lines.get((engine, model))
+        if line is None:
+            line = self.lines[(engine, model)] = _Line()
+        now = time.monotonic()
+        if line.first is None:
+            line.first = now
+        line.last = now
         line.done += 1
         if not ok:
             line.failed += 1
-        now = time.monotonic()
         if not self.quiet and now - self._last >= self.interval:
             self._last = now
-            self.stream.write(self.summary() + "\n")
-            self.stream.flush()
+            self.tick()
+
+    def set_total(self, engine: str, model: str, total: int | None) -> None:
+        self.lines.setdefault((engine, model), _Line()).total = total
+
+    # -- numbers shared by both renderings
+
+    def rate(self, line: _Line) -> float:
+        """Answers per second since the run started (engines start together, so this is comparable across lines)."""
+        elapsed = (line.last if line.total is not None and line.done >= line.total and line.last else time.monotonic()) - self.started
+        return line.done / elapsed if elapsed > 0 else 0.0
+
+    def eta(self, line: _Line) -> float | None:
+        if line.total is None:
+            return None
+        remaining = max(line.total - line.done, 0)
+        if remaining == 0:
+            return 0.0
+        rate = self.rate(line)
+        return remaining / rate if rate > 0 else None
+
+    def overall(self) -> _Line:
+        lines = list(self.lines.values())
+        totals = [line.total for line in lines]
+        total = None if any(t is None for t in totals) or not lines else sum(t for t in totals if t is not None)
+        return _Line(total=total, done=sum(x.done for x in lines), failed=sum(x.failed for x in lines))
+
+    def describe(self, line: _Line) -> str:
+        total = "?" if line.total is None else str(line.total)
+        text = f"{line.done}/{total} done, {self.rate(line):.1f} req/s, {line.failed} failed"
+        eta = self.eta(line)
+        if eta is not None:
+            text += f", ETA {_duration(eta)}"
+        return text
 
     def summary(self) -> str:
-        done = sum(line.done for line in self.lines.values())
-        failed = sum(line.failed for line in self.lines.values())
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        return f"[evalkit] {done} answers ({failed} failed) in {elapsed:.1f} s, {done / elapsed:.1f}/s"
+        elapsed = time.monotonic() - self.started
+        return f"[evalkit] overall: {self.describe(self.overall())}, {_duration(elapsed)} elapsed"
+
+    # -- plain rendering
+
+    def tick(self) -> None:
+        """One line per engine x model that moved since the last tick, then the overall line."""
+        out = []
+        for (engine, model), line in self.lines.items():
+            if line.done != line.printed_done:
+                line.printed_done = line.done
+                out.append(f"[evalkit] {engine} · {model}: {self.describe(line)}")
+        out.append(self.summary())
+        self.stream.write("\n".join(out) + "\n")
+        self.stream.flush()
+
+    def start(self) -> Progress:
+        return self
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self.quiet:
+            for line in self.lines.values():
+                line.printed_done = -1
+            self.tick()
+
+    def __enter__(self) -> Progress:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class LiveProgress(Progress):
+    """The terminal view: a rich table redrawn by rich's refresh thread, one row per engine x model and an overall row."""
+
+    def __init__(self, stream: TextIO | None = None, totals: dict[Key, int | None] | None = None, refresh_per_second: float = 4.0) -> None:
+        super().__init__(stream=stream, interval=float("inf"), quiet=False, totals=totals)
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(file=self.stream)
+        self.live = Live(console=self.console, refresh_per_second=refresh_per_second, get_renderable=self.render, transient=False, redirect_stdout=False, redirect_stderr=False)
+
+    def render(self) -> Any:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        table = Table(box=None, padding=(0, 1), show_edge=False)
+        for column, justify in (("engine", "left"), ("model", "left"), ("", "left"), ("done", "right"), ("req/s", "right"), ("failed", "right"), ("ETA", "right")):
+            table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        rows = list(self.lines.items())
+        for (engine, model), line in rows:
+            table.add_row(*self._cells(engine, model, line, ProgressBar))
+        table.add_row(*self._cells("[bold]overall[/bold]", "", self.overall(), ProgressBar))
+        return table
+
+    def _cells(self, engine: str, model: str, line: _Line, bar_cls: Any) -> list[Any]:
+        total = line.total
+        bar = bar_cls(total=float(total) if total else None, completed=float(line.done), width=24, pulse=total is None and line.done > 0)
+        done = f"{line.done}/{'?' if total is None else total}"
+        failed = f"[red]{line.failed}[/red]" if line.failed else "0"
+        return [engine, model, bar, done, f"{self.rate(line):.1f}", failed, _duration(self.eta(line))]
+
+    def start(self) -> LiveProgress:
+        self.started = time.monotonic()
+        self.live.start(refresh=True)
+        return self
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.live.refresh()
+        self.live.stop()
+
+
+def make_progress(
+    *,
+    quiet: bool = False,
+    interval: float = 10.0,
+    totals: dict[Key, int | None] | None = None,
+    stream: TextIO | None = None,
+    live: bool | None = None,
+) -> Progress:
+    """Live rich display when both stdout and the progress stream are terminals, plain lines otherwise."""
+    stream = stream or sys.stderr
+    if live is None:
+        live = not quiet and _isatty(sys.stdout) and _isatty(stream)
+    if live:
+        return LiveProgress(stream=stream, totals=totals)
+    return Progress(stream=stream, interval=interval, quiet=quiet, totals=totals)
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def expected_totals(plan: Any) -> dict[Key, int | None]:
+    """(engine id, model) -> the samples each line will see, when cheap to know (else None)."""
+    from evalkit.dryrun import known_sample_count
+
+    totals: dict[Key, int | None] = {}
+    for spec in plan.engines:
+        try:
+            count = known_sample_count(spec.dataset, plan.config.filters)
+        except Exception:  # noqa: BLE001 - a total is a nicety; the engine reports real data errors
+            count = None
+        for model in spec.models:
+            totals[(spec.id, model)] = count
+    return totals

@@ -1,25 +1,31 @@
-"""results.json / results.csv / results.md and the console table, from engine results.
+"""results.json / results.csv / results.md / report.html and the console table, from engine results.
 
 Every score row carries n, the 95% CI and the failure counts, so a number
-never travels without its uncertainty.
+never travels without its uncertainty. ``load_results`` reads a run directory
+back, so ``evalkit report`` and the Python API re-render without re-running.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
+import logging
 import math
 import platform
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from evalkit.engine import EngineResult
-from evalkit.metrics import METRICS, MetricResult
-from evalkit.metrics.ci import combine
+from evalkit.errors import UserError
+
+if TYPE_CHECKING:  # the engine pulls in the HTTP stack; re-rendering a report needs none of it
+    from evalkit.engine import EngineResult
+
+log = logging.getLogger("evalkit")
 
 _PACKAGES = ("evalkit", "aiohttp", "datasets", "jiwer", "sacrebleu", "whisper-normalizer", "numpy", "pydantic")
 
@@ -94,6 +100,9 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
 
 def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]], resolve: Any) -> list[ResultRow]:
     """One row per (aggregate entry, model): the datasets' scores combined with their CIs."""
+    from evalkit.metrics import METRICS, MetricResult
+    from evalkit.metrics.ci import combine
+
     out = []
     for metric, names in aggregate:
         metric = METRICS.canonical(metric)
@@ -152,15 +161,37 @@ def markdown_table(rows: list[ResultRow]) -> str:
 
 
 def write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
+    """Everything a finished run leaves behind: results.json first (the source of truth), then the views."""
+    run_dir = Path(run_dir)
     payload = {**meta, "results": [r.as_dict() for r in rows if r.kind == "dataset"], "aggregate": [r.as_dict() for r in rows if r.kind == "aggregate"]}
     (run_dir / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    write_views(run_dir, rows, meta)
+
+
+def write_views(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
+    """results.csv, results.md and report.html, all derived from rows + meta (re-rendered by `evalkit report`)."""
+    run_dir = Path(run_dir)
+    (run_dir / "results.csv").write_text(results_csv(rows), encoding="utf-8")
+    (run_dir / "results.md").write_text(results_markdown(rows, meta), encoding="utf-8")
+    try:
+        from evalkit.report.html import write_html
+
+        write_html(run_dir, rows, meta)
+    except Exception:  # noqa: BLE001 - a chart bug must never cost the user the results already written
+        log.exception("could not write %s", run_dir / "report.html")
+
+
+def results_csv(rows: list[ResultRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["kind", "dataset", "task", "category", "metric", "model", "score", "ci_low", "ci_high", "n", "n_failed", "failure_rate", "unreliable", "seconds"])
     for r in rows:
         d = r.as_dict()
         writer.writerow([r.kind, r.dataset, r.task, r.category, r.metric, r.model, d["score"], d["ci_low"], d["ci_high"], r.n, r.n_failed, round(r.failure_rate, 4), r.unreliable, r.seconds])
-    (run_dir / "results.csv").write_text(buffer.getvalue(), encoding="utf-8")
+    return buffer.getvalue()
+
+
+def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
     md = f"# evalkit results\n\nRun `{meta.get('run_id', '')}`, {meta.get('finished', '')}. Scores with 95% confidence intervals; `!` marks a result whose failure rate exceeds `max_failure_rate` or whose engine failed.\n\n"
     md += markdown_table([r for r in rows if r.kind == "dataset"])
     aggregates = [r for r in rows if r.kind == "aggregate"]
@@ -172,4 +203,34 @@ def write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) ->
         for r in failures:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items()))
             md += f"- {r.dataset} / {r.metric} / {r.model}: {reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
-    (run_dir / "results.md").write_text(md, encoding="utf-8")
+    return md
+
+
+_ROW_FIELDS = {f.name for f in dataclasses.fields(ResultRow)}
+
+
+def row_from_dict(data: dict[str, Any]) -> ResultRow:
+    """A ResultRow from its results.json form (unknown keys from newer versions are ignored)."""
+    values = {k: v for k, v in data.items() if k in _ROW_FIELDS}
+    values.setdefault("failure_reasons", {})
+    values.setdefault("details", {})
+    return ResultRow(**values)
+
+
+def load_results(run_dir: str | Path) -> tuple[list[ResultRow], dict[str, Any]]:
+    """Rows (dataset rows, then aggregates) and run metadata from ``run_dir/results.json``."""
+    path = Path(run_dir)
+    if path.is_dir():
+        path = path / "results.json"
+    if not path.is_file():
+        raise UserError(f"{path}: no results.json here (is {run_dir} a run directory that finished?)")
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise UserError(f"{path}: line {error.lineno}: not valid JSON: {error.msg}") from None
+    if not isinstance(payload, dict) or "results" not in payload:
+        raise UserError(f"{path}: not an evalkit results file (no `results` list)")
+    rows = [row_from_dict({**r, "kind": "dataset"}) for r in payload.get("results") or []]
+    rows += [row_from_dict({**r, "kind": "aggregate"}) for r in payload.get("aggregate") or []]
+    meta = {k: v for k, v in payload.items() if k not in ("results", "aggregate")}
+    return rows, meta

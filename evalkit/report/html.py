@@ -1,0 +1,269 @@
+"""report.html: one self-contained page per run (inline CSS and SVG, no scripts, no network).
+
+Sections: the results table, a bar chart per metric with CI whiskers, scores
+by audio length (and accent/gender when the data has them), the latency
+distribution per model (from the records), failures by reason, run details.
+The page is built from results.json rows plus the records, so
+``evalkit report RUN_DIR`` can rebuild it at any time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from evalkit.report.redact import redact
+from evalkit.report.results import ResultRow, fmt
+from evalkit.report.svg import Point, bar_chart, histograms
+
+#: group charts drawn when present in a row's details.groups, with their section titles
+GROUP_TITLES = {"audio_length": "by audio length", "accent": "by accent", "gender": "by gender"}
+_MAX_GROUP_VALUES = 24
+
+_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1000px; color: #1d1d1f; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
+.meta { color: #555; font-size: 13px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 12px; }
+th, td { border-bottom: 1px solid #e6e6e6; padding: 4px 10px; text-align: left; }
+th { background: #f5f5f7; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.unreliable td { background: #fff4e5; } .flag { color: #b45309; font-weight: 600; }
+.note { color: #666; font-size: 12px; } pre { background: #f5f5f7; padding: 10px; overflow-x: auto; font-size: 12px; }
+svg.chart { display: block; margin: 6px 0 18px; }
+"""
+
+
+def _table(headers: list[str], rows: Iterable[list[str]], numeric: frozenset[int] | set[int] = frozenset(), row_classes: list[str] | None = None) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = []
+    for r, cells in enumerate(rows):
+        cls = f' class="{row_classes[r]}"' if row_classes and row_classes[r] else ""
+        tds = "".join(f'<td class="num">{c}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(cells))
+        body.append(f"<tr{cls}>{tds}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _direction(metric: str) -> bool | None:
+    """True when higher is better, False when lower is, None when the metric is unknown here."""
+    try:
+        from evalkit.listing import metric_infos
+
+        info = metric_infos().get(metric)
+        return None if info is None else info.higher_is_better
+    except Exception:  # noqa: BLE001 - a missing direction only drops a caption
+        return None
+
+
+def results_section(rows: list[ResultRow]) -> str:
+    dataset_rows = [r for r in rows if r.kind == "dataset"]
+    aggregates = [r for r in rows if r.kind == "aggregate"]
+    headers = ["dataset", "task", "metric", "model", "score", "95% CI", "n", "failed", "failure rate"]
+
+    def cells(r: ResultRow) -> list[str]:
+        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None else "-"
+        flag = ' <span class="flag" title="failure rate above max_failure_rate, or the engine failed">!</span>' if r.unreliable else ""
+        return [escape(r.dataset), escape(r.task), escape(r.metric), escape(r.model), fmt(r.score) + flag, ci, str(r.n), str(r.n_failed), f"{r.failure_rate:.1%}"]
+
+    html = "<h2>Results</h2>"
+    html += '<p class="note">Scores with 95% confidence intervals. <span class="flag">!</span> marks a result whose failure rate exceeds <code>max_failure_rate</code> or whose engine failed.</p>'
+    html += _table(headers, [cells(r) for r in dataset_rows], {4, 5, 6, 7, 8}, ["unreliable" if r.unreliable else "" for r in dataset_rows])
+    if aggregates:
+        html += "<h3>Aggregates</h3>" + _table(headers, [cells(r) for r in aggregates], {4, 5, 6, 7, 8}, ["unreliable" if r.unreliable else "" for r in aggregates])
+    return html
+
+
+def _point(score: float | None, low: float | None, high: float | None, note: str = "") -> Point | None:
+    if score is None or not isinstance(score, (int, float)) or not math.isfinite(score):
+        return None
+    return Point(float(score), low if isinstance(low, (int, float)) else None, high if isinstance(high, (int, float)) else None, note)
+
+
+def metric_charts(rows: list[ResultRow]) -> str:
+    """One chart per metric: datasets (and aggregates) down the side, one bar per model."""
+    by_metric: dict[str, list[ResultRow]] = defaultdict(list)
+    for r in rows:
+        by_metric[r.metric].append(r)
+    parts = ["<h2>Scores by metric</h2>"]
+    for metric, metric_rows in by_metric.items():
+        models = list(dict.fromkeys(r.model for r in metric_rows))
+        groups = list(dict.fromkeys(r.dataset for r in metric_rows))
+        points = {}
+        for r in metric_rows:
+            point = _point(r.score, r.ci_low, r.ci_high, f"n={r.n}")
+            if point is not None:
+                points[(r.dataset, r.model)] = point
+        if not points:
+            parts.append(f"<h3>{escape(metric)}</h3><p class='note'>No scored samples.</p>")
+            continue
+        direction = _direction(metric)
+        caption = {True: " (higher is better)", False: " (lower is better)", None: ""}[direction]
+        parts.append(bar_chart(groups, models, points, title=f"{metric}{caption}", axis_label=f"{metric}, 95% CI whiskers"))
+    return "".join(parts)
+
+
+def group_charts(rows: list[ResultRow]) -> str:
+    """Per (dataset, metric): the score per value of a group (audio length buckets, accents, genders)."""
+    parts: list[str] = []
+    for group, title in GROUP_TITLES.items():
+        per_engine: dict[tuple[str, str], list[ResultRow]] = defaultdict(list)
+        for r in rows:
+            if r.kind == "dataset" and ((r.details or {}).get("groups") or {}).get(group):
+                per_engine[(r.dataset, r.metric)].append(r)
+        for (dataset, metric), engine_rows in per_engine.items():
+            models = [r.model for r in engine_rows]
+            labels: list[str] = []
+            points = {}
+            for r in engine_rows:
+                for label, stats in r.details["groups"][group].items():
+                    if label not in labels:
+                        labels.append(label)
+                    point = _point(stats.get("score"), stats.get("ci_low"), stats.get("ci_high"), f"n={stats.get('n')}")
+                    if point is not None:
+                        points[(label, r.model)] = point
+            if not points or len(labels) > _MAX_GROUP_VALUES:
+                continue
+            parts.append(bar_chart(labels, models, points, title=f"{dataset} · {metric} {title}", axis_label=metric, label_width=180, css_class=f"chart group-{group}"))
+    if not parts:
+        return "<h2>Scores by audio length</h2><p class='note'>No per-group results (text-only datasets, or no durations known).</p>"
+    return "<h2>Scores by audio length and speaker groups</h2>" + "".join(parts)
+
+
+def iter_records(records_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every record line of a run, streamed (a record file can be large)."""
+    if not records_dir.is_dir():
+        return
+    for path in sorted(records_dir.glob("*.jsonl")):
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a run killed mid-write leaves a torn last line
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def latencies_by_model(records_dir: Path) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Latency (s) of answers that reached an endpoint, per model; and how many came from the store."""
+    latencies: dict[str, list[float]] = defaultdict(list)
+    cached: dict[str, int] = defaultdict(int)
+    for record in iter_records(records_dir):
+        model = str(record.get("model", "?"))
+        if record.get("cached"):
+            cached[model] += 1
+            continue
+        latency = record.get("latency")
+        if isinstance(latency, (int, float)) and latency > 0 and math.isfinite(latency):
+            latencies[model].append(float(latency))
+    return dict(latencies), dict(cached)
+
+
+def latency_section(records_dir: Path) -> str:
+    latencies, cached = latencies_by_model(records_dir)
+    html = "<h2>Latency per model</h2>"
+    if not latencies:
+        note = " All answers came from the response store." if cached else ""
+        return html + f"<p class='note'>No request latencies recorded.{note}</p>"
+    rows = []
+    for model, values in latencies.items():
+        values.sort()
+        rows.append([escape(model), str(len(values)), *(f"{quantile(values, q):.3f}" for q in (0.5, 0.9, 0.99)), f"{sum(values) / len(values):.3f}", f"{values[-1]:.3f}", str(cached.get(model, 0))])
+    html += _table(["model", "answers", "p50 (s)", "p90 (s)", "p99 (s)", "mean (s)", "max (s)", "from store"], rows, {1, 2, 3, 4, 5, 6, 7})
+    html += '<p class="note">Latency of a sample\'s answer as the engine saw it (all attempts and chunks), answers from the response store excluded.</p>'
+    html += histograms(latencies, title="Latency distribution", unit="s")
+    return html
+
+
+def failure_counts(rows: list[ResultRow]) -> dict[tuple[str, str], int]:
+    """(reason, model) -> failed samples, each dataset counted once per model.
+
+    Metrics on one dataset share their requests, so a failed request shows up
+    in every metric's row; the largest count among a dataset's metrics is kept.
+    """
+    per_dataset: dict[tuple[str, str, str], int] = defaultdict(int)
+    for r in rows:
+        if r.kind != "dataset":
+            continue
+        for reason, count in (r.failure_reasons or {}).items():
+            key = (reason, r.model, r.dataset)
+            per_dataset[key] = max(per_dataset[key], int(count))
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for (reason, model, _), count in per_dataset.items():
+        counts[(reason, model)] += count
+    return dict(counts)
+
+
+def failure_section(rows: list[ResultRow]) -> str:
+    counts = failure_counts(rows)
+    errors = [r for r in rows if r.error]
+    html = "<h2>Failures by reason</h2>"
+    if not counts and not errors:
+        return html + "<p class='note'>No failures: every sample got an answer and a score.</p>"
+    if counts:
+        reasons = sorted({k[0] for k in counts}, key=lambda x: -sum(v for (r, _), v in counts.items() if r == x))
+        models = list(dict.fromkeys(m for _, m in counts))
+        points = {key: Point(float(v)) for key, v in counts.items()}
+        html += bar_chart(reasons, models, points, title="Failed samples by reason", axis_label="samples (a dataset counted once per model)", label_width=180, css_class="chart failures")
+        detail = [[escape(r.dataset), escape(r.metric), escape(r.model), escape(", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items())))] for r in rows if r.kind == "dataset" and r.failure_reasons]
+        html += _table(["dataset", "metric", "model", "reasons"], detail)
+    if errors:
+        html += "<h3>Engine errors</h3>" + _table(["dataset", "metric", "model", "error"], [[escape(r.dataset), escape(r.metric), escape(r.model), escape(r.error or "")] for r in errors])
+    return html
+
+
+def details_section(meta: dict[str, Any]) -> str:
+    html = "<h2>Run details</h2>"
+    requests = meta.get("requests") or {}
+    if requests:
+        rows = [
+            [escape(name), *(str(info.get(k, "")) for k in ("sent", "store_hits", "deduplicated", "retried", "rate_limited")), escape(json.dumps(info.get("replicas", {})))]
+            for name, info in requests.items()
+        ]
+        html += _table(["model", "sent", "store hits", "de-duplicated", "retried", "rate limited", "answers per replica"], rows, {1, 2, 3, 4, 5})
+    versions = meta.get("versions") or {}
+    if versions:
+        html += '<p class="meta">' + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "</p>"
+    config = meta.get("config")
+    if config:
+        html += "<details><summary>Configuration (secrets masked)</summary><pre>" + escape(json.dumps(redact(config), indent=2)) + "</pre></details>"
+    return html
+
+
+def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path | None = None) -> str:
+    run_id = str(meta.get("run_id", ""))
+    header = f"<h1>evalkit report</h1><p class='meta'>Run <code>{escape(run_id)}</code>"
+    if meta.get("finished"):
+        header += f", finished {escape(str(meta['finished']))}"
+    if meta.get("seconds") is not None:
+        header += f", {escape(str(meta['seconds']))} s"
+    if meta.get("config_file"):
+        header += f", config <code>{escape(str(meta['config_file']))}</code>"
+    header += "</p>"
+    body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
+    body += latency_section(records_dir) if records_dir is not None else ""
+    body += failure_section(rows) + details_section(meta)
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>evalkit report {escape(run_id)}</title><style>{_CSS}</style></head><body>{body}</body></html>\n"
+    )
+
+
+def write_html(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> Path:
+    run_dir = Path(run_dir)
+    path = run_dir / "report.html"
+    path.write_text(render_html(rows, meta, run_dir / "records"), encoding="utf-8")
+    return path
