@@ -1,93 +1,85 @@
-"""The ``evalkit`` command: run / validate / list / serve.
+"""The ``evalkit`` command: run / validate / list / info / report / rescore / serve.
 
 Heavy modules are imported inside the commands that need them, so
-``evalkit list`` and ``--help`` start fast. A user mistake (UserError) is
-printed as one message with exit code 2, never a traceback.
+``evalkit list``, ``info`` and ``--help`` start fast (no numpy, datasets,
+aiohttp or torch). A user mistake (UserError) is printed as one message with
+exit code 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
+import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from evalkit.errors import UserError
 
+LIST_KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors")
+FORMATS = ("table", "json", "csv")
+
 
 def _run_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="evaluate every model on every dataset-metric pair of a config")
+    p = sub.add_parser("run", help="evaluate every model on every dataset-metric pair of a config", description="Evaluate every model on every dataset-metric pair of a config.")
     p.add_argument("config_pos", nargs="?", metavar="CONFIG", help="config file (default config.yaml)")
     p.add_argument("--config", "-c", dest="config", help="config file (default config.yaml)")
-    p.add_argument("--dataset", action="append", help="only this dataset/task/category (repeatable); pairs with --metric")
-    p.add_argument("--metric", action="append", help="only this metric (repeatable)")
-    p.add_argument("--model", action="append", help="only this model name (repeatable)")
-    p.add_argument("--num-samples", type=int, help="override filters.num_samples")
-    p.add_argument("--output-dir", help="override output_dir")
+    p.add_argument("--dataset", action="append", metavar="NAME", help="only this dataset/task/category (repeatable); a name not in the config runs with its task's default metric")
+    p.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable); with --dataset: every dataset with every metric")
+    p.add_argument("--model", action="append", metavar="NAME", help="only this model name (repeatable)")
+    p.add_argument("--num-samples", type=int, metavar="N", help="override filters.num_samples")
+    p.add_argument("--output-dir", metavar="DIR", help="override output_dir")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, sample and request counts and what the response store holds; send nothing")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the response store")
     p.add_argument("--refresh-cache", action="store_true", help="ask every request again and overwrite stored answers")
-    p.add_argument("--quiet", "-q", action="store_true", help="no progress lines, only the final table")
-    p.add_argument("--verbose", "-v", action="store_true", help="debug logging")
+    p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS", help="seconds between plain progress lines when not on a terminal (default 10)")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the final table")
+    p.add_argument("--verbose", "-v", action="store_true", help="print the plan first, and debug logging")
+
+
+def _filter_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--category", help="only this category (folder of runspecs/)")
+    p.add_argument("--task", help="only this task (runspec file)")
+    p.add_argument("--metric", help="only entries this metric fits")
+    p.add_argument("--language", help="only this language (code or name, e.g. en, english, fr-en)")
+    p.add_argument("--modality", choices=["audio", "text", "audio+text"], help="only this input modality (audio matches audio+text)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="evalkit", description="Evaluate audio and text language models on many datasets at once.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
-    sub = parser.add_subparsers(dest="command")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
     v = sub.add_parser("validate", help="check a config (and its runspecs) without sending anything")
     v.add_argument("config", nargs="?", default="config.yaml")
-    ls = sub.add_parser("list", help="list datasets, tasks, categories or metrics")
-    ls.add_argument("what", choices=["datasets", "tasks", "categories", "metrics", "preprocessors", "postprocessors"])
-    ls.add_argument("--runspecs-dir", action="append", default=[], help="extra runspec folder")
+    ls = sub.add_parser("list", help="list datasets, tasks, categories, metrics, models or processors")
+    ls.add_argument("what", choices=LIST_KINDS)
+    _filter_args(ls)
+    ls.add_argument("--format", "-f", choices=FORMATS, default="table")
+    ls.add_argument("--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)")
+    ls.add_argument("--config", "-c", help="config whose models `list models` shows (default ./config.yaml when present)")
+    info = sub.add_parser("info", help="details of one dataset, metric or task, with an example config line")
+    info.add_argument("kind", choices=["dataset", "metric", "task"])
+    info.add_argument("name")
+    info.add_argument("--format", "-f", choices=["table", "json"], default="table")
+    info.add_argument("--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)")
+    rep = sub.add_parser("report", help="re-render a run's results (one RUN_DIR) or compare two runs (RUN_A RUN_B)")
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    rep.add_argument("--format", "-f", choices=["table", "json", "csv", "md"], default="table")
+    rep.add_argument("--no-write", action="store_true", help="only print; do not rewrite results.csv/.md and report.html")
+    rs = sub.add_parser("rescore", help="score a finished run's records again with other metrics (no requests)")
+    rs.add_argument("run_dir", metavar="RUN_DIR")
+    rs.add_argument("--metric", action="append", required=True, metavar="NAME", help="metric to compute (repeatable)")
+    rs.add_argument("--output", metavar="DIR", help="where to write the new results (default: inside RUN_DIR)")
     sub.add_parser("serve", help="serve a local model over an OpenAI-compatible API (see `evalkit serve --help`)", add_help=False)
     return parser
 
 
-def _apply_overrides(config, args):  # type: ignore[no-untyped-def]
-    from evalkit.errors import ConfigError
-
-    if args.num_samples is not None:
-        config.filters.num_samples = args.num_samples
-    if args.output_dir:
-        config.output_dir = args.output_dir
-    if args.model:
-        names = {e.info.name for e in config.models}
-        unknown = [m for m in args.model if m not in names]
-        if unknown:
-            from evalkit.errors import did_you_mean
-
-            raise ConfigError(f"--model: {unknown[0]!r} is not a model of the config{did_you_mean(unknown[0], names)}")
-        config.models = [e for e in config.models if e.info.name in args.model]
-    if args.dataset or args.metric:
-        pairs = config.dataset_metric
-        if args.dataset and args.metric:
-            pairs = [(d, m) for d in args.dataset for m in args.metric]
-        elif args.dataset:
-            metrics = list(dict.fromkeys(m for _, m in pairs))
-            pairs = [(d, m) for d in args.dataset for m in metrics]
-        else:
-            pairs = [(d, m) for d, m in pairs if m in args.metric]
-            if not pairs:
-                raise ConfigError(f"--metric: no dataset_metric pair of the config uses {', '.join(args.metric)}")
-        config.dataset_metric = pairs
-    return config
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from evalkit.config import load_config
-    from evalkit.plan import build_plan
-    from evalkit.report.console import print_results
-    from evalkit.runner import RunOptions, execute
-
-    path = args.config or args.config_pos or "config.yaml"
-    config = _apply_overrides(load_config(path), args)
-    plan = build_plan(config, source=str(path))
-    options = RunOptions(no_cache=args.no_cache, refresh_cache=args.refresh_cache, quiet=args.quiet)
-    outcome = _run_async(execute(plan, options))
-    print_results(outcome)
-    return 1 if any(e.error for e in outcome.engines) else 0
+# ---------------------------------------------------------------- run
 
 
 def _run_async(coro):  # type: ignore[no-untyped-def]
@@ -98,40 +90,171 @@ def _run_async(coro):  # type: ignore[no-untyped-def]
     return uvloop.run(coro)
 
 
+def _plan(args: argparse.Namespace) -> Any:
+    """The plan of `evalkit run`: the config with the command-line overrides, or the recorded one with --resume."""
+    from evalkit.api import prepare
+
+    overrides: dict[str, Any] = {
+        "dataset": args.dataset, "metric": args.metric, "model": args.model, "num_samples": args.num_samples, "output_dir": args.output_dir,
+    }
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    config = args.config or args.config_pos
+    if args.resume:
+        if not Path(args.resume).is_dir():
+            raise UserError(f"--resume: {args.resume} is not a run directory")
+        if overrides:
+            flags = ", ".join("--" + k.replace("_", "-") for k in overrides)
+            raise UserError(f"--resume finishes the run as it was started; drop {flags} (or start a new run)")
+        if config is None:
+            from evalkit import runner
+
+            plan_for_resume = getattr(runner, "plan_for_resume", None)
+            if plan_for_resume is not None:
+                return plan_for_resume(args.resume)
+    plan, _ = prepare(config or "config.yaml", overrides)
+    return plan
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    plan = _plan(args)
+    if args.verbose:
+        _print_plan(plan)
+    if args.dry_run:
+        from evalkit.dryrun import dry_run, print_dry_run
+
+        report = _run_async(dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache))
+        print_dry_run(report, plan)
+        return 0
+    from evalkit.api import run_options
+    from evalkit.report.console import print_results
+    from evalkit.report.progress import expected_totals, make_progress
+    from evalkit.runner import execute
+
+    totals = expected_totals(plan) if not args.quiet else {}
+    progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
+    options = run_options({"no_cache": args.no_cache, "refresh_cache": args.refresh_cache, "quiet": args.quiet, "resume": args.resume}, progress)
+    with progress:
+        outcome = _run_async(execute(plan, options))
+    print_results(outcome)
+    return 1 if any(e.error for e in outcome.engines) else 0
+
+
+def _print_plan(plan: Any) -> None:
+    print(f"plan from {plan.source}: {len(plan.engines)} engines x {len(plan.models)} models", file=sys.stderr)
+    for spec in plan.engines:
+        source = spec.dataset.hf_repo or spec.dataset.source
+        print(f"  engine {spec.id}: {spec.dataset.task}/{spec.dataset.name} ({spec.dataset.language}, {source}) x {', '.join(spec.models)}", file=sys.stderr)
+    for model in plan.models.values():
+        urls = [u for info in model.replicas for u in info.urls]
+        print(f"  model {model.name}: {model.kind}, {len(urls) or len(model.replicas)} endpoint(s), model id {model.info.model}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- validate
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from evalkit.config import load_config
+    from evalkit.errors import ConfigError
     from evalkit.plan import build_plan
 
     config = load_config(args.config)
     plan = build_plan(config, source=args.config)
+    missing = [
+        f"{spec.dataset.file}: {spec.dataset.name}.path: {spec.dataset.source} does not exist"
+        for spec in {s.dataset.name: s for s in plan.engines}.values()
+        if spec.dataset.path is not None and not Path(spec.dataset.source).exists()
+    ]
+    if missing:
+        raise ConfigError("\n".join(missing))
+    if not plan.engines:
+        raise ConfigError(f"{args.config}: no dataset-metric pair is left after the filters (filters.language?)")
     print(f"{args.config}: OK — {len(plan.engines)} engines x {len(plan.models)} models")
+    for spec in plan.engines:
+        print(f"  {spec.dataset.name} x {spec.metric}")
     return 0
+
+
+# ---------------------------------------------------------------- list / info
+
+
+def _table_width() -> int:
+    return shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from evalkit.catalog import load_catalog
+    from evalkit import listing
 
-    if args.what in ("metrics", "preprocessors", "postprocessors"):
-        if args.what == "metrics":
-            from evalkit.metrics import METRICS as registry
-        elif args.what == "preprocessors":
-            from evalkit.prompts.preprocessors import PREPROCESSORS as registry  # type: ignore[assignment]
-        else:
-            from evalkit.processing.postprocessors import POSTPROCESSORS as registry  # type: ignore[assignment]
-        for name, _ in registry.items():
-            print(name)
-        return 0
-    catalog = load_catalog(args.runspecs_dir)
-    if args.what == "datasets":
-        for name, spec in sorted(catalog.datasets.items()):
-            print(f"{name}\t{spec.category}/{spec.task}\t{spec.language}\t{spec.modality}")
-    elif args.what == "tasks":
-        for name, task in sorted(catalog.tasks.items()):
-            print(f"{name}\t{task.category}\t{len(task.datasets)} datasets\t{', '.join(task.metrics)}")
+    filters = listing.Filters(category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality)
+    if args.what == "models":
+        rows = listing.model_rows(filters, args.config)
     else:
-        for name, tasks in sorted(catalog.categories.items()):
-            print(f"{name}\t{len(tasks)} tasks")
+        rows = listing.ROW_FUNCTIONS[args.what](filters, args.runspecs_dir)
+    sys.stdout.write(listing.render(args.what, rows, args.format, width=_table_width()))
     return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from evalkit.info import describe, render_info
+
+    render_info(describe(args.kind, args.name, args.runspecs_dir), args.format)
+    return 0
+
+
+# ---------------------------------------------------------------- report / rescore
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from evalkit.report.results import load_results
+
+    if len(args.run_dirs) > 2:
+        raise UserError("report: give one run directory (re-render) or two (compare)")
+    if len(args.run_dirs) == 2:
+        from evalkit.report.compare import compare_rows, print_comparison, render_comparison
+
+        label_a, label_b = args.run_dirs
+        rows_a, _ = load_results(label_a)
+        rows_b, _ = load_results(label_b)
+        comparisons = compare_rows(rows_a, rows_b)
+        if args.format == "table":
+            print_comparison(comparisons, label_a, label_b)
+        else:
+            sys.stdout.write(render_comparison(comparisons, args.format, label_a, label_b))
+        return 0
+    run_dir = Path(args.run_dirs[0])
+    rows, meta = load_results(run_dir)
+    from evalkit.report.results import results_csv, results_markdown, write_views
+
+    if args.format == "table":
+        from evalkit.report.console import print_table
+
+        print_table(rows, f"evalkit results — {run_dir}")
+    elif args.format == "json":
+        sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2) + "\n")
+    elif args.format == "csv":
+        sys.stdout.write(results_csv(rows))
+    else:
+        sys.stdout.write(results_markdown(rows, meta))
+    if not args.no_write and run_dir.is_dir():
+        write_views(run_dir, rows, meta)
+        print(f"rewrote {run_dir / 'results.csv'}, {run_dir / 'results.md'} and {run_dir / 'report.html'}", file=sys.stderr)
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    try:
+        from evalkit.rescore import rescore_command  # type: ignore[import-not-found]
+    except ModuleNotFoundError as error:
+        if error.name not in ("evalkit.rescore",):
+            raise
+        print("evalkit: error: `evalkit rescore` is not available in this installation (evalkit.rescore is missing)", file=sys.stderr)
+        return 2
+    return int(rescore_command(args.run_dir, args.metric, args.output))
+
+
+# ---------------------------------------------------------------- main
+
+
+COMMANDS = {"run": cmd_run, "validate": cmd_validate, "list": cmd_list, "info": cmd_info, "report": cmd_report, "rescore": cmd_rescore}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -147,16 +270,23 @@ def main(argv: list[str] | None = None) -> int:
 
         print(__version__)
         return 0
-    logging.basicConfig(level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    commands = {"run": cmd_run, "validate": cmd_validate, "list": cmd_list}
-    if args.command not in commands:
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:
+        logging.getLogger("evalkit").setLevel(logging.DEBUG)
+    if args.command not in COMMANDS:
         parser.print_help()
         return 2
     try:
-        return commands[args.command](args)
+        return COMMANDS[args.command](args)
     except UserError as error:
         print(f"evalkit: error: {error}", file=sys.stderr)
         return error.exit_code
+    except BrokenPipeError:  # `evalkit list datasets | head`: the reader left; exit quietly
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("evalkit: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,296 @@
+"""The Python API: ``evalkit.evaluate(config, **overrides) -> Results``.
+
+The same path as ``evalkit run``: config -> overrides -> plan -> runner ->
+results on disk. ``evaluate`` is a plain function that also works where an
+event loop is already running (Jupyter, IPython, an async web app): there it
+runs the evaluation on a worker thread with its own loop and blocks until it
+is done. Async code should ``await evaluate_async(...)`` instead, which runs
+on the caller's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalkit.errors import ConfigError, did_you_mean
+
+if TYPE_CHECKING:
+    from evalkit.config import Config
+    from evalkit.plan import Plan
+    from evalkit.report.results import ResultRow
+
+
+#: overrides that change what runs (the same as `evalkit run` flags)
+SELECTION_OVERRIDES = ("dataset", "metric", "model", "num_samples", "output_dir")
+#: overrides that change how it runs
+RUN_OVERRIDES = ("no_cache", "refresh_cache", "quiet", "progress", "run_dir", "resume", "window")
+
+
+@dataclass
+class Results:
+    """The outcome of one evaluation: every result row, where the run was written, and how it went.
+
+    ``rows`` holds one :class:`~evalkit.report.results.ResultRow` per dataset x
+    metric x model (``kind == "dataset"``) followed by the aggregate rows.
+    Look a row up with :meth:`get` (metric aliases such as ``wer`` work).
+    """
+
+    rows: list[ResultRow]
+    run_dir: Path
+    meta: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    requests_sent: int = 0
+    store_hits: int = 0
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> Results:
+        """Results of a finished run, read back from its results.json."""
+        from evalkit.report.results import load_results
+
+        rows, meta = load_results(run_dir)
+        sent = sum(int(v.get("sent", 0)) for v in (meta.get("requests") or {}).values())
+        hits = sum(int(v.get("store_hits", 0)) for v in (meta.get("requests") or {}).values())
+        return cls(rows=rows, run_dir=Path(run_dir), meta=meta, seconds=float(meta.get("seconds") or 0.0), requests_sent=sent, store_hits=hits)
+
+    def __iter__(self) -> Iterator[ResultRow]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(r.model for r in self.rows))
+
+    @property
+    def datasets(self) -> list[str]:
+        return list(dict.fromkeys(r.dataset for r in self.rows))
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys(r.metric for r in self.rows))
+
+    @property
+    def errors(self) -> dict[tuple[str, str], str]:
+        """(dataset, metric) -> engine error, for engines that failed."""
+        return {(r.dataset, r.metric): r.error for r in self.rows if r.error}
+
+    def get(self, dataset: str, metric: str, model: str | None = None) -> ResultRow:
+        """The row for (dataset, metric, model); ``model`` may be left out when the run had one model."""
+        from evalkit.listing import canonical_metric, metric_infos
+
+        metric = canonical_metric(metric, metric_infos())
+        if model is None:
+            if len(self.models) != 1:
+                raise KeyError(f"model is required: this run has {len(self.models)} models ({', '.join(self.models)})")
+            model = self.models[0]
+        for row in self.rows:
+            if (row.dataset, row.metric, row.model) == (dataset, metric, model):
+                return row
+        for value, known, what in ((dataset, self.datasets, "dataset"), (metric, self.metrics, "metric"), (model, self.models, "model")):
+            if value not in known:
+                raise KeyError(f"no {what} {value!r} in these results{did_you_mean(value, known)}")
+        raise KeyError(f"no result for ({dataset!r}, {metric!r}, {model!r})")
+
+    def score(self, dataset: str, metric: str, model: str | None = None) -> float | None:
+        return self.get(dataset, metric, model).score
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        """One plain dict per row (e.g. ``pandas.DataFrame(results.to_dicts())``)."""
+        return [r.as_dict() for r in self.rows]
+
+    def to_markdown(self) -> str:
+        from evalkit.report.results import markdown_table
+
+        return markdown_table(self.rows)
+
+    def _repr_markdown_(self) -> str:  # Jupyter
+        return f"evalkit results — `{self.run_dir}`\n\n" + self.to_markdown()
+
+    def __repr__(self) -> str:
+        return f"Results(run_dir={str(self.run_dir)!r}, rows={len(self.rows)}, models={self.models})"
+
+
+def _as_list(value: str | Sequence[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else list(value)
+
+
+def load_any_config(config: Any) -> tuple[Config, str]:
+    """A Config and a source label from a Config, a dict of config keys, or a path."""
+    from evalkit.config import Config, load_config, parse_config
+
+    if isinstance(config, Config):
+        return config.model_copy(deep=True), "Config"
+    if isinstance(config, dict):
+        return parse_config(config, "<dict>"), "<dict>"
+    if isinstance(config, (str, Path)):
+        return load_config(config), str(config)
+    raise TypeError(f"config must be a Config, a dict or a path, not {type(config).__name__}")
+
+
+def apply_overrides(
+    config: Config,
+    *,
+    dataset: str | Sequence[str] | None = None,
+    metric: str | Sequence[str] | None = None,
+    model: str | Sequence[str] | None = None,
+    num_samples: int | None = None,
+    output_dir: str | Path | None = None,
+) -> Config:
+    """Narrow or redirect a config without editing its file (the `evalkit run` flags).
+
+    ``dataset`` keeps the config's pairs for those datasets/tasks/categories; a
+    name the config does not mention is paired with its task's default metric.
+    ``metric`` keeps the pairs with those metrics; both together evaluate every
+    dataset with every metric (the plan then checks each pair fits).
+    """
+    datasets, metrics, models = _as_list(dataset), _as_list(metric), _as_list(model)
+    if num_samples is not None:
+        if num_samples < 0:
+            raise ConfigError(f"--num-samples: must be >= 0 (got {num_samples})")
+        config.filters.num_samples = num_samples
+    if output_dir:
+        config.output_dir = str(output_dir)
+    if models:
+        names = list(dict.fromkeys(e.info.name for e in config.models))
+        for name in models:
+            if name not in names:
+                raise ConfigError(f"--model: {name!r} is not a model of the config{did_you_mean(name, names)}. Models: {', '.join(names)}")
+        config.models = [e for e in config.models if e.info.name in models]
+    if datasets or metrics:
+        config.dataset_metric = _select_pairs(config, datasets, metrics)
+    return config
+
+
+def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[tuple[str, str]]:
+    from evalkit.listing import canonical_metric, metric_infos
+
+    infos = metric_infos()
+    if metrics:
+        for name in metrics:
+            if canonical_metric(name, infos) not in infos:
+                known = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
+                raise ConfigError(f"--metric: {name!r} is not a metric{did_you_mean(name, known)}. Run `evalkit list metrics`.")
+    wanted_metrics = {canonical_metric(m, infos) for m in metrics or []}
+    pairs = list(config.dataset_metric)
+    if datasets and metrics:
+        return [(d, m) for d in datasets for m in metrics]
+    if metrics:
+        chosen = [(d, m) for d, m in pairs if canonical_metric(m, infos) in wanted_metrics]
+        if not chosen:
+            used = ", ".join(dict.fromkeys(m for _, m in pairs))
+            raise ConfigError(f"--metric: no dataset_metric pair of the config uses {', '.join(metrics)} (the config uses {used}); add --dataset to pair it")
+        return chosen
+    assert datasets is not None
+    chosen = [(d, m) for d, m in pairs if d in datasets]
+    missing = [d for d in datasets if d not in {p[0] for p in chosen}]
+    if missing:
+        from evalkit.catalog import load_catalog
+
+        catalog = load_catalog(config.runspec_dirs)
+        for name in missing:
+            specs = catalog.resolve(name, "--dataset")
+            task = catalog.tasks[specs[0].task]
+            metric = task.default_metric or (catalog.fitting_metrics(specs[0]) or [None])[0]
+            if metric is None:
+                raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
+            chosen.append((name, metric))
+    return chosen
+
+
+def _set_config_fields(config: Config, fields: dict[str, Any]) -> Config:
+    from pydantic import ValidationError
+
+    from evalkit.config import Config, format_validation_error
+
+    data = config.model_dump(mode="python")
+    data.update(fields)
+    try:
+        return Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, "evaluate() overrides")) from None
+
+
+def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
+    """Config source + overrides -> (plan, run options); unknown override names are errors."""
+    from evalkit.config import Config
+    from evalkit.plan import build_plan
+
+    cfg, source = load_any_config(config)
+    selection = {k: overrides.pop(k) for k in SELECTION_OVERRIDES if k in overrides}
+    run = {k: overrides.pop(k) for k in RUN_OVERRIDES if k in overrides}
+    config_fields = {k: overrides.pop(k) for k in list(overrides) if k in Config.model_fields}
+    if overrides:
+        known = [*SELECTION_OVERRIDES, *RUN_OVERRIDES, *Config.model_fields]
+        name = next(iter(overrides))
+        raise TypeError(f"evaluate() got an unexpected override {name!r}{did_you_mean(name, known)}")
+    if config_fields:
+        cfg = _set_config_fields(cfg, config_fields)
+    cfg = apply_overrides(cfg, **selection)
+    return build_plan(cfg, source=source), run
+
+
+def run_options(run: dict[str, Any], progress: Callable[[str, str, bool], None] | None = None) -> Any:
+    """RunOptions from override values, passing only the fields this runner has (``resume`` is newer)."""
+    from evalkit.runner import RunOptions
+
+    names = {f.name for f in dataclasses.fields(RunOptions)}
+    values = {k: v for k, v in run.items() if v is not None}
+    if progress is not None and "progress" not in values:
+        values["progress"] = progress
+    if "resume" in values and "resume" not in names:
+        raise ConfigError("resume: this evalkit's runner cannot resume a run yet (RunOptions has no `resume`)")
+    unknown = [k for k in values if k not in names]
+    if unknown:
+        raise ConfigError(f"run option {unknown[0]!r} is not supported by this runner")
+    return RunOptions(**values)
+
+
+async def evaluate_async(config: Any, **overrides: Any) -> Results:
+    """Run an evaluation on the current event loop; see :func:`evaluate`."""
+    from evalkit.report.progress import Progress, expected_totals
+    from evalkit.runner import execute
+
+    plan, run = prepare(config, dict(overrides))
+    progress = None
+    if run.get("progress") is None:
+        progress = Progress(quiet=bool(run.get("quiet")), totals=expected_totals(plan))
+    try:
+        outcome = await execute(plan, run_options(run, progress))
+    finally:
+        if progress is not None:
+            progress.close()
+    return Results(
+        rows=outcome.rows, run_dir=outcome.run_dir, meta=outcome.meta, seconds=outcome.seconds,
+        requests_sent=outcome.requests_sent, store_hits=outcome.store_hits,
+    )
+
+
+def evaluate(config: Any, **overrides: Any) -> Results:
+    """Evaluate every model of ``config`` on every dataset-metric pair and return the results.
+
+    ``config`` is a :class:`~evalkit.config.Config`, a dict with the keys of
+    config.yaml, or the path of a config file. ``overrides`` are the
+    ``evalkit run`` flags (``dataset``, ``metric``, ``model``, ``num_samples``,
+    ``output_dir``, ``no_cache``, ``refresh_cache``, ``quiet``), run options
+    (``progress`` callable, ``run_dir``, ``resume``) or top-level config keys
+    (e.g. ``max_failure_rate=0.1``). Results, records and report.html are
+    written to a new run directory, as with ``evalkit run``.
+
+    Safe to call from a notebook: when an event loop is already running in
+    this thread, the evaluation runs on a worker thread with its own loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(evaluate_async(config, **overrides))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-evaluate") as pool:
+        return pool.submit(asyncio.run, evaluate_async(config, **overrides)).result()

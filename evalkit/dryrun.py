@@ -1,0 +1,393 @@
+"""`evalkit run --dry-run`: the plan, the samples, the requests, and what the store already holds; nothing is sent.
+
+Request keys are computed exactly as the engine computes them: the same
+preprocessor builds the prompt, the audio is decoded to the same PCM, and
+``turn_requests`` makes the same ModelRequest objects whose ``key`` the
+response store is indexed by. So "stored" here is what a real run would
+take from the store, and "to send" what it would ask the endpoints.
+
+Local datasets are streamed (with the config's filters) to count samples;
+hub datasets are not touched ("unknown (hub)"), because a dry run must be
+quick and offline. Module import is light: the cheap counting helpers are
+also used by `evalkit info` and the live progress totals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalkit.catalog import DatasetSpec
+    from evalkit.config import Config, Filters
+    from evalkit.plan import EngineSpec, Plan
+    from evalkit.store import ResponseStore
+
+_LOCAL_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".tsv"}
+_DEFAULT_PATTERNS = ("*.parquet", "*.jsonl", "*.csv")
+_MAX_JSON_ARRAY_BYTES = 64 << 20
+_READ_BATCH = 32
+
+
+# ---------------------------------------------------------------- cheap counts
+
+
+def local_files(spec: DatasetSpec) -> list[Path] | None:
+    """The data files a local dataset is read from (as the loader picks them); None when not plain local files."""
+    if spec.path is None:
+        return None
+    path = Path(spec.source)
+    if path.is_file():
+        return [path] if path.suffix in _LOCAL_SUFFIXES else None
+    if not path.is_dir():
+        return None
+    patterns = spec.data_files or list(_DEFAULT_PATTERNS)
+    patterns = [patterns] if isinstance(patterns, str) else patterns
+    found = [p for pattern in patterns for p in sorted(path.glob(pattern)) if p.suffix in _LOCAL_SUFFIXES]
+    return found or None
+
+
+def _file_rows(path: Path) -> int | None:
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    if path.suffix in (".jsonl", ".json"):
+        with path.open("rb") as handle:
+            first = handle.read(1)
+            if path.suffix == ".json" and first == b"[":
+                if path.stat().st_size > _MAX_JSON_ARRAY_BYTES:
+                    return None
+                handle.seek(0)
+                return len(json.load(handle))
+            handle.seek(0)
+            return sum(1 for line in handle if line.strip())
+    with path.open(encoding="utf-8", newline="") as handle:
+        return sum(1 for _ in csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
+
+
+def local_row_count(spec: DatasetSpec) -> int | None:
+    """Rows of a local dataset from file metadata or a line count; None when unknown (hub, folders read by `datasets`)."""
+    files = local_files(spec)
+    if not files:
+        return None
+    total = 0
+    for path in files:
+        try:
+            rows = _file_rows(path)
+        except (OSError, ValueError):
+            return None
+        if rows is None:
+            return None
+        total += rows
+    return total
+
+
+def known_sample_count(spec: DatasetSpec, filters: Filters) -> int | None:
+    """Samples an engine will see when that is cheap to know (row counts, num_samples); None otherwise.
+
+    Length and accent filters depend on each sample, so they make the count
+    unknown; a hub dataset with ``num_samples`` counts as ``num_samples``.
+    """
+    if filters.length_filter is not None or filters.accented is not None:
+        return None
+    rows = local_row_count(spec) if spec.path is not None else None
+    limit = filters.num_samples
+    if rows is None:
+        return limit
+    return rows if limit is None else min(rows, limit)
+
+
+# ---------------------------------------------------------------- the dry run
+
+
+@dataclass
+class PairEstimate:
+    """One engine x model: what a run would ask."""
+
+    engine: str
+    dataset: str
+    metric: str
+    model: str
+    samples: int | None
+    #: distinct request keys; None when the samples are unknown (hub)
+    requests: int | None
+    stored: int | None
+    #: follow-up turns of conversations whose keys depend on answers not stored yet (counted in requests)
+    open_turns: int = 0
+    unsupported: int = 0
+    audio_errors: int = 0
+    note: str = ""
+
+    @property
+    def to_send(self) -> int | None:
+        if self.requests is None:
+            return None
+        return self.requests - (self.stored or 0)
+
+
+@dataclass
+class ModelEstimate:
+    model: str
+    kind: str
+    endpoints: int
+    batch_size: int
+    requests: int | None
+    stored: int | None
+    partial: bool = False
+
+    @property
+    def to_send(self) -> int | None:
+        if self.requests is None:
+            return None
+        return self.requests - (self.stored or 0)
+
+
+@dataclass
+class DryRunReport:
+    pairs: list[PairEstimate] = field(default_factory=list)
+    models: list[ModelEstimate] = field(default_factory=list)
+    engines: int = 0
+    store_path: str | None = None
+    store_state: str = "disabled"  # disabled | absent | present | refresh
+    num_samples: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "engines": self.engines,
+            "store": {"path": self.store_path, "state": self.store_state},
+            "pairs": [{**p.__dict__, "to_send": p.to_send} for p in self.pairs],
+            "models": [{**m.__dict__, "to_send": m.to_send} for m in self.models],
+        }
+
+
+def store_path_for(config: Config, output_dir: str | None = None) -> Path:
+    """Where the runner keeps the response store (mirrors runner.execute)."""
+    if config.cache.path:
+        return Path(config.cache.path)
+    return Path(output_dir or config.output_dir) / "responses.sqlite"
+
+
+class _Walker:
+    """The sync half of one engine's dry run: samples -> prompts -> PCM -> first-turn request keys (in a thread)."""
+
+    def __init__(self, plan: Plan, spec: EngineSpec) -> None:
+        from evalkit.data.filters import apply_filters
+        from evalkit.data.loading import iter_samples
+        from evalkit.languages import target_language
+        from evalkit.prompts.library import prompt_context_for
+        from evalkit.prompts.preprocessors import PREPROCESSORS
+        from evalkit.request_builder import RequestContext
+
+        config = plan.config
+        self.spec = spec
+        self.models = [plan.models[name] for name in spec.models]
+        self.context = prompt_context_for(config, spec.dataset, spec.models)
+        self.preprocessor = PREPROCESSORS.get(spec.dataset.preprocessor)()
+        language = target_language(spec.dataset.language)
+        # the same RequestContext the engine builds per model (engine.Engine.__init__)
+        self.contexts = {
+            m.name: RequestContext(
+                model=m.info.model, kind=m.kind, params=spec.params.get(m.name, {}), chunk_size=m.info.chunk_size,
+                long_audio=spec.dataset.long_audio, language=language, system=self.context.system_by_model.get(m.name),
+            )
+            for m in self.models
+        }
+        self.samples = apply_filters(iter_samples(spec.dataset), config.filters, spec.dataset.name)
+
+    def next_batch(self) -> list[tuple[Any, Any]]:
+        """(prompt, PreparedAudio or None when the audio cannot be decoded) for the next samples."""
+        from evalkit.request_builder import PreparedAudio, pcm16_of
+
+        out = []
+        for sample in itertools.islice(self.samples, _READ_BATCH):
+            prompt = self.preprocessor.build(sample, self.context)
+            pcm: dict[int, bytes] = {}
+            try:
+                for index, turn in enumerate(prompt.turns):
+                    if turn.audio is not None:
+                        pcm[index] = pcm16_of(turn.audio)
+            except (ValueError, OSError, RuntimeError):
+                out.append((prompt, None))
+                continue
+            out.append((prompt, PreparedAudio(pcm)))
+        return out
+
+
+def _joined_text(responses: list[dict[str, Any]]) -> str:
+    """The answer text the engine builds from a turn's (chunk) responses."""
+    texts = [r.get("text") or "" for r in responses]
+    return " ".join(t.strip() for t in texts) if len(texts) > 1 else texts[0]
+
+
+def _key_function() -> Any:
+    """The store key of (configured model name, request), as the model client computes it."""
+    try:
+        from evalkit.store import response_key
+    except ImportError:  # stores keyed by the request alone
+        return lambda model_name, request: request.key
+    return response_key
+
+
+async def _conversation_keys(prompt: Any, prepared: Any, ctx: Any, model_name: str, store: ResponseStore | None) -> tuple[list[str], int, bool]:
+    """Store keys of every turn of a conversation whose earlier answers are stored; (keys, open turns, unsupported)."""
+    from evalkit.request_builder import turn_requests
+
+    key_of = _key_function()
+
+    history: list[dict[str, Any]] = []
+    history_audio: list[Any] = []
+    keys: list[str] = []
+    turns = len(prompt.turns)
+    for turn in range(turns):
+        requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
+        if not requests:
+            return keys, 0, True
+        turn_keys = [key_of(model_name, r) for r in requests]
+        keys += turn_keys
+        if turn + 1 == turns:
+            break
+        answers = [await store.get(k) for k in turn_keys] if store is not None else [None]
+        if any(a is None for a in answers):
+            return keys, turns - turn - 1, False
+        if ctx.kind == "chat":
+            text = _joined_text(answers)  # type: ignore[arg-type]
+            history = [*history, requests[0].messages[-1], {"role": "assistant", "content": text}]
+            history_audio = list(requests[0].audio)
+    return keys, 0, False
+
+
+async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None) -> tuple[int, dict[str, PairEstimate], dict[str, set[str]]]:
+    walker = await asyncio.to_thread(_Walker, plan, spec)
+    pairs = {
+        m.name: PairEstimate(spec.id, spec.dataset.name, spec.metric, m.name, samples=0, requests=0, stored=0) for m in walker.models
+    }
+    keys: dict[str, set[str]] = {m.name: set() for m in walker.models}
+    samples = 0
+    while True:
+        batch = await asyncio.to_thread(walker.next_batch)
+        if not batch:
+            break
+        for prompt, prepared in batch:
+            samples += 1
+            for model in walker.models:
+                pair = pairs[model.name]
+                if prepared is None:
+                    pair.audio_errors += 1
+                    continue
+                sample_keys, open_turns, unsupported = await _conversation_keys(prompt, prepared, walker.contexts[model.name], model.name, store)
+                keys[model.name].update(sample_keys)
+                pair.open_turns += open_turns
+                pair.unsupported += int(unsupported)
+    for pair in pairs.values():
+        pair.samples = samples
+    return samples, pairs, keys
+
+
+async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False) -> DryRunReport:
+    """Count samples and requests per engine x model and look the keys up in the response store; sends nothing."""
+    from evalkit.errors import UserError
+    from evalkit.store import ResponseStore
+
+    config = plan.config
+    report = DryRunReport(engines=len(plan.engines), num_samples=config.filters.num_samples)
+    store: ResponseStore | None = None
+    if config.cache.enabled and not no_cache:
+        path = store_path_for(config, output_dir)
+        report.store_path = str(path)
+        if refresh_cache:
+            report.store_state = "refresh"
+        elif path.is_file():
+            report.store_state = "present"
+            store = await ResponseStore(path).open()
+        else:
+            report.store_state = "absent"
+    per_model: dict[str, set[str]] = {name: set() for name in plan.models}
+    unknown_models: set[str] = set()
+    try:
+        for spec in plan.engines:
+            if spec.dataset.path is None:
+                limit = config.filters.num_samples
+                for name in spec.models:
+                    unknown_models.add(name)
+                    note = "unknown (hub)" if limit is None else f"≤ {limit} (hub)"
+                    report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, samples=None, requests=None, stored=None, note=note))
+                continue
+            try:
+                _, pairs, keys = await _walk_engine(plan, spec, store)
+            except UserError as error:
+                for name in spec.models:
+                    unknown_models.add(name)
+                    report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, None, None, None, note=f"engine would fail: {error}"))
+                continue
+            for name, pair in pairs.items():
+                pair_keys = keys[name]
+                pair.requests = len(pair_keys) + pair.open_turns
+                pair.stored = await store.contains_many(sorted(pair_keys)) if store is not None else 0
+                per_model[name] |= pair_keys
+                report.pairs.append(pair)
+        for name, model in plan.models.items():
+            open_turns = sum(p.open_turns for p in report.pairs if p.model == name)
+            stored = await store.contains_many(sorted(per_model[name])) if store is not None else 0
+            report.models.append(
+                ModelEstimate(
+                    name, model.kind, endpoints=sum(max(len(info.urls), 1) for info in model.replicas), batch_size=sum(info.batch_size for info in model.replicas),
+                    requests=len(per_model[name]) + open_turns, stored=stored, partial=name in unknown_models,
+                )
+            )
+    finally:
+        if store is not None:
+            await store.close()
+    return report
+
+
+def _n(value: int | None, note: str = "") -> str:
+    if value is None:
+        return note or "unknown"
+    return f"{value:,}"
+
+
+def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(highlight=False, width=max(120, Console().width))
+    store = {
+        "disabled": "response store disabled (--no-cache or cache.enabled: false)",
+        "absent": f"response store {report.store_path} does not exist yet: every request is new",
+        "present": f"response store {report.store_path}",
+        "refresh": f"--refresh-cache: every request is asked again ({report.store_path})",
+    }[report.store_state]
+    console.print(f"[bold]Dry run[/bold] of {plan.source}: {report.engines} engines x {len(plan.models)} models; {store}")
+    table = Table(title="engines x models", title_justify="left")
+    for column, justify in (("engine", "left"), ("model", "left"), ("samples", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right"), ("notes", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for p in report.pairs:
+        notes = [p.note] if p.note and p.samples is not None else []
+        if p.open_turns:
+            notes.append(f"{p.open_turns} follow-up turns wait on earlier answers")
+        if p.unsupported:
+            notes.append(f"{p.unsupported} samples unsupported by this model kind")
+        if p.audio_errors:
+            notes.append(f"{p.audio_errors} samples with undecodable audio")
+        if p.samples is None and p.note.startswith("engine"):
+            notes.append(p.note)
+        samples = _n(p.samples, p.note if p.samples is None and not p.note.startswith("engine") else "")
+        table.add_row(p.engine, p.model, samples, _n(p.requests), _n(p.stored), _n(p.to_send), "; ".join(notes))
+    console.print(table)
+    models = Table(title="models (requests shared by engines are sent once)", title_justify="left")
+    for column, justify in (("model", "left"), ("kind", "left"), ("endpoints", "right"), ("in flight", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right")):
+        models.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for m in report.models:
+        plus = "+" if m.partial else ""
+        models.add_row(m.model, m.kind, str(m.endpoints), str(m.batch_size), _n(m.requests) + plus, _n(m.stored) + plus, _n(m.to_send) + plus)
+    console.print(models)
+    to_send = sum(m.to_send or 0 for m in report.models)
+    stored = sum(m.stored or 0 for m in report.models)
+    suffix = " (+ unknown for hub datasets)" if any(m.partial for m in report.models) else ""
+    console.print(f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.")

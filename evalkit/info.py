@@ -1,0 +1,165 @@
+"""`evalkit info dataset|metric|task NAME`: everything needed to use one catalogue entry in a config.
+
+Like listing, this stays import-light (no numpy/datasets): it reads the
+runspec catalogue and the static metric table, and counts local rows from
+file metadata only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from evalkit.errors import UserError, did_you_mean
+from evalkit.listing import MetricInfo, canonical_metric, metric_infos
+
+INFO_KINDS = ("dataset", "metric", "task")
+
+_SKIP_FIELDS = {"name", "task", "category", "description", "metrics", "file"}
+
+
+def _unknown(kind: str, name: str, known: Iterable[str], catalog: Any, infos: dict[str, MetricInfo]) -> UserError:
+    message = f"{name!r} is not a {kind}{did_you_mean(name, known)}."
+    elsewhere = []
+    if kind != "dataset" and name in catalog.datasets:
+        elsewhere.append("dataset")
+    if kind != "task" and name in catalog.tasks:
+        elsewhere.append("task")
+    if kind != "metric" and canonical_metric(name, infos) in infos:
+        elsewhere.append("metric")
+    if name in catalog.categories:
+        message += f" It is a category: `evalkit list datasets --category {name}`."
+    for other in elsewhere:
+        message += f" It is a {other}: `evalkit info {other} {name}`."
+    if not elsewhere and name not in catalog.categories:
+        message += f" Run `evalkit list {kind}s` to see them all."
+    return UserError(message)
+
+
+def _fitting(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[dict[str, Any]]:
+    task = catalog.tasks[spec.task]
+    default = canonical_metric(task.default_metric, infos) if task.default_metric else None
+    out = []
+    for metric in catalog.fitting_metrics(spec):
+        name = canonical_metric(metric, infos)
+        out.append({"name": name, "default": name == default, "installed": name in infos})
+    return out
+
+
+def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
+    from evalkit.dryrun import local_row_count
+
+    infos = metric_infos()
+    if name not in catalog.datasets:
+        raise _unknown("dataset", name, catalog.datasets, catalog, infos)
+    spec = catalog.datasets[name]
+    fields = {k: v for k, v in spec.model_dump(by_alias=False).items() if k not in _SKIP_FIELDS and v not in (None, {}, [])}
+    fields["source"] = spec.source
+    metrics = _fitting(catalog, spec, infos)
+    usable = [m for m in metrics if m["installed"]] or metrics
+    example = next((m["name"] for m in usable if m["default"]), usable[0]["name"] if usable else "METRIC")
+    return {
+        "kind": "dataset", "name": name, "task": spec.task, "category": spec.category, "description": spec.description or "",
+        "runspec": spec.file, "rows": local_row_count(spec) if spec.path is not None else None, "fields": fields, "metrics": metrics,
+        "example": f"dataset_metric:\n  - [{name}, {example}]",
+    }
+
+
+def metric_info(name: str, catalog: Any) -> dict[str, Any]:
+    infos = metric_infos()
+    canonical = canonical_metric(name, infos)
+    if canonical not in infos:
+        names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
+        raise _unknown("metric", name, names, catalog, infos)
+    info = infos[canonical]
+    tasks = [t for t in catalog.tasks.values() if canonical in {canonical_metric(m, infos) for m in t.metrics}]
+    datasets = [d for d, spec in catalog.datasets.items() if canonical in {canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)}]
+    target = tasks[0].name if tasks else "DATASET"
+    return {
+        "kind": "metric", "name": canonical, "aliases": list(info.aliases), "better": "higher" if info.higher_is_better else "lower",
+        "ci_method": info.ci_method, "needs_judge": info.needs_judge, "description": info.doc, "module": info.module,
+        "tasks": [{"name": t.name, "category": t.category, "datasets": len(t.datasets)} for t in tasks], "datasets": len(datasets),
+        "example": f"dataset_metric:\n  - [{target}, {canonical}]",
+    }
+
+
+def task_info(name: str, catalog: Any) -> dict[str, Any]:
+    infos = metric_infos()
+    if name not in catalog.tasks:
+        raise _unknown("task", name, catalog.tasks, catalog, infos)
+    task = catalog.tasks[name]
+    metrics = [canonical_metric(m, infos) for m in task.metrics]
+    default = canonical_metric(task.default_metric, infos) if task.default_metric else (metrics[0] if metrics else "METRIC")
+    return {
+        "kind": "task", "name": name, "category": task.category, "description": task.description, "runspec": task.file,
+        "metrics": [{"name": m, "default": m == default, "installed": m in infos} for m in metrics],
+        "datasets": [
+            {"name": d, "language": catalog.datasets[d].language, "modality": catalog.datasets[d].modality, "source": catalog.datasets[d].hf_repo or "local"}
+            for d in task.datasets
+        ],
+        "example": f"dataset_metric:\n  - [{name}, {default}]   # every dataset of the task",
+    }
+
+
+def describe(kind: str, name: str, runspecs_dirs: Iterable[str] = ()) -> dict[str, Any]:
+    from evalkit.catalog import load_catalog
+
+    catalog = load_catalog(list(runspecs_dirs))
+    return {"dataset": dataset_info, "metric": metric_info, "task": task_info}[kind](name, catalog)
+
+
+def _metric_list(metrics: list[dict[str, Any]]) -> str:
+    parts = []
+    for m in metrics:
+        label = m["name"] + (" (default)" if m["default"] else "") + ("" if m["installed"] else " (not installed)")
+        parts.append(label)
+    return ", ".join(parts) or "-"
+
+
+def render_info(data: dict[str, Any], fmt: str = "table") -> None:
+    """Print an info record: JSON, or a readable rich layout."""
+    if fmt == "json":
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    console.print(f"[bold]{data['name']}[/bold]  ({data['kind']}" + (f", {data['category']}/{data['task']})" if data["kind"] == "dataset" else f", {data.get('category', '')})" if data["kind"] == "task" else ")"))
+    if data.get("description"):
+        console.print(data["description"])
+    console.print()
+    if data["kind"] == "dataset":
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        for key, value in data["fields"].items():
+            table.add_row(key, json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+        if data["rows"] is not None:
+            table.add_row("rows", f"{data['rows']} (before filters)")
+        table.add_row("runspec", data["runspec"])
+        table.add_row("metrics that fit", _metric_list(data["metrics"]))
+        console.print(table)
+    elif data["kind"] == "metric":
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        table.add_row("aliases", ", ".join(data["aliases"]) or "-")
+        table.add_row("better", data["better"])
+        table.add_row("95% CI", data["ci_method"])
+        table.add_row("needs judge", "yes" if data["needs_judge"] else "no")
+        table.add_row("defined in", data["module"])
+        table.add_row("fits", f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]))
+        console.print(table)
+    else:
+        console.print(f"metrics that fit: {_metric_list(data['metrics'])}")
+        console.print(f"runspec: {data['runspec']}")
+        table = Table(title=f"{len(data['datasets'])} datasets", title_justify="left")
+        for column in ("name", "language", "modality", "source"):
+            table.add_column(column)
+        for d in data["datasets"]:
+            table.add_row(d["name"], d["language"], d["modality"], d["source"])
+        console.print(table)
+    console.print("\n[bold]example config:[/bold]")
+    console.print(data["example"], markup=False)

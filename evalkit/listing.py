@@ -1,0 +1,475 @@
+"""What `evalkit list` and `evalkit info` show: rows about datasets, tasks, categories, metrics, models, processors.
+
+Listing must start in well under a second, so nothing here imports numpy,
+datasets, aiohttp or torch. Metrics are the hard case: their modules import
+numpy and sacrebleu, so the built-in metrics are read from their source with
+``ast`` (the ``@METRICS.register(...)`` decorators and class attributes)
+instead of being imported. tests/test_cli.py checks that this static view
+equals the imported registry. When third-party plugins are installed, their
+metrics can only be known by importing, so the real registry is used then.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evalkit.errors import UserError, did_you_mean
+
+KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors")
+_METRIC_DEFAULTS = {"higher_is_better": True, "ci_method": "normal", "needs_judge": False}
+
+
+@dataclass(frozen=True)
+class MetricInfo:
+    name: str
+    aliases: tuple[str, ...] = ()
+    higher_is_better: bool = True
+    ci_method: str = "normal"
+    needs_judge: bool = False
+    doc: str = ""
+    module: str = ""
+
+    @property
+    def summary(self) -> str:
+        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+
+
+@dataclass
+class _ClassInfo:
+    name: str
+    module: str
+    bases: list[str]
+    attrs: dict[str, Any]
+    doc: str
+    registered: list[tuple[str, ...]] = field(default_factory=list)
+
+
+def _register_names(decorator: ast.expr) -> tuple[str, ...] | None:
+    """("name", "alias", ...) for ``@METRICS.register("name", "alias")``, else None."""
+    if not isinstance(decorator, ast.Call):
+        return None
+    func = decorator.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "register" and isinstance(func.value, ast.Name) and func.value.id == "METRICS"):
+        return None
+    names = tuple(a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return names or None
+
+
+def _scan_module(path: Path, module: str) -> tuple[dict[str, _ClassInfo], dict[str, tuple[str, str]]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    classes: dict[str, _ClassInfo] = {}
+    imports: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                imports[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, ast.ClassDef):
+            attrs: dict[str, Any] = {}
+            for stmt in node.body:
+                target, value = None, None
+                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                    target, value = stmt.targets[0].id, stmt.value
+                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+                    target, value = stmt.target.id, stmt.value
+                if target in _METRIC_DEFAULTS and isinstance(value, ast.Constant):
+                    attrs[target] = value.value
+            bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases]
+            info = _ClassInfo(node.name, module, bases, attrs, ast.get_docstring(node) or "")
+            info.registered = [n for n in (_register_names(d) for d in node.decorator_list) if n]
+            classes[node.name] = info
+    return classes, imports
+
+
+@lru_cache(maxsize=1)
+def _static_metrics() -> dict[str, MetricInfo]:
+    package = Path(__file__).resolve().parent / "metrics"
+    modules: dict[str, tuple[dict[str, _ClassInfo], dict[str, tuple[str, str]]]] = {}
+    for path in sorted(package.glob("*.py")):
+        modules[f"evalkit.metrics.{path.stem}"] = _scan_module(path, f"evalkit.metrics.{path.stem}")
+
+    def attribute(cls: _ClassInfo, key: str, depth: int = 0) -> Any:
+        if key in cls.attrs:
+            return cls.attrs[key]
+        if depth > 20:
+            return _METRIC_DEFAULTS[key]
+        classes, imports = modules[cls.module]
+        for base in cls.bases:
+            parent = classes.get(base)
+            if parent is None and base in imports:
+                mod, name = imports[base]
+                parent = modules.get(mod, ({}, {}))[0].get(name)
+            if parent is not None:
+                value = attribute(parent, key, depth + 1)
+                if value is not _MISSING:
+                    return value
+        return _METRIC_DEFAULTS[key] if depth == 0 else _MISSING
+
+    out: dict[str, MetricInfo] = {}
+    for module, (classes, _) in modules.items():
+        for cls in classes.values():
+            for names in cls.registered:
+                values = {key: attribute(cls, key) for key in _METRIC_DEFAULTS}
+                out[names[0]] = MetricInfo(names[0], tuple(sorted(names[1:])), bool(values["higher_is_better"]), str(values["ci_method"]), bool(values["needs_judge"]), cls.doc, module)
+    return out
+
+
+_MISSING = object()
+
+
+def _plugins_installed() -> bool:
+    from importlib.metadata import entry_points
+
+    return bool(list(entry_points(group="evalkit.plugins")))
+
+
+def _imported_metrics() -> dict[str, MetricInfo]:
+    from evalkit.metrics import METRICS
+
+    aliases: dict[str, list[str]] = {}
+    for name in METRICS.names(include_aliases=True):
+        canonical = METRICS.canonical(name)
+        if canonical != name:
+            aliases.setdefault(canonical, []).append(name)
+    out = {}
+    for name, cls in METRICS.items():
+        out[name] = MetricInfo(
+            name, tuple(sorted(aliases.get(name, []))), bool(cls.higher_is_better), str(cls.ci_method), bool(cls.needs_judge), inspect.cleandoc(cls.__doc__ or ""), cls.__module__
+        )
+    return out
+
+
+def metric_infos(*, imported: bool = False) -> dict[str, MetricInfo]:
+    """Every registered metric by canonical name; static unless plugins (or ``imported``) need the registry."""
+    if imported or _plugins_installed():
+        return _imported_metrics()
+    return dict(_static_metrics())
+
+
+def canonical_metric(name: str, infos: dict[str, MetricInfo]) -> str:
+    for info in infos.values():
+        if name == info.name or name in info.aliases:
+            return info.name
+    return name
+
+
+# ---------------------------------------------------------------- catalog rows
+
+
+def _catalog(runspecs_dirs: Iterable[str] = ()):  # type: ignore[no-untyped-def]
+    from evalkit.catalog import load_catalog
+
+    return load_catalog(list(runspecs_dirs))
+
+
+def _language_set(language: str) -> set[str]:
+    from evalkit.languages import split_pair
+
+    try:
+        source, target = split_pair(language)
+    except ValueError:
+        return {language}
+    return {source, target}
+
+
+def _wanted_language(language: str | None) -> str | None:
+    if not language:
+        return None
+    from evalkit.errors import ConfigError
+    from evalkit.languages import normalize_language
+
+    try:
+        return normalize_language(language)
+    except ValueError as error:
+        raise ConfigError(f"--language: {error}") from None
+
+
+def _modality_matches(modality: str, wanted: str | None) -> bool:
+    if not wanted:
+        return True
+    return wanted == modality or wanted in modality.split("+")
+
+
+@dataclass
+class Filters:
+    """The `evalkit list` filters; each narrows the rows, unknown names are errors with suggestions."""
+
+    category: str | None = None
+    task: str | None = None
+    metric: str | None = None
+    language: str | None = None
+    modality: str | None = None
+
+
+def _check_filter(value: str | None, known: Iterable[str], flag: str) -> None:
+    known = sorted(set(known))
+    if value is not None and value not in known:
+        raise UserError(f"{flag}: {value!r} is unknown{did_you_mean(value, known)}. Known: {', '.join(known)}")
+
+
+def _dataset_metrics(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[str]:
+    return [canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)]
+
+
+def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    catalog = _catalog(runspecs_dirs)
+    infos = metric_infos()
+    _check_filter(filters.category, catalog.categories, "--category")
+    _check_filter(filters.task, catalog.tasks, "--task")
+    metric = _check_metric(filters.metric, infos)
+    language = _wanted_language(filters.language)
+    rows = []
+    for name, spec in sorted(catalog.datasets.items()):
+        metrics = _dataset_metrics(catalog, spec, infos)
+        if filters.category and spec.category != filters.category:
+            continue
+        if filters.task and spec.task != filters.task:
+            continue
+        if metric and metric not in metrics:
+            continue
+        if language and language not in _language_set(spec.language):
+            continue
+        if not _modality_matches(spec.modality, filters.modality):
+            continue
+        rows.append(
+            {
+                "name": name, "task": spec.task, "category": spec.category, "language": spec.language, "modality": spec.modality,
+                "source": spec.hf_repo if spec.hf_repo else "local", "metrics": metrics, "description": spec.description or "",
+            }
+        )
+    return rows
+
+
+def _check_metric(metric: str | None, infos: dict[str, MetricInfo]) -> str | None:
+    if metric is None:
+        return None
+    canonical = canonical_metric(metric, infos)
+    if canonical not in infos:
+        names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
+        raise UserError(f"--metric: {metric!r} is not a metric{did_you_mean(metric, names)}. Run `evalkit list metrics`.")
+    return canonical
+
+
+def task_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    catalog = _catalog(runspecs_dirs)
+    infos = metric_infos()
+    _check_filter(filters.category, catalog.categories, "--category")
+    _check_filter(filters.task, catalog.tasks, "--task")
+    metric = _check_metric(filters.metric, infos)
+    language = _wanted_language(filters.language)
+    rows = []
+    for name, task in sorted(catalog.tasks.items()):
+        if filters.category and task.category != filters.category:
+            continue
+        if filters.task and name != filters.task:
+            continue
+        metrics = [canonical_metric(m, infos) for m in task.metrics]
+        if metric and metric not in metrics:
+            continue
+        specs = [catalog.datasets[d] for d in task.datasets]
+        specs = [s for s in specs if (not language or language in _language_set(s.language)) and _modality_matches(s.modality, filters.modality)]
+        if (language or filters.modality) and not specs:
+            continue
+        rows.append(
+            {
+                "name": name, "category": task.category, "datasets": len(specs), "metrics": metrics,
+                "default_metric": task.default_metric or (metrics[0] if metrics else ""), "languages": sorted({s.language for s in specs}),
+                "description": task.description,
+            }
+        )
+    return rows
+
+
+def category_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    catalog = _catalog(runspecs_dirs)
+    _check_filter(filters.category, catalog.categories, "--category")
+    language = _wanted_language(filters.language)
+    rows = []
+    for name, tasks in sorted(catalog.categories.items()):
+        if filters.category and name != filters.category:
+            continue
+        specs = [catalog.datasets[d] for t in tasks for d in catalog.tasks[t].datasets]
+        specs = [s for s in specs if (not language or language in _language_set(s.language)) and _modality_matches(s.modality, filters.modality)]
+        if (language or filters.modality) and not specs:
+            continue
+        rows.append({"name": name, "tasks": sorted(tasks), "datasets": len(specs)})
+    return rows
+
+
+def metric_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    infos = metric_infos()
+    wanted = _check_metric(filters.metric, infos)
+    catalog = _catalog(runspecs_dirs)
+    _check_filter(filters.category, catalog.categories, "--category")
+    _check_filter(filters.task, catalog.tasks, "--task")
+    used_by: dict[str, list[str]] = {}
+    for task in catalog.tasks.values():
+        for metric in task.metrics:
+            used_by.setdefault(canonical_metric(metric, infos), []).append(task.name)
+    allowed: set[str] | None = None
+    if filters.task or filters.category:
+        allowed = {
+            canonical_metric(m, infos)
+            for t in catalog.tasks.values()
+            if (not filters.task or t.name == filters.task) and (not filters.category or t.category == filters.category)
+            for m in t.metrics
+        }
+    rows = []
+    for name, info in sorted(infos.items()):
+        if wanted and name != wanted:
+            continue
+        if allowed is not None and name not in allowed:
+            continue
+        rows.append(
+            {
+                "name": name, "aliases": list(info.aliases), "better": "higher" if info.higher_is_better else "lower", "ci": info.ci_method,
+                "judge": info.needs_judge, "tasks": sorted(used_by.get(name, [])), "description": info.summary,
+            }
+        )
+    return rows
+
+
+def _processor_rows(registry: Any) -> list[dict[str, Any]]:
+    aliases: dict[str, list[str]] = {}
+    for name in registry.names(include_aliases=True):
+        canonical = registry.canonical(name)
+        if canonical != name:
+            aliases.setdefault(canonical, []).append(name)
+    rows = []
+    for name, obj in registry.items():
+        doc = (getattr(obj, "__doc__", "") or "").strip()
+        rows.append({"name": name, "aliases": sorted(aliases.get(name, [])), "description": doc.splitlines()[0] if doc else ""})
+    return rows
+
+
+def preprocessor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    return _with_usage(_processor_rows(PREPROCESSORS), "preprocessor", runspecs_dirs, PREPROCESSORS)
+
+
+def postprocessor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    from evalkit.processing.postprocessors import POSTPROCESSORS
+
+    return _with_usage(_processor_rows(POSTPROCESSORS), "postprocessor", runspecs_dirs, POSTPROCESSORS)
+
+
+def _with_usage(rows: list[dict[str, Any]], field_name: str, runspecs_dirs: Iterable[str], registry: Any) -> list[dict[str, Any]]:
+    catalog = _catalog(runspecs_dirs)
+    counts: dict[str, int] = {}
+    for spec in catalog.datasets.values():
+        name = getattr(spec, field_name)
+        key = registry.canonical(name) if name in registry else name
+        counts[key] = counts.get(key, 0) + 1
+    for row in rows:
+        row["datasets"] = counts.get(row["name"], 0)
+    return rows
+
+
+def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[str, Any]]:
+    """The models of a config (default ./config.yaml when present), then the local backends `evalkit serve` offers."""
+    rows: list[dict[str, Any]] = []
+    path = Path(config_path) if config_path else Path("config.yaml")
+    if config_path or path.is_file():
+        from evalkit.config import load_config
+
+        config = load_config(path)
+        grouped: dict[str, list[Any]] = {}
+        for entry in config.models:
+            grouped.setdefault(entry.info.name, []).append(entry.info)
+        for name, infos in grouped.items():
+            info = infos[0]
+            endpoints = sum(len(i.urls) for i in infos) or len([i for i in infos if i.launch is not None])
+            rows.append(
+                {
+                    "name": name, "inference_type": info.inference_type, "model": info.model, "endpoints": endpoints,
+                    "batch_size": sum(i.batch_size for i in infos), "source": str(path),
+                }
+            )
+    try:
+        from evalkit.serve.backends.registry import BACKENDS
+    except Exception:  # noqa: BLE001 - the serve extra is optional; listing config models still works
+        BACKENDS = {}
+    for name, spec in sorted(BACKENDS.items()):
+        rows.append(
+            {
+                "name": name, "inference_type": "local", "model": "(--model PATH)" if spec.needs_model else "(built in)", "endpoints": 0,
+                "batch_size": "", "source": f"evalkit serve --backend {name}  [{spec.extra}]  {spec.summary}",
+            }
+        )
+    return rows
+
+
+# ---------------------------------------------------------------- rendering
+
+
+#: columns shown in the table view per kind (json/csv carry every field)
+TABLE_COLUMNS = {
+    "datasets": ["name", "task", "language", "modality", "source", "metrics"],
+    "tasks": ["name", "category", "datasets", "default_metric", "metrics", "description"],
+    "categories": ["name", "datasets", "tasks"],
+    "metrics": ["name", "aliases", "better", "ci", "judge", "description"],
+    "models": ["name", "inference_type", "model", "endpoints", "batch_size", "source"],
+    "preprocessors": ["name", "aliases", "datasets", "description"],
+    "postprocessors": ["name", "aliases", "datasets", "description"],
+}
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    return "" if value is None else str(value)
+
+
+def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None = None) -> str:
+    """Rows as text: a rich table, JSON (a list of objects) or CSV (lists joined with ';')."""
+    if fmt == "json":
+        return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "csv":
+        import csv
+        import io
+
+        buffer = io.StringIO()
+        fields = list(dict.fromkeys(k for row in rows for k in row)) or TABLE_COLUMNS[kind]
+        writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in row.items()})
+        return buffer.getvalue()
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}", title_justify="left", show_lines=False)
+    for column in TABLE_COLUMNS[kind]:
+        table.add_column(column, overflow="fold", no_wrap=column == "name")
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in TABLE_COLUMNS[kind]))
+    console = Console(width=width, record=True, force_terminal=False, color_system=None, highlight=False, soft_wrap=False, file=_NullFile())
+    console.print(table)
+    return console.export_text()
+
+
+class _NullFile:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+ROW_FUNCTIONS = {
+    "datasets": dataset_rows,
+    "tasks": task_rows,
+    "categories": category_rows,
+    "metrics": metric_rows,
+    "preprocessors": preprocessor_rows,
+    "postprocessors": postprocessor_rows,
+}
