@@ -19,8 +19,8 @@ Retries follow the error:
 Every attempt has a timeout (``timeout`` of the model, cut to what is left of
 the deadline) and every request a deadline over all its attempts, counted from
 its first attempt. A replica that fails ``breaker_threshold`` times in a row
-(connection, timeout, 5xx) is paused and probed with one request at a time;
-after ``breaker_probes`` failed probes it is dead, and once every replica of
+(connection, timeout, 5xx) is paused and probed (see :class:`Circuit`);
+after ``breaker_probes`` failed rounds of probes it is dead, and once every replica of
 the model is dead the remaining requests fail at once as
 ``endpoint_unavailable`` — a dead server costs seconds, not
 ``samples x retries x timeout``.
@@ -68,12 +68,14 @@ class RetryPolicy:
     rate_limit_retries: int = 10
     #: a longer Retry-After is cut to this
     retry_after_max: float = 120.0
-    #: consecutive failures that open a replica's circuit
+    #: consecutive endpoint faults that open a replica's circuit (at least twice the replica's workers)
     breaker_threshold: int = 5
-    #: first pause of an open circuit (doubles per failed probe)
+    #: first pause of an open circuit (doubles per failed round of probes)
     breaker_pause: float = 1.0
-    #: failed probes after which a replica is considered dead
+    #: failed rounds of probes after which a replica is dead for the run
     breaker_probes: int = 3
+    #: probes per round (at most the replica's workers); the round fails only if all of them fail
+    probe_width: int = 3
     #: seconds a request may take over all its attempts, from its first attempt (None: no deadline)
     deadline: float | None = None
 
@@ -101,16 +103,28 @@ class _Job:
 
 
 class Circuit:
-    """The breaker of one replica: closed, open (paused), half-open (one probe), or dead."""
+    """The breaker of one replica: closed, open (paused), half-open (a round of probes), or dead.
 
-    def __init__(self, threshold: int, pause: float, probes: int) -> None:
+    It opens after ``threshold`` endpoint faults in a row (the client sets it to
+    at least twice the replica's workers, so a flaky but alive server, whose
+    failures are interleaved with successes, does not trip it, while a dead one
+    trips it within two rounds of attempts). After each pause a round of
+    ``width`` probes goes out; any answer closes the circuit, a round in which
+    every probe failed doubles the pause, and after ``rounds`` failed rounds the
+    replica is dead for the rest of the run.
+    """
+
+    def __init__(self, threshold: int, pause: float, rounds: int, width: int = 1) -> None:
         self.threshold = max(1, threshold)
         self.pause = pause
-        self.probes = max(1, probes)
+        self.rounds = max(1, rounds)
+        self.width = max(1, width)
         self.failures = 0
-        self.failed_probes = 0
+        self.failed_rounds = 0
+        self.round = 0
+        self.round_failures = 0
+        self.probes_in_flight = 0
         self.open_until = 0.0
-        self.probing = False
         self.dead = False
         self.openings = 0
         self._changed = asyncio.Event()
@@ -123,54 +137,71 @@ class Circuit:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def admit(self) -> str | None:
-        """Wait until a request may go: "closed", "probe" (the one request of a half-open circuit) or None (dead)."""
+    def _open(self) -> None:
+        self.round += 1
+        self.round_failures = 0
+        self.open_until = time.monotonic() + self.pause * 2 ** self.failed_rounds
+        self._notify()
+
+    async def admit(self) -> int | None:
+        """Wait until a request may go: -1 (circuit closed), a probe's round number (half-open), None (dead)."""
         while True:
             if self.dead:
                 return None
             if self.failures < self.threshold:
-                return "closed"
+                return -1
             changed = self._changed
             wait = self.open_until - time.monotonic()
-            if wait <= 0 and not self.probing:
-                self.probing = True
-                return "probe"
+            if wait <= 0 and self.probes_in_flight + self.round_failures < self.width:
+                self.probes_in_flight += 1
+                return self.round
             try:
                 await asyncio.wait_for(changed.wait(), timeout=wait if wait > 0 else None)
             except asyncio.TimeoutError:
                 pass
 
-    def alive(self, probe: bool) -> None:
+    def _end_probe(self, probe: int) -> bool:
+        """Account for a finished probe; True when it belongs to the current round."""
+        if probe < 0:
+            return False
+        self.probes_in_flight -= 1
+        return probe == self.round and self.failures >= self.threshold
+
+    def alive(self, probe: int = -1) -> None:
         """The endpoint answered (any answer but a 5xx): close the circuit."""
-        was_open = self.failures >= self.threshold or self.probing
+        self._end_probe(probe)
+        was_open = self.failures >= self.threshold
         self.failures = 0
-        self.failed_probes = 0
+        self.failed_rounds = 0
+        self.round_failures = 0
         self.open_until = 0.0
-        if probe:
-            self.probing = False
         if was_open:
+            self.round += 1  # probes still out belong to a finished round
             self._notify()
 
-    def fault(self, probe: bool) -> None:
+    def fault(self, probe: int = -1) -> None:
         """The endpoint did not answer, or answered 5xx."""
+        current = self._end_probe(probe)
         self.failures += 1
-        if probe:
-            self.probing = False
-            self.failed_probes += 1
-            if self.failed_probes >= self.probes:
-                self.dead = True
+        if current:
+            self.round_failures += 1
+            if self.round_failures >= self.width:
+                self.failed_rounds += 1
+                if self.failed_rounds >= self.rounds:
+                    self.dead = True
+                    self._notify()
+                else:
+                    self._open()
             else:
-                self.open_until = time.monotonic() + self.pause * 2 ** self.failed_probes
-            self._notify()
+                self._notify()
         elif self.failures == self.threshold:
             self.openings += 1
-            self.open_until = time.monotonic() + self.pause * 2 ** self.failed_probes
-            self._notify()
+            self._open()
 
-    def abandon_probe(self) -> None:
+    def abandon_probe(self, probe: int) -> None:
         """The probe's worker had nothing to send after all: let another worker probe."""
-        if self.probing:
-            self.probing = False
+        if probe >= 0:
+            self.probes_in_flight -= 1
             self._notify()
 
 
@@ -203,7 +234,9 @@ class ModelClient:
         self._replicas = [
             _Replica(
                 pool=pool, workers=workers, limit=AdaptiveLimit(workers),
-                circuit=Circuit(policy.breaker_threshold, policy.breaker_pause, policy.breaker_probes),
+                circuit=Circuit(
+                    max(policy.breaker_threshold, 2 * workers), policy.breaker_pause, policy.breaker_probes, min(policy.probe_width, workers)
+                ),
             )
             for pool, workers in pools
         ]
@@ -215,6 +248,7 @@ class ModelClient:
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._started = False
         self._store_warned = False
+        self._last_fault: Attempt | None = None
         self.sent = 0
         self.store_hits = 0
         self.deduplicated = 0
@@ -292,13 +326,13 @@ class ModelClient:
         return all(r.circuit.dead for r in self._replicas)
 
     def _unavailable(self, job: _Job | None) -> Outcome:
-        last = job.last if job else None
+        last = job.last if job is not None and job.last is not None else self._last_fault
         detail = f"; last error: {last.error}" if last and last.error else ""
         return failed(
             "endpoint_unavailable",
             f"all endpoints of {self.name} stopped answering (circuit open){detail}",
             status=last.status if last else None,
-            attempts=job.attempts if job else 0,
+            attempts=job.attempts if job is not None else 0,
         )
 
     async def _pace(self) -> float:
@@ -323,24 +357,24 @@ class ModelClient:
     async def _worker(self, replica: _Replica) -> None:
         circuit = replica.circuit
         while True:
-            admission = await circuit.admit()
-            if admission is None:
+            probe = await circuit.admit()
+            if probe is None:
                 if self._all_dead():
                     self._drain_unavailable()
                 return
-            probe = admission == "probe"
             sent = False
             job: _Job | None = None
+            before = 0
             await replica.limit.acquire()
             try:
                 job = await self._queue.get()
                 if job.future.done():
                     continue
-                if not probe and not circuit.closed:
+                if probe < 0 and not circuit.closed:
                     self._queue.put_nowait(job)  # the circuit opened while this worker waited for work
                     continue
-                sent = True
-                await self._send(replica, job, probe)
+                before = job.attempts
+                sent = await self._send(replica, job, probe)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - a bug on one request must not kill the worker
@@ -349,22 +383,22 @@ class ModelClient:
                     job.future.set_result(failed("client_error", f"{type(error).__name__}: {error}", attempts=job.attempts))
             finally:
                 replica.limit.release()
-                if probe and not sent:
-                    circuit.abandon_probe()
+                if not sent and not (job is not None and job.attempts > before):
+                    circuit.abandon_probe(probe)
 
-    async def _send(self, replica: _Replica, job: _Job, probe: bool) -> None:
-        policy = self.policy
-        now = time.monotonic()
+    async def _send(self, replica: _Replica, job: _Job, probe: int) -> bool:
+        """One attempt of ``job`` on ``replica`` (``probe`` >= 0: as a probe of a half-open circuit); False if none was made."""
         if job.started is None:
-            job.started = now
-        timeout: float | None = None
-        if policy.deadline is not None:
-            left = policy.deadline - (now - job.started)
-            if left <= 0:
-                self._give_up(job, job.last, replica, deadline=True)
-                return
-            timeout = left
+            job.started = time.monotonic()
+        if self._time_left(job) == 0.0:
+            self._give_up(job, job.last, replica, deadline=True)
+            return False
         reserved = await self._pace()
+        timeout = self._time_left(job)
+        if timeout == 0.0:
+            self._settle_tokens(reserved, Attempt())
+            self._give_up(job, job.last, replica, deadline=True)
+            return False
         job.attempts += 1
         self.sent += 1
         attempt = await replica.pool.attempt(job.request, timeout)
@@ -379,15 +413,23 @@ class ModelClient:
                 attempts=job.attempts, replica=replica.pool.name, usage=attempt.usage or {},
             )
             self._deliver(job, outcome)
-            return
+            return True
         if attempt.endpoint_fault:
+            self._last_fault = attempt
             replica.circuit.fault(probe)
         else:
             replica.circuit.alive(probe)
         if attempt.rate_limited:
             self.rate_limited += 1
             replica.limit.decrease(cooldown=max(1.0, attempt.retry_after or 0.0))
-        self._retry_or_fail(job, attempt, replica, charge=not (probe and attempt.endpoint_fault))
+        self._retry_or_fail(job, attempt, replica, charge=not (probe >= 0 and attempt.endpoint_fault))
+        return True
+
+    def _time_left(self, job: _Job) -> float | None:
+        """Seconds left before the job's deadline (None: no deadline; 0.0: passed)."""
+        if self.policy.deadline is None or job.started is None:
+            return None
+        return max(0.0, self.policy.deadline - (time.monotonic() - job.started))
 
     def _deliver(self, job: _Job, outcome: Outcome) -> None:
         """Resolve the job once its answer is committed to the store (at once without a store)."""
