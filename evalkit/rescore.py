@@ -8,7 +8,7 @@ another (or a changed) metric, exactly as the engine would have:
 - the dataset's postprocessor turns the raw response into the prediction;
 - a metric that needs more of the sample than its reference (choices for
   ``mcq_accuracy``, the question and rubric for judges) gets the sample
-  rebuilt from the runspec (the run's ``runspecs_dir`` plus the shipped
+  rebuilt from the runspec (audio reduced to a marker, never decoded) (the run's ``runspecs_dir`` plus the shipped
   runspecs), matched by sample id; reference-only metrics (WER, BLEU, exact
   match, ...) use the records alone, except for local datasets, which are
   cheap to read and also give the speaker/accent/gender groups;
@@ -21,15 +21,17 @@ another (or a changed) metric, exactly as the engine would have:
 
 The result rows have the shape of the run's rows (score, 95% CI, n, failures,
 details), written to ``RUN_DIR/rescore_<metric>.json`` with per-sample
-records in ``RUN_DIR/rescore/<dataset>__<metric>.jsonl``. Scores equal those
-of a run with that metric; a bootstrap CI can differ in its last digits
-because resampling follows the order in which samples were recorded.
+records in ``RUN_DIR/rescore/<dataset>__<metric>.jsonl``. Scores, counts and
+normal CIs equal those of a run with that metric; a bootstrap CI (WER, BLEU)
+can differ slightly, because resampling follows the order in which samples
+were recorded, and concurrency shuffles that order from run to run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -44,7 +46,7 @@ from pydantic import ValidationError
 from evalkit import jsonutil
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, JudgeProperties, format_validation_error, load_config
-from evalkit.data.sample import Sample
+from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, SampleScore
@@ -173,10 +175,21 @@ def _find_samples(spec: DatasetSpec, wanted: set[str]) -> dict[str, Sample]:
     found: dict[str, Sample] = {}
     for sample in iter_samples(spec):
         if sample.id in wanted and sample.id not in found:
-            found[sample.id] = sample
+            found[sample.id] = _without_audio_payload(sample)
             if len(found) == len(wanted):
                 break
     return found
+
+
+def _without_audio_payload(sample: Sample) -> Sample:
+    """The sample with its audio reduced to a marker: metrics only ask whether there was audio,
+    and keeping every clip's bytes of a large set would hold the dataset in memory."""
+    if sample.audio is not None:
+        sample.audio = Audio(path=sample.audio.path or "(audio)")
+    for turn in sample.turns or []:
+        if turn.audio is not None:
+            turn.audio = Audio(path=turn.audio.path or "(audio)")
+    return sample
 
 
 def sample_from_record(record: dict[str, Any]) -> Sample:
@@ -260,10 +273,7 @@ async def _rescore_dataset(
             for record in chunk:
                 sample_id = str(record.get("sample_id"))
                 base = samples.get(sample_id)
-                sample = sample_from_record(record) if base is None else Sample(
-                    id=base.id, reference=base.reference, text=base.text, instruction=base.instruction,
-                    audio=base.audio, turns=base.turns, meta=dict(base.meta),
-                )
+                sample = sample_from_record(record) if base is None else dataclasses.replace(base, meta=dict(base.meta))
                 if "reference" in record:
                     sample.reference = record["reference"]
                 if record.get("duration") is not None:
