@@ -112,3 +112,25 @@ def test_empty_and_inconsistent() -> None:
     acc.add(SampleScore(0.5, (1.0, 2.0, 0.5, 1.0)))
     with pytest.raises(ValueError):
         acc.add(SampleScore(0.5, (1.0, 2.0)))
+
+
+def test_bootstrap_ci_does_not_depend_on_completion_order() -> None:
+    """Concurrent samples finish in any order; with `order` the CI is the same for every arrival order."""
+    import random
+
+    from evalkit.data.sample import Sample
+    from evalkit.metrics.wer import WordErrorRate
+
+    metric = WordErrorRate(language="en")
+    pairs = [(f"the cat sat on mat {i}", f"the cat sat on the mat {i}") if i % 3 else (f"a b c {i}", f"a b c {i}") for i in range(40)]
+    scored = [(i, metric.score(hyp, Sample(id=str(i), reference=ref))) for i, (hyp, ref) in enumerate(pairs)]
+    results = []
+    for seed in range(3):
+        shuffled = scored[:]
+        random.Random(seed).shuffle(shuffled)
+        acc = ScoreAccumulator(metric)
+        for index, score in shuffled:
+            acc.add(score, {"speaker": str(index % 2)}, order=index)
+        res = acc.result(seed=0)
+        results.append((res.score, res.ci_low, res.ci_high, res.details["groups"]["speaker"]["0"]["ci_low"]))
+    assert results[0] == results[1] == results[2]

@@ -71,6 +71,7 @@ class ScoreAccumulator:
         self._k: int | None = None
         self._stats = np.empty((0, 0), dtype=np.float64)
         self._scores = np.empty(self._capacity, dtype=np.float64)
+        self._order = np.empty(self._capacity, dtype=np.float64)
         self._group_codes: dict[str, np.ndarray] = {}
         self._group_values: dict[str, dict[str, int]] = {}
         self._subscores: dict[str, array[float]] = {}
@@ -90,8 +91,13 @@ class ScoreAccumulator:
         """Count a sample that could not be scored (request failed, unparseable verdict, ...)."""
         self.failures[str(reason)] += 1
 
-    def add(self, score: SampleScore, groups: dict[str, str] | None = None) -> None:
-        """Add one sample's score; a score carrying ``failure`` is counted as a failure instead."""
+    def add(self, score: SampleScore, groups: dict[str, str] | None = None, order: float | None = None) -> None:
+        """Add one sample's score; a score carrying ``failure`` is counted as a failure instead.
+
+        ``order`` (e.g. the sample's index in the dataset) makes bootstrap CIs
+        independent of the order in which concurrent samples finished: rows are
+        sorted by it before resampling.
+        """
         if score.failure is not None:
             self.add_failure(score.failure)
             return
@@ -111,6 +117,7 @@ class ScoreAccumulator:
         if self._n == self._capacity:
             self._grow()
         row = self._n
+        self._order[row] = math.nan if order is None else float(order)
         self._stats[row] = stats
         self._scores[row] = math.nan if score.score is None else float(score.score)
         if groups:
@@ -139,6 +146,9 @@ class ScoreAccumulator:
         scores = np.empty(new, dtype=np.float64)
         scores[: self._n] = self._scores[: self._n]
         self._scores = scores
+        order = np.empty(new, dtype=np.float64)
+        order[: self._n] = self._order[: self._n]
+        self._order = order
         for name, codes in self._group_codes.items():
             grown = np.full(new, -1, dtype=np.int32)
             grown[: self._n] = codes[: self._n]
@@ -192,6 +202,10 @@ class ScoreAccumulator:
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
         """Corpus score, CI (``metric.ci_method``), counts, settings and per-group results."""
         rows, scores = self.stats, self.scores
+        order = self._order[: self._n]
+        perm = np.argsort(order, kind="stable") if self._n and not np.isnan(order).all() else None
+        if perm is not None:
+            rows, scores = rows[perm], scores[perm]
         value, low, high = self._summarize(rows, scores, seed, n_resamples)
         details: dict[str, Any] = dict(self.metric.describe())
         if self._n:
@@ -200,7 +214,7 @@ class ScoreAccumulator:
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
         for name, codes in self._group_codes.items():
-            codes = codes[: self._n]
+            codes = codes[: self._n] if perm is None else codes[: self._n][perm]
             per_value: dict[str, dict[str, float | int]] = {}
             for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
                 mask = codes == code
