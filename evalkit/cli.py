@@ -46,7 +46,7 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", help="only this task (runspec file)")
     p.add_argument("--metric", help="only entries this metric fits")
     p.add_argument("--language", help="only this language (code or name, e.g. en, english, fr-en)")
-    p.add_argument("--modality", choices=["audio", "text", "audio+text"], help="only this input modality (audio matches audio+text)")
+    p.add_argument("--modality", choices=["audio", "text", "audio+text"], help="only this input modality: audio (any audio input, audio+text included), text (text only), audio+text")
 
 
 def build_parser() -> argparse.ArgumentParser:

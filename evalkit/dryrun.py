@@ -363,7 +363,8 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         "present": f"response store {report.store_path}",
         "refresh": f"--refresh-cache: every request is asked again ({report.store_path})",
     }[report.store_state]
-    console.print(f"[bold]Dry run[/bold] of {plan.source}: {report.engines} engines x {len(plan.models)} models; {store}")
+    console.print(f"[bold]Dry run[/bold] of {plan.source}: {report.engines} engines x {len(plan.models)} models", soft_wrap=True)
+    console.print(store[0].upper() + store[1:], soft_wrap=True)
     table = Table(title="engines x models", title_justify="left")
     for column, justify in (("engine", "left"), ("model", "left"), ("samples", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right"), ("notes", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -390,4 +391,4 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
     to_send = sum(m.to_send or 0 for m in report.models)
     stored = sum(m.stored or 0 for m in report.models)
     suffix = " (+ unknown for hub datasets)" if any(m.partial for m in report.models) else ""
-    console.print(f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.")
+    console.print(f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.", soft_wrap=True)

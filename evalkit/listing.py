@@ -191,9 +191,10 @@ def _wanted_language(language: str | None) -> str | None:
 
 
 def _modality_matches(modality: str, wanted: str | None) -> bool:
+    """``audio`` selects every dataset with audio input (audio, audio+text); ``text`` only text-only ones."""
     if not wanted:
         return True
-    return wanted == modality or wanted in modality.split("+")
+    return wanted == modality or (wanted == "audio" and "audio" in modality.split("+"))
 
 
 @dataclass

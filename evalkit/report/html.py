@@ -66,7 +66,8 @@ def results_section(rows: list[ResultRow]) -> str:
     headers = ["dataset", "task", "metric", "model", "score", "95% CI", "n", "failed", "failure rate"]
 
     def cells(r: ResultRow) -> list[str]:
-        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None else "-"
+        known = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (r.ci_low, r.ci_high))
+        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if known else "-"
         flag = ' <span class="flag" title="failure rate above max_failure_rate, or the engine failed">!</span>' if r.unreliable else ""
         return [escape(r.dataset), escape(r.task), escape(r.metric), escape(r.model), fmt(r.score) + flag, ci, str(r.n), str(r.n_failed), f"{r.failure_rate:.1%}"]
 
@@ -81,7 +82,13 @@ def results_section(rows: list[ResultRow]) -> str:
 def _point(score: float | None, low: float | None, high: float | None, note: str = "") -> Point | None:
     if score is None or not isinstance(score, (int, float)) or not math.isfinite(score):
         return None
-    return Point(float(score), low if isinstance(low, (int, float)) else None, high if isinstance(high, (int, float)) else None, note)
+    def finite(value: Any) -> float | None:
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+    low, high = finite(low), finite(high)
+    if low is None or high is None:
+        low = high = None
+    return Point(float(score), low, high, note)
 
 
 def metric_charts(rows: list[ResultRow]) -> str:

@@ -144,7 +144,8 @@ def fmt(value: float | None) -> str:
 def table_rows(rows: list[ResultRow]) -> list[list[str]]:
     out = []
     for r in rows:
-        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if r.ci_low is not None else "-"
+        known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (r.ci_low, r.ci_high))
+        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if known else "-"
         flag = " !" if r.unreliable else ""
         out.append([r.dataset, r.metric, r.model, fmt(r.score) + flag, ci, str(r.n), str(r.n_failed)])
     return out
