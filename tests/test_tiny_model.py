@@ -130,27 +130,28 @@ def test_backend_detects_a_chat_model(backend, tiny_llama: Path) -> None:
     assert backend.count_tokens("Hello there") == expected != 2
 
 
-def test_greedy_batch_is_deterministic_and_depends_on_the_prompt(backend) -> None:
-    first = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
-    second = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
-    assert first == second
-    assert all(isinstance(text, str) and text for text in first)
-    assert len(set(first)) == len(PROMPTS)
+@pytest.fixture(scope="module")
+def greedy_answers(backend) -> list[str]:
+    return backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
 
 
-def test_batched_equals_one_by_one(backend) -> None:
-    batched = backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])
-    alone = [backend.chat_batch([_chat(p, max_tokens=16)])[0] for p in PROMPTS]
-    assert batched == alone
+def test_greedy_batch_is_deterministic_and_depends_on_the_prompt(backend, greedy_answers: list[str]) -> None:
+    assert backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS]) == greedy_answers
+    assert all(isinstance(text, str) and text for text in greedy_answers)
+    assert len(set(greedy_answers)) == len(PROMPTS)
 
 
-def test_batches_larger_than_max_batch_size_are_split(tiny_llama: Path) -> None:
+def test_batched_equals_one_by_one(backend, greedy_answers: list[str]) -> None:
+    # left padding done right: a short prompt padded next to a long one answers as it does alone
+    assert [backend.chat_batch([_chat(p, max_tokens=16)])[0] for p in PROMPTS] == greedy_answers
+
+
+def test_batches_larger_than_max_batch_size_are_split(tiny_llama: Path, greedy_answers: list[str]) -> None:
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
     small = TransformersBackend(tiny_llama, max_batch_size=2)
     try:
-        got = small.chat_batch([_chat(p, max_tokens=8) for p in PROMPTS])
-        assert got == [small.chat_batch([_chat(p, max_tokens=8)])[0] for p in PROMPTS]
+        assert small.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS]) == greedy_answers
     finally:
         small.close()
 
@@ -216,3 +217,46 @@ def test_a_folder_without_config_is_a_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(UserError, match="config.json"):
         TransformersBackend(tmp_path)
+
+
+# ------------------------------------------------------------------ speech to text (tiny Whisper)
+
+
+@pytest.fixture(scope="module")
+def whisper_backend(tmp_path_factory: pytest.TempPathFactory):
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+    from evalkit.testing.tiny_model import build_tiny_whisper
+
+    folder = build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
+    b = TransformersBackend(folder, max_batch_size=4)
+    yield b
+    b.close()
+
+
+def _sounds():
+    import numpy as np
+
+    t = np.arange(2 * 16_000) / 16_000
+    return [
+        np.random.default_rng(0).standard_normal(16_000).astype(np.float32) * 0.1,
+        (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32),
+        np.zeros(8_000, dtype=np.float32),
+        (0.3 * np.sign(np.sin(2 * np.pi * 3 * t))).astype(np.float32),
+    ]
+
+
+def test_whisper_is_detected_as_speech_to_text(whisper_backend) -> None:
+    assert whisper_backend.kind == "speech_to_text"
+    assert whisper_backend.supports_transcription and not whisper_backend.supports_chat
+    assert whisper_backend.languages == frozenset({"en"})  # English-only: no language tokens
+    with pytest.raises(NotImplementedError):
+        whisper_backend.chat_batch([_chat("Hello")])
+
+
+def test_whisper_transcribes_batches_like_single_requests(whisper_backend) -> None:
+    sounds = _sounds()
+    batched = whisper_backend.transcribe_batch(sounds)
+    assert batched == [whisper_backend.transcribe_batch([s])[0] for s in sounds]
+    assert all(isinstance(text, str) and text.strip() for text in batched)
+    assert len(set(batched)) >= 2  # the text depends on the audio
+    assert not any("<|" in text for text in batched)  # special tokens are skipped

@@ -22,12 +22,22 @@ Choices that keep engines in exact agreement:
   BOS whichever engine tokenizes it.
 * ``clean_up_tokenization_spaces`` is off: vLLM never applies it.
 * The output projection is not tied to the embeddings and the weights are
-  scaled so that the top logits are well apart, so float32 rounding
-  differences between kernels do not flip a greedy choice.
+  scaled so that the top logits are well apart (smallest top-1/top-2 gap
+  seen on the test prompts: 0.05 on logits of spread about 8), so float32
+  rounding differences between kernels do not flip a greedy choice.
+* Each attention head is 32 wide: vLLM's CPU attention refuses 16
+  ("Unsupported CPU attention configuration: head_dim=16"), and only at the
+  first request, not at start-up.
+
+``build_tiny_whisper(dir)`` makes a Whisper of the same size from the same
+tokenizer, for the speech-to-text path (transformers only; vLLM is not asked
+to serve it).
 
 Use ``build_tiny_llama(dir)`` from Python or
-``python -m evalkit.testing.tiny_model OUT_DIR`` from a shell. torch,
-transformers and tokenizers are imported inside the builder only.
+``python -m evalkit.testing.tiny_model OUT_DIR [--kind whisper]`` from a
+shell. torch, transformers and tokenizers are imported inside the builders
+only. A folder that already holds a complete model of the same kind, seed and
+recipe is returned as it is.
 """
 
 from __future__ import annotations
@@ -71,14 +81,18 @@ NUM_HEADS = 2
 NUM_KV_HEADS = 1
 MAX_POSITIONS = 512
 
-_REQUIRED_FILES = (
-    "config.json",
-    "generation_config.json",
-    "model.safetensors",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    MARKER_FILE,
-)
+_COMMON_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer_config.json", MARKER_FILE)
+_REQUIRED_FILES = {
+    "llama": (*_COMMON_FILES, "tokenizer.json"),
+    "whisper": (*_COMMON_FILES, "vocab.json", "merges.txt"),
+}
+
+# the tiny Whisper: decoding stops after this many tokens, so its tests stay fast
+WHISPER_MAX_LENGTH = 12
+WHISPER_SPECIAL_TOKENS = [
+    "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|translate|>",
+    "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>",
+]
 
 # ---------------------------------------------------------------- training text
 
@@ -192,6 +206,9 @@ def _fill_weights(model, seed: int) -> None:
         for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
             if name.endswith("norm.weight"):
                 values = np.ones(param.shape, dtype=np.float32)
+            elif name.endswith(".bias"):
+                # random biases add the same vector at every step and drown the input
+                values = np.zeros(param.shape, dtype=np.float32)
             else:
                 fan_in = param.shape[-1] if param.dim() > 1 else 1
                 # unit-variance activations through each projection; the
@@ -202,7 +219,7 @@ def _fill_weights(model, seed: int) -> None:
             param.copy_(torch.from_numpy(values))
 
 
-def _build_into(folder: Path, seed: int) -> None:
+def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -251,57 +268,136 @@ def _build_into(folder: Path, seed: int) -> None:
     cfg["chat_template"] = CHAT_TEMPLATE
     cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
-    n_params = sum(p.numel() for p in model.parameters())
-    marker = {"recipe": RECIPE_VERSION, "seed": seed, "parameters": n_params, "vocab_size": vocab_size}
-    (folder / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    return sum(p.numel() for p in model.parameters()), vocab_size
 
 
-def is_complete(out_dir: str | Path, seed: int = 0) -> bool:
-    """True when out_dir holds a model built by this recipe with this seed."""
+def _build_whisper_into(folder: Path, seed: int) -> tuple[int, int]:
+    import torch
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
+
+    # Whisper's tokenizer reads GPT-2 style vocab.json + merges.txt
+    _train_tokenizer(seed).model.save(str(folder))
+    eot = "<|endoftext|>"
+    tokenizer = WhisperTokenizer.from_pretrained(
+        str(folder), unk_token=UNK, bos_token=eot, eos_token=eot, pad_token=eot
+    )
+    tokenizer.add_special_tokens({"additional_special_tokens": WHISPER_SPECIAL_TOKENS})
+    ids = {tok: tokenizer.convert_tokens_to_ids(tok) for tok in [eot, *WHISPER_SPECIAL_TOKENS]}
+    processor = WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer)
+
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        num_mel_bins=80,
+        d_model=HIDDEN_SIZE,
+        encoder_layers=NUM_LAYERS,
+        decoder_layers=NUM_LAYERS,
+        encoder_attention_heads=NUM_HEADS,
+        decoder_attention_heads=NUM_HEADS,
+        encoder_ffn_dim=INTERMEDIATE_SIZE,
+        decoder_ffn_dim=INTERMEDIATE_SIZE,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=ids[eot],
+        bos_token_id=ids[eot],
+        eos_token_id=ids[eot],
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+        begin_suppress_tokens=None,
+        suppress_tokens=None,
+        # tied to the embeddings, a random decoder just repeats its last token
+        tie_word_embeddings=False,
+    )
+    torch.manual_seed(seed)
+    model = WhisperForConditionalGeneration(config).to(torch.float32).eval()
+    _fill_weights(model, seed)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+        bos_token_id=ids[eot],
+        eos_token_id=ids[eot],
+        pad_token_id=ids[eot],
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        is_multilingual=False,
+        max_length=WHISPER_MAX_LENGTH,
+    )
+    model.save_pretrained(folder, safe_serialization=True)
+    processor.save_pretrained(folder)
+    return sum(p.numel() for p in model.parameters()), len(tokenizer)
+
+
+_BUILDERS = {"llama": _build_llama_into, "whisper": _build_whisper_into}
+
+
+def is_complete(out_dir: str | Path, seed: int = 0, kind: str = "llama") -> bool:
+    """True when out_dir holds a model of this kind built by this recipe with this seed."""
     folder = Path(out_dir)
-    if not all((folder / name).is_file() for name in _REQUIRED_FILES):
+    if not all((folder / name).is_file() for name in _REQUIRED_FILES[kind]):
         return False
     try:
         marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed
+    return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed and marker.get("kind", "llama") == kind
 
 
-def build_tiny_llama(out_dir: str | Path, seed: int = 0) -> Path:
-    """Build (or reuse) the tiny chat model in out_dir and return its path.
+def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
+    """Build (or reuse) a model of ``kind`` in out_dir and return its path.
 
     The files are written into a temporary sibling folder and moved in one by
     one with the marker last, so a half-built folder is never taken as done.
     """
     folder = Path(out_dir).resolve()
-    if is_complete(folder, seed):
+    if is_complete(folder, seed, kind):
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER_FILE).unlink(missing_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".tiny-llama-", dir=folder.parent))
+    staging = Path(tempfile.mkdtemp(prefix=f".tiny-{kind}-", dir=folder.parent))
     try:
-        _build_into(staging, seed)
+        n_params, vocab_size = _BUILDERS[kind](staging, seed)
+        marker = {"recipe": RECIPE_VERSION, "kind": kind, "seed": seed, "parameters": n_params, "vocab_size": vocab_size}
+        (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         names = sorted(p.name for p in staging.iterdir() if p.name != MARKER_FILE)
         for name in [*names, MARKER_FILE]:
             target = folder / name
             if target.is_dir():
                 shutil.rmtree(target)
+            (staging / name).chmod(0o644)
             os.replace(staging / name, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
 
 
+def build_tiny_llama(out_dir: str | Path, seed: int = 0) -> Path:
+    """The tiny Llama chat model in out_dir (built unless already there for this seed)."""
+    return _build_cached(out_dir, seed, "llama")
+
+
+def build_tiny_whisper(out_dir: str | Path, seed: int = 0) -> Path:
+    """A tiny random English-only Whisper (WhisperForConditionalGeneration + WhisperProcessor).
+
+    For tests of the speech-to-text path: the transcripts are gibberish but
+    deterministic. It has no timestamp tokens, so it cannot do Whisper's
+    long-form (over 30 s) decoding; keep test audio shorter.
+    """
+    return _build_cached(out_dir, seed, "whisper")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m evalkit.testing.tiny_model",
-        description="Build a tiny random-weight Llama chat model (no downloads).",
+        description="Build a tiny random-weight Llama chat model or Whisper (no downloads).",
     )
+    parser.add_argument("--kind", choices=sorted(_BUILDERS), default="llama", help="which model (default: llama)")
     parser.add_argument("out_dir", help="folder to write the model into (reused when complete)")
     parser.add_argument("--seed", type=int, default=0, help="weights and training-text seed")
     args = parser.parse_args(argv)
-    path = build_tiny_llama(args.out_dir, seed=args.seed)
+    path = _build_cached(args.out_dir, args.seed, args.kind)
     marker = json.loads((path / MARKER_FILE).read_text(encoding="utf-8"))
     print(f"{path} ({marker['parameters']:,} parameters, vocabulary {marker['vocab_size']})")
     return 0
