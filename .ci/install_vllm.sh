@@ -11,7 +11,7 @@
 # models without them, so they are removed.
 #
 # Run: bash .ci/install_vllm.sh   (EVALKIT_SKIP_VLLM=1 installs only torch +
-# transformers + tokenizers). About 3.5 minutes and 1.5 GB of downloads the
+# transformers + tokenizers). About 3.5 minutes (measured here) the
 # first time; seconds after that.
 #
 # Then a vLLM server on the CPU starts as (about 30 s on an idle machine, 80-110 s
