@@ -9,7 +9,6 @@ exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import shutil
@@ -83,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run_async(coro):  # type: ignore[no-untyped-def]
+    import asyncio
+
     try:
         import uvloop  # type: ignore[import-not-found]
     except ImportError:

@@ -355,6 +355,7 @@ def _n(value: int | None, note: str = "") -> str:
 def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console(highlight=False, width=max(120, Console().width))
     store = {
@@ -363,8 +364,8 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         "present": f"response store {report.store_path}",
         "refresh": f"--refresh-cache: every request is asked again ({report.store_path})",
     }[report.store_state]
-    console.print(f"[bold]Dry run[/bold] of {plan.source}: {report.engines} engines x {len(plan.models)} models", soft_wrap=True)
-    console.print(store[0].upper() + store[1:], soft_wrap=True)
+    console.print(Text.assemble(("Dry run", "bold"), f" of {plan.source}: {report.engines} engines x {len(plan.models)} models"), soft_wrap=True)
+    console.print(store[0].upper() + store[1:], soft_wrap=True, markup=False)
     table = Table(title="engines x models", title_justify="left")
     for column, justify in (("engine", "left"), ("model", "left"), ("samples", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right"), ("notes", "left")):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
@@ -379,14 +380,14 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         if p.samples is None and p.note.startswith("engine"):
             notes.append(p.note)
         samples = _n(p.samples, p.note if p.samples is None and not p.note.startswith("engine") else "")
-        table.add_row(p.engine, p.model, samples, _n(p.requests), _n(p.stored), _n(p.to_send), "; ".join(notes))
+        table.add_row(*(Text(c) for c in (p.engine, p.model, samples, _n(p.requests), _n(p.stored), _n(p.to_send), "; ".join(notes))))
     console.print(table)
     models = Table(title="models (requests shared by engines are sent once)", title_justify="left")
     for column, justify in (("model", "left"), ("kind", "left"), ("endpoints", "right"), ("in flight", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right")):
         models.add_column(column, justify=justify)  # type: ignore[arg-type]
     for m in report.models:
         plus = "+" if m.partial else ""
-        models.add_row(m.model, m.kind, str(m.endpoints), str(m.batch_size), _n(m.requests) + plus, _n(m.stored) + plus, _n(m.to_send) + plus)
+        models.add_row(Text(m.model), m.kind, str(m.endpoints), str(m.batch_size), _n(m.requests) + plus, _n(m.stored) + plus, _n(m.to_send) + plus)
     console.print(models)
     to_send = sum(m.to_send or 0 for m in report.models)
     stored = sum(m.stored or 0 for m in report.models)

@@ -124,21 +124,23 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(highlight=False)
-    console.print(f"[bold]{data['name']}[/bold]  ({data['kind']}" + (f", {data['category']}/{data['task']})" if data["kind"] == "dataset" else f", {data.get('category', '')})" if data["kind"] == "task" else ")"))
+    where = f", {data['category']}/{data['task']}" if data["kind"] == "dataset" else f", {data['category']}" if data["kind"] == "task" else ""
+    console.print(Text.assemble((data["name"], "bold"), f"  ({data['kind']}{where})"))
     if data.get("description"):
-        console.print(data["description"])
+        console.print(data["description"], markup=False)
     console.print()
     if data["kind"] == "dataset":
         table = Table(show_header=False, box=None, pad_edge=False)
         table.add_column(style="bold")
         table.add_column(overflow="fold")
         for key, value in data["fields"].items():
-            table.add_row(key, json.dumps(value) if isinstance(value, (dict, list)) else str(value))
+            table.add_row(key, Text(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
         if data["rows"] is not None:
             table.add_row("rows", f"{data['rows']} (before filters)")
-        table.add_row("runspec", data["runspec"])
+        table.add_row("runspec", Text(data["runspec"]))
         table.add_row("metrics that fit", _metric_list(data["metrics"]))
         console.print(table)
     elif data["kind"] == "metric":
@@ -153,13 +155,13 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         table.add_row("fits", f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]))
         console.print(table)
     else:
-        console.print(f"metrics that fit: {_metric_list(data['metrics'])}")
-        console.print(f"runspec: {data['runspec']}")
+        console.print(f"metrics that fit: {_metric_list(data['metrics'])}", markup=False)
+        console.print(f"runspec: {data['runspec']}", markup=False)
         table = Table(title=f"{len(data['datasets'])} datasets", title_justify="left")
         for column in ("name", "language", "modality", "source"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for d in data["datasets"]:
-            table.add_row(d["name"], d["language"], d["modality"], d["source"])
+            table.add_row(*(Text(d[k]) for k in ("name", "language", "modality", "source")))
         console.print(table)
     console.print("\n[bold]example config:[/bold]")
     console.print(data["example"], markup=False)

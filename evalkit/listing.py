@@ -12,7 +12,6 @@ metrics can only be known by importing, so the real registry is used then.
 from __future__ import annotations
 
 import ast
-import inspect
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -130,6 +129,8 @@ def _plugins_installed() -> bool:
 
 
 def _imported_metrics() -> dict[str, MetricInfo]:
+    import inspect
+
     from evalkit.metrics import METRICS
 
     aliases: dict[str, list[str]] = {}
@@ -390,7 +391,7 @@ def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[st
             rows.append(
                 {
                     "name": name, "inference_type": info.inference_type, "model": info.model, "endpoints": endpoints,
-                    "batch_size": sum(i.batch_size for i in infos), "source": str(path),
+                    "batch_size": sum(i.batch_size for i in infos), "source": str(path), "notes": "",
                 }
             )
     try:
@@ -401,7 +402,7 @@ def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[st
         rows.append(
             {
                 "name": name, "inference_type": "local", "model": "(--model PATH)" if spec.needs_model else "(built in)", "endpoints": 0,
-                "batch_size": "", "source": f"evalkit serve --backend {name}  [{spec.extra}]  {spec.summary}",
+                "batch_size": "", "source": f"evalkit serve --backend {name}", "notes": f"pip extra [{spec.extra}]; {spec.summary}",
             }
         )
     return rows
@@ -416,10 +417,14 @@ TABLE_COLUMNS = {
     "tasks": ["name", "category", "datasets", "default_metric", "metrics", "description"],
     "categories": ["name", "datasets", "tasks"],
     "metrics": ["name", "aliases", "better", "ci", "judge", "description"],
-    "models": ["name", "inference_type", "model", "endpoints", "batch_size", "source"],
+    "models": ["name", "inference_type", "model", "endpoints", "batch_size", "source", "notes"],
     "preprocessors": ["name", "aliases", "datasets", "description"],
     "postprocessors": ["name", "aliases", "datasets", "description"],
 }
+
+
+#: columns kept on one line (identifiers people copy into configs)
+_NO_WRAP = {"name", "source", "task", "language", "modality", "inference_type", "model"}
 
 
 def _cell(value: Any) -> str:
@@ -447,15 +452,16 @@ def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None
         return buffer.getvalue()
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}", title_justify="left", show_lines=False)
     for column in TABLE_COLUMNS[kind]:
-        table.add_column(column, overflow="fold", no_wrap=column == "name")
+        table.add_column(column, overflow="fold", no_wrap=column in _NO_WRAP)
     for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in TABLE_COLUMNS[kind]))
+        table.add_row(*(Text(_cell(row.get(c))) for c in TABLE_COLUMNS[kind]))  # data, never markup
     console = Console(width=width, record=True, force_terminal=False, color_system=None, highlight=False, soft_wrap=False, file=_NullFile())
     console.print(table)
-    return console.export_text()
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 
 
 class _NullFile:

@@ -123,6 +123,7 @@ def render_comparison(comparisons: list[Comparison], fmt_name: str, label_a: str
 def print_comparison(comparisons: list[Comparison], label_a: str, label_b: str, console: Any = None) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console(width=max(140, Console().width), highlight=False)
     directions = _directions(comparisons)
@@ -132,10 +133,7 @@ def print_comparison(comparisons: list[Comparison], label_a: str, label_b: str, 
     styles = {"better": "green", "worse": "red"}
     for c in comparisons:
         cells = _cells(c, directions[c.metric])
-        style = styles.get(cells[-1])
-        if style:
-            cells[-1] = f"[{style}]{cells[-1]}[/{style}]"
-        table.add_row(*cells)
+        table.add_row(*(Text(cell) for cell in cells[:-1]), Text(cells[-1], style=styles.get(cells[-1], "")))
     console.print(table)
     disjoint = sum(1 for c in comparisons if c.overlap is False)
     console.print(f"{len(comparisons)} rows compared; {disjoint} with non-overlapping 95% CIs.")

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from evalkit.report.results import HEADERS, ResultRow, table_rows
 
@@ -20,7 +21,7 @@ def print_table(rows: list[ResultRow], title: str, console: Console | None = Non
     for header in HEADERS:
         table.add_column(header, justify="right" if header in ("score", "n", "failed") else "left")
     for cells in table_rows(rows):
-        table.add_row(*cells)
+        table.add_row(*(Text(c) for c in cells))
     console.print(table)
 
 
@@ -30,7 +31,7 @@ def print_results(outcome: Any, console: Console | None = None) -> None:
     print_table(outcome.rows, f"evalkit results — {outcome.run_dir}", console)
     for engine in outcome.engines:
         if engine.error:
-            console.print(f"[red]engine {engine.spec.id} failed:[/red] {engine.error}")
+            console.print(Text.assemble((f"engine {engine.spec.id} failed:", "red"), f" {engine.error}"))
     console.print(
         f"{outcome.requests_sent} requests sent, {outcome.store_hits} answered by the response store, {outcome.seconds:.1f} s. "
         f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"

@@ -166,17 +166,18 @@ class LiveProgress(Progress):
     def render(self) -> Any:
         from rich.progress_bar import ProgressBar
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(box=None, padding=(0, 1), show_edge=False)
         for column, justify in (("engine", "left"), ("model", "left"), ("", "left"), ("done", "right"), ("req/s", "right"), ("failed", "right"), ("ETA", "right")):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         rows = list(self.lines.items())
         for (engine, model), line in rows:
-            table.add_row(*self._cells(engine, model, line, ProgressBar))
-        table.add_row(*self._cells("[bold]overall[/bold]", "", self.overall(), ProgressBar))
+            table.add_row(*self._cells(Text(engine), Text(model), line, ProgressBar))
+        table.add_row(*self._cells(Text("overall", style="bold"), Text(""), self.overall(), ProgressBar))
         return table
 
-    def _cells(self, engine: str, model: str, line: _Line, bar_cls: Any) -> list[Any]:
+    def _cells(self, engine: Any, model: Any, line: _Line, bar_cls: Any) -> list[Any]:
         total = line.total
         bar = bar_cls(total=float(total) if total else None, completed=float(line.done), width=24, pulse=total is None and line.done > 0)
         done = f"{line.done}/{'?' if total is None else total}"
