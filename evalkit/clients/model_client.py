@@ -34,8 +34,9 @@ on its worker right before it is sent, so one replica sends at most
 
 Identical requests in flight at once share one future; finished ones come
 from the response store. A success resolves only after the store has
-committed it, so whatever the engine records is already stored. Errors are
-never stored.
+committed it (the worker waits for the group commit), so whatever the
+engine records is already stored, and at most ``batch_size`` answers per
+endpoint are received-but-not-stored at any moment. Errors are never stored.
 """
 
 from __future__ import annotations
@@ -412,7 +413,7 @@ class ModelClient:
                 text=attempt.text, raw=attempt.raw, status=attempt.status, latency=attempt.latency,
                 attempts=job.attempts, replica=replica.pool.name, usage=attempt.usage or {},
             )
-            self._deliver(job, outcome)
+            await self._deliver(job, outcome)
             return True
         if attempt.endpoint_fault:
             self._last_fault = attempt
@@ -431,23 +432,25 @@ class ModelClient:
             return None
         return max(0.0, self.policy.deadline - (time.monotonic() - job.started))
 
-    def _deliver(self, job: _Job, outcome: Outcome) -> None:
-        """Resolve the job once its answer is committed to the store (at once without a store)."""
-        if self.store is None:
-            if not job.future.done():
-                job.future.set_result(outcome)
-            return
-        payload = {"text": outcome.text, "raw": outcome.raw, "usage": outcome.usage}
-        committed = self.store.put(job.store_key, self.name, payload)
+    async def _deliver(self, job: _Job, outcome: Outcome) -> None:
+        """Resolve the job once its answer is committed to the store.
 
-        def resolve(done: asyncio.Future[None]) -> None:
-            if not done.cancelled() and done.exception() is not None and not self._store_warned:
-                self._store_warned = True
-                log.warning("response store write failed (answers are used but not kept): %s", done.exception())
-            if not job.future.done():
-                job.future.set_result(outcome)
-
-        committed.add_done_callback(resolve)
+        The worker keeps its slot until then, so at any moment at most
+        ``batch_size`` answers per endpoint are received but not yet stored:
+        the most a kill can make a resumed run ask again.
+        """
+        if self.store is not None:
+            payload = {"text": outcome.text, "raw": outcome.raw, "usage": outcome.usage}
+            try:
+                await self.store.put(job.store_key, self.name, payload)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - a store that cannot write must not cost the answer
+                if not self._store_warned:
+                    self._store_warned = True
+                    log.warning("response store write failed (answers are used but not kept): %s", error)
+        if not job.future.done():
+            job.future.set_result(outcome)
 
     def _retry_or_fail(self, job: _Job, attempt: Attempt, replica: _Replica, *, charge: bool) -> None:
         policy = self.policy

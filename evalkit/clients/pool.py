@@ -50,7 +50,7 @@ class Attempt:
 
     @property
     def retryable(self) -> bool:
-        return self.failure is not None and self.status not in NON_RETRYABLE
+        return self.failure is not None and self.failure != "client_error" and self.status not in NON_RETRYABLE
 
     @property
     def rate_limited(self) -> bool:
@@ -97,7 +97,12 @@ class EndpointPool:
 
     async def attempt(self, request: ModelRequest, timeout: float | None = None) -> Attempt:
         """One attempt within ``timeout`` seconds (default: the endpoint's per-attempt timeout)."""
-        attempt = await self._attempt(request, self.timeout if timeout is None else max(0.001, min(timeout, self.timeout)))
+        try:
+            attempt = await self._attempt(request, self.timeout if timeout is None else max(0.001, min(timeout, self.timeout)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - e.g. a request aiohttp refuses to build: fails the same way again
+            attempt = Attempt(failure="client_error", error=f"{type(error).__name__}: {error}")
         if attempt.error and self._secrets:
             attempt.error = scrub(attempt.error, self._secrets)
         return attempt
