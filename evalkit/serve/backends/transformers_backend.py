@@ -381,9 +381,10 @@ class TransformersBackend(Backend):
     def _transcribe_chunk(self, audios: list[np.ndarray], language: str | None) -> list[str]:
         arrays = [np.asarray(a, dtype=np.float32).reshape(-1) for a in audios]
         long_form = any(len(a) > WHISPER_WINDOW_SECONDS * SAMPLING_RATE for a in arrays)
-        feature_kwargs: dict[str, Any] = {"sampling_rate": SAMPLING_RATE, "return_tensors": "pt"}
+        # the mask tells generate() where each clip's padding starts (and silences its warning)
+        feature_kwargs: dict[str, Any] = {"sampling_rate": SAMPLING_RATE, "return_tensors": "pt", "return_attention_mask": True}
         if long_form:
-            feature_kwargs.update(truncation=False, padding="longest", return_attention_mask=True)
+            feature_kwargs.update(truncation=False, padding="longest")
         features = self.processor(arrays, **feature_kwargs)
         inputs = {k: v.to(self.device) for k, v in features.items()}
         if "input_features" in inputs:
