@@ -71,8 +71,6 @@ _TRANSPORT_FIELDS = frozenset({
     "url", "auth_token", "batch_size", "timeout", "retry_attempts", "delay", "requests_per_minute", "tokens_per_minute", "launch", "deadline",
 })
 _JUDGE_TRANSPORT_FIELDS = frozenset({"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"})
-#: the default deadline of a request over all its attempts: generous, a safety net against endless 429s and pauses
-_MIN_DEADLINE = 300.0
 
 
 def new_run_dir(output_dir: Path) -> Path:
@@ -80,11 +78,6 @@ def new_run_dir(output_dir: Path) -> Path:
     run_dir = output_dir / f"{stamp}_{secrets.token_hex(3)}"
     run_dir.mkdir(parents=True, exist_ok=False)
     return run_dir
-
-
-def default_deadline(timeout: float, retry_attempts: int) -> float:
-    """Seconds a request may take over all its attempts when the config sets none."""
-    return max(_MIN_DEADLINE, 4.0 * timeout * (retry_attempts + 1))
 
 
 def build_clients(plan: Plan, store: ResponseStore | None) -> dict[str, ModelClient]:
@@ -103,8 +96,7 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
             )
             pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
     info = model.info
-    deadline = getattr(info, "deadline", None) or default_deadline(info.timeout, info.retry_attempts)
-    policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=deadline)
+    policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=getattr(info, "deadline", None))  # None: derived from timeout
     return ModelClient(
         model.name, pools, policy, store=store, delay_ms=info.delay,
         requests_per_minute=info.requests_per_minute, tokens_per_minute=info.tokens_per_minute,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import model_entry, write_config
-from evalkit.clients.model_client import ModelClient, RetryPolicy
+from evalkit.clients.model_client import Circuit, ModelClient, RetryPolicy
 from evalkit.clients.pool import EndpointPool, retry_after_seconds
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket
@@ -311,6 +311,41 @@ def test_token_bucket_and_adaptive_limit_units() -> None:
 async def _acquired(limit: AdaptiveLimit) -> bool:
     await limit.acquire()
     return True
+
+
+def test_backoff_is_exponential_with_jitter_and_honours_retry_after() -> None:
+    policy = RetryPolicy(backoff_base=0.5, backoff_max=4.0)
+    for attempt, ceiling in ((1, 0.5), (2, 1.0), (3, 2.0), (4, 4.0), (9, 4.0)):
+        waits = [policy.backoff(attempt) for _ in range(200)]
+        assert all(ceiling / 2 <= w <= ceiling for w in waits) and len(set(waits)) > 150
+    assert all(2.0 <= policy.backoff(1, retry_after=2.0) <= 2.2 for _ in range(50))  # never before Retry-After
+    assert policy.backoff(1, retry_after=10_000) <= policy.retry_after_max * 1.1
+
+
+def test_circuit_opens_probes_in_rounds_and_dies_only_when_every_probe_fails() -> None:
+    async def go() -> None:
+        circuit = Circuit(threshold=4, pause=0.01, rounds=3, width=3)
+        for _ in range(4):
+            assert await circuit.admit() == -1
+            circuit.fault()
+        assert not circuit.closed and circuit.openings == 1
+        # half-open: three probes of one round; one answer among them closes the circuit
+        probes = [await circuit.admit() for _ in range(3)]
+        assert len(set(probes)) == 1 and probes[0] >= 0
+        circuit.fault(probes[0])
+        circuit.fault(probes[1])
+        circuit.alive(probes[2])
+        assert circuit.closed and not circuit.dead
+        # a dead endpoint: every probe of three rounds fails
+        for _ in range(4):
+            circuit.fault()
+        for _ in range(3):
+            probes = [await circuit.admit() for _ in range(3)]
+            for probe in probes:
+                circuit.fault(probe)
+        assert circuit.dead and await circuit.admit() is None
+
+    asyncio.run(go())
 
 
 def test_retry_after_header_forms() -> None:

@@ -42,6 +42,7 @@ endpoint are received-but-not-stored at any moment. Errors are never stored.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -77,7 +78,8 @@ class RetryPolicy:
     breaker_probes: int = 3
     #: probes per round (at most the replica's workers); the round fails only if all of them fail
     probe_width: int = 3
-    #: seconds a request may take over all its attempts, from its first attempt (None: no deadline)
+    #: seconds a request may take over all its attempts, from its first attempt
+    #: (None: :func:`default_deadline` of the slowest endpoint's timeout)
     deadline: float | None = None
 
     def backoff(self, attempt: int, retry_after: float | None = None) -> float:
@@ -87,6 +89,11 @@ class RetryPolicy:
             return wait + random.uniform(0, min(0.1 * wait, 1.0))  # never earlier than asked; spread a herd
         ceiling = min(self.backoff_max, self.backoff_base * 2 ** max(0, attempt - 1))
         return random.uniform(ceiling / 2, ceiling)
+
+
+def default_deadline(timeout: float, retry_attempts: int) -> float:
+    """A request's deadline when none is configured: a safety net against endless 429s and pauses, not a tight bound."""
+    return max(300.0, 4.0 * timeout * (retry_attempts + 1))
 
 
 @dataclass(slots=True)
@@ -230,6 +237,8 @@ class ModelClient:
         tokens_per_minute: float | None = None,
     ) -> None:
         self.name = name
+        if policy.deadline is None and pools:
+            policy = dataclasses.replace(policy, deadline=default_deadline(max(p.timeout for p, _ in pools), policy.retry_attempts))
         self.policy = policy
         self.store = store
         self._replicas = [
