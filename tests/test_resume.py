@@ -83,6 +83,8 @@ def _check_nothing_recorded_was_resent(killed: dict[str, Any], server) -> set[st
     assert not killed["stored_shas"] & resent  # nothing committed was sent again
     in_flight_at_kill = killed["completed_shas"] & resent  # answered by the server, not yet committed by the client
     assert len(in_flight_at_kill) <= BATCH
+    print(f"killed at {len(killed['completed_shas'])} answered requests: {len(killed['recorded'])} records, "
+          f"{len(killed['stored_shas'])} stored, {len(in_flight_at_kill)} answered-but-unstored sent again, {len(resent)} sent after the kill")
     return resent
 
 

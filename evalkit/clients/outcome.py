@@ -11,9 +11,19 @@ class Outcome:
     """The end of one logical request (after retries, or from the store).
 
     ``text`` is the model's answer when ``failure`` is None. ``failure`` is a
-    short reason class ("http_500", "timeout", "connection", "parse",
-    "http_400", "endpoint_unavailable", ...) and ``error`` the detail (the
-    server's message, never request headers).
+    short reason class and ``error`` the detail, scrubbed of the endpoint's
+    credentials (never request headers):
+
+    - ``http_<status>``: the last answer was that status; ``error`` is
+      ``"HTTP <status>: <the server's own message>"``. 4xx other than 408/409/425/429
+      are not retried; 408/409/425/429 and 5xx are, until the retries or the deadline run out.
+    - ``timeout``: no answer within the attempt's timeout (the last attempt's).
+    - ``connection``: refused, reset or dropped before an answer.
+    - ``parse``: a 200 whose body is not a usable answer.
+    - ``endpoint_unavailable``: every replica of the model is dead (circuit
+      breaker); ``error`` names the last endpoint error.
+    - ``client_error``: the request could not be built or sent (not retried).
+    - ``deadline``: the request's deadline passed before any attempt answered.
     """
 
     text: str | None = None

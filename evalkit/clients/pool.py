@@ -31,8 +31,9 @@ from evalkit.clients.protocol import (
 from evalkit.clients.request import ModelRequest
 from evalkit.report.redact import url_secrets, redact_url, scrub
 
-#: statuses that will fail the same way again: not retried
-NON_RETRYABLE = frozenset({400, 401, 403, 404, 405, 413, 415, 422})
+#: 4xx statuses that may pass on a retry (timeout, conflict, too early, rate limit); every other 4xx
+#: (400, 401, 403, 404, 422, ...) fails the same way again and is not retried
+RETRYABLE_4XX = frozenset({408, 409, 425, 429})
 
 
 @dataclass(slots=True)
@@ -50,7 +51,10 @@ class Attempt:
 
     @property
     def retryable(self) -> bool:
-        return self.failure is not None and self.failure != "client_error" and self.status not in NON_RETRYABLE
+        if self.failure is None or self.failure == "client_error":
+            return False
+        status = self.status
+        return status is None or status < 400 or status >= 500 or status in RETRYABLE_4XX
 
     @property
     def rate_limited(self) -> bool:
