@@ -2,9 +2,13 @@
 
 Samples are read in a worker thread in small batches and at most ``window``
 samples are in flight, so memory is bounded by the window, not the dataset.
-A sample's audio is decoded once and shared by all models; every model's
-request goes through that model's shared client (pools, retries, store).
-A failed request is recorded with its reason and excluded from the score.
+A sample's audio is decoded and cut for every model once, in an audio
+worker process (:func:`evalkit.request_builder.run_audio_job`), and shared
+by all models; every model's request goes through that model's shared
+client (pools, retries, store). A failed request (or one failed chunk of
+long audio) is recorded with its reason and excluded from the score. Each
+record's ``prompt`` says what shaped the prompt: template pool and index,
+in-context example ids, add-on and system prompt names.
 """
 
 from __future__ import annotations
@@ -42,8 +46,9 @@ from evalkit.request_builder import (
     example_key,
     history_after,
     joined_answer,
-    prepare_audio,
     prepare_example_audio,
+    prepare_turn_audio,
+    run_audio_job,
     turn_requests,
 )
 
@@ -187,14 +192,15 @@ class Engine:
         future = self._example_audio.get(example.id)
         if future is None:
             assert example.audio is not None
-            future = asyncio.ensure_future(asyncio.to_thread(prepare_example_audio, example.audio, self.shapes))
+            future = asyncio.ensure_future(run_audio_job(prepare_example_audio, example.audio, self.shapes))
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
 
     async def _prepare(self, prompt: Prompt, examples: list[Sample]) -> PreparedAudio | Outcome:
-        """Decode the sample's audio once and cut it for every model, in a worker thread."""
+        """Decode the sample's audio once and cut it for every model, in a worker process."""
+        audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
-            prepared = await asyncio.to_thread(prepare_audio, prompt, self.shapes)
+            prepared = await run_audio_job(prepare_turn_audio, audio, self.shapes) if audio else PreparedAudio({})
         except (ValueError, OSError, RuntimeError) as error:
             return failed("audio", f"could not decode audio: {error}")
         for index, ((turn, _), example) in enumerate(zip(prompt.examples, examples)):

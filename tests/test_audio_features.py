@@ -279,6 +279,7 @@ def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_ser
         return original(audio)
 
     monkeypatch.setattr(rb, "pcm16_of", counting)
+    monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "0")  # threads, so the counter sees every decode
     server = make_server()
     _, records = run(
         tmp_path,
@@ -345,3 +346,35 @@ def test_loop_lag_sampler_sees_a_blocked_loop() -> None:
     assert max(sampler.lags) >= 0.09
     assert sampler.quantile(1.0) == max(sampler.lags)
     assert statistics.median(sampler.lags) <= max(sampler.lags)
+
+
+def _die_in_a_worker_process() -> str:
+    """Kill the audio worker process that runs this; in a thread (the fallback) just answer."""
+    import multiprocessing
+    import os
+    import signal
+
+    if multiprocessing.parent_process() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "thread"
+
+
+def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypatch) -> None:
+    import os
+
+    import evalkit.request_builder as rb
+
+    monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "2")
+    monkeypatch.setattr(rb, "_pool", None)  # a pool of its own, restored (and the shared one kept) afterwards
+    monkeypatch.setattr(rb, "_pool_failed", False)
+
+    async def main() -> tuple[int, str, int]:
+        worker_pid = await rb.run_audio_job(os.getpid)
+        fallback = await rb.run_audio_job(_die_in_a_worker_process)
+        after = await rb.run_audio_job(os.getpid)
+        return worker_pid, fallback, after
+
+    worker_pid, fallback, after = asyncio.run(main())
+    assert worker_pid != os.getpid()  # decoded in another process, not on the loop's interpreter
+    assert fallback == "thread" and rb._pool_failed  # the job was retried in a thread
+    assert after == os.getpid()  # and later jobs stay in threads
