@@ -173,24 +173,34 @@ def plan_for_resume(run_dir: str | Path) -> Plan:
 
 
 def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
-    """The saved config with masked values (tokens, keys, URLs with credentials) taken from the fresh one."""
+    """The saved config with every masked value (tokens, keys, URLs with credentials) taken from the fresh one.
+
+    Model entries are matched by name and model id (the saved config may hold
+    fewer models than the file after ``--model``); everything else by its path.
+    """
     data = json.loads(json.dumps(saved))
-    fresh_models = [e.info for e in fresh.models] if fresh is not None else []
-    for entry in data.get("models", []):
-        info = entry.get("info", {})
-        match = next((m for m in fresh_models if m.name == info.get("name") and m.model == info.get("model")), None)
-        if info.get("auth_token") == MASK:
-            info["auth_token"] = match.auth_token if match is not None else None
-        if MASK in json.dumps(info.get("url")) and match is not None:
-            info["url"] = match.url
-    judge = data.get("judge_properties")
-    fresh_judge = fresh.judge_properties if fresh is not None else None
-    if isinstance(judge, dict):
-        if judge.get("judge_api_key") == MASK:
-            judge["judge_api_key"] = fresh_judge.judge_api_key if fresh_judge is not None else None
-        if MASK in str(judge.get("judge_api_endpoint")) and fresh_judge is not None:
-            judge["judge_api_endpoint"] = fresh_judge.judge_api_endpoint
+    if fresh is None:
+        return _unmask(data, None)
+    current = fresh.model_dump(mode="json")
+    fresh_models = current.get("models") or []
+    for entry in data.get("models") or []:
+        info = entry.get("info", {}) if isinstance(entry, dict) else {}
+        match = next((m for m in fresh_models if m["info"].get("name") == info.get("name") and m["info"].get("model") == info.get("model")), None)
+        entry["info"] = _unmask(info, match["info"] if match else None)
+    for key, value in data.items():
+        if key != "models":
+            data[key] = _unmask(value, current.get(key))
     return data
+
+
+def _unmask(saved: Any, fresh: Any) -> Any:
+    if isinstance(saved, str):
+        return (fresh if fresh is not None else None) if MASK in saved else saved
+    if isinstance(saved, dict):
+        return {k: _unmask(v, fresh.get(k) if isinstance(fresh, dict) else None) for k, v in saved.items()}
+    if isinstance(saved, list):
+        return [_unmask(v, fresh[i] if isinstance(fresh, list) and i < len(fresh) else None) for i, v in enumerate(saved)]
+    return saved
 
 
 def _store_path(config: Config, output_dir: Path) -> Path:

@@ -163,3 +163,30 @@ def test_resume_refuses_a_changed_config_or_a_folder_that_is_no_run(tmp_path: Pa
         asyncio.run(execute(build_plan(load_config(config)), RunOptions(quiet=True, resume=str(tmp_path))))
     with pytest.raises(UserError, match="no such run folder"):
         plan_for_resume(tmp_path / "nope")
+
+
+def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Path, make_server, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    runspecs = text_set(tmp_path, 4)
+    token = "evk-RESUME-5c2e9a71"
+    server = make_server(require_auth=token)
+    monkeypatch.setenv("EVALKIT_RESUME_TOKEN", token)
+    entry = model_entry("m", server.base_url, auth_token="${EVALKIT_RESUME_TOKEN}", extra_body={"user": "me"})
+    entry["info"]["launch"] = {"model_path": "/models/x", "env": {"HF_TOKEN": token}}
+    other = model_entry("other", server.base_url, auth_token="${EVALKIT_RESUME_TOKEN}")
+    config = config_for(tmp_path, runspecs, [entry, other])
+    from evalkit.config import load_config
+    from evalkit.plan import build_plan
+
+    full = build_plan(load_config(config), source=str(config))
+    only_m = load_config(config)
+    only_m.models = [e for e in only_m.models if e.info.name == "m"]  # as `--model m` leaves it
+    first = asyncio.run(execute(build_plan(only_m, source=str(config)), RunOptions(quiet=True)))
+    manifest_text = (first.run_dir / "run.json").read_text()
+    assert token not in manifest_text and json.loads(manifest_text)["config"]["models"][0]["info"]["launch"]["env"]["HF_TOKEN"] == "***"
+
+    plan = plan_for_resume(first.run_dir)
+    info = plan.models["m"].info
+    assert list(plan.models) == ["m"] and info.auth_token == token and info.launch.env["HF_TOKEN"] == token
+    assert full.models["m"].info.auth_token == token
+    resumed = asyncio.run(execute(plan, RunOptions(quiet=True, resume=str(first.run_dir))))
+    assert resumed.store_hits == 4 and resumed.requests_sent == 0

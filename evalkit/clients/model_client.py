@@ -314,7 +314,13 @@ class ModelClient:
         store_key = self.store_key(request)
         try:
             if use_store and self.store is not None:
-                stored = await self.store.get(store_key)
+                try:
+                    stored = await self.store.get(store_key)
+                except Exception as error:  # noqa: BLE001 - an unreadable store costs a request, never the answer
+                    if not self._store_warned:
+                        self._store_warned = True
+                        log.warning("response store read failed (asking the endpoint): %s", error)
+                    stored = None
                 if stored is not None:
                     self.store_hits += 1
                     outcome = Outcome(text=stored["text"], raw=stored.get("raw"), cached=True, usage=stored.get("usage") or {})

@@ -16,11 +16,21 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 SECRET_KEYS = frozenset({"auth_token", "judge_api_key", "api_key", "authorization", "api-key", "token", "password", "secret"})
+#: a key whose name has one of these words as a part (``hf_token``, ``OPENAI_API_KEY``, ``db-password``) holds a secret;
+#: ``max_tokens`` or ``tokens_per_minute`` do not (``tokens`` is not ``token``)
+SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "key", "apikey", "authorization", "credential", "credentials"})
+_WORD_SPLIT = re.compile(r"[_\-. ]+")
 #: query parameters that carry credentials in URLs (Azure SAS ``sig``, Google ``key``, ...)
 SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "password", "secret", "code"})
 URL_KEYS = frozenset({"url", "judge_api_endpoint"})
 MASK = "***"
 _MIN_SECRET = 4
+
+
+def is_secret_key(key: Any) -> bool:
+    """Whether a config key names a credential."""
+    name = str(key).lower()
+    return name in SECRET_KEYS or any(word in SECRET_WORDS for word in _WORD_SPLIT.split(name))
 
 
 def redact(node: Any) -> Any:
@@ -29,7 +39,7 @@ def redact(node: Any) -> Any:
         out = {}
         for key, value in node.items():
             name = str(key).lower()
-            if name in SECRET_KEYS and value:
+            if is_secret_key(key) and value:
                 out[key] = MASK
             elif name in URL_KEYS:
                 out[key] = [redact_url(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) else (redact_url(value) if isinstance(value, str) else redact(value))
@@ -96,7 +106,7 @@ def secrets_of(config: Any) -> list[str]:
         if isinstance(node, dict):
             for key, value in node.items():
                 name = str(key).lower()
-                if name in SECRET_KEYS and isinstance(value, str) and value:
+                if is_secret_key(key) and isinstance(value, str) and value:
                     found.add(value)
                 elif name in URL_KEYS:
                     for url in value if isinstance(value, list) else [value]:
