@@ -17,6 +17,11 @@ import sys
 from pathlib import Path
 from urllib.parse import quote
 
+import aiohttp
+from aiohttp.client_reqrep import RequestInfo
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
 from conftest import ROOT, model_entry
 from evalkit.report.redact import MASK, SecretFilter, redact, redact_url, scrub_tree, secrets_filtered, secrets_of
 from test_reliability import closed_port, config_for, text_set
@@ -90,11 +95,17 @@ def test_secret_filter_scrubs_messages_and_tracebacks() -> None:
                 raise RuntimeError(f"request with {TOKEN} failed")
             except RuntimeError:
                 logger.exception("boom")
+            # aiohttp's error repr carries the request headers (str does not): even that is masked
+            headers = CIMultiDictProxy(CIMultiDict({"Authorization": f"Bearer {TOKEN}"}))
+            info = RequestInfo(URL("http://127.0.0.1/v1"), "POST", headers, URL("http://127.0.0.1/v1"))
+            error = aiohttp.ClientResponseError(info, (), status=500, message="x", headers=headers)
+            assert TOKEN in repr(error) and TOKEN not in str(error)
+            logger.error("failed: %r", error)
         logger.warning("after: %s", "plain")
     finally:
         logger.removeHandler(handler)
         logger.propagate = True
     out = stream.getvalue()
-    assert TOKEN not in out and out.count(MASK) >= 2 and "RuntimeError" in out and "after: plain" in out
+    assert TOKEN not in out and out.count(MASK) >= 4 and "RuntimeError" in out and "ClientResponseError" in out and "after: plain" in out
     assert not handler.filters  # removed when the run ends
     assert SecretFilter([]).filter(logging.makeLogRecord({"msg": "x"}))
