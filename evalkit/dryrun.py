@@ -1,23 +1,25 @@
 """`evalkit run --dry-run`: the plan, the samples, the requests, and what the store already holds; nothing is sent.
 
-Request keys are computed exactly as the engine computes them: the same
-preprocessor builds the prompt, the audio is decoded to the same PCM, and
-``turn_requests`` makes the same ModelRequest objects whose ``key`` the
-response store is indexed by. So "stored" here is what a real run would
-take from the store, and "to send" what it would ask the endpoints.
+The dry run drives the real :class:`~evalkit.engine.Engine` of every
+dataset-metric pair, with a :class:`DryClient` in place of each model
+client: the engine streams and filters the samples, builds the prompts
+(templates, in-context examples, system prompts), decodes and cuts the audio
+and makes its requests exactly as in a run, and the dry client records each
+request's store key instead of sending it. A stored answer is handed back,
+so a multi-turn conversation continues as far as the store can take it.
+"stored" is therefore what a real run would take from the store, and
+"to send" what it would ask the endpoints.
 
-Local datasets are streamed (with the config's filters) to count samples;
-hub datasets are not touched ("unknown (hub)"), because a dry run must be
-quick and offline. Module import is light: the cheap counting helpers are
-also used by `evalkit info` and the live progress totals.
+Hub datasets are not touched ("unknown (hub)"): a dry run must be quick and
+offline. Module import is light: the cheap counting helpers are also used by
+`evalkit info` and the live progress totals.
 """
 
 from __future__ import annotations
 
-import asyncio
 import csv
-import itertools
 import json
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +33,6 @@ if TYPE_CHECKING:
 _LOCAL_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".tsv"}
 _DEFAULT_PATTERNS = ("*.parquet", "*.jsonl", "*.csv")
 _MAX_JSON_ARRAY_BYTES = 64 << 20
-_READ_BATCH = 32
 
 
 # ---------------------------------------------------------------- cheap counts
@@ -118,8 +119,6 @@ class PairEstimate:
     #: distinct request keys; None when the samples are unknown (hub)
     requests: int | None
     stored: int | None
-    #: follow-up turns of conversations whose keys depend on answers not stored yet (counted in requests)
-    open_turns: int = 0
     unsupported: int = 0
     audio_errors: int = 0
     note: str = ""
@@ -173,56 +172,35 @@ def store_path_for(config: Config, output_dir: str | None = None) -> Path:
     return Path(output_dir or config.output_dir) / "responses.sqlite"
 
 
-class _Walker:
-    """The sync half of one engine's dry run: samples -> prompts -> PCM -> first-turn request keys (in a thread)."""
+class DryClient:
+    """Stands in for a ModelClient during a dry run: records every request's store key, sends nothing.
 
-    def __init__(self, plan: Plan, spec: EngineSpec) -> None:
-        from evalkit.data.filters import apply_filters
-        from evalkit.data.loading import iter_samples
-        from evalkit.languages import target_language
-        from evalkit.prompts.library import prompt_context_for
-        from evalkit.prompts.preprocessors import PREPROCESSORS
-        from evalkit.request_builder import RequestContext
+    A stored answer is returned as the real client would return it, so a
+    multi-turn conversation goes on exactly as far as the store can take it;
+    any other request comes back as a ``dry_run`` failure (never sent).
+    """
 
-        config = plan.config
-        self.spec = spec
-        self.models = [plan.models[name] for name in spec.models]
-        self.context = prompt_context_for(config, spec.dataset, spec.models)
-        self.preprocessor = PREPROCESSORS.get(spec.dataset.preprocessor)()
-        language = target_language(spec.dataset.language)
-        # the same RequestContext the engine builds per model (engine.Engine.__init__)
-        self.contexts = {
-            m.name: RequestContext(
-                model=m.info.model, kind=m.kind, params=spec.params.get(m.name, {}), chunk_size=m.info.chunk_size,
-                long_audio=spec.dataset.long_audio, language=language, system=self.context.system_by_model.get(m.name),
-            )
-            for m in self.models
-        }
-        self.samples = apply_filters(iter_samples(spec.dataset), config.filters, spec.dataset.name)
+    def __init__(self, name: str, store: ResponseStore | None, use_store: bool = True) -> None:
+        self.name = name
+        self.store = store if use_store else None
+        self.keys: set[str] = set()
+        self.stored: set[str] = set()
+        self._key_of = _key_function()
 
-    def next_batch(self) -> list[tuple[Any, Any]]:
-        """(prompt, PreparedAudio or None when the audio cannot be decoded) for the next samples."""
-        from evalkit.request_builder import PreparedAudio, pcm16_of
+    async def submit(self, request: Any, *, use_store: bool = True) -> Any:
+        from evalkit.clients.outcome import Outcome, failed
 
-        out = []
-        for sample in itertools.islice(self.samples, _READ_BATCH):
-            prompt = self.preprocessor.build(sample, self.context)
-            pcm: dict[int, bytes] = {}
-            try:
-                for index, turn in enumerate(prompt.turns):
-                    if turn.audio is not None:
-                        pcm[index] = pcm16_of(turn.audio)
-            except (ValueError, OSError, RuntimeError):
-                out.append((prompt, None))
-                continue
-            out.append((prompt, PreparedAudio(pcm)))
-        return out
+        key = self._key_of(self.name, request)
+        self.keys.add(key)
+        if use_store and self.store is not None:
+            answer = await self.store.get(key)
+            if answer is not None:
+                self.stored.add(key)
+                return Outcome(text=answer.get("text"), raw=answer.get("raw"), cached=True, usage=answer.get("usage") or {})
+        return failed("dry_run", "not sent (dry run)")
 
-
-def _joined_text(responses: list[dict[str, Any]]) -> str:
-    """The answer text the engine builds from a turn's (chunk) responses."""
-    texts = [r.get("text") or "" for r in responses]
-    return " ".join(t.strip() for t in texts) if len(texts) > 1 else texts[0]
+    async def close(self) -> None:
+        return None
 
 
 def _key_function() -> Any:
@@ -234,59 +212,44 @@ def _key_function() -> Any:
     return response_key
 
 
-async def _conversation_keys(prompt: Any, prepared: Any, ctx: Any, model_name: str, store: ResponseStore | None) -> tuple[list[str], int, bool]:
-    """Store keys of every turn of a conversation whose earlier answers are stored; (keys, open turns, unsupported)."""
-    from evalkit.request_builder import turn_requests
+def _no_score_metric() -> Any:
+    """A metric that scores nothing (a dry run must not call judges or spend CPU on scores)."""
+    from evalkit.metrics.base import Metric, SampleScore
 
-    key_of = _key_function()
+    class NotScored(Metric):
+        name = "dry_run"
 
-    history: list[dict[str, Any]] = []
-    history_audio: list[Any] = []
-    keys: list[str] = []
-    turns = len(prompt.turns)
-    for turn in range(turns):
-        requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
-        if not requests:
-            return keys, 0, True
-        turn_keys = [key_of(model_name, r) for r in requests]
-        keys += turn_keys
-        if turn + 1 == turns:
-            break
-        answers = [await store.get(k) for k in turn_keys] if store is not None else [None]
-        if any(a is None for a in answers):
-            return keys, turns - turn - 1, False
-        if ctx.kind == "chat":
-            text = _joined_text(answers)  # type: ignore[arg-type]
-            history = [*history, requests[0].messages[-1], {"role": "assistant", "content": text}]
-            history_audio = list(requests[0].audio)
-    return keys, 0, False
+        def score(self, prediction: str, sample: Any) -> SampleScore:
+            return SampleScore(None, failure="stored")
+
+    return NotScored()
 
 
-async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None) -> tuple[int, dict[str, PairEstimate], dict[str, set[str]]]:
-    walker = await asyncio.to_thread(_Walker, plan, spec)
-    pairs = {
-        m.name: PairEstimate(spec.id, spec.dataset.name, spec.metric, m.name, samples=0, requests=0, stored=0) for m in walker.models
-    }
-    keys: dict[str, set[str]] = {m.name: set() for m in walker.models}
-    samples = 0
-    while True:
-        batch = await asyncio.to_thread(walker.next_batch)
-        if not batch:
-            break
-        for prompt, prepared in batch:
-            samples += 1
-            for model in walker.models:
-                pair = pairs[model.name]
-                if prepared is None:
-                    pair.audio_errors += 1
-                    continue
-                sample_keys, open_turns, unsupported = await _conversation_keys(prompt, prepared, walker.contexts[model.name], model.name, store)
-                keys[model.name].update(sample_keys)
-                pair.open_turns += open_turns
-                pair.unsupported += int(unsupported)
-    for pair in pairs.values():
-        pair.samples = samples
-    return samples, pairs, keys
+async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None, records_dir: Path) -> tuple[dict[str, PairEstimate], dict[str, DryClient]]:
+    """Run the real engine for one dataset-metric pair against dry clients: its prompts, audio and keys, no requests."""
+    from evalkit.engine import Engine
+    from evalkit.errors import UserError
+    from evalkit.prompts.library import prompt_context_for
+
+    config = plan.config
+    clients = {name: DryClient(name, store) for name in spec.models}
+    engine = Engine(
+        spec, plan.models, clients, config.filters, records_dir,  # type: ignore[arg-type]
+        prompt_context=prompt_context_for(config, spec.dataset, spec.models), progress=None,
+        use_store=store is not None, seed=config.filters.seed, metric_factory=lambda _: _no_score_metric(),
+    )
+    result = await engine.run()
+    if result.error:
+        raise UserError(result.error)
+    pairs = {}
+    for name in spec.models:
+        failures = engine.accumulators[name].failures
+        pairs[name] = PairEstimate(
+            spec.id, spec.dataset.name, spec.metric, name, samples=result.n_samples, requests=len(clients[name].keys), stored=len(clients[name].stored),
+            unsupported=int(failures.get("unsupported", 0)), audio_errors=int(failures.get("audio", 0)),
+            note="later turns after an answer that is not stored are not counted" if spec.dataset.turns_column else "",
+        )
+    return pairs, clients
 
 
 async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False) -> DryRunReport:
@@ -308,36 +271,34 @@ async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool =
         else:
             report.store_state = "absent"
     per_model: dict[str, set[str]] = {name: set() for name in plan.models}
+    stored_keys: dict[str, set[str]] = {name: set() for name in plan.models}
     unknown_models: set[str] = set()
     try:
-        for spec in plan.engines:
-            if spec.dataset.path is None:
-                limit = config.filters.num_samples
-                for name in spec.models:
-                    unknown_models.add(name)
-                    note = "unknown (hub)" if limit is None else f"≤ {limit} (hub)"
-                    report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, samples=None, requests=None, stored=None, note=note))
-                continue
-            try:
-                _, pairs, keys = await _walk_engine(plan, spec, store)
-            except UserError as error:
-                for name in spec.models:
-                    unknown_models.add(name)
-                    report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, None, None, None, note=f"engine would fail: {error}"))
-                continue
-            for name, pair in pairs.items():
-                pair_keys = keys[name]
-                pair.requests = len(pair_keys) + pair.open_turns
-                pair.stored = await store.contains_many(sorted(pair_keys)) if store is not None else 0
-                per_model[name] |= pair_keys
-                report.pairs.append(pair)
+        with tempfile.TemporaryDirectory(prefix="evalkit-dry-run-") as records_dir:
+            for spec in plan.engines:
+                if spec.dataset.path is None:
+                    limit = config.filters.num_samples
+                    for name in spec.models:
+                        unknown_models.add(name)
+                        note = "unknown (hub)" if limit is None else f"≤ {limit} (hub)"
+                        report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, samples=None, requests=None, stored=None, note=note))
+                    continue
+                try:
+                    pairs, clients = await _walk_engine(plan, spec, store, Path(records_dir))
+                except UserError as error:
+                    for name in spec.models:
+                        unknown_models.add(name)
+                        report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, None, None, None, note=f"engine would fail: {error}"))
+                    continue
+                for name, pair in pairs.items():
+                    per_model[name] |= clients[name].keys
+                    stored_keys[name] |= clients[name].stored
+                    report.pairs.append(pair)
         for name, model in plan.models.items():
-            open_turns = sum(p.open_turns for p in report.pairs if p.model == name)
-            stored = await store.contains_many(sorted(per_model[name])) if store is not None else 0
             report.models.append(
                 ModelEstimate(
                     name, model.kind, endpoints=sum(max(len(info.urls), 1) for info in model.replicas), batch_size=sum(info.batch_size for info in model.replicas),
-                    requests=len(per_model[name]) + open_turns, stored=stored, partial=name in unknown_models,
+                    requests=len(per_model[name]), stored=len(stored_keys[name]), partial=name in unknown_models,
                 )
             )
     finally:
@@ -371,8 +332,6 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for p in report.pairs:
         notes = [p.note] if p.note and p.samples is not None else []
-        if p.open_turns:
-            notes.append(f"{p.open_turns} follow-up turns wait on earlier answers")
         if p.unsupported:
             notes.append(f"{p.unsupported} samples unsupported by this model kind")
         if p.audio_errors:

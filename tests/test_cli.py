@@ -155,6 +155,35 @@ def test_dry_run_counts_match_the_engine(tmp_path: Path, server, speech_runspecs
     assert by_model["model-a"].requests == 8 and by_model["model-a"].stored == 6 and by_model["model-a"].to_send == 2
 
 
+def test_dry_run_follows_conversations_as_far_as_the_store_goes(tmp_path: Path, server) -> None:
+    """Multi-turn: later turns depend on earlier answers, so a dry run counts them once those answers are stored."""
+    from evalkit.api import prepare
+    from evalkit.dryrun import dry_run
+
+    (tmp_path / "data").mkdir()
+    with (tmp_path / "data" / "talks.jsonl").open("w") as handle:
+        for i in range(3):
+            turns = [{"text": f"c{i} first"}, {"text": f"c{i} second"}, {"text": f"c{i} third"}]
+            handle.write(json.dumps({"id": f"c{i}", "turns": turns, "answer": f"c{i} third"}) + "\n")
+    folder = tmp_path / "runspecs" / "dialogue"
+    folder.mkdir(parents=True)
+    spec = {"_task": {"metrics": ["exact_match"]}, "talks": {"path": "../../data/talks.jsonl", "language": "en", "modality": "text", "id_column": "id", "turns_column": "turns", "target_column": "answer"}}
+    (folder / "talks.json").write_text(json.dumps(spec))
+    config = write_config(
+        tmp_path / "config.yaml",
+        {"dataset_metric": [["talks", "exact_match"]], "models": [model_entry("model-a", server.base_url)], "runspecs_dir": str(tmp_path / "runspecs"), "output_dir": str(tmp_path / "runs")},
+    )
+    plan, _ = prepare(str(config), {})
+    (before,) = asyncio.run(dry_run(plan)).pairs
+    assert (before.samples, before.requests, before.stored) == (3, 3, 0)  # only the first turns are known
+    sent = len(_requests(server))
+    assert main(["run", str(config), "--quiet"]) == 0
+    assert len(_requests(server)) - sent == 9
+    (after,) = asyncio.run(dry_run(plan)).pairs
+    assert (after.samples, after.requests, after.stored, after.to_send) == (3, 9, 9, 0)
+    assert len(_requests(server)) - sent == 9
+
+
 def _run_subprocess(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=timeout)
 
