@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from evalkit.envvars import expand_tree
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.report.redact import is_secret_key
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
 _INFERENCE_ALIASES = {
@@ -56,6 +57,7 @@ class ModelInfo(_Strict):
     batch_size: int = Field(8, ge=1, description="Requests in flight at once against this endpoint.")
     timeout: float = Field(60.0, gt=0, description="Seconds per attempt.")
     retry_attempts: int = Field(3, ge=0, description="Retries after the first attempt.")
+    deadline: float | None = Field(None, gt=0, description="Seconds a request may take over all its attempts (default: derived from timeout and retries).")
     delay: float = Field(0.0, ge=0, description="Milliseconds to wait before each request to this endpoint (politeness).")
     chunk_size: float | None = Field(None, gt=0, description="Max audio seconds per request; longer audio is chunked or truncated.")
     temperature: float | None = Field(None, ge=0, description="Default temperature for this model.")
@@ -223,7 +225,8 @@ def format_validation_error(error: ValidationError, source: str) -> str:
         else:
             msg = item["msg"].removeprefix("Value error, ")
             got = item.get("input")
-            shown = "" if isinstance(got, (dict, list)) else f" (got {got!r})"
+            secret = any(isinstance(p, str) and is_secret_key(p) for p in loc)
+            shown = "" if isinstance(got, (dict, list)) or secret else f" (got {got!r})"
             lines.append(f"{source}: {where}: {msg}{shown}")
     return "\n".join(lines)
 

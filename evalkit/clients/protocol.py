@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 from typing import Any
 
 import aiohttp
@@ -35,20 +36,20 @@ class EndpointProtocol:
 
     @property
     def url(self) -> str:
-        base = self.base_url.rstrip("/")
+        """The request URL; a query already in the base URL is kept after the path."""
+        parts = urlsplit(self.base_url)
+        base = parts.path.rstrip("/")
         tail = "chat/completions" if self.kind == "chat" else "audio/transcriptions"
         if base.endswith("/" + tail):
-            url = base
-        elif self.api_version is not None:
-            if "/openai/deployments/" in base:
-                url = f"{base}/{tail}"
-            else:
-                url = f"{base}/openai/deployments/{self.deployment}/{tail}"
+            path = base
+        elif self.api_version is not None and "/openai/deployments/" not in base:
+            path = f"{base}/openai/deployments/{self.deployment}/{tail}"
         else:
-            url = f"{base}/{tail}"
-        if self.api_version is not None and "api-version=" not in url:
-            url += f"?api-version={self.api_version}"
-        return url
+            path = f"{base}/{tail}"
+        query = parts.query
+        if self.api_version is not None and "api-version=" not in query:
+            query = f"{query}&api-version={self.api_version}" if query else f"api-version={self.api_version}"
+        return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
     @property
     def headers(self) -> dict[str, str]:

@@ -165,7 +165,10 @@ def write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) ->
     """Everything a finished run leaves behind: results.json first (the source of truth), then the views."""
     run_dir = Path(run_dir)
     payload = {**meta, "results": [r.as_dict() for r in rows if r.kind == "dataset"], "aggregate": [r.as_dict() for r in rows if r.kind == "aggregate"]}
-    (run_dir / "results.json").write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    # temp file + rename: a kill during the write never leaves a half-written results.json
+    partial = run_dir / "results.json.partial"
+    partial.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    partial.replace(run_dir / "results.json")
     write_views(run_dir, rows, meta)
 
 
