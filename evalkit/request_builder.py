@@ -54,20 +54,25 @@ def wav_from_pcm16(pcm: bytes) -> bytes:
     return header + pcm
 
 
-def audio_pieces(pcm: bytes, chunk_size: float | None, mode: str) -> list[bytes]:
-    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None.
+def piece_bounds(n_bytes: int, chunk_size: float | None, mode: str) -> list[tuple[int, int]]:
+    """Byte ranges of the pieces of ``n_bytes`` of PCM cut at ``chunk_size`` seconds (``chunk`` or ``truncate``).
 
     A chunk is ``int(chunk_size * 16000)`` samples (at least one), so every
     piece but the last is exactly that long and the pieces cover the audio once.
     """
     if not chunk_size:
-        return [pcm]
+        return [(0, n_bytes)]
     step = max(1, int(chunk_size * SAMPLE_RATE)) * 2
-    if len(pcm) <= step:
-        return [pcm]
+    if n_bytes <= step:
+        return [(0, n_bytes)]
     if mode == "truncate":
-        return [pcm[:step]]
-    return [pcm[i : i + step] for i in range(0, len(pcm), step)]
+        return [(0, step)]
+    return [(i, min(i + step, n_bytes)) for i in range(0, n_bytes, step)]
+
+
+def audio_pieces(pcm: bytes, chunk_size: float | None, mode: str) -> list[bytes]:
+    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None."""
+    return [pcm[start:stop] for start, stop in piece_bounds(len(pcm), chunk_size, mode)]
 
 
 #: how a model wants its audio cut: (chunk_size seconds or None, "chunk" | "truncate")
@@ -98,17 +103,19 @@ class PreparedAudio:
     """A sample's audio, decoded once, and its WAV pieces per shape, shared by every model.
 
     Keys are turn indexes (0, 1, ...) and in-context examples (:func:`example_key`,
-    negative). :meth:`build` makes all the pieces the engine's models need in a
-    worker thread (WAV header, copy and sha256 are CPU work) and then lets the
-    raw PCM go, so a sample in flight holds its audio once, not twice.
+    negative). :meth:`build` makes all the pieces the engine's models need off
+    the loop (WAV header, copy and sha256 are CPU work) and then lets the raw
+    PCM go, so a sample in flight holds its audio once, not twice; a piece
+    that two shapes share (a clip shorter than both chunk sizes) is one object.
     """
 
-    __slots__ = ("pcm_by_turn", "seconds", "_parts")
+    __slots__ = ("pcm_by_turn", "seconds", "_parts", "_pieces")
 
     def __init__(self, pcm_by_turn: dict[int, bytes]) -> None:
         self.pcm_by_turn = dict(pcm_by_turn)
         self.seconds = {key: len(pcm) / _BYTES_PER_SECOND for key, pcm in self.pcm_by_turn.items()}
         self._parts: dict[tuple[int, float | None, str], list[AudioPart]] = {}
+        self._pieces: dict[tuple[int, int, int], AudioPart] = {}
 
     def __contains__(self, key: object) -> bool:
         return key in self.seconds
@@ -126,18 +133,25 @@ class PreparedAudio:
         if found is None:
             if key not in self.pcm_by_turn:
                 raise KeyError(f"audio {key} was not prepared for chunk_size={chunk_size}, {mode}")
-            found = [AudioPart.from_wav(wav_from_pcm16(piece)) for piece in audio_pieces(self.pcm_by_turn[key], chunk_size, mode)]
+            pcm = self.pcm_by_turn[key]
+            found = []
+            for start, stop in piece_bounds(len(pcm), chunk_size, mode):
+                piece = self._pieces.get((key, start, stop))
+                if piece is None:
+                    piece = self._pieces[(key, start, stop)] = AudioPart.from_wav(wav_from_pcm16(pcm[start:stop]))
+                found.append(piece)
             self._parts[cache_key] = found
         return found
 
     def build(self, shapes: Iterable[Shape], release_pcm: bool = True) -> PreparedAudio:
-        """Make every piece ``shapes`` need (blocking: run it in a worker thread); then drop the PCM."""
+        """Make every piece ``shapes`` need (blocking: run it off the loop); then drop the PCM."""
         wanted = list(dict.fromkeys(shapes))
         for key in list(self.pcm_by_turn):
             for chunk_size, mode in wanted:
                 self.parts(key, chunk_size, mode)
         if release_pcm:
             self.pcm_by_turn = {}
+            self._pieces = {}
         return self
 
     def adopt(self, key: int, other: PreparedAudio, other_key: int) -> None:

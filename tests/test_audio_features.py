@@ -378,3 +378,19 @@ def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypa
     assert worker_pid != os.getpid()  # decoded in another process, not on the loop's interpreter
     assert fallback == "thread" and rb._pool_failed  # the job was retried in a thread
     assert after == os.getpid()  # and later jobs stay in threads
+
+
+def test_pieces_cover_the_audio_once_and_shapes_share_equal_pieces() -> None:
+    from evalkit.request_builder import PreparedAudio, piece_bounds
+
+    n = 2 * int(36.5 * SR)
+    assert piece_bounds(n, 10, "chunk") == [(0, 320000), (320000, 640000), (640000, 960000), (960000, n)]
+    assert piece_bounds(n, 10, "truncate") == [(0, 320000)]
+    assert piece_bounds(n, None, "chunk") == piece_bounds(n, 40, "chunk") == [(0, n)]
+    assert piece_bounds(10, 1e-9, "chunk") == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]  # never an empty step
+    short = PreparedAudio({0: bytes(2 * SR)}).build([(None, "chunk"), (30.0, "chunk"), (30.0, "truncate")])
+    whole = short.parts(0, None, "chunk")
+    assert whole[0] is short.parts(0, 30.0, "chunk")[0] is short.parts(0, 30.0, "truncate")[0]
+    assert short.pcm_by_turn == {} and short.seconds == {0: 1.0}
+    with pytest.raises(KeyError):
+        short.parts(0, 0.5, "chunk")  # not a shape it was built for, and its PCM is gone
