@@ -394,3 +394,34 @@ def test_pieces_cover_the_audio_once_and_shapes_share_equal_pieces() -> None:
     assert short.pcm_by_turn == {} and short.seconds == {0: 1.0}
     with pytest.raises(KeyError):
         short.parts(0, 0.5, "chunk")  # not a shape it was built for, and its PCM is gone
+
+
+def test_unreadable_audio_fails_its_own_sample_only(tmp_path: Path, make_server) -> None:
+    import pyarrow as pa
+
+    good = io.BytesIO()
+    sf.write(good, np.zeros(SR, dtype=np.int16), SR, format="WAV", subtype="PCM_16")
+    rows = [
+        {"id": "good", "audio": {"bytes": good.getvalue(), "path": None}, "text": "x"},
+        {"id": "empty", "audio": {"bytes": None, "path": None}, "text": "x"},
+        {"id": "garbage", "audio": {"bytes": b"this is not audio", "path": None}, "text": "x"},
+        {"id": "missing", "audio": {"bytes": None, "path": "nowhere.flac"}, "text": "x"},
+    ]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mixed.parquet")
+    folder = tmp_path / "runspecs" / "mixed"
+    folder.mkdir(parents=True)
+    entry = {"path": "../../mixed.parquet", "language": "en", "audio_column": "audio", "target_column": "text", "id_column": "id"}
+    (folder / "mixed.json").write_text(json.dumps({"_task": {"description": "bad audio", "metrics": ["word_error_rate"]}, "mixed": entry}))
+    server = make_server(request_log=True, default_answer="x")
+    outcome, records = run(
+        tmp_path,
+        {"dataset_metric": [["mixed", "word_error_rate"]], "models": [model_entry("m", server.base_url)], "runspecs_dir": str(tmp_path / "runspecs")},
+    )
+    by_id = {r["sample_id"]: r for r in records["mixed__word_error_rate"]}
+    assert by_id["good"]["score"] == 0.0 and "failure" not in by_id["good"]
+    assert {k: by_id[k]["failure"] for k in ("empty", "garbage", "missing")} == {"empty": "audio", "garbage": "audio", "missing": "audio"}
+    assert "neither bytes, array nor path" in by_id["empty"]["error"]
+    assert "format unknown" in by_id["garbage"]["error"] and "nowhere.flac" in by_id["missing"]["error"]
+    assert len(server.log_events("completed")) == 1  # nothing was sent for the unreadable ones
+    (row,) = outcome.rows
+    assert row.n == 1 and row.n_failed == 3 and row.error is None
