@@ -32,7 +32,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
-from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
+from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.plan import EngineSpec, ModelPlan
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
@@ -281,7 +281,7 @@ class Engine:
                 outcome = failed("metric_error", f"{type(error).__name__}: {error}")
             record.update(response=outcome.text, prediction=prediction)
             if score is not None and score.failure is None:
-                accumulator.add(score, self._groups(sample))
+                accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
                 record.update(score=score.score, details=score.details)
             else:
                 reason = score.failure if score is not None else outcome.failure
@@ -300,13 +300,3 @@ class Engine:
         if self.progress is not None:
             self.progress(self.spec.id, model.name, outcome.ok)
 
-    def _groups(self, sample: Sample) -> dict[str, str]:
-        groups: dict[str, str] = {}
-        duration = sample.meta.get("duration")
-        if duration is not None:
-            groups["audio_length"] = audio_length_bucket(float(duration))
-        for key in ("speaker", "accent", "gender"):
-            value = sample.meta.get(key)
-            if value is not None:
-                groups[key] = str(value)
-        return groups

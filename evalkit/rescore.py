@@ -50,7 +50,7 @@ from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, SampleScore
-from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
+from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.report.results import ResultRow, aggregate_rows, rows_from_engines
 
 log = logging.getLogger("evalkit")
@@ -200,19 +200,6 @@ def sample_from_record(record: dict[str, Any]) -> Sample:
     return Sample(id=str(record.get("sample_id")), reference=record.get("reference"), meta=meta)
 
 
-def sample_groups(sample: Sample) -> dict[str, str]:
-    """The result groups of a sample, as the engine forms them (audio length, speaker, accent, gender)."""
-    groups: dict[str, str] = {}
-    duration = sample.meta.get("duration")
-    if duration is not None:
-        groups["audio_length"] = audio_length_bucket(float(duration))
-    for key in ("speaker", "accent", "gender"):
-        value = sample.meta.get(key)
-        if value is not None:
-            groups[key] = str(value)
-    return groups
-
-
 # -- the judge ----------------------------------------------------------------------------------
 
 
@@ -295,7 +282,7 @@ async def _rescore_dataset(
                     acc.add_failure(reason)
                     line.update(score=None, failure=reason, error=record.get("error"))
                 elif score is not None and score.failure is None:
-                    acc.add(score, sample_groups(sample))
+                    acc.add(score, sample_groups(sample), order=sample.meta.get("index"))
                     line.update(score=score.score, details=score.details)
                 else:
                     reason = score.failure if score is not None else "metric_error"

@@ -61,6 +61,19 @@ def _natural_key(label: str) -> list[tuple[int, float | str]]:
     return [(0, float(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", label) if part]
 
 
+def sample_groups(sample: Any) -> dict[str, str]:
+    """The result groups of a sample: audio-length bucket, and speaker/accent/gender when known."""
+    groups: dict[str, str] = {}
+    duration = sample.meta.get("duration")
+    if duration is not None:
+        groups["audio_length"] = audio_length_bucket(float(duration))
+    for key in ("speaker", "accent", "gender"):
+        value = sample.meta.get(key)
+        if value is not None:
+            groups[key] = str(value)
+    return groups
+
+
 class ScoreAccumulator:
     """Rows of sufficient statistics, per-sample scores, group codes and failure counts."""
 
