@@ -21,6 +21,17 @@ from evalkit.errors import RunspecError, did_you_mean
 SHIPPED_RUNSPECS = Path(__file__).resolve().parent.parent / "runspecs"
 
 
+class GenerationSettings(BaseModel):
+    """A task's or dataset's default generation parameters (below the config's overrides and the model's own)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+
+
 class DatasetSpec(BaseModel):
     """One dataset entry of a runspec file, plus where it was found."""
 
@@ -57,6 +68,7 @@ class DatasetSpec(BaseModel):
     postprocessor: str = "GeneralPostprocessor"
     metrics: list[str] | None = None
     long_audio: Literal["chunk", "truncate"] = "chunk"
+    generation: GenerationSettings | None = None
     prompt_pool: str | None = None
     prompt_choice: str | int | None = None
     in_context: dict[str, Any] | None = None
@@ -96,6 +108,7 @@ class TaskSpec:
     metrics: list[str] = field(default_factory=list)
     default_metric: str | None = None
     datasets: list[str] = field(default_factory=list)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
 
 
 @dataclass
@@ -190,6 +203,10 @@ def _add_file(catalog: Catalog, path: Path) -> None:
     task_meta = data.pop("_task", {}) or {}
     if not isinstance(task_meta, dict):
         raise RunspecError(f"{path}: _task: expected an object with description and metrics")
+    try:
+        generation = GenerationSettings.model_validate(task_meta.get("generation") or {})
+    except ValidationError as error:
+        raise RunspecError(_format_runspec_error(error, path, "_task.generation")) from None
     task = catalog.tasks.get(task_name)
     if task is None:
         task = TaskSpec(
@@ -199,6 +216,7 @@ def _add_file(catalog: Catalog, path: Path) -> None:
             description=str(task_meta.get("description", "")),
             metrics=list(task_meta.get("metrics", [])),
             default_metric=task_meta.get("default_metric"),
+            generation=generation,
         )
         catalog.tasks[task_name] = task
         catalog.categories.setdefault(category, []).append(task_name)

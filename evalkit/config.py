@@ -112,6 +112,13 @@ class Filters(_Strict):
     accented: bool | None = Field(None, description="true: only accented speech; false: only non-accented.")
     language: str | None = Field(None, description="Only datasets/samples in this language (code or name).")
     user_prompt_add_ons: list[str] = Field(default_factory=list, description="Named prompt add-ons appended to instructions.")
+
+    @field_validator("length_filter")
+    @classmethod
+    def _ordered_lengths(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not (0 <= value[0] <= value[1]):
+            raise ValueError("expects [min, max] seconds with 0 <= min <= max")
+        return value
     system_prompts: list[str] = Field(default_factory=list, description="Named system prompts.")
 
 
@@ -122,6 +129,23 @@ class TemperatureOverride(_Strict):
 
     @model_validator(mode="after")
     def _has_target(self) -> TemperatureOverride:
+        if self.model is None and self.task is None:
+            raise ValueError("needs `model`, `task` or both")
+        return self
+
+
+class GenerationOverride(_Strict):
+    """max_tokens / top_p / seed / temperature for a model, a task, or a model on a task."""
+
+    model: str | None = None
+    task: str | None = None
+    temperature: float | None = Field(None, ge=0)
+    max_tokens: int | None = Field(None, ge=1)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _has_target(self) -> GenerationOverride:
         if self.model is None and self.task is None:
             raise ValueError("needs `model`, `task` or both")
         return self
@@ -153,6 +177,7 @@ class Config(_Strict):
     filters: Filters = Field(default_factory=Filters)
     aggregate: list[tuple[str, list[str]]] = Field(default_factory=list)
     temperature_overrides: list[TemperatureOverride] = Field(default_factory=list)
+    generation_overrides: list[GenerationOverride] = Field(default_factory=list)
     judge_properties: JudgeProperties | None = None
     runspecs_dir: str | list[str] | None = None
     output_dir: str = "runs"

@@ -6,6 +6,7 @@ unknown names, metrics that do not fit a task, unknown processors.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +16,11 @@ from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
-from evalkit.prompts.library import check_prompt_names, pools
+from evalkit.prompts.library import check_prompt_choice, check_prompt_names, pools
 from evalkit.prompts.preprocessors import PREPROCESSORS
+
+
+log = logging.getLogger("evalkit")
 
 
 @dataclass
@@ -68,48 +72,73 @@ def _group_models(config: Config) -> dict[str, ModelPlan]:
     return models
 
 
-def resolve_temperature(config: Config, model: ModelInfo, spec: DatasetSpec) -> float:
-    """The most specific rule wins: model+task, then model, then task, then the model's own default, then 0."""
-    names = {spec.task, spec.name, spec.category}
-    best: tuple[int, float] | None = None
-    for rule in config.temperature_overrides:
+_GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed")
+
+
+def _override(rules: list, key: str, model: ModelInfo, names: set[str]) -> object | None:  # type: ignore[type-arg]
+    """The most specific rule's value for ``key``: model+task, then model, then task."""
+    best: tuple[int, object] | None = None
+    for rule in rules:
+        value = getattr(rule, key, None)
+        if value is None:
+            continue
         if rule.model is not None and rule.model not in (model.name, model.model):
             continue
         if rule.task is not None and rule.task not in names:
             continue
         rank = 3 if (rule.model and rule.task) else 2 if rule.model else 1
         if best is None or rank > best[0]:
-            best = (rank, rule.temperature)
-    if best is not None:
-        return best[1]
-    return model.temperature if model.temperature is not None else 0.0
+            best = (rank, value)
+    return None if best is None else best[1]
 
 
-def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec) -> dict[str, object]:
-    params: dict[str, object] = {"temperature": resolve_temperature(config, model, spec)}
-    if model.max_tokens is not None:
-        params["max_tokens"] = model.max_tokens
-    if model.top_p is not None:
-        params["top_p"] = model.top_p
-    if model.seed is not None:
-        params["seed"] = model.seed
+def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None) -> dict[str, object]:
+    """Generation parameters sent with every request of this model on this dataset.
+
+    For each parameter the first that is set wins: the most specific override rule
+    (model+task, then model, then task; ``temperature_overrides`` and
+    ``generation_overrides``), the model's own value, the dataset's then the task's
+    runspec default. Temperature falls back to 0; the others are then not sent.
+    """
+    names = {spec.task, spec.name, spec.category}
+    task_defaults = catalog.tasks[spec.task].generation if catalog is not None and spec.task in catalog.tasks else None
+    params: dict[str, object] = {}
+    for key in _GENERATION_KEYS:
+        rules = [*config.temperature_overrides, *config.generation_overrides] if key == "temperature" else config.generation_overrides
+        value = _override(rules, key, model, names)
+        for fallback in (model, spec.generation, task_defaults):
+            if value is None and fallback is not None:
+                value = getattr(fallback, key, None)
+        if value is None and key == "temperature":
+            value = 0.0
+        if value is not None:
+            params[key] = value
     params.update(model.extra_body)
     return params
 
 
+def resolve_temperature(config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None) -> float:
+    return float(generation_params(config, model, spec, catalog)["temperature"])  # type: ignore[arg-type]
+
+
 def _check_names(config: Config, catalog: Catalog, source: str) -> None:
     known_targets = {*catalog.all_names()}
-    for i, rule in enumerate(config.temperature_overrides):
-        if rule.task is not None and rule.task not in known_targets:
-            raise ConfigError(f"{source}: temperature_overrides[{i}].task: {rule.task!r} is not a task, dataset or category{did_you_mean(rule.task, known_targets)}")
     names = {e.info.name for e in config.models} | {e.info.model for e in config.models}
-    for i, rule in enumerate(config.temperature_overrides):
-        if rule.model is not None and rule.model not in names:
-            raise ConfigError(f"{source}: temperature_overrides[{i}].model: {rule.model!r} is not a configured model{did_you_mean(rule.model, names)}")
+    for section in ("temperature_overrides", "generation_overrides"):
+        for i, rule in enumerate(getattr(config, section)):
+            if rule.task is not None and rule.task not in known_targets:
+                raise ConfigError(f"{source}: {section}[{i}].task: {rule.task!r} is not a task, dataset or category{did_you_mean(rule.task, known_targets)}")
+            if rule.model is not None and rule.model not in names:
+                raise ConfigError(f"{source}: {section}[{i}].model: {rule.model!r} is not a configured model{did_you_mean(rule.model, names)}")
 
 
 def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
-    source, target = split_pair(spec.language)
+    try:
+        if normalize_language(spec.language) == wanted:
+            return True
+        source, target = split_pair(spec.language)
+    except ValueError:
+        return False
     return wanted in {source, target}
 
 
@@ -140,18 +169,23 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     raise ConfigError(f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting metrics: {', '.join(fitting)}")
                 continue  # a task/category selection keeps the datasets the metric fits
             if wanted_language and not _language_matches(spec, wanted_language):
-                continue
+                if name == spec.name:
+                    # named explicitly: keep the engine; it reports 0 samples with a warning
+                    log.warning("%s: dataset %r is in %s, not %s (filters.language): it runs with 0 samples", where, spec.name, spec.language, wanted_language)
+                else:
+                    continue
             if spec.path is not None and not Path(spec.source).exists():
                 raise RunspecError(f"{spec.file}: {spec.name}.path: {spec.source} does not exist")
             if spec.prompt_pool is not None and spec.prompt_pool not in pools():
                 raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
+            check_prompt_choice(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:
                 continue
             seen.add((spec.name, canonical))
             engine = EngineSpec(dataset=spec, metric=canonical, models=list(models))
-            engine.params = {m.name: generation_params(config, m.info, spec) for m in models.values()}
+            engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)
     for i, (metric, datasets) in enumerate(config.aggregate):
         if metric not in METRICS:
