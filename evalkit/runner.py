@@ -208,10 +208,20 @@ def _store_path(config: Config, output_dir: Path) -> Path:
 
 
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
+    """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
+    from evalkit.launch import launched_servers
+    from evalkit.request_builder import shutdown_audio_workers
+
     config = plan.config
     hidden = secrets_of(config)
-    with secrets_filtered(hidden):
-        return await _execute(plan, options, hidden)
+    output_dir = Path(options.output_dir or config.output_dir)
+    try:
+        with secrets_filtered(hidden):
+            async with launched_servers(plan, output_dir / "server-logs"):
+                return await _execute(plan, options, hidden)
+    finally:
+        # audio worker processes end with the run, also in long-lived hosts such as notebooks
+        shutdown_audio_workers()
 
 
 async def _execute(plan: Plan, options: RunOptions, hidden: list[str]) -> RunOutcome:

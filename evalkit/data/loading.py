@@ -117,7 +117,13 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
         if Path(source).is_dir():
             dataset = datasets.load_dataset("audiofolder", data_dir=source, **kwargs)
         else:
-            dataset = datasets.load_dataset(source, spec.subset, **kwargs)
+            try:
+                dataset = datasets.load_dataset(source, spec.subset, **kwargs)
+            except RuntimeError as error:
+                if "scripts are no longer supported" not in str(error):
+                    raise
+                # a script-based dataset (e.g. google/fleurs): the hub's parquet conversion has the same configs and columns
+                dataset = datasets.load_dataset(source, spec.subset, revision="refs/convert/parquet", **kwargs)
     except Exception as error:  # noqa: BLE001 - a hub/loader failure becomes one clear message
         raise RunspecError(f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}): {error}") from None
     features = getattr(dataset, "features", None) or {}
