@@ -80,6 +80,8 @@ class ModelInfo(_Strict):
     def _needs_url_or_launch(self) -> ModelInfo:
         if self.url is None and self.launch is None:
             raise ValueError("needs `url` (an endpoint) or `launch` (a server evalkit starts)")
+        if self.url is not None and self.launch is not None:
+            raise ValueError("give `url` (an endpoint you run) or `launch` (a server evalkit starts and addresses itself), not both")
         if self.inference_type == "local" and self.launch is None:
             raise ValueError("inference_type `local` needs a `launch:` block with model_path and backend")
         if self.launch is not None:

@@ -103,6 +103,16 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
     )
 
 
+def _config_as_given(config: Config) -> dict[str, Any]:
+    """The config as the user wrote it: a launched server's address is the run's business, not the config's."""
+    data = config.model_dump(mode="json")
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        if info.get("launch") is not None:
+            info["url"] = None
+    return data
+
+
 def answer_fingerprint(config: Config) -> str:
     """A hash of what decides the run's answers and scores: the config without transport settings and secrets."""
     data = config.model_dump(mode="json")
@@ -262,7 +272,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str]) -> RunOut
         "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
         "command": list(sys.argv),
         "fingerprint": fingerprint,
-        "config": redact(config.model_dump(mode="json")),
+        "config": redact(_config_as_given(config)),
         "store": {"enabled": use_store, "path": str(store_path.resolve()) if use_store else None, "refresh_since": refresh_since},
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),

@@ -165,15 +165,15 @@ def test_resume_refuses_a_changed_config_or_a_folder_that_is_no_run(tmp_path: Pa
         plan_for_resume(tmp_path / "nope")
 
 
-def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Path, make_server, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    runspecs = text_set(tmp_path, 4)
+def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Path, speech_runspecs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Secrets are masked in run.json, yet a resume gets them back (token and a launched server's env)."""
     token = "evk-RESUME-5c2e9a71"
-    server = make_server(require_auth=token)
     monkeypatch.setenv("EVALKIT_RESUME_TOKEN", token)
-    entry = model_entry("m", server.base_url, auth_token="${EVALKIT_RESUME_TOKEN}", extra_body={"user": "me"})
-    entry["info"]["launch"] = {"model_path": "/models/x", "env": {"HF_TOKEN": token}}
-    other = model_entry("other", server.base_url, auth_token="${EVALKIT_RESUME_TOKEN}")
-    config = config_for(tmp_path, runspecs, [entry, other])
+    entry = {"info": {"name": "m", "inference_type": "transcription", "model": "pocketsphinx-en-us", "batch_size": 2,
+                      "auth_token": "${EVALKIT_RESUME_TOKEN}", "extra_body": {"user": "me"},
+                      "launch": {"backend": "pocketsphinx", "env": {"HF_TOKEN": token}}}}
+    other = model_entry("other", "http://127.0.0.1:9/v1", auth_token="${EVALKIT_RESUME_TOKEN}")
+    config = config_for(tmp_path, speech_runspecs["dir"], [entry, other], pairs=[["tiny_asr", "word_error_rate"]])
     from evalkit.config import load_config
     from evalkit.plan import build_plan
 
@@ -189,4 +189,4 @@ def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Pat
     assert list(plan.models) == ["m"] and info.auth_token == token and info.launch.env["HF_TOKEN"] == token
     assert full.models["m"].info.auth_token == token
     resumed = asyncio.run(execute(plan, RunOptions(quiet=True, resume=str(first.run_dir))))
-    assert resumed.store_hits == 4 and resumed.requests_sent == 0
+    assert resumed.store_hits == 3 and resumed.requests_sent == 0
