@@ -3,7 +3,7 @@
 Samples are read in a worker thread in small batches and at most ``window``
 samples are in flight, so memory is bounded by the window, not the dataset.
 A sample's audio is decoded and cut for every model once, in an audio
-worker process (:func:`evalkit.request_builder.run_audio_job`), and shared
+worker process (:func:`evalkit.data.audio_workers.run_audio_job`), and shared
 by all models; every model's request goes through that model's shared
 client (pools, retries, store). A failed request (or one failed chunk of
 long audio) is recorded with its reason and excluded from the score. Each
@@ -39,18 +39,9 @@ from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
-from evalkit.request_builder import (
-    PreparedAudio,
-    RequestContext,
-    Shape,
-    example_key,
-    history_after,
-    joined_answer,
-    prepare_example_audio,
-    prepare_turn_audio,
-    run_audio_job,
-    turn_requests,
-)
+from evalkit.data.audio_workers import run_audio_job
+from evalkit.data.pcm import PreparedAudio, Shape, example_key, prepare_example_audio, prepare_turn_audio
+from evalkit.request_builder import RequestContext, history_after, joined_answer, turn_requests
 
 log = logging.getLogger("evalkit")
 

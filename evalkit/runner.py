@@ -220,7 +220,7 @@ def _store_path(config: Config, output_dir: Path) -> Path:
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
     from evalkit.launch import launched_servers
-    from evalkit.request_builder import shutdown_audio_workers
+    from evalkit.data.audio_workers import shutdown_audio_workers
 
     config = plan.config
     hidden = secrets_of(config)

@@ -269,7 +269,7 @@ def test_generation_parameters_and_temperature_overrides_reach_the_server(tmp_pa
 
 
 def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_server, monkeypatch) -> None:
-    import evalkit.request_builder as rb
+    import evalkit.data.pcm as rb
 
     calls: Counter[int] = Counter()
     original = rb.pcm16_of
@@ -362,7 +362,7 @@ def _die_in_a_worker_process() -> str:
 def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypatch) -> None:
     import os
 
-    import evalkit.request_builder as rb
+    import evalkit.data.audio_workers as rb
 
     monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "2")
     monkeypatch.setattr(rb, "_pool", None)  # a pool of its own, restored (and the shared one kept) afterwards
@@ -381,7 +381,7 @@ def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypa
 
 
 def test_pieces_cover_the_audio_once_and_shapes_share_equal_pieces() -> None:
-    from evalkit.request_builder import PreparedAudio, piece_bounds
+    from evalkit.data.pcm import PreparedAudio, piece_bounds
 
     n = 2 * int(36.5 * SR)
     assert piece_bounds(n, 10, "chunk") == [(0, 320000), (320000, 640000), (640000, 960000), (960000, n)]

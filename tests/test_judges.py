@@ -134,7 +134,7 @@ def test_bad_prompt_files_are_config_errors(tmp_path: Path) -> None:
 
     good_user = "Q {question} R {reference} C {candidate} {\"verdict\": 1}"
     with pytest.raises(ConfigError, match="unknown placeholder .questoin"):
-        load_judge_prompt("x", path=write(f"user: 'Q {{questoin}} R {{reference}} C {{candidate}}'\n"))
+        load_judge_prompt("x", path=write("user: 'Q {questoin} R {reference} C {candidate}'\n"))
     with pytest.raises(ConfigError, match="must contain .candidate"):
         load_judge_prompt("x", path=write("user: 'Q {question} R {reference}'\n"))
     with pytest.raises(ConfigError, match="unknown key 'sytem'"):

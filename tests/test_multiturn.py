@@ -25,7 +25,8 @@ from conftest import model_entry, write_config
 from evalkit.config import load_config
 from evalkit.plan import build_plan
 from evalkit.prompts.prompt import Prompt, PromptTurn
-from evalkit.request_builder import PreparedAudio, RequestContext, history_after, turn_requests
+from evalkit.data.pcm import PreparedAudio
+from evalkit.request_builder import RequestContext, history_after, turn_requests
 from evalkit.runner import RunOptions, execute
 from evalkit.testing import audio_fingerprint
 

@@ -27,7 +27,8 @@ from evalkit.plan import build_plan
 from evalkit.prompts import examples as icl
 from evalkit.prompts.library import _specific_text, instruction_for, pools
 from evalkit.prompts.prompt import Prompt, PromptTurn
-from evalkit.request_builder import PreparedAudio, RequestContext, turn_requests
+from evalkit.data.pcm import PreparedAudio
+from evalkit.request_builder import RequestContext, turn_requests
 from evalkit.runner import RunOptions, RunOutcome, execute
 from evalkit.testing import audio_fingerprint
 

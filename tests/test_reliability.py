@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from conftest import model_entry, write_config
 from evalkit.clients.model_client import Circuit, ModelClient, RetryPolicy

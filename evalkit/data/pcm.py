@@ -1,0 +1,139 @@
+"""A sample's audio as 16 kHz mono int16 PCM, cut into WAV pieces once for every model.
+
+Audio is decoded once per sample and every model slices its own chunks from
+those bytes: chunking and truncation are a byte slice plus a WAV header, with
+no second decode. All functions here are blocking: the engine runs them in
+audio worker processes (:mod:`evalkit.data.audio_workers`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from evalkit.clients.request import AudioPart
+from evalkit.data import audio as audio_codec
+from evalkit.data.sample import Audio
+
+SAMPLE_RATE = 16000
+_BYTES_PER_SECOND = SAMPLE_RATE * 2
+
+#: how a model wants its audio cut: (chunk_size seconds or None, "chunk" | "truncate")
+Shape = tuple[float | None, str]
+
+
+def pcm16_of(audio: Audio) -> bytes:
+    """Decode any supported audio to 16 kHz mono little-endian int16 PCM (blocking; run in a thread)."""
+    import numpy as np
+
+    array = audio_codec.load_16k_mono(audio)
+    # x * 32768 inverts soundfile's int16 -> float scaling exactly, so 16-bit sources pass losslessly
+    return np.clip(np.rint(array * 32768.0), -32768, 32767).astype("<i2").tobytes()
+
+
+def wav_from_pcm16(pcm: bytes) -> bytes:
+    header = b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVE"
+    header += b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, SAMPLE_RATE, _BYTES_PER_SECOND, 2, 16)
+    header += b"data" + struct.pack("<I", len(pcm))
+    return header + pcm
+
+
+def piece_bounds(n_bytes: int, chunk_size: float | None, mode: str) -> list[tuple[int, int]]:
+    """Byte ranges of the pieces of ``n_bytes`` of PCM cut at ``chunk_size`` seconds (``chunk`` or ``truncate``).
+
+    A chunk is ``int(chunk_size * 16000)`` samples (at least one), so every
+    piece but the last is exactly that long and the pieces cover the audio once.
+    """
+    if not chunk_size:
+        return [(0, n_bytes)]
+    step = max(1, int(chunk_size * SAMPLE_RATE)) * 2
+    if n_bytes <= step:
+        return [(0, n_bytes)]
+    if mode == "truncate":
+        return [(0, step)]
+    return [(i, min(i + step, n_bytes)) for i in range(0, n_bytes, step)]
+
+
+def audio_pieces(pcm: bytes, chunk_size: float | None, mode: str) -> list[bytes]:
+    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None."""
+    return [pcm[start:stop] for start, stop in piece_bounds(len(pcm), chunk_size, mode)]
+
+
+class PreparedAudio:
+    """A sample's audio, decoded once, and its WAV pieces per shape, shared by every model.
+
+    Keys are turn indexes (0, 1, ...) and in-context examples (:func:`example_key`,
+    negative). :meth:`build` makes all the pieces the engine's models need off
+    the loop (WAV header, copy and sha256 are CPU work) and then lets the raw
+    PCM go, so a sample in flight holds its audio once, not twice; a piece
+    that two shapes share (a clip shorter than both chunk sizes) is one object.
+    """
+
+    __slots__ = ("pcm_by_turn", "seconds", "_parts", "_pieces")
+
+    def __init__(self, pcm_by_turn: dict[int, bytes]) -> None:
+        self.pcm_by_turn = dict(pcm_by_turn)
+        self.seconds = {key: len(pcm) / _BYTES_PER_SECOND for key, pcm in self.pcm_by_turn.items()}
+        self._parts: dict[tuple[int, float | None, str], list[AudioPart]] = {}
+        self._pieces: dict[tuple[int, int, int], AudioPart] = {}
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.seconds
+
+    @property
+    def n_examples(self) -> int:
+        return sum(1 for key in self.seconds if key < 0)
+
+    def parts(self, key: int, chunk_size: float | None, mode: str) -> list[AudioPart]:
+        """The WAV pieces of ``key`` cut to ``(chunk_size, mode)``; examples are always truncated."""
+        if key < 0:
+            mode = "truncate"
+        cache_key = (key, chunk_size, mode)
+        found = self._parts.get(cache_key)
+        if found is None:
+            if key not in self.pcm_by_turn:
+                raise KeyError(f"audio {key} was not prepared for chunk_size={chunk_size}, {mode}")
+            pcm = self.pcm_by_turn[key]
+            found = []
+            for start, stop in piece_bounds(len(pcm), chunk_size, mode):
+                piece = self._pieces.get((key, start, stop))
+                if piece is None:
+                    piece = self._pieces[(key, start, stop)] = AudioPart.from_wav(wav_from_pcm16(pcm[start:stop]))
+                found.append(piece)
+            self._parts[cache_key] = found
+        return found
+
+    def build(self, shapes: Iterable[Shape], release_pcm: bool = True) -> PreparedAudio:
+        """Make every piece ``shapes`` need (blocking: run it off the loop); then drop the PCM."""
+        wanted = list(dict.fromkeys(shapes))
+        for key in list(self.pcm_by_turn):
+            for chunk_size, mode in wanted:
+                self.parts(key, chunk_size, mode)
+        if release_pcm:
+            self.pcm_by_turn = {}
+            self._pieces = {}
+        return self
+
+    def adopt(self, key: int, other: PreparedAudio, other_key: int) -> None:
+        """Use ``other``'s audio under ``key``: an in-context example's pieces, made once per engine."""
+        self.seconds[key] = other.seconds[other_key]
+        if other_key in other.pcm_by_turn:
+            self.pcm_by_turn[key] = other.pcm_by_turn[other_key]
+        for (source, chunk_size, mode), parts in other._parts.items():
+            if source == other_key:
+                self._parts[(key, chunk_size, mode)] = parts
+
+
+def example_key(index: int) -> int:
+    """PreparedAudio key of the audio of in-context example ``index`` (turns use 0, 1, ...)."""
+    return -(index + 1)
+
+
+def prepare_turn_audio(audio_by_turn: dict[int, Audio], shapes: list[Shape]) -> PreparedAudio:
+    """:func:`prepare_audio` on just the audio (what crosses to a worker process: no prompt text)."""
+    return PreparedAudio({index: pcm16_of(audio) for index, audio in audio_by_turn.items()}).build(shapes)
+
+
+def prepare_example_audio(audio: Audio, shapes: Iterable[Shape]) -> PreparedAudio:
+    """An in-context example's audio, truncated for every chunk size (key -1); blocking."""
+    return PreparedAudio({-1: pcm16_of(audio)}).build([(chunk_size, "truncate") for chunk_size, _ in shapes])
