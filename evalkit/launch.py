@@ -1,36 +1,80 @@
 """Model servers evalkit starts itself: ``launch:`` blocks in config.yaml.
 
-For each model entry with a ``launch`` block, evalkit picks a free loopback
-port, starts the server (vLLM's OpenAI server, or ``evalkit serve`` with a
-local backend), waits for ``/health``, points the entry's ``url`` at it, and
-stops it by its process id when the run ends: normally, on an error, or on
-Ctrl-C. Each server runs in its own process group so workers it spawned
-(vLLM starts several) are stopped with it.
+For each model entry with a ``launch`` block, evalkit starts the server
+(vLLM's OpenAI server, or ``evalkit serve`` with a local backend) on a
+loopback port, waits for ``/health``, checks that the server on that port is
+the one it started (``/v1/models`` lists the entry's model id), points the
+entry's ``url`` at it, and stops it by its process group when the run ends:
+normally, on an error, on Ctrl-C or on SIGTERM/SIGHUP.
+
+Why the details:
+
+- ``evalkit serve`` picks its own port (``--port 0 --port-file``), so no
+  other process can take the port between "found free" and "bound". vLLM
+  cannot do that; it gets a port found free just before, and is started again
+  on another port if it loses that race ("address already in use").
+- Each server runs in its own session, hence its own process group: Ctrl-C
+  in a terminal reaches evalkit only (which then stops the server in order),
+  and stopping the group also stops the workers a server spawned (vLLM runs
+  an API server, an engine core and a worker).
+- On Linux the server is started with a parent-death signal (SIGTERM), so
+  even a SIGKILLed evalkit does not leave a server behind.
+- Every server writes ``server-<model>-<pid>.log`` and a ``.json`` beside it
+  (pid, port, url, command with secrets masked, seconds to ready, exit code,
+  whether anything was left that needed SIGKILL) in the log folder
+  (``<output_dir>/server-logs`` for a run), so a user or a test can tell which
+  process served which run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
+import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
+from evalkit.report.redact import is_secret_key, scrub
 
 log = logging.getLogger("evalkit")
+
+#: seconds a stopped server gets to exit after SIGTERM before its group is SIGKILLed
+STOP_GRACE = 10.0
+#: how often a vLLM start is retried when another process took its port first
+PORT_RETRIES = 3
+#: arguments evalkit sets itself; in ``launch.args`` they would point evalkit at the wrong place
+_RESERVED_ARGS = ("--host", "--port", "--port-file")
+_ADDRESS_IN_USE = re.compile(r"address already in use|errno 98", re.IGNORECASE)
+
+# Runs in the server's process before the server itself: asks Linux to send
+# SIGTERM when evalkit's thread that started it dies (also by SIGKILL), then
+# becomes the server (exec keeps the pid, the session and the setting).
+_PDEATHSIG_SHIM = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)\n"  # 1 = PR_SET_PDEATHSIG
+    "if os.getppid() != int(sys.argv[1]):\n"  # evalkit died before prctl: do not start at all
+    "    os._exit(143)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
 
 
 class LaunchError(UserError):
@@ -39,14 +83,72 @@ class LaunchError(UserError):
 
 @dataclass
 class LaunchedServer:
+    """One server process evalkit started, and what it knows about it."""
+
     model: str
+    backend: str
     process: subprocess.Popen[bytes]
-    url: str
     log_path: Path
+    command: list[str]
+    secrets: list[str] = field(default_factory=list, repr=False)
+    port: int | None = None
+    port_file: Path | None = None
+    started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: dt.datetime.now().isoformat(timespec="seconds"))
+    ready_seconds: float | None = None
+    stopped_at: str | None = None
+    returncode: int | None = None
+    stop_seconds: float | None = None
+    killed: bool = False
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def url(self) -> str:
+        """Base URL of the OpenAI API (``.../v1``); empty until the port is known."""
+        return f"http://127.0.0.1:{self.port}/v1" if self.port else ""
+
+    @property
+    def info_path(self) -> Path:
+        return self.log_path.with_suffix(".json")
+
+    def describe(self) -> dict[str, Any]:
+        """What a results file or a person needs to find this server again (no secrets)."""
+        return {
+            "model": self.model,
+            "backend": self.backend,
+            "pid": self.pid,
+            "pgid": self.pid,
+            "port": self.port,
+            "url": self.url or None,
+            "command": _masked_command(self.command, self.secrets),
+            "log": str(self.log_path),
+            "started": self.started_at,
+            "ready_seconds": self.ready_seconds,
+            "stopped": self.stopped_at,
+            "returncode": self.returncode,
+            "stop_seconds": self.stop_seconds,
+            "killed": self.killed,
+        }
+
+    def write_info(self) -> None:
+        with contextlib.suppress(OSError):
+            tmp = self.info_path.with_name(f".{self.info_path.name}.tmp")
+            tmp.write_text(json.dumps(self.describe(), indent=2) + "\n")
+            os.replace(tmp, self.info_path)
+
+    def tail(self, lines: int = 25) -> str:
+        return scrub(_tail(self.log_path, lines), self.secrets)
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no output)"
+    return "\n".join(text[-lines:]) if text else "(no output)"
 
 
 def free_port() -> int:
@@ -55,93 +157,357 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def server_command(info: ModelInfo, port: int) -> list[str]:
+def server_command(info: ModelInfo, port: int | None, port_file: Path | None = None) -> list[str]:
+    """The server's command line: vLLM on ``port``, or ``evalkit serve`` writing its own port to ``port_file``."""
     launch = info.launch
     assert launch is not None
     if launch.backend == "vllm":
+        assert port is not None
         return [
             sys.executable, "-m", "vllm.entrypoints.openai.api_server",
             "--model", str(launch.model_path), "--served-model-name", info.model,
             "--host", "127.0.0.1", "--port", str(port), *launch.args,
         ]
-    command = [sys.executable, "-m", "evalkit.serve", "--backend", str(launch.backend), "--model-id", info.model,
-               "--host", "127.0.0.1", "--port", str(port)]
+    # evalkit is the server's only client, and when it stops the server it wants no answer still being computed
+    command = [
+        sys.executable, "-m", "evalkit.serve", "--backend", str(launch.backend), "--model-id", info.model,
+        "--host", "127.0.0.1", "--shutdown-timeout", "0",
+    ]
+    if port_file is not None:
+        command += ["--port", "0", "--port-file", str(port_file)]
+    else:
+        assert port is not None
+        command += ["--port", str(port)]
     if launch.model_path:
         command += ["--model", launch.model_path]
     return command + list(launch.args)
 
 
-async def _wait_healthy(server: LaunchedServer, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    health = server.url.removesuffix("/v1") + "/health"
-    async with aiohttp.ClientSession() as session:
-        while time.monotonic() < deadline:
-            if server.process.poll() is not None:
-                raise LaunchError(
-                    f"models: {server.model}: the server exited with code {server.process.returncode} before it was ready; "
-                    f"its output:\n{_tail(server.log_path)}"
-                )
-            with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-                async with session.get(health, timeout=aiohttp.ClientTimeout(total=2)) as response:
-                    if response.status == 200:
-                        return
-            await asyncio.sleep(0.25)
-    raise LaunchError(f"models: {server.model}: no healthy server at {health} within {timeout:g} s (launch.startup_timeout); output:\n{_tail(server.log_path)}")
+def _check_args(info: ModelInfo) -> None:
+    """Arguments evalkit sets itself may not be given again: the server would listen or answer elsewhere."""
+    assert info.launch is not None
+    vllm = info.launch.backend == "vllm"
+    owned = {
+        **dict.fromkeys(_RESERVED_ARGS, "is chosen by evalkit (a free loopback port)"),
+        "--model": "comes from launch.model_path",
+        ("--served-model-name" if vllm else "--model-id"): "comes from the entry's `model` (the id evalkit sends)",
+    }
+    for arg in info.launch.args:
+        name = arg.split("=", 1)[0]
+        if name in owned:
+            raise LaunchError(f"models: {info.name}: launch.args: {name} {owned[name]}; remove it")
 
 
-def _tail(path: Path, lines: int = 25) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no output)"
+def _launch_secrets(info: ModelInfo) -> list[str]:
+    """Values that must not show in logs or messages: the entry's token, secret env values, values of secret flags."""
+    assert info.launch is not None
+    found = {info.auth_token or ""}
+    found |= {value for key, value in info.launch.env.items() if is_secret_key(key)}
+    args = info.launch.args
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name.startswith("-") and is_secret_key(name.lstrip("-")):
+            found.add(value if eq else (args[index + 1] if index + 1 < len(args) else ""))
+    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
-def stop_server(server: LaunchedServer, grace: float = 10.0) -> None:
-    """SIGTERM the server's process group, then SIGKILL what is left after ``grace`` seconds."""
-    process = server.process
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=grace)
-    # workers of the group may outlive the leader
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
+def _masked_command(command: list[str], secrets: list[str]) -> list[str]:
+    return [scrub(part, secrets) for part in command]
+
+
+def _child_env(info: ModelInfo) -> dict[str, str]:
+    assert info.launch is not None
+    env = dict(os.environ)
+    if info.launch.backend == "vllm":
+        # no usage reports from an evaluation box; the user's env may still turn them on
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+    else:
+        # `python -m evalkit.serve` must import this evalkit, also from a source folder that is not installed
+        # (an installed one is found anyway; its site-packages must not go ahead of the standard library)
+        package_root = str(Path(__file__).resolve().parent.parent)
+        paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if package_root not in paths and package_root not in _site_dirs():
+            env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
+    env.update(info.launch.env)
+    return env
+
+
+def _site_dirs() -> set[str]:
+    import site
+    import sysconfig
+
+    dirs = [*site.getsitepackages(), site.getusersitepackages(), *sysconfig.get_paths().values()]
+    return {str(Path(d).resolve()) for d in dirs if d}
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
 
 def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
+    """Start one server (does not wait for it). Call from the thread that lives as long as the run."""
     assert info.launch is not None
-    port = free_port()
-    command = server_command(info, port)
-    log_path = log_dir / f"server-{info.name.replace('/', '_')}-{port}.log"
-    env = {**os.environ, **info.launch.env}
-    with log_path.open("wb") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
-    log.info("started %s for %s (pid %d) on port %d", info.launch.backend, info.name, process.pid, port)
-    return LaunchedServer(model=info.name, process=process, url=f"http://127.0.0.1:{port}/v1", log_path=log_path)
+    backend = str(info.launch.backend)
+    port_file = None if backend == "vllm" else log_dir / f".port-{uuid.uuid4().hex}"
+    port = free_port() if backend == "vllm" else None
+    command = server_command(info, port, port_file)
+    argv = command
+    if sys.platform.startswith("linux"):
+        argv = [sys.executable, "-c", _PDEATHSIG_SHIM, str(os.getpid()), *command]
+    starting = log_dir / f".starting-{uuid.uuid4().hex}.log"
+    with starting.open("wb") as handle:
+        try:
+            process = subprocess.Popen(
+                argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(info), start_new_session=True
+            )
+        except OSError as error:
+            starting.unlink(missing_ok=True)
+            raise LaunchError(f"models: {info.name}: cannot start {command[0]}: {error}") from None
+    log_path = log_dir / f"server-{_safe_name(info.name)}-{process.pid}.log"
+    os.replace(starting, log_path)  # the server keeps writing to the renamed file
+    server = LaunchedServer(
+        model=info.name, backend=backend, process=process, log_path=log_path, command=command,
+        secrets=_launch_secrets(info), port=port, port_file=port_file,
+    )
+    server.write_info()
+    log.info("started %s for %s (pid %d), log %s", backend, info.name, process.pid, log_path)
+    return server
+
+
+def _exited_message(server: LaunchedServer) -> str:
+    return (
+        f"models: {server.model}: the {server.backend} server exited with code {server.process.returncode} "
+        f"before it was ready (log {server.log_path}); its output ends with:\n{server.tail()}"
+    )
+
+
+async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float) -> None:
+    """Wait for the port (evalkit serve reports it), then /health 200, then our model id in /v1/models."""
+    deadline = server.started + timeout
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise LaunchError(_exited_message(server))
+            if server.port is None and server.port_file is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    server.port = int(server.port_file.read_text().strip())
+            if server.port is not None and await _answers(session, server, model_id):
+                server.ready_seconds = round(time.monotonic() - server.started, 3)
+                server.write_info()
+                log.info("%s server for %s ready at %s after %.1f s", server.backend, server.model, server.url, server.ready_seconds)
+                return
+            await asyncio.sleep(0.25)
+    where = f"at {server.url}" if server.port else "(it reported no port)"
+    raise LaunchError(
+        f"models: {server.model}: no healthy {server.backend} server {where} within {timeout:g} s "
+        f"(launch.startup_timeout; log {server.log_path}); its output ends with:\n{server.tail()}"
+    )
+
+
+async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model_id: str) -> bool:
+    base = server.url.removesuffix("/v1")
+    timeout = aiohttp.ClientTimeout(total=5)
+    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
+        async with session.get(base + "/health", timeout=timeout) as response:
+            if response.status != 200:
+                return False
+        async with session.get(server.url + "/models", timeout=timeout) as response:
+            body = await response.json(content_type=None)
+        served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
+        if model_id in served:
+            return True
+        raise LaunchError(
+            f"models: {server.model}: the server on port {server.port} serves {served}, not {model_id!r}: "
+            "another process took the port evalkit chose for it; run again"
+        )
+    return False
+
+
+async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedServer]) -> LaunchedServer:
+    """Start ``info``'s server and wait for it; vLLM is started again on a new port if it lost the port race."""
+    assert info.launch is not None
+    for attempt in range(PORT_RETRIES + 1):
+        server = _start(info, log_dir)
+        servers.append(server)
+        try:
+            await _wait_ready(server, info.model, info.launch.startup_timeout)
+            return server
+        except LaunchError:
+            lost_port = server.port_file is None and server.process.poll() is not None and _ADDRESS_IN_USE.search(server.tail(60))
+            if not lost_port or attempt == PORT_RETRIES:
+                raise
+            log.warning("models: %s: port %s was taken before vLLM bound it; starting it again on another port", info.name, server.port)
+            stop_servers([server])
+    raise AssertionError("unreachable")
+
+
+def _signal_group(server: LaunchedServer, sig: int) -> bool:
+    """Send ``sig`` to the server's process group; False when the group is gone."""
+    try:
+        os.killpg(server.pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the pgid now belongs to a stranger's group: ours is gone
+        return False
+
+
+def group_members(pgid: int) -> list[int] | None:
+    """Live (not zombie) processes of process group ``pgid``, from /proc; None where there is no /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    members = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and fields[0] not in ("Z", "X") and fields[2] == str(pgid):
+            members.append(int(entry.name))
+    return members
+
+
+def _group_alive(server: LaunchedServer) -> bool:
+    server.process.poll()  # reap the leader, or its zombie keeps the group "alive"
+    members = group_members(server.pid)
+    if members is not None:  # zombies of orphaned workers are not "alive": they cannot be stopped anyway
+        return bool(members)
+    return _signal_group(server, 0)
+
+
+def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> None:
+    """SIGTERM every server's group at once, wait up to ``grace`` seconds for all, SIGKILL what is left.
+
+    A second Ctrl-C while waiting skips the wait, never the SIGKILL.
+    """
+    running = [s for s in servers if s.stopped_at is None]
+    begun = time.monotonic()
+    for server in running:
+        _signal_group(server, signal.SIGTERM)
+    try:
+        deadline = begun + grace
+        while time.monotonic() < deadline and any(_group_alive(s) for s in running):
+            time.sleep(0.05)
+    finally:
+        for server in running:
+            if _group_alive(server):
+                server.killed = True
+                log.warning("models: %s: the %s server (pid %d) did not stop within %g s; killed", server.model, server.backend, server.pid, grace)
+                _signal_group(server, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                server.process.wait(timeout=5)
+            server.returncode = server.process.returncode
+            server.stop_seconds = round(time.monotonic() - begun, 3)
+            server.stopped_at = dt.datetime.now().isoformat(timespec="seconds")
+            if server.port_file is not None:
+                server.port_file.unlink(missing_ok=True)
+            server.write_info()
+
+
+def stop_server(server: LaunchedServer, grace: float = STOP_GRACE) -> None:
+    stop_servers([server], grace)
+
+
+async def _watch(servers: list[LaunchedServer]) -> None:
+    """Say so at once when a launched server dies mid-run (its requests then fail as connection errors)."""
+    reported: set[int] = set()
+    while True:
+        await asyncio.sleep(1.0)
+        for server in servers:
+            if server.pid not in reported and server.stopped_at is None and server.process.poll() is not None:
+                reported.add(server.pid)
+                log.error(
+                    "models: %s: the %s server (pid %d) exited with code %s during the run; its output ends with:\n%s",
+                    server.model, server.backend, server.pid, server.process.returncode, server.tail(),
+                )
+
+
+@contextlib.contextmanager
+def _stop_on_termination(servers: list[LaunchedServer]) -> Iterator[list[int]]:
+    """While servers run, SIGTERM and SIGHUP cancel the run (so they are stopped) instead of killing evalkit outright.
+
+    Yields the list the received signal is put in. Only in the main thread of
+    a loop that supports signal handlers; elsewhere the default stays.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    installed: dict[int, Any] = {}
+
+    def on_signal(signum: int) -> None:
+        if received:  # a second one: no orderly end, but no server left behind either
+            for server in servers:
+                _signal_group(server, signal.SIGKILL)
+            os._exit(128 + signum)
+        received.append(signum)
+        log.warning("%s: stopping the run and the servers it started", signal.Signals(signum).name)
+        if task is not None:
+            task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        previous = signal.getsignal(sig)
+        if previous is signal.SIG_IGN:  # nohup and friends: respect it
+            continue
+        try:
+            loop.add_signal_handler(sig, on_signal, int(sig))
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed[int(sig)] = previous
+    try:
+        yield received
+    finally:
+        for sig, previous in installed.items():
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
 
 
 @contextlib.asynccontextmanager
 async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIterator[list[LaunchedServer]]:
-    """Start every ``launch:`` server of the plan, point its model at it, stop them all at the end."""
+    """Start every ``launch:`` server of the plan, point its model at it, stop them all at the end.
+
+    A SIGTERM or SIGHUP while the servers run ends the run with SystemExit(128 + signal)
+    after the servers are stopped.
+    """
     entries = [info for model in plan.models.values() for info in model.replicas if info.launch is not None]
     if not entries:
         yield []
         return
+    for info in entries:
+        _check_args(info)
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="evalkit-servers-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     servers: list[LaunchedServer] = []
-    try:
-        for info in entries:
-            servers.append(_start(info, log_dir))
-        await asyncio.gather(*(_wait_healthy(s, info.launch.startup_timeout) for s, info in zip(servers, entries)))  # type: ignore[union-attr]
-        for server, info in zip(servers, entries):
-            info.url = server.url
-        yield servers
-    finally:
-        for server in servers:
-            stop_server(server)
+    watcher: asyncio.Task[None] | None = None
+    with _stop_on_termination(servers) as received:
+        try:
+            starting = [asyncio.ensure_future(_start_ready(info, log_dir, servers)) for info in entries]
+            try:
+                done, _ = await asyncio.wait(starting, return_when=asyncio.FIRST_EXCEPTION)
+                for future in done:
+                    future.result()  # the first launch error, if any
+                ready = [future.result() for future in starting]
+            finally:
+                for future in starting:
+                    future.cancel()
+                await asyncio.gather(*starting, return_exceptions=True)
+            for server, info in zip(ready, entries):
+                info.url = server.url
+            watcher = asyncio.ensure_future(_watch(servers))
+            yield ready
+        except asyncio.CancelledError:
+            if received:
+                raise SystemExit(128 + received[0]) from None
+            raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            stop_servers(servers)

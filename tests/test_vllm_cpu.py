@@ -298,3 +298,127 @@ def test_vllm_stops_with_all_its_processes(vllm_server: VllmServer, vllm_answers
     assert vllm_server.proc is not None and vllm_server.proc.poll() is not None
     with pytest.raises(httpx.HTTPError):
         httpx.get(vllm_server.url + "/health", timeout=2)
+
+
+# ------------------------------------------------------------------ evalkit starts the servers itself
+
+
+def _write_launch_config(folder: Path, model_dir: Path) -> Path:
+    import yaml
+
+    greedy = {"temperature": 0, "max_tokens": MAX_TOKENS, "batch_size": 4, "timeout": 300, "model": "tiny"}
+    config = {
+        "dataset_metric": [["basic_qa", "exact_match"]],
+        "models": [
+            {"info": {
+                "name": "tiny-vllm", "inference_type": "vllm", **greedy,
+                "launch": {
+                    "backend": "vllm", "model_path": str(model_dir),
+                    "args": ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"],
+                    "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+                    "startup_timeout": START_TIMEOUT + 300,
+                },
+            }},
+            {"info": {
+                "name": "tiny-transformers", "inference_type": "local", **greedy,
+                "launch": {"backend": "transformers", "model_path": str(model_dir), "args": ["--dtype", "float32"],
+                           "env": {"HF_HUB_OFFLINE": "1"}},
+            }},
+        ],
+        "filters": {"num_samples": 6},
+        "output_dir": str(folder / "runs"),
+    }
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _launched(runs: Path) -> dict[str, dict[str, Any]]:
+    """The servers evalkit recorded (``server-logs/*.json``), by model name."""
+    import json
+
+    out = {}
+    for path in (runs / "server-logs").glob("server-*.json"):
+        try:
+            info = json.loads(path.read_text())
+        except ValueError:  # being rewritten
+            continue
+        out[info["model"]] = info
+    return out
+
+
+def _live_group(pgid: int) -> list[Any]:
+    import psutil
+
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
+                members.append(proc)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def test_evalkit_run_launches_vllm_and_transformers_with_equal_answers(tiny_llama: Path, tmp_path: Path) -> None:
+    """``evalkit run`` starts real vLLM and ``evalkit serve`` itself, scores both, stops both: same greedy answers."""
+    import json
+
+    import psutil
+
+    config = _write_launch_config(tmp_path, tiny_llama)
+    runs = tmp_path / "runs"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    err_path = tmp_path / "evalkit.stderr"
+    started = time.monotonic()
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit", "run", str(config), "--no-cache", "-q"],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+        )
+    seen: dict[int, Any] = {}  # every process of the vLLM server seen while it ran
+    try:
+        deadline = started + START_TIMEOUT + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            vllm = _launched(runs).get("tiny-vllm")
+            if vllm and vllm.get("ready_seconds") and not vllm.get("stopped"):
+                for member in _tree(vllm["pid"]):
+                    seen.setdefault(member.pid, member)
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(60)
+    seconds = time.monotonic() - started
+    stderr = err_path.read_text(errors="replace")
+    assert proc.returncode == 0, stderr[-4000:]
+
+    (run_dir,) = [p for p in runs.iterdir() if (p / "results.json").is_file()]
+    results = json.loads((run_dir / "results.json").read_text())
+    rows = {r["model"]: r for r in results["results"]}
+    for name in ("tiny-vllm", "tiny-transformers"):
+        assert rows[name]["n"] > 0 and rows[name]["n_failed"] == 0, rows[name]
+
+    predictions: dict[str, dict[str, str]] = {"tiny-vllm": {}, "tiny-transformers": {}}
+    for line in next((run_dir / "records").glob("basic_qa__exact_match.jsonl")).read_text().splitlines():
+        record = json.loads(line)
+        predictions[record["model"]][record["sample_id"]] = record["response"]
+    assert len(predictions["tiny-vllm"]) == rows["tiny-vllm"]["n"]
+    assert predictions["tiny-vllm"] == predictions["tiny-transformers"]
+    assert any(predictions["tiny-vllm"].values())  # a random model still says something
+
+    servers = _launched(runs)
+    vllm, local = servers["tiny-vllm"], servers["tiny-transformers"]
+    print(
+        f"\nevalkit run with launched vLLM + evalkit serve: {seconds:.0f} s; vLLM ready after {vllm['ready_seconds']:.0f} s "
+        f"({len(seen)} processes), evalkit serve after {local['ready_seconds']:.0f} s; stops took "
+        f"{vllm['stop_seconds']:.1f} s and {local['stop_seconds']:.1f} s"
+    )
+    assert len(seen) >= 3, seen  # API server, engine core, worker
+    for server in (vllm, local):
+        assert server["stopped"] and not server["killed"], server
+        assert _live_group(server["pgid"]) == []
+    _, alive = psutil.wait_procs(list(seen.values()), timeout=5)
+    assert not alive, f"vLLM processes left: {alive}"
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{vllm['port']}/health", timeout=2)

@@ -60,6 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="requests waiting beyond this are refused with 503 + Retry-After (default: %(default)s)",
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: %(default)s)")
+    parser.add_argument(
+        "--dtype", metavar="TYPE",
+        help="transformers: weight and compute dtype, e.g. float32, bfloat16, float16, auto (default: float32)",
+    )
     parser.add_argument("--grammar", metavar="FILE", help="pocketsphinx: only recognise the sentences in FILE (one per line)")
     parser.add_argument(
         "--shutdown-timeout", type=float, default=10.0, metavar="S",
@@ -91,6 +95,8 @@ def _check(args: argparse.Namespace) -> None:
             raise UserError("--grammar only applies to --backend pocketsphinx")
         if not Path(args.grammar).is_file():
             raise UserError(f"--grammar {args.grammar}: no such file")
+    if args.dtype is not None and args.backend != "transformers":
+        raise UserError("--dtype only applies to --backend transformers")
     if args.port_file and not Path(args.port_file).resolve().parent.is_dir():
         raise UserError(f"--port-file {args.port_file}: its folder does not exist")
     load_backend_class(args.backend)  # a missing dependency is a message now, not a crash later
@@ -177,6 +183,8 @@ async def _serve(args: argparse.Namespace) -> int:
     try:
         await web.SockSite(runner, sock).start()
         options: dict[str, Any] = {"grammar": args.grammar} if args.grammar else {}
+        if args.dtype is not None:
+            options["dtype"] = args.dtype
         loading = _in_daemon_thread(
             create_backend,
             args.backend,
