@@ -7,7 +7,6 @@ are spoken to; pools and engines never build URLs or parse JSON themselves.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 from typing import Any
@@ -77,8 +76,8 @@ def _with_audio(message: dict[str, Any], request: ModelRequest) -> dict[str, Any
     parts = []
     for part in content:
         if part.get("type") == "input_audio" and "audio_index" in part.get("input_audio", {}):
-            wav = request.audio[part["input_audio"]["audio_index"]].wav
-            part = {"type": "input_audio", "input_audio": {"data": base64.b64encode(wav).decode("ascii"), "format": "wav"}}
+            audio = request.audio[part["input_audio"]["audio_index"]]
+            part = {"type": "input_audio", "input_audio": {"data": audio.base64, "format": "wav"}}
         parts.append(part)
     return {**message, "content": parts}
 

@@ -21,6 +21,9 @@ _BYTES_PER_SECOND = SAMPLE_RATE * 2
 #: how a model wants its audio cut: (chunk_size seconds or None, "chunk" | "truncate")
 Shape = tuple[float | None, str]
 
+#: "wav" for transcription uploads, "b64" for chat input_audio parts
+ALL_ENCODINGS = frozenset({"wav", "b64"})
+
 
 def pcm16_of(audio: Audio) -> bytes:
     """Decode any supported audio to 16 kHz mono little-endian int16 PCM (blocking; run in a thread)."""
@@ -103,12 +106,13 @@ class PreparedAudio:
             self._parts[cache_key] = found
         return found
 
-    def build(self, shapes: Iterable[Shape], release_pcm: bool = True) -> PreparedAudio:
-        """Make every piece ``shapes`` need (blocking: run it off the loop); then drop the PCM."""
+    def build(self, shapes: Iterable[Shape], release_pcm: bool = True, encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
+        """Make every piece ``shapes`` need, in ``encodings`` (blocking: run it off the loop); then drop the PCM."""
         wanted = list(dict.fromkeys(shapes))
         for key in list(self.pcm_by_turn):
             for chunk_size, mode in wanted:
-                self.parts(key, chunk_size, mode)
+                for part in self.parts(key, chunk_size, mode):
+                    part.encode(encodings)
         if release_pcm:
             self.pcm_by_turn = {}
             self._pieces = {}
@@ -129,11 +133,15 @@ def example_key(index: int) -> int:
     return -(index + 1)
 
 
-def prepare_turn_audio(audio_by_turn: dict[int, Audio], shapes: list[Shape]) -> PreparedAudio:
-    """:func:`prepare_audio` on just the audio (what crosses to a worker process: no prompt text)."""
-    return PreparedAudio({index: pcm16_of(audio) for index, audio in audio_by_turn.items()}).build(shapes)
+def prepare_turn_audio(audio_by_turn: dict[int, Audio], shapes: list[Shape], encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
+    """Decode a sample's audio once and cut it for every shape (blocking: what a worker process runs).
+
+    Raises ValueError/OSError/RuntimeError (AudioDecodeError is a ValueError)
+    when the audio cannot be read; the engine records that sample as failed.
+    """
+    return PreparedAudio({index: pcm16_of(audio) for index, audio in audio_by_turn.items()}).build(shapes, encodings=encodings)
 
 
-def prepare_example_audio(audio: Audio, shapes: Iterable[Shape]) -> PreparedAudio:
+def prepare_example_audio(audio: Audio, shapes: Iterable[Shape], encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
     """An in-context example's audio, truncated for every chunk size (key -1); blocking."""
-    return PreparedAudio({-1: pcm16_of(audio)}).build([(chunk_size, "truncate") for chunk_size, _ in shapes])
+    return PreparedAudio({-1: pcm16_of(audio)}).build([(chunk_size, "truncate") for chunk_size, _ in shapes], encodings=encodings)
