@@ -52,9 +52,12 @@ def _table(headers: list[str], rows: Iterable[list[str]], numeric: frozenset[int
 def _direction(metric: str) -> bool | None:
     """True when higher is better, False when lower is, None when the metric is unknown here."""
     try:
+        import sys
+
         from evalkit.listing import metric_infos
 
-        info = metric_infos().get(metric)
+        # during a run the registry is already imported: reading it beats parsing metric sources again
+        info = metric_infos(imported="evalkit.metrics.base" in sys.modules).get(metric)
         return None if info is None else info.higher_is_better
     except Exception:  # noqa: BLE001 - a missing direction only drops a caption
         return None
