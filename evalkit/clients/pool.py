@@ -58,11 +58,18 @@ class Attempt:
 
     @property
     def rate_limited(self) -> bool:
-        return self.status == 429
+        """"Busy, come back later": a 429, or a 503 that says when (a full server queue).
+
+        Neither is a failure of the request: it waits as told, slows the
+        endpoint down, and does not use up ``retry_attempts``.
+        """
+        return self.status == 429 or (self.status == 503 and self.retry_after is not None)
 
     @property
     def endpoint_fault(self) -> bool:
         """The endpoint is unreachable or broken (what a circuit breaker counts); any other answer shows it alive."""
+        if self.rate_limited:
+            return False
         return self.failure in ("connection", "timeout") or (self.status or 0) >= 500
 
 
