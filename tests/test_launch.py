@@ -262,18 +262,6 @@ def test_grammar_mode_is_exact_and_free_mode_is_real_and_stable(tmp_path: Path) 
     assert _row(_results(first), "ps-free")["score"] == _row(_results(second), "ps-free")["score"]
 
 
-def _client_waits_for_busy_servers() -> bool:
-    """Whether the HTTP client treats 503 + Retry-After as "busy, come back then" (like 429)."""
-    from evalkit.clients.pool import Attempt
-
-    return Attempt(failure="http_503", status=503, retry_after=1.0).rate_limited
-
-
-@pytest.mark.xfail(
-    not _client_waits_for_busy_servers(),
-    reason="evalkit.clients.pool.Attempt counts a 503 with Retry-After as a server error: retried on its own "
-    "short backoff, charged to retry_attempts and to the circuit breaker, so queued requests give up",
-)
 def test_queue_full_503s_are_retried_until_every_sample_is_scored(tmp_path: Path) -> None:
     # One clip decoded at a time and one waiting: four sent at once means 503 + Retry-After for
     # the other two, again and again while the first clips (3.6-5.8 s of speech, over a second to
