@@ -262,6 +262,44 @@ def test_grammar_mode_is_exact_and_free_mode_is_real_and_stable(tmp_path: Path) 
     assert _row(_results(first), "ps-free")["score"] == _row(_results(second), "ps-free")["score"]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="PocketsphinxBackend carries feature state (noise estimate, CMN) from one utterance to the next, so a "
+    "transcript depends on what the server decoded before; fix: self._decoder.reinit_feat() before start_utt() "
+    "in evalkit/serve/backends/pocketsphinx_backend.py, and drop this marker with it",
+)
+def test_free_mode_transcript_does_not_depend_on_what_the_server_decoded_before(tmp_path: Path) -> None:
+    """Two runs (or two orders of concurrent requests) give the same transcripts only if each clip is decoded afresh."""
+    # three short clips; decoding either of the others in between changed the first one's transcript
+    by_id = {row["id"]: row for row in pq.read_table(SPEECH, columns=["id", "audio"]).to_pylist()}
+    rows = [by_id["espeak_en_0052"], by_id["espeak_en_0031"], by_id["espeak_en_0019"]]
+    port_file = tmp_path / "port"
+    with (tmp_path / "serve.log").open("wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "evalkit.serve", "--backend", "pocketsphinx", "--port", "0", "--port-file", str(port_file)],
+            env=_env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not port_file.exists() and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{port_file.read_text().strip()}/v1/audio/transcriptions"
+
+        def transcribe(row: dict[str, Any]) -> str:
+            files = {"file": (row["audio"]["path"], row["audio"]["bytes"], "audio/flac")}
+            response = httpx.post(url, files=files, data={"model": "pocketsphinx-en-us"}, timeout=120)
+            assert response.status_code == 200, response.text
+            return str(response.json()["text"])
+
+        fresh = transcribe(rows[0])  # the first utterance this server decodes
+        for row in rows[1:]:
+            transcribe(row)
+        assert transcribe(rows[0]) == fresh
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def test_queue_full_503s_are_retried_until_every_sample_is_scored(tmp_path: Path) -> None:
     # One clip decoded at a time and one waiting: four sent at once means 503 + Retry-After for
     # the other two, again and again while the first clips (3.6-5.8 s of speech, over a second to
