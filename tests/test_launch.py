@@ -262,12 +262,6 @@ def test_grammar_mode_is_exact_and_free_mode_is_real_and_stable(tmp_path: Path) 
     assert _row(_results(first), "ps-free")["score"] == _row(_results(second), "ps-free")["score"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PocketsphinxBackend carries feature state (noise estimate, CMN) from one utterance to the next, so a "
-    "transcript depends on what the server decoded before; fix: self._decoder.reinit_feat() before start_utt() "
-    "in evalkit/serve/backends/pocketsphinx_backend.py, and drop this marker with it",
-)
 def test_free_mode_transcript_does_not_depend_on_what_the_server_decoded_before(tmp_path: Path) -> None:
     """Two runs (or two orders of concurrent requests) give the same transcripts only if each clip is decoded afresh."""
     # three short clips; decoding either of the others in between changed the first one's transcript

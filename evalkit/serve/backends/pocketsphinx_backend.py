@@ -121,6 +121,9 @@ class PocketsphinxBackend(Backend):
 
     def _recognize(self, audio: np.ndarray) -> str:
         with self._lock:
+            # fresh feature state (noise estimate, CMN) per utterance: a transcript must not
+            # depend on which clips the server happened to decode before it
+            self._decoder.reinit_feat()
             self._decoder.start_utt()
             self._decoder.process_raw(_to_pcm16(audio), no_search=False, full_utt=True)
             self._decoder.end_utt()
