@@ -264,14 +264,14 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     output_dir = Path(options.output_dir or config.output_dir)
     try:
         with secrets_filtered(hidden):
-            async with launched_servers(plan, output_dir / "server-logs"):
-                return await _execute(plan, options, hidden)
+            async with launched_servers(plan, output_dir / "server-logs") as servers:
+                return await _execute(plan, options, hidden, servers)
     finally:
         # audio worker processes end with the run, also in long-lived hosts such as notebooks
         shutdown_audio_workers()
 
 
-async def _execute(plan: Plan, options: RunOptions, hidden: list[str]) -> RunOutcome:
+async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: list[Any] | None = None) -> RunOutcome:
     config = plan.config
     started = time.perf_counter()
     started_unix = time.time()
@@ -361,6 +361,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str]) -> RunOut
         "config": manifest["config"],
         "versions": package_versions(),
         "requests": {name: c.stats() for name, c in clients.items()},
+        "servers": [server.describe() for server in servers or []],
     }
     if judge is not None:
         meta["requests"][judge.client.name] = judge.client.stats()
