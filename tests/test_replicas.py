@@ -22,6 +22,8 @@ from evalkit.plan import build_plan
 from evalkit.runner import RunOptions, RunOutcome, execute
 
 N_SAMPLES = 40
+#: generous: both runs take a few seconds; only a stuck run reaches it
+RUN_LIMIT_S = 60
 
 
 def _qa_runspecs(root: Path, n: int) -> Path:
@@ -63,7 +65,8 @@ def _run(tmp_path: Path, models: list[dict[str, Any]]) -> tuple[RunOutcome, list
         },
     )
     plan = build_plan(load_config(config_path), source=str(config_path))
-    outcome = asyncio.run(execute(plan, RunOptions(no_cache=True, quiet=True)))
+    # a routing bug tends to strand samples on a dead replica: that must fail here, not hang
+    outcome = asyncio.run(asyncio.wait_for(execute(plan, RunOptions(no_cache=True, quiet=True)), RUN_LIMIT_S))
     records_file = outcome.run_dir / "records" / "replica_qa__exact_match.jsonl"
     records = [json.loads(line) for line in records_file.read_text().splitlines()]
     return outcome, records
