@@ -2,11 +2,16 @@
 
 Event-loop lag can only be seen from inside the loop that does the work, so
 this wrapper starts a sampling task (sleep 10 ms, record the overshoot) and
-a memory probe on the same loop, then calls the runner exactly as
-``evalkit run --no-cache --quiet`` does. It prints one JSON line: the
-runner's wall time, lag percentiles, peak RSS and an RSS timeline.
+a memory probe on the same loop, then calls ``evalkit.runner.execute`` with
+``RunOptions(no_cache=True, quiet=True)`` (what ``evalkit run --no-cache
+--quiet`` asks for, without the CLI's progress display). It prints one JSON
+line: the runner's wall and CPU time, lag percentiles, time spent in the
+garbage collector, peak RSS and an RSS timeline.
 
-    python -m benchmarks.harness CONFIG [--num-samples N]
+    python -m benchmarks.harness CONFIG [--num-samples N] [--gc-freeze] [--gc-threshold N]
+
+``--gc-freeze``/``--gc-threshold`` are experiment switches: they show what a
+GC setting in the runner would change without editing evalkit.
 """
 
 from __future__ import annotations
