@@ -425,3 +425,55 @@ def test_unreadable_audio_fails_its_own_sample_only(tmp_path: Path, make_server)
     assert len(server.log_events("completed")) == 1  # nothing was sent for the unreadable ones
     (row,) = outcome.rows
     assert row.n == 1 and row.n_failed == 3 and row.error is None
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -> None:
+    """kill -9 of evalkit must not leave its audio worker processes (or their forkserver) behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    server = make_server(latency_ms=300)
+    workdir = tmp_path / "killed-run-workdir"
+    workdir.mkdir()
+    config = workdir / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+        "models": [model_entry("m", server.base_url, batch_size=2)],
+        "output_dir": str(workdir / "runs"),
+    }))
+    env = {**os.environ, "EVALKIT_AUDIO_WORKERS": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], cwd=workdir, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not [p for p in _processes_mentioning(str(workdir)) if p != proc.pid]:
+            time.sleep(0.2)
+        workers = [p for p in _processes_mentioning(str(workdir)) if p != proc.pid]
+        assert workers, "the run never started its audio worker processes"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and _processes_mentioning(str(workdir)):
+        time.sleep(0.2)
+    left = _processes_mentioning(str(workdir))
+    for pid in left:  # do not leak them into the rest of the suite even when the assertion fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"audio worker processes outlived the killed run: {left}"

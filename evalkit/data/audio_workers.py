@@ -38,12 +38,32 @@ def audio_workers() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def _worker_init() -> None:
-    """Audio workers yield the CPU to the event loop: decoding is throughput work, the loop's wake-ups are latency."""
+def _worker_init(owner_pid: int) -> None:
+    """Audio workers yield the CPU to the event loop and never outlive the evalkit process that owns them.
+
+    Decoding is throughput work, the loop's wake-ups are latency: hence nice 5.
+    A worker forked by the forkserver holds both ends of its own call pipe, so
+    it never sees EOF when evalkit is killed (kill -9); a watchdog thread
+    ends it once the owner is gone, and the forkserver follows.
+    """
     try:
         os.nice(5)
     except (AttributeError, OSError):  # no nice() on Windows; not allowed in some sandboxes
         pass
+    threading.Thread(target=_exit_with_owner, args=(owner_pid,), daemon=True, name="evalkit-owner-watch").start()
+
+
+def _exit_with_owner(owner_pid: int, interval: float = 1.0) -> None:
+    import time
+
+    while True:
+        time.sleep(interval)
+        try:
+            os.kill(owner_pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:  # the pid was reused by another user's process: the owner is gone
+            os._exit(0)
 
 
 def _audio_pool() -> Executor | None:
@@ -67,7 +87,7 @@ def _audio_pool() -> Executor | None:
                 context = multiprocessing.get_context(method)
                 if method == "forkserver":
                     context.set_forkserver_preload(["evalkit.data.pcm"])
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init)
+                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
                 warm = [pool.submit(os.getpid) for _ in range(workers)]
                 for future in warm:
                     future.result(timeout=120)
