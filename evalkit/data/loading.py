@@ -94,7 +94,9 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
     """
     import pyarrow.parquet as pq
 
-    with pq.ParquetFile(path, memory_map=True) as handle:
+    # no memory map: mapped pages of a file read front to back stay resident (RSS grew ~2 KiB per
+    # row of a 44 MB file, 31 MB over 15,000 rows); buffered reads free each row group after use
+    with pq.ParquetFile(path, memory_map=False, pre_buffer=False) as handle:
         meta = handle.metadata
         biggest = max((meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)), default=0)
         if biggest > _BIG_ROW_GROUP:
