@@ -83,3 +83,31 @@ def model_entry(name: str, url: str, **extra: Any) -> dict[str, Any]:
     info = {"name": name, "inference_type": "vllm", "url": url, "model": name, "batch_size": 4, "timeout": 10, "retry_attempts": 1}
     info.update(extra)
     return {"info": info}
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``, read from /proc (zombies are dead already)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -26,7 +26,7 @@ import pytest
 import soundfile as sf
 from aiohttp import web
 
-from conftest import ROOT, model_entry, write_config
+from conftest import ROOT, model_entry, processes_mentioning, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan
@@ -427,18 +427,6 @@ def test_unreadable_audio_fails_its_own_sample_only(tmp_path: Path, make_server)
     assert row.n == 1 and row.n_failed == 3 and row.error is None
 
 
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
 def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -> None:
     """kill -9 of evalkit must not leave its audio worker processes (or their forkserver) behind."""
     import os
@@ -463,17 +451,17 @@ def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not [p for p in _processes_mentioning(str(workdir)) if p != proc.pid]:
+        while time.monotonic() < deadline and not [p for p in processes_mentioning(str(workdir)) if p != proc.pid]:
             time.sleep(0.2)
-        workers = [p for p in _processes_mentioning(str(workdir)) if p != proc.pid]
+        workers = [p for p in processes_mentioning(str(workdir)) if p != proc.pid]
         assert workers, "the run never started its audio worker processes"
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and _processes_mentioning(str(workdir)):
+    while time.monotonic() < deadline and processes_mentioning(str(workdir)):
         time.sleep(0.2)
-    left = _processes_mentioning(str(workdir))
+    left = processes_mentioning(str(workdir))
     for pid in left:  # do not leak them into the rest of the suite even when the assertion fails
         os.kill(pid, signal.SIGKILL)
     assert not left, f"audio worker processes outlived the killed run: {left}"

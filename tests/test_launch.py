@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_config
+from conftest import live_group_members, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEECH = ROOT / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
@@ -157,21 +157,6 @@ def _servers(config: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("server-*.json"))] if folder.is_dir() else []
 
 
-def _group(pgid: int) -> list[int]:
-    """Live processes of process group ``pgid`` (zombies are dead already)."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
-
-
 def _mentioning(needles: list[str]) -> list[str]:
     """Command lines of live processes that contain one of ``needles`` as an argument."""
     found = []
@@ -199,7 +184,7 @@ def _assert_gone(server: dict[str, Any]) -> None:
     command = server["command"]
     needles = [str(server["port"])] if "--port-file" not in command else [command[command.index("--port-file") + 1]]
     assert not _port_open(server["port"]), f"port {server['port']} still answers"
-    assert _group(server["pgid"]) == [], f"process group {server['pgid']} still has processes"
+    assert live_group_members(server["pgid"]) == [], f"process group {server['pgid']} still has processes"
     assert _mentioning(needles) == [], f"processes still name {needles}"
     assert server["stopped"] is not None
 
@@ -343,9 +328,9 @@ def test_killed_evalkit_takes_its_server_along(tmp_path: Path) -> None:
     finally:
         run.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (_group(server["pgid"]) or _port_open(server["port"])):
+    while time.monotonic() < deadline and (live_group_members(server["pgid"]) or _port_open(server["port"])):
         time.sleep(0.2)
-    assert _group(server["pgid"]) == [] and not _port_open(server["port"])
+    assert live_group_members(server["pgid"]) == [] and not _port_open(server["port"])
     assert _mentioning([server["command"][server["command"].index("--port-file") + 1]]) == []
 
 
@@ -372,7 +357,7 @@ def test_server_that_cannot_start_fails_the_run_with_its_output(tmp_path: Path) 
     assert "Traceback" not in run.stderr
     (server,) = _servers(config)
     assert server["ready_seconds"] is None and server["returncode"] == 2
-    assert _group(server["pgid"]) == []
+    assert live_group_members(server["pgid"]) == []
     assert [p.name for p in _output_dir(config).iterdir()] == ["server-logs"]  # no run was started
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import write_config
+from conftest import live_group_members, write_config
 
 _MISSING = [m for m in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(m) is None]
 pytestmark = [
@@ -81,20 +81,6 @@ def _servers(config: Path) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted((config.parent / "runs" / "server-logs").glob("server-*.json"))]
 
 
-def _live_group(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rfind(")") + 2:].split()
-            if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
-                members.append(int(entry.name))
-    return members
-
-
 def test_local_chat_and_speech_models_launched_by_evalkit(tiny_llama: Path, tiny_whisper: Path, tmp_path: Path) -> None:
     chat = _config(
         tmp_path / "chat", "basic_qa", "exact_match",
@@ -133,7 +119,7 @@ def test_local_chat_and_speech_models_launched_by_evalkit(tiny_llama: Path, tiny
         assert len(records) == samples and all(r["response"] is not None for r in records)
         (server,) = _servers(config)
         assert server["ready_seconds"] is not None and server["returncode"] == 0 and not server["killed"]
-        assert _live_group(server["pgid"]) == []
+        assert live_group_members(server["pgid"]) == []
     _, chat_records = _run_results(chat)
     assert any(r["response"] for r in chat_records)  # a random model still says something
 
@@ -141,4 +127,4 @@ def test_local_chat_and_speech_models_launched_by_evalkit(tiny_llama: Path, tiny
     assert code == 2, err[-3000:]
     assert "tiny-llama-f8" in err and "unknown dtype 'float8'" in err
     (server,) = _servers(bad_dtype)
-    assert server["ready_seconds"] is None and _live_group(server["pgid"]) == []
+    assert server["ready_seconds"] is None and live_group_members(server["pgid"]) == []
