@@ -219,13 +219,17 @@ def _dataset_metrics(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> l
     return [canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)]
 
 
-def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+def _selection(filters: Filters, runspecs_dirs: Iterable[str]):  # type: ignore[no-untyped-def]
+    """The catalogue, the metric infos, and the checked --metric / --language of a listing."""
     catalog = _catalog(runspecs_dirs)
     infos = metric_infos()
     _check_filter(filters.category, catalog.categories, "--category")
     _check_filter(filters.task, catalog.tasks, "--task")
-    metric = _check_metric(filters.metric, infos)
-    language = _wanted_language(filters.language)
+    return catalog, infos, _check_metric(filters.metric, infos), _wanted_language(filters.language)
+
+
+def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    catalog, infos, metric, language = _selection(filters, runspecs_dirs)
     rows = []
     for name, spec in sorted(catalog.datasets.items()):
         metrics = _dataset_metrics(catalog, spec, infos)
@@ -259,12 +263,7 @@ def _check_metric(metric: str | None, infos: dict[str, MetricInfo]) -> str | Non
 
 
 def task_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
-    catalog = _catalog(runspecs_dirs)
-    infos = metric_infos()
-    _check_filter(filters.category, catalog.categories, "--category")
-    _check_filter(filters.task, catalog.tasks, "--task")
-    metric = _check_metric(filters.metric, infos)
-    language = _wanted_language(filters.language)
+    catalog, infos, metric, language = _selection(filters, runspecs_dirs)
     rows = []
     for name, task in sorted(catalog.tasks.items()):
         if filters.category and task.category != filters.category:
