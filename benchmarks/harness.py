@@ -2,7 +2,7 @@
 
 Event-loop lag can only be seen from inside the loop that does the work, so
 this wrapper starts a sampling task (sleep 10 ms, record the overshoot) and
-a memory probe on the same loop, then calls ``evalkit.runner.execute`` with
+a memory probe on the same loop, then calls ``evalkit.run.runner.execute`` with
 ``RunOptions(no_cache=True, quiet=True)`` (what ``evalkit run --no-cache
 --quiet`` asks for, without the CLI's progress display). It prints one JSON
 line: the runner's wall and CPU time, lag percentiles, time spent in the
@@ -97,7 +97,7 @@ async def _sample_lag(lags: list[float], busy: list[float], rss: list[tuple[floa
 async def _run(config_path: str, num_samples: int | None, window: int | None, gc_freeze: bool = False, gc_threshold: int | None = None) -> dict[str, Any]:
     from evalkit.config import load_config
     from evalkit.plan import build_plan
-    from evalkit.runner import RunOptions, execute
+    from evalkit.run.runner import RunOptions, execute
 
     config = load_config(config_path)
     if num_samples is not None:

@@ -1,3 +1,3 @@
-from evalkit.cli import main
+from evalkit.cli.main import main
 
 raise SystemExit(main())

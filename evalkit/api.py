@@ -83,7 +83,7 @@ class Results:
 
     def get(self, dataset: str, metric: str, model: str | None = None) -> ResultRow:
         """The row for (dataset, metric, model); ``model`` may be left out when the run had one model."""
-        from evalkit.listing import canonical_metric, metric_infos
+        from evalkit.metrics.table import canonical_metric, metric_infos
 
         metric = canonical_metric(metric, metric_infos())
         if model is None:
@@ -171,7 +171,7 @@ def apply_overrides(
 
 
 def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[tuple[str, str]]:
-    from evalkit.listing import canonical_metric, metric_infos
+    from evalkit.metrics.table import canonical_metric, metric_infos
 
     infos = metric_infos()
     if metrics:
@@ -240,7 +240,7 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
 
 def run_options(run: dict[str, Any], progress: Callable[[str, str, bool], None] | None = None) -> Any:
     """RunOptions from override values, passing only the fields this runner has (``resume`` is newer)."""
-    from evalkit.runner import RunOptions
+    from evalkit.run.runner import RunOptions
 
     names = {f.name for f in dataclasses.fields(RunOptions)}
     values = {k: v for k, v in run.items() if v is not None}
@@ -257,7 +257,7 @@ def run_options(run: dict[str, Any], progress: Callable[[str, str, bool], None] 
 async def evaluate_async(config: Any, **overrides: Any) -> Results:
     """Run an evaluation on the current event loop; see :func:`evaluate`."""
     from evalkit.report.progress import Progress, expected_totals
-    from evalkit.runner import execute
+    from evalkit.run.runner import execute
 
     plan, run = prepare(config, dict(overrides))
     progress = None

@@ -14,11 +14,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from evalkit.envvars import expand_tree
 from evalkit.errors import ConfigError, did_you_mean
-from evalkit.report.redact import is_secret_key
+from evalkit.util.redact import is_secret_key
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
 _INFERENCE_ALIASES = {

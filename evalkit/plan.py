@@ -19,7 +19,6 @@ from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, pools
 from evalkit.prompts.preprocessors import PREPROCESSORS
 
-
 log = logging.getLogger("evalkit")
 
 

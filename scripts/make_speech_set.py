@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from evalkit.data.audio import resample  # noqa: E402
+from evalkit.data.audio.decode import resample  # noqa: E402
 
 PREFIX = "espeak_en"
 SAMPLE_RATE = 16000
@@ -320,7 +320,7 @@ def write_readme(out: Path, rows: list[dict[str, object]], tools: str, asr: list
         "| `duration` | double | seconds |",
         "",
         "The file carries no Hugging Face `features` metadata, so `datasets` leaves `audio` as raw bytes "
-        "(its own audio decoding needs torchcodec); evalkit decodes it with `evalkit.data.audio`.",
+        "(its own audio decoding needs torchcodec); evalkit decodes it with `evalkit.data.audio.decode`.",
         "",
         "## Counts",
         "",
@@ -381,7 +381,7 @@ def check_asr(rows: list[dict[str, object]], count: int) -> list[tuple[str, int,
     from pocketsphinx import Decoder
     from whisper_normalizer.english import EnglishTextNormalizer
 
-    from evalkit.data.audio import decode
+    from evalkit.data.audio.decode import decode
     from evalkit.data.sample import Audio
 
     normalize = EnglishTextNormalizer()

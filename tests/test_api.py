@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import FIXTURES, model_entry, write_config
 
 import evalkit
-from conftest import FIXTURES, model_entry, write_config
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.testing import start_test_server

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from evalkit.data.audio import (
+from evalkit.data.audio.decode import (
     AudioDecodeError,
     audio_from_value,
     decode,

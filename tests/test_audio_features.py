@@ -25,12 +25,11 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 from aiohttp import web
-
 from conftest import ROOT, model_entry, processes_mentioning, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan
-from evalkit.runner import RunOptions, RunOutcome, execute
+from evalkit.run.runner import RunOptions, RunOutcome, execute
 from evalkit.testing import audio_fingerprint, build_app
 
 PARQUET = ROOT / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
@@ -269,7 +268,7 @@ def test_generation_parameters_and_temperature_overrides_reach_the_server(tmp_pa
 
 
 def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_server, monkeypatch) -> None:
-    import evalkit.data.pcm as rb
+    import evalkit.data.audio.pcm as rb
 
     calls: Counter[int] = Counter()
     original = rb.pcm16_of
@@ -362,7 +361,7 @@ def _die_in_a_worker_process() -> str:
 def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypatch) -> None:
     import os
 
-    import evalkit.data.audio_workers as rb
+    import evalkit.data.audio.workers as rb
 
     monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "2")
     monkeypatch.setattr(rb, "_pool", None)  # a pool of its own, restored (and the shared one kept) afterwards
@@ -381,7 +380,7 @@ def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypa
 
 
 def test_pieces_cover_the_audio_once_and_shapes_share_equal_pieces() -> None:
-    from evalkit.data.pcm import PreparedAudio, piece_bounds
+    from evalkit.data.audio.pcm import PreparedAudio, piece_bounds
 
     n = 2 * int(36.5 * SR)
     assert piece_bounds(n, 10, "chunk") == [(0, 320000), (320000, 640000), (640000, 960000), (960000, n)]

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import FIXTURES, ROOT, model_entry, write_config
-from evalkit.cli import main
+
+from evalkit.cli.main import main
 from evalkit.testing import start_test_server
 
 QA = {"capital of France": "Paris", "spider": "eight", "sky": "blue", "red planet": "Mars", "opposite of hot": "cold"}
@@ -139,7 +139,7 @@ def test_dry_run_sends_nothing_then_sees_what_the_store_holds(tmp_path: Path, se
 def test_dry_run_counts_match_the_engine(tmp_path: Path, server, speech_runspecs) -> None:
     """The dry run's numbers, as data: after a real run every key is stored; a new filter makes new samples only."""
     from evalkit.api import prepare
-    from evalkit.dryrun import dry_run
+    from evalkit.run.dryrun import dry_run
 
     config = _config(tmp_path, server, speech_runspecs)
     plan, _ = prepare(str(config), {"num_samples": 3})
@@ -158,7 +158,7 @@ def test_dry_run_counts_match_the_engine(tmp_path: Path, server, speech_runspecs
 def test_dry_run_follows_conversations_as_far_as_the_store_goes(tmp_path: Path, server) -> None:
     """Multi-turn: later turns depend on earlier answers, so a dry run counts them once those answers are stored."""
     from evalkit.api import prepare
-    from evalkit.dryrun import dry_run
+    from evalkit.run.dryrun import dry_run
 
     (tmp_path / "data").mkdir()
     with (tmp_path / "data" / "talks.jsonl").open("w") as handle:
@@ -328,7 +328,7 @@ def test_list_models_of_a_config(tmp_path: Path, server, speech_runspecs, capsys
 
 def test_static_metric_table_equals_the_imported_registry() -> None:
     """`evalkit list metrics` reads metric modules without importing them; it must say what the registry says."""
-    from evalkit.listing import _static_metrics, metric_infos
+    from evalkit.metrics.table import _static_metrics, metric_infos
 
     assert dict(_static_metrics()) == metric_infos(imported=True)
 
@@ -447,7 +447,7 @@ def test_report_rerenders_and_compares_two_runs(tmp_path: Path, speech_runspecs,
 
 
 def test_rescore_without_the_module_is_a_clear_error(tmp_path: Path, monkeypatch, capsys) -> None:
-    monkeypatch.setitem(sys.modules, "evalkit.rescore", None)  # what an installation without it looks like to import
+    monkeypatch.setitem(sys.modules, "evalkit.run.rescore", None)  # what an installation without it looks like to import
     assert main(["rescore", str(tmp_path), "--metric", "cer"]) == 2
     assert "evalkit rescore` is not available" in capsys.readouterr().err
 
@@ -456,9 +456,9 @@ def test_rescore_passes_its_arguments(tmp_path: Path, monkeypatch) -> None:
     import types
 
     calls: list[tuple[Any, ...]] = []
-    module = types.ModuleType("evalkit.rescore")
+    module = types.ModuleType("evalkit.run.rescore")
     module.rescore_command = lambda run_dir, metrics, output: calls.append((run_dir, metrics, output)) or 0  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "evalkit.rescore", module)
+    monkeypatch.setitem(sys.modules, "evalkit.run.rescore", module)
     assert main(["rescore", str(tmp_path), "--metric", "cer", "--metric", "wer", "--output", str(tmp_path / "o")]) == 0
     assert calls == [(str(tmp_path), ["cer", "wer"], str(tmp_path / "o"))]
 
@@ -466,7 +466,7 @@ def test_rescore_passes_its_arguments(tmp_path: Path, monkeypatch) -> None:
 def test_resume_a_run_directory(tmp_path: Path, server, speech_runspecs, capsys) -> None:
     import dataclasses
 
-    from evalkit.runner import RunOptions
+    from evalkit.run.runner import RunOptions
 
     if "resume" not in {f.name for f in dataclasses.fields(RunOptions)}:
         pytest.skip("this runner has no RunOptions.resume yet")

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from conftest import ROOT
-from evalkit.cli import main
+
+from evalkit.cli.main import main
 
 SEED = 20240611
 CASES = 200

@@ -17,7 +17,6 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT, model_entry, write_config
 
 from evalkit.catalog import load_catalog
@@ -26,7 +25,7 @@ from evalkit.data.filters import apply_filters, is_accented
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Audio, Sample
 from evalkit.plan import build_plan
-from evalkit.runner import RunOptions, execute
+from evalkit.run.runner import RunOptions, execute
 
 PARQUET = ROOT / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"
 

@@ -13,15 +13,20 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, model_entry, tone_wav, write_config
+
 from evalkit.clients.judge import JudgeClient
 from evalkit.config import JudgeProperties
 from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS, SampleScore
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.judge import PROMPTS_DIR, load_judge_prompt, question_text, reference_text
+from evalkit.metrics.judge import (
+    PROMPTS_DIR,
+    load_judge_prompt,
+    question_text,
+    reference_text,
+)
 from evalkit.metrics.rubric import Criterion, RubricError, criteria_of, rubric_score
 from evalkit.metrics.verdict import VerdictError, parse_binary, parse_met, parse_scale
 

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 _EVALKIT = (
     "import signal, sys\n"
     "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-    "from evalkit.cli import main\n"
+    "from evalkit.cli.main import main\n"
     "sys.exit(main(sys.argv[1:]))\n"
 )
 
@@ -377,7 +377,7 @@ def test_a_foreign_server_on_the_chosen_port_is_not_taken_for_ours(make_server: 
     """vLLM gets a port found free a moment before; if another server answers there, evalkit must notice."""
     import asyncio
 
-    from evalkit.launch import LaunchedServer, LaunchError, _wait_ready
+    from evalkit.serve.launch import LaunchedServer, LaunchError, _wait_ready
 
     foreign = make_server({"model": "someone-else"})
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # "our" server, still starting

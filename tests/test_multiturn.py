@@ -19,15 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import model_entry, write_config
 
 from evalkit.config import load_config
+from evalkit.data.audio.pcm import PreparedAudio
 from evalkit.plan import build_plan
 from evalkit.prompts.prompt import Prompt, PromptTurn
-from evalkit.data.pcm import PreparedAudio
-from evalkit.request_builder import RequestContext, history_after, turn_requests
-from evalkit.runner import RunOptions, execute
+from evalkit.run.requests import RequestContext, history_after, turn_requests
+from evalkit.run.runner import RunOptions, execute
 from evalkit.testing import audio_fingerprint
 
 N = 12

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES
+
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError
 from evalkit.plan import build_plan

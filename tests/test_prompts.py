@@ -17,19 +17,18 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 import yaml
-
 from conftest import ROOT, model_entry, write_config
 
 from evalkit.catalog import DatasetSpec
 from evalkit.config import load_config
+from evalkit.data.audio.pcm import PreparedAudio
 from evalkit.errors import ConfigError, RunspecError
 from evalkit.plan import build_plan
 from evalkit.prompts import examples as icl
 from evalkit.prompts.library import _specific_text, instruction_for, pools
 from evalkit.prompts.prompt import Prompt, PromptTurn
-from evalkit.data.pcm import PreparedAudio
-from evalkit.request_builder import RequestContext, turn_requests
-from evalkit.runner import RunOptions, RunOutcome, execute
+from evalkit.run.requests import RequestContext, turn_requests
+from evalkit.run.runner import RunOptions, RunOutcome, execute
 from evalkit.testing import audio_fingerprint
 
 PROMPTS = ROOT / "evalkit" / "prompts"

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, write_config
+
 from evalkit.clients.protocol import EndpointProtocol
 
 

@@ -19,12 +19,20 @@ from urllib.parse import quote
 
 import aiohttp
 from aiohttp.client_reqrep import RequestInfo
+from conftest import ROOT, model_entry
 from multidict import CIMultiDict, CIMultiDictProxy
+from test_reliability import closed_port, config_for, text_set
 from yarl import URL
 
-from conftest import ROOT, model_entry
-from evalkit.report.redact import MASK, SecretFilter, redact, redact_url, scrub_tree, secrets_filtered, secrets_of
-from test_reliability import closed_port, config_for, text_set
+from evalkit.util.redact import (
+    MASK,
+    SecretFilter,
+    redact,
+    redact_url,
+    scrub_tree,
+    secrets_filtered,
+    secrets_of,
+)
 
 TOKEN = "evk-REDACT-9f3b7c1d2e5a"
 N = 6

@@ -15,17 +15,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-
 from conftest import model_entry, write_config
+
+from evalkit.clients.endpoint import EndpointPool, retry_after_seconds
 from evalkit.clients.model_client import Circuit, ModelClient, RetryPolicy
-from evalkit.clients.pool import EndpointPool, retry_after_seconds
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.store import ResponseStore, response_key
 from evalkit.config import load_config
 from evalkit.plan import build_plan
-from evalkit.runner import RunOptions, execute
-from evalkit.store import ResponseStore, response_key
+from evalkit.run.runner import RunOptions, execute
 
 FAULT_MIX = {"500": 0.10, "429": 0.05, "hang": 0.02, "malformed": 0.02, "drop": 0.01}
 

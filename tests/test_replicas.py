@@ -19,7 +19,7 @@ from conftest import model_entry, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan
-from evalkit.runner import RunOptions, RunOutcome, execute
+from evalkit.run.runner import RunOptions, RunOutcome, execute
 
 N_SAMPLES = 40
 #: generous: both runs take a few seconds; only a stuck run reaches it

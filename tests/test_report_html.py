@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import FIXTURES, model_entry, write_config
-from evalkit.cli import main
+
+from evalkit.cli.main import main
 from evalkit.report.compare import compare_rows
 from evalkit.report.html import failure_counts, render_html
 from evalkit.report.results import ResultRow, load_results

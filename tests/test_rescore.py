@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import model_entry, write_config
+from test_judges import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs
+
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, UserError
 from evalkit.plan import build_plan
 from evalkit.report.results import ResultRow
-from evalkit.rescore import arescore, rescore, rescore_command
-from evalkit.runner import RunOptions, execute
-from test_judges import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs
+from evalkit.run.rescore import arescore, rescore, rescore_command
+from evalkit.run.runner import RunOptions, execute
 
 MCQ = [
     ("m1", "What is the capital of France?", ["Rome", "Paris", "Oslo"], "Paris", "The answer is (B) Paris"),

@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import ROOT, model_entry
-from evalkit.errors import UserError
-from evalkit.runner import RunOptions, execute, plan_for_resume
 from test_reliability import config_for, run, text_set
+
+from evalkit.errors import UserError
+from evalkit.run.runner import RunOptions, execute, plan_for_resume
 
 N = 300
 BATCH = 8

@@ -495,7 +495,7 @@ def test_port_file_and_sigterm_stop_the_server(tmp_path: Path) -> None:
 
 def test_audio_parts_become_16k_float_arrays() -> None:
     """Both wire forms (OpenAI input_audio, vLLM audio_url data URL) reach the backend as 16 kHz float32."""
-    from evalkit.data.audio import wav_base64
+    from evalkit.data.audio.decode import wav_base64
     from evalkit.serve.app import parse_chat_body
 
     b64 = wav_base64(np.zeros(8000, dtype=np.float32), 8000)  # 1 s at 8 kHz

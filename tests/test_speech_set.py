@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from evalkit.data.audio import audio_from_value, decode, duration_seconds
+from evalkit.data.audio.decode import audio_from_value, decode, duration_seconds
 
 SET_DIR = Path(__file__).resolve().parent.parent / "evalkit" / "assets" / "speech" / "espeak_en"
 PARQUET = SET_DIR / "data.parquet"

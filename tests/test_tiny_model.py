@@ -202,7 +202,10 @@ def test_transcription_is_not_offered(backend) -> None:
 
 def test_hub_ids_are_not_downloaded(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from evalkit.errors import UserError
-    from evalkit.serve.backends.transformers_backend import HUB_DOWNLOAD_ENV, TransformersBackend
+    from evalkit.serve.backends.transformers_backend import (
+        HUB_DOWNLOAD_ENV,
+        TransformersBackend,
+    )
 
     monkeypatch.delenv(HUB_DOWNLOAD_ENV, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # belt and braces: this test must not touch the network

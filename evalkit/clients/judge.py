@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from evalkit.clients.endpoint import EndpointPool
 from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.outcome import Outcome
-from evalkit.clients.pool import EndpointPool
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.store import ResponseStore
 from evalkit.config import JudgeProperties
-from evalkit.store import ResponseStore
 
 
 class JudgeClient:

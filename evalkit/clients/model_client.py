@@ -49,11 +49,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalkit.clients.endpoint import Attempt, EndpointPool
 from evalkit.clients.outcome import Outcome, failed
-from evalkit.clients.pool import Attempt, EndpointPool
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
-from evalkit.store import ResponseStore, response_key
+from evalkit.clients.store import ResponseStore, response_key
 
 log = logging.getLogger("evalkit.client")
 

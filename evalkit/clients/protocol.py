@@ -8,8 +8,8 @@ are spoken to; pools and engines never build URLs or parse JSON themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 

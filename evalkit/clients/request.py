@@ -8,47 +8,14 @@ so the store answers a request regardless of which replica or run sent it.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from evalkit.jsonutil import dumps_bytes
+from evalkit.data.audio.pcm import AudioPart
+from evalkit.util.jsonutil import dumps_bytes
 
 RequestKind = Literal["chat", "transcription"]
-
-
-@dataclass(slots=True)
-class AudioPart:
-    """One piece of audio for requests: its content hash, and the encodings the models need.
-
-    ``wav`` feeds transcription uploads, ``b64`` (base64 of the WAV) chat
-    ``input_audio`` parts. Both are made off the event loop, where the audio
-    is cut (base64 of a 10 s clip on the loop measurably delays other
-    requests); a piece keeps only the encodings some model of the engine uses.
-    """
-
-    wav: bytes | None
-    sha256: str
-    b64: str | None = None
-
-    @classmethod
-    def from_wav(cls, wav: bytes) -> AudioPart:
-        return cls(wav=wav, sha256=hashlib.sha256(wav).hexdigest())
-
-    def encode(self, encodings: frozenset[str]) -> None:
-        """Keep only ``encodings`` ("wav", "b64"), making the base64 text if asked for."""
-        if "b64" in encodings and self.b64 is None and self.wav is not None:
-            self.b64 = base64.b64encode(self.wav).decode("ascii")
-        if "wav" not in encodings and self.b64 is not None:
-            self.wav = None
-
-    @property
-    def base64(self) -> str:
-        if self.b64 is None:
-            assert self.wav is not None
-            self.b64 = base64.b64encode(self.wav).decode("ascii")
-        return self.b64
 
 
 @dataclass(slots=True)

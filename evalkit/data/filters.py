@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evalkit.config import Filters
-from evalkit.data import audio as audio_codec
+from evalkit.data.audio import decode as audio_codec
 from evalkit.data.sample import Sample
 from evalkit.languages import normalize_language, split_pair
 

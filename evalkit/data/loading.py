@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
-from evalkit.data.audio import AudioDecodeError, audio_from_value
+from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
+from evalkit.data.files import local_files
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.errors import RunspecError
-
-_LOCAL_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".tsv"}
 
 log = logging.getLogger("evalkit")
 
@@ -36,23 +35,12 @@ def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator
     if source_override is not None or spec.path is not None:
         if not local.exists():
             raise RunspecError(f"{spec.file}: {spec.name}.path: {local} does not exist")
-        files = _local_files(local, spec)
+        files = local_files(local, spec.data_files)
         if files:
             for file in files:
                 yield from _iter_local_file(file)
             return
     yield from _iter_with_datasets(spec, source)
-
-
-def _local_files(path: Path, spec: DatasetSpec) -> list[Path]:
-    if path.is_file():
-        return [path] if path.suffix in _LOCAL_SUFFIXES else []
-    patterns = spec.data_files or ["*.parquet", "*.jsonl", "*.csv"]
-    patterns = [patterns] if isinstance(patterns, str) else patterns
-    found: list[Path] = []
-    for pattern in patterns:
-        found += sorted(p for p in path.glob(pattern) if p.suffix in _LOCAL_SUFFIXES)
-    return found
 
 
 def _iter_local_file(path: Path) -> Iterator[dict[str, Any]]:

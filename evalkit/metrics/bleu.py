@@ -39,7 +39,13 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from evalkit.data.sample import Sample
 from evalkit.languages import SPACELESS, normalize_language, target_language
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import (
+    METRICS,
+    Metric,
+    SampleScore,
+    check_options,
+    reference_strings,
+)
 
 _LOG_ZERO = -9999999999.0  # what sacrebleu's my_log returns for log(0)
 _CJK_TER = frozenset({"zh", "ja", "yue"})

@@ -21,7 +21,13 @@ import unicodedata
 from typing import Any
 
 from evalkit.data.sample import Sample
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import (
+    METRICS,
+    Metric,
+    SampleScore,
+    check_options,
+    reference_strings,
+)
 
 
 def _is_edge(char: str) -> bool:

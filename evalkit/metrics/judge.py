@@ -35,7 +35,13 @@ import yaml
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import (
+    METRICS,
+    Metric,
+    SampleScore,
+    check_options,
+    reference_strings,
+)
 from evalkit.metrics.verdict import Verdict, VerdictError, parse_binary, parse_scale
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts" / "judges"

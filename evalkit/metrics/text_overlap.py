@@ -28,7 +28,13 @@ from typing import Any
 
 from evalkit.data.sample import Sample
 from evalkit.languages import is_spaceless, normalize_language, target_language
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import (
+    METRICS,
+    Metric,
+    SampleScore,
+    check_options,
+    reference_strings,
+)
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 

@@ -29,7 +29,13 @@ import numpy as np
 
 from evalkit.data.sample import Sample
 from evalkit.languages import is_spaceless, normalize_language, target_language
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import (
+    METRICS,
+    Metric,
+    SampleScore,
+    check_options,
+    reference_strings,
+)
 from evalkit.processing.normalizers import asr_normalizer
 
 Level = Literal["word", "character"]

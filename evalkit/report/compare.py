@@ -79,7 +79,7 @@ def compare_rows(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> list[Compa
 
 def _directions(comparisons: list[Comparison]) -> dict[str, bool | None]:
     try:
-        from evalkit.listing import metric_infos
+        from evalkit.metrics.table import metric_infos
 
         infos = metric_infos()
     except Exception:  # noqa: BLE001 - without directions the verdict says "differs"

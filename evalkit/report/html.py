@@ -17,9 +17,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evalkit.report.redact import redact
 from evalkit.report.results import ResultRow, fmt
 from evalkit.report.svg import Point, bar_chart, histograms
+from evalkit.util.redact import redact
 
 #: group charts drawn when present in a row's details.groups, with their section titles
 GROUP_TITLES = {"audio_length": "by audio length", "accent": "by accent", "gender": "by gender"}
@@ -54,7 +54,7 @@ def _direction(metric: str) -> bool | None:
     try:
         import sys
 
-        from evalkit.listing import metric_infos
+        from evalkit.metrics.table import metric_infos
 
         # during a run the registry is already imported: reading it beats parsing metric sources again
         info = metric_infos(imported="evalkit.metrics.base" in sys.modules).get(metric)

@@ -223,7 +223,7 @@ def _isatty(stream: Any) -> bool:
 
 def expected_totals(plan: Any) -> dict[Key, int | None]:
     """(engine id, model) -> the samples each line will see, when cheap to know (else None)."""
-    from evalkit.dryrun import known_sample_count
+    from evalkit.data.counts import known_sample_count
 
     totals: dict[Key, int | None] = {}
     for spec in plan.engines:

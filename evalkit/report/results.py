@@ -18,12 +18,9 @@ import sys
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalkit.errors import UserError
-
-if TYPE_CHECKING:  # the engine pulls in the HTTP stack; re-rendering a report needs none of it
-    from evalkit.engine import EngineResult
 
 log = logging.getLogger("evalkit")
 
@@ -64,38 +61,6 @@ def _clean(value: Any) -> Any:
     if hasattr(value, "item"):
         return _clean(value.item())
     return value
-
-
-def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:
-    rows = []
-    for res in results:
-        spec = res.spec
-        for model, mres in res.models.items():
-            metric_result = mres.result
-            n = metric_result.n if metric_result else 0
-            total = n + mres.n_failed
-            rate = mres.n_failed / total if total else 0.0
-            rows.append(
-                ResultRow(
-                    dataset=spec.dataset.name,
-                    task=spec.dataset.task,
-                    category=spec.dataset.category,
-                    metric=spec.metric,
-                    model=model,
-                    score=metric_result.score if metric_result else None,
-                    ci_low=metric_result.ci_low if metric_result else None,
-                    ci_high=metric_result.ci_high if metric_result else None,
-                    n=n,
-                    n_failed=mres.n_failed,
-                    failure_rate=rate,
-                    unreliable=rate > max_failure_rate or res.error is not None,
-                    seconds=round(res.seconds, 3),
-                    failure_reasons=mres.failure_reasons,
-                    details={**res.metric_info, **(metric_result.details if metric_result else {})},
-                    error=res.error,
-                )
-            )
-    return rows
 
 
 def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]], resolve: Any) -> list[ResultRow]:

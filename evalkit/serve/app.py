@@ -25,11 +25,16 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from evalkit.data.audio import TARGET_SR, AudioDecodeError, load_16k_mono
+from evalkit.data.audio.decode import TARGET_SR, AudioDecodeError, load_16k_mono
 from evalkit.data.sample import Audio
 from evalkit.languages import UnknownLanguageError, language_name, split_pair
 from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams, InputError
-from evalkit.serve.batcher import BatchStats, DynamicBatcher, QueueFullError, ServerClosingError
+from evalkit.serve.batcher import (
+    BatchStats,
+    DynamicBatcher,
+    QueueFullError,
+    ServerClosingError,
+)
 
 log = logging.getLogger("evalkit.serve")
 

@@ -24,7 +24,13 @@ from typing import Any, NoReturn
 from aiohttp import web
 
 from evalkit.errors import UserError
-from evalkit.serve.backends.registry import BACKENDS, backend_names, backend_spec, create_backend, load_backend_class
+from evalkit.serve.backends.registry import (
+    BACKENDS,
+    backend_names,
+    backend_spec,
+    create_backend,
+    load_backend_class,
+)
 
 PROG = "evalkit serve"
 

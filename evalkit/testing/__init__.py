@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalkit.testing.audio import audio_fingerprint
     from evalkit.testing.app import TEST_SERVER_KEY, build_app
+    from evalkit.testing.audio import audio_fingerprint
     from evalkit.testing.process import TestServer, start_test_server
     from evalkit.testing.requestlog import read_events
     from evalkit.testing.script import Script, load_script

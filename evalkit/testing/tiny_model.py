@@ -221,7 +221,12 @@ def _fill_weights(model, seed: int) -> None:
 
 def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     import torch
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        GenerationConfig,
+        LlamaConfig,
+        LlamaForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     raw = _train_tokenizer(seed)
     tokenizer = PreTrainedTokenizerFast(

@@ -25,19 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalkit.clients.endpoint import EndpointPool
 from evalkit.clients.judge import JudgeClient
 from evalkit.clients.model_client import ModelClient, RetryPolicy
-from evalkit.clients.pool import EndpointPool
 from evalkit.clients.protocol import EndpointProtocol
+from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
-from evalkit.engine import Engine, EngineResult, ProgressHook
 from evalkit.errors import UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan
 from evalkit.prompts.library import prompt_context_for
 from evalkit.report.progress import Progress
-from evalkit.report.redact import (
+from evalkit.report.results import (
+    ResultRow,
+    aggregate_rows,
+    package_versions,
+    write_results,
+)
+from evalkit.run.engine import Engine, EngineResult, ProgressHook, rows_from_engines
+from evalkit.util.redact import (
     MASK,
     redact,
     scrub,
@@ -45,14 +52,6 @@ from evalkit.report.redact import (
     secrets_filtered,
     secrets_of,
 )
-from evalkit.report.results import (
-    ResultRow,
-    aggregate_rows,
-    package_versions,
-    rows_from_engines,
-    write_results,
-)
-from evalkit.store import ResponseStore
 
 
 @dataclass
@@ -256,8 +255,8 @@ def _store_path(config: Config, output_dir: Path) -> Path:
 
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
-    from evalkit.data.audio_workers import shutdown_audio_workers
-    from evalkit.launch import launched_servers
+    from evalkit.data.audio.workers import shutdown_audio_workers
+    from evalkit.serve.launch import launched_servers
 
     config = plan.config
     hidden = secrets_of(config)

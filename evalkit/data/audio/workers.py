@@ -86,7 +86,7 @@ def _audio_pool() -> Executor | None:
                 method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
                 context = multiprocessing.get_context(method)
                 if method == "forkserver":
-                    context.set_forkserver_preload(["evalkit.data.pcm"])
+                    context.set_forkserver_preload(["evalkit.data.audio.pcm"])
                 pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
                 warm = [pool.submit(os.getpid) for _ in range(workers)]
                 for future in warm:

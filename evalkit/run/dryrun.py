@@ -1,6 +1,6 @@
 """`evalkit run --dry-run`: the plan, the samples, the requests, and what the store already holds; nothing is sent.
 
-The dry run drives the real :class:`~evalkit.engine.Engine` of every
+The dry run drives the real :class:`~evalkit.run.engine.Engine` of every
 dataset-metric pair, with a :class:`DryClient` in place of each model
 client: the engine streams and filters the samples, builds the prompts
 (templates, in-context examples, system prompts), decodes and cuts the audio
@@ -17,92 +17,15 @@ offline. Module import is light: the cheap counting helpers are also used by
 
 from __future__ import annotations
 
-import csv
-import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evalkit.catalog import DatasetSpec
-    from evalkit.config import Config, Filters
+    from evalkit.clients.store import ResponseStore
+    from evalkit.config import Config
     from evalkit.plan import EngineSpec, Plan
-    from evalkit.store import ResponseStore
-
-_LOCAL_SUFFIXES = {".parquet", ".jsonl", ".json", ".csv", ".tsv"}
-_DEFAULT_PATTERNS = ("*.parquet", "*.jsonl", "*.csv")
-_MAX_JSON_ARRAY_BYTES = 64 << 20
-
-
-# ---------------------------------------------------------------- cheap counts
-
-
-def local_files(spec: DatasetSpec) -> list[Path] | None:
-    """The data files a local dataset is read from (as the loader picks them); None when not plain local files."""
-    if spec.path is None:
-        return None
-    path = Path(spec.source)
-    if path.is_file():
-        return [path] if path.suffix in _LOCAL_SUFFIXES else None
-    if not path.is_dir():
-        return None
-    patterns = spec.data_files or list(_DEFAULT_PATTERNS)
-    patterns = [patterns] if isinstance(patterns, str) else patterns
-    found = [p for pattern in patterns for p in sorted(path.glob(pattern)) if p.suffix in _LOCAL_SUFFIXES]
-    return found or None
-
-
-def _file_rows(path: Path) -> int | None:
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return int(pq.ParquetFile(path).metadata.num_rows)
-    if path.suffix in (".jsonl", ".json"):
-        with path.open("rb") as handle:
-            first = handle.read(1)
-            if path.suffix == ".json" and first == b"[":
-                if path.stat().st_size > _MAX_JSON_ARRAY_BYTES:
-                    return None
-                handle.seek(0)
-                return len(json.load(handle))
-            handle.seek(0)
-            return sum(1 for line in handle if line.strip())
-    with path.open(encoding="utf-8", newline="") as handle:
-        return sum(1 for _ in csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
-
-
-def local_row_count(spec: DatasetSpec) -> int | None:
-    """Rows of a local dataset from file metadata or a line count; None when unknown (hub, folders read by `datasets`)."""
-    files = local_files(spec)
-    if not files:
-        return None
-    total = 0
-    for path in files:
-        try:
-            rows = _file_rows(path)
-        except (OSError, ValueError):
-            return None
-        if rows is None:
-            return None
-        total += rows
-    return total
-
-
-def known_sample_count(spec: DatasetSpec, filters: Filters) -> int | None:
-    """Samples an engine will see when that is cheap to know (row counts, num_samples); None otherwise.
-
-    Length and accent filters depend on each sample, so they make the count
-    unknown; a hub dataset with ``num_samples`` counts as ``num_samples``.
-    """
-    if filters.length_filter is not None or filters.accented is not None:
-        return None
-    rows = local_row_count(spec) if spec.path is not None else None
-    limit = filters.num_samples
-    if rows is None:
-        return limit
-    return rows if limit is None else min(rows, limit)
-
 
 # ---------------------------------------------------------------- the dry run
 
@@ -206,7 +129,7 @@ class DryClient:
 def _key_function() -> Any:
     """The store key of (configured model name, request), as the model client computes it."""
     try:
-        from evalkit.store import response_key
+        from evalkit.clients.store import response_key
     except ImportError:  # stores keyed by the request alone
         return lambda model_name, request: request.key
     return response_key
@@ -227,9 +150,9 @@ def _no_score_metric() -> Any:
 
 async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None, records_dir: Path) -> tuple[dict[str, PairEstimate], dict[str, DryClient]]:
     """Run the real engine for one dataset-metric pair against dry clients: its prompts, audio and keys, no requests."""
-    from evalkit.engine import Engine
     from evalkit.errors import UserError
     from evalkit.prompts.library import prompt_context_for
+    from evalkit.run.engine import Engine
 
     config = plan.config
     clients = {name: DryClient(name, store) for name in spec.models}
@@ -254,8 +177,8 @@ async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None
 
 async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False) -> DryRunReport:
     """Count samples and requests per engine x model and look the keys up in the response store; sends nothing."""
+    from evalkit.clients.store import ResponseStore
     from evalkit.errors import UserError
-    from evalkit.store import ResponseStore
 
     config = plan.config
     report = DryRunReport(engines=len(plan.engines), num_samples=config.filters.num_samples)

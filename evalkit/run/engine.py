@@ -3,7 +3,7 @@
 Samples are read in a worker thread in small batches and at most ``window``
 samples are in flight, so memory is bounded by the window, not the dataset.
 A sample's audio is decoded and cut for every model once, in an audio
-worker process (:func:`evalkit.data.audio_workers.run_audio_job`), and shared
+worker process (:func:`evalkit.data.audio.workers.run_audio_job`), and shared
 by all models; every model's request goes through that model's shared
 client (pools, retries, store). A failed request (or one failed chunk of
 long audio) is recorded with its reason and excluded from the score. Each
@@ -22,20 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit import jsonutil
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.config import Filters
-from evalkit.data.audio_workers import run_audio_job
-from evalkit.data.filters import apply_filters
-from evalkit.data.loading import iter_samples
-from evalkit.data.pcm import (
+from evalkit.data.audio.pcm import (
     PreparedAudio,
     Shape,
     example_key,
     prepare_example_audio,
     prepare_turn_audio,
 )
+from evalkit.data.audio.workers import run_audio_job
+from evalkit.data.filters import apply_filters
+from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import UserError
 from evalkit.languages import target_language
@@ -47,12 +46,14 @@ from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
-from evalkit.request_builder import (
+from evalkit.report.results import ResultRow
+from evalkit.run.requests import (
     RequestContext,
     history_after,
     joined_answer,
     turn_requests,
 )
+from evalkit.util import jsonutil
 
 log = logging.getLogger("evalkit")
 
@@ -311,3 +312,35 @@ class Engine:
         if self.progress is not None:
             self.progress(self.spec.id, model.name, outcome.ok)
 
+
+def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:
+    """One result row per (engine, model); a pair whose share of failed samples exceeds ``max_failure_rate`` is unreliable."""
+    rows = []
+    for res in results:
+        spec = res.spec
+        for model, mres in res.models.items():
+            metric_result = mres.result
+            n = metric_result.n if metric_result else 0
+            total = n + mres.n_failed
+            rate = mres.n_failed / total if total else 0.0
+            rows.append(
+                ResultRow(
+                    dataset=spec.dataset.name,
+                    task=spec.dataset.task,
+                    category=spec.dataset.category,
+                    metric=spec.metric,
+                    model=model,
+                    score=metric_result.score if metric_result else None,
+                    ci_low=metric_result.ci_low if metric_result else None,
+                    ci_high=metric_result.ci_high if metric_result else None,
+                    n=n,
+                    n_failed=mres.n_failed,
+                    failure_rate=rate,
+                    unreliable=rate > max_failure_rate or res.error is not None,
+                    seconds=round(res.seconds, 3),
+                    failure_reasons=mres.failure_reasons,
+                    details={**res.metric_info, **(metric_result.details if metric_result else {})},
+                    error=res.error,
+                )
+            )
+    return rows

@@ -43,7 +43,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from evalkit import jsonutil
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, JudgeProperties, format_validation_error, load_config
 from evalkit.data.sample import Audio, Sample
@@ -51,7 +50,8 @@ from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, SampleScore
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
-from evalkit.report.results import ResultRow, aggregate_rows, rows_from_engines
+from evalkit.report.results import ResultRow, aggregate_rows
+from evalkit.util import jsonutil
 
 log = logging.getLogger("evalkit")
 
@@ -243,9 +243,9 @@ async def _rescore_dataset(
     out_path: Path | None,
     seed: int,
 ) -> Any:
-    from evalkit.engine import EngineResult, ModelResult
     from evalkit.plan import EngineSpec
     from evalkit.processing.postprocessors import POSTPROCESSORS
+    from evalkit.run.engine import EngineResult, ModelResult
 
     started = time.perf_counter()
     postprocessor = POSTPROCESSORS.get(spec.postprocessor)()
@@ -347,7 +347,7 @@ async def arescore(
         if props is None:
             raise ConfigError(f"metric {canonical!r} needs an LLM judge: the run's config has no `judge_properties` (pass a config file that has one)")
         from evalkit.clients.judge import JudgeClient
-        from evalkit.store import ResponseStore
+        from evalkit.clients.store import ResponseStore
 
         if config.cache.enabled:
             store_path = Path(config.cache.path) if config.cache.path else run_dir.parent / "responses.sqlite"
@@ -392,6 +392,8 @@ async def arescore(
             await judge.close()
         if store is not None:
             await store.close()
+    from evalkit.run.engine import rows_from_engines
+
     outcome.rows = rows_from_engines(results, config.max_failure_rate)
     try:
         outcome.aggregate = aggregate_rows(outcome.rows, config.aggregate, catalog.resolve)

@@ -53,7 +53,7 @@ import aiohttp
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
-from evalkit.report.redact import is_secret_key, scrub
+from evalkit.util.redact import is_secret_key, scrub
 
 log = logging.getLogger("evalkit")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.errors import UserError, did_you_mean
-from evalkit.listing import MetricInfo, canonical_metric, metric_infos
+from evalkit.metrics.table import MetricInfo, canonical_metric, metric_infos
 
 INFO_KINDS = ("dataset", "metric", "task")
 
@@ -48,7 +48,7 @@ def _fitting(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[dict
 
 
 def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
-    from evalkit.dryrun import local_row_count
+    from evalkit.data.counts import local_row_count
 
     infos = metric_infos()
     if name not in catalog.datasets:

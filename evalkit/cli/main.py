@@ -107,7 +107,7 @@ def _plan(args: argparse.Namespace) -> Any:
             flags = ", ".join("--" + k.replace("_", "-") for k in overrides)
             raise UserError(f"--resume finishes the run as it was started; drop {flags} (or start a new run)")
         if config is None:
-            from evalkit import runner
+            from evalkit.run import runner
 
             plan_for_resume = getattr(runner, "plan_for_resume", None)
             if plan_for_resume is not None:
@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.verbose:
         _print_plan(plan)
     if args.dry_run:
-        from evalkit.dryrun import dry_run, print_dry_run
+        from evalkit.run.dryrun import dry_run, print_dry_run
 
         report = _run_async(dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache))
         print_dry_run(report, plan)
@@ -129,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalkit.api import run_options
     from evalkit.report.console import print_results
     from evalkit.report.progress import expected_totals, make_progress
-    from evalkit.runner import execute
+    from evalkit.run.runner import execute
 
     totals = expected_totals(plan) if not args.quiet else {}
     progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
@@ -183,7 +183,7 @@ def _table_width() -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from evalkit import listing
+    from evalkit.cli import listing
 
     filters = listing.Filters(category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality)
     if args.what == "models":
@@ -195,7 +195,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from evalkit.info import describe, render_info
+    from evalkit.cli.info import describe, render_info
 
     render_info(describe(args.kind, args.name, args.runspecs_dir), args.format)
     return 0
@@ -210,7 +210,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(args.run_dirs) > 2:
         raise UserError("report: give one run directory (re-render) or two (compare)")
     if len(args.run_dirs) == 2:
-        from evalkit.report.compare import compare_rows, print_comparison, render_comparison
+        from evalkit.report.compare import (
+            compare_rows,
+            print_comparison,
+            render_comparison,
+        )
 
         label_a, label_b = args.run_dirs
         rows_a, _ = load_results(label_a)
@@ -243,11 +247,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     try:
-        from evalkit.rescore import rescore_command  # type: ignore[import-not-found]
+        from evalkit.run.rescore import rescore_command  # type: ignore[import-not-found]
     except ModuleNotFoundError as error:
-        if error.name not in ("evalkit.rescore",):
+        if error.name not in ("evalkit.run.rescore",):
             raise
-        print("evalkit: error: `evalkit rescore` is not available in this installation (evalkit.rescore is missing)", file=sys.stderr)
+        print("evalkit: error: `evalkit rescore` is not available in this installation (evalkit.run.rescore is missing)", file=sys.stderr)
         return 2
     return int(rescore_command(args.run_dir, args.metric, args.output))
 

@@ -1,6 +1,6 @@
 """Prompt + prepared audio -> concrete requests for one model.
 
-The audio arrives prepared (:class:`evalkit.data.pcm.PreparedAudio`: decoded
+The audio arrives prepared (:class:`evalkit.data.audio.pcm.PreparedAudio`: decoded
 once per sample, cut into WAV pieces per model shape); this module only
 arranges messages, audio parts and parameters per inference type.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.clients.request import AudioPart, ModelRequest
-from evalkit.data.pcm import PreparedAudio, Shape, example_key
+from evalkit.clients.request import ModelRequest
+from evalkit.data.audio.pcm import AudioPart, PreparedAudio, Shape, example_key
 from evalkit.prompts.prompt import Prompt
 
 

@@ -3,16 +3,18 @@
 Audio is decoded once per sample and every model slices its own chunks from
 those bytes: chunking and truncation are a byte slice plus a WAV header, with
 no second decode. All functions here are blocking: the engine runs them in
-audio worker processes (:mod:`evalkit.data.audio_workers`).
+audio worker processes (:mod:`evalkit.data.audio.workers`).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import struct
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from evalkit.clients.request import AudioPart
-from evalkit.data import audio as audio_codec
+from evalkit.data.audio import decode as audio_codec
 from evalkit.data.sample import Audio
 
 SAMPLE_RATE = 16000
@@ -23,6 +25,40 @@ Shape = tuple[float | None, str]
 
 #: "wav" for transcription uploads, "b64" for chat input_audio parts
 ALL_ENCODINGS = frozenset({"wav", "b64"})
+
+
+@dataclass(slots=True)
+class AudioPart:
+    """One piece of audio for requests: its content hash, and the encodings the models need.
+
+    ``wav`` feeds transcription uploads, ``b64`` (base64 of the WAV) chat
+    ``input_audio`` parts. Both are made off the event loop, where the audio
+    is cut (base64 of a 10 s clip on the loop measurably delays other
+    requests); a piece keeps only the encodings some model of the engine uses.
+    """
+
+    wav: bytes | None
+    sha256: str
+    b64: str | None = None
+
+    @classmethod
+    def from_wav(cls, wav: bytes) -> AudioPart:
+        return cls(wav=wav, sha256=hashlib.sha256(wav).hexdigest())
+
+    def encode(self, encodings: frozenset[str]) -> None:
+        """Keep only ``encodings`` ("wav", "b64"), making the base64 text if asked for."""
+        if "b64" in encodings and self.b64 is None and self.wav is not None:
+            self.b64 = base64.b64encode(self.wav).decode("ascii")
+        if "wav" not in encodings and self.b64 is not None:
+            self.wav = None
+
+    @property
+    def base64(self) -> str:
+        if self.b64 is None:
+            assert self.wav is not None
+            self.b64 = base64.b64encode(self.wav).decode("ascii")
+        return self.b64
+
 
 
 def pcm16_of(audio: Audio) -> bytes:

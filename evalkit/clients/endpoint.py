@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from evalkit import jsonutil
 from evalkit.clients.protocol import (
     EndpointProtocol,
     ParseError,
@@ -29,7 +28,8 @@ from evalkit.clients.protocol import (
     transcription_form,
 )
 from evalkit.clients.request import ModelRequest
-from evalkit.report.redact import url_secrets, redact_url, scrub
+from evalkit.util import jsonutil
+from evalkit.util.redact import redact_url, scrub, url_secrets
 
 #: 4xx statuses that may pass on a retry (timeout, conflict, too early, rate limit); every other 4xx
 #: (400, 401, 403, 404, 422, ...) fails the same way again and is not retried

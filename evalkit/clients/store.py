@@ -28,9 +28,9 @@ from typing import Any
 
 import aiosqlite
 
-from evalkit import jsonutil
 from evalkit.clients.request import ModelRequest
 from evalkit.errors import UserError
+from evalkit.util import jsonutil
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

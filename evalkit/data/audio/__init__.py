@@ -1,0 +1,1 @@
+"""Audio, carried encoded: decode (soundfile + soxr), pcm (16 kHz pieces cut once for every model), workers (the process pool)."""

@@ -1,0 +1,24 @@
+"""Which local files a dataset is read from: one answer for the loader and for the counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: file types evalkit reads itself, without ``datasets``
+LOCAL_SUFFIXES = frozenset({".parquet", ".jsonl", ".json", ".csv", ".tsv"})
+#: what a local folder is searched for when the runspec names no ``data_files``
+DEFAULT_PATTERNS = ("*.parquet", "*.jsonl", "*.csv")
+
+
+def local_files(path: Path, data_files: str | list[str] | None = None) -> list[Path]:
+    """The data files at ``path`` in read order; [] when it is not plain local files (left to ``datasets``).
+
+    A file counts when evalkit reads its type itself; a folder is searched
+    with the runspec's ``data_files`` patterns, or the defaults.
+    """
+    if path.is_file():
+        return [path] if path.suffix in LOCAL_SUFFIXES else []
+    if not path.is_dir():
+        return []
+    patterns = [data_files] if isinstance(data_files, str) else list(data_files or DEFAULT_PATTERNS)
+    return [p for pattern in patterns for p in sorted(path.glob(pattern)) if p.suffix in LOCAL_SUFFIXES]
