@@ -51,7 +51,7 @@ class Results:
     @classmethod
     def load(cls, run_dir: str | Path) -> Results:
         """Results of a finished run, read back from its results.json."""
-        from evalkit.report.results import load_results
+        from evalkit.report.files import load_results
 
         rows, meta = load_results(run_dir)
         sent = sum(int(v.get("sent", 0)) for v in (meta.get("requests") or {}).values())
@@ -106,7 +106,7 @@ class Results:
         return [r.as_dict() for r in self.rows]
 
     def to_markdown(self) -> str:
-        from evalkit.report.results import markdown_table
+        from evalkit.report.tables import markdown_table
 
         return markdown_table(self.rows)
 
@@ -239,15 +239,13 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
 
 
 def run_options(run: dict[str, Any], progress: Callable[[str, str, bool], None] | None = None) -> Any:
-    """RunOptions from override values, passing only the fields this runner has (``resume`` is newer)."""
+    """RunOptions from override values; an unknown option is a ConfigError naming it."""
     from evalkit.run.runner import RunOptions
 
     names = {f.name for f in dataclasses.fields(RunOptions)}
     values = {k: v for k, v in run.items() if v is not None}
     if progress is not None and "progress" not in values:
         values["progress"] = progress
-    if "resume" in values and "resume" not in names:
-        raise ConfigError("resume: this evalkit's runner cannot resume a run yet (RunOptions has no `resume`)")
     unknown = [k for k in values if k not in names]
     if unknown:
         raise ConfigError(f"run option {unknown[0]!r} is not supported by this runner")

@@ -16,8 +16,9 @@ from conftest import FIXTURES, model_entry, write_config
 
 from evalkit.cli.main import main
 from evalkit.report.compare import compare_rows
+from evalkit.report.files import load_results
 from evalkit.report.html import failure_counts, render_html
-from evalkit.report.results import ResultRow, load_results
+from evalkit.report.results import ResultRow
 from evalkit.report.svg import PALETTE, fmt_number
 from evalkit.testing import start_test_server
 

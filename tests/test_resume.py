@@ -25,7 +25,8 @@ from conftest import ROOT, model_entry
 from test_reliability import config_for, run, text_set
 
 from evalkit.errors import UserError
-from evalkit.run.runner import RunOptions, execute, plan_for_resume
+from evalkit.run.manifest import plan_for_resume
+from evalkit.run.runner import RunOptions, execute
 
 N = 300
 BATCH = 8

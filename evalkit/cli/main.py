@@ -107,11 +107,9 @@ def _plan(args: argparse.Namespace) -> Any:
             flags = ", ".join("--" + k.replace("_", "-") for k in overrides)
             raise UserError(f"--resume finishes the run as it was started; drop {flags} (or start a new run)")
         if config is None:
-            from evalkit.run import runner
+            from evalkit.run.manifest import plan_for_resume
 
-            plan_for_resume = getattr(runner, "plan_for_resume", None)
-            if plan_for_resume is not None:
-                return plan_for_resume(args.resume)
+            return plan_for_resume(args.resume)
     plan, _ = prepare(config or "config.yaml", overrides)
     return plan
 
@@ -205,7 +203,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from evalkit.report.results import load_results
+    from evalkit.report.files import load_results
 
     if len(args.run_dirs) > 2:
         raise UserError("report: give one run directory (re-render) or two (compare)")
@@ -227,7 +225,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 0
     run_dir = Path(args.run_dirs[0])
     rows, meta = load_results(run_dir)
-    from evalkit.report.results import results_csv, results_markdown, write_views
+    from evalkit.report.files import write_views
+    from evalkit.report.tables import results_csv, results_markdown
 
     if args.format == "table":
         from evalkit.report.console import print_table
@@ -246,13 +245,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
-    try:
-        from evalkit.run.rescore import rescore_command  # type: ignore[import-not-found]
-    except ModuleNotFoundError as error:
-        if error.name not in ("evalkit.run.rescore",):
-            raise
-        print("evalkit: error: `evalkit rescore` is not available in this installation (evalkit.run.rescore is missing)", file=sys.stderr)
-        return 2
+    from evalkit.run.rescore import rescore_command
+
     return int(rescore_command(args.run_dir, args.metric, args.output))
 
 

@@ -15,7 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from evalkit.report.results import ResultRow, fmt
+from evalkit.report.results import ResultRow
+from evalkit.report.tables import fmt
 
 
 @dataclass

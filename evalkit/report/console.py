@@ -8,7 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.report.results import HEADERS, ResultRow, table_rows
+from evalkit.report.results import ResultRow
+from evalkit.report.tables import HEADERS, table_rows
 
 
 def _console() -> Console:

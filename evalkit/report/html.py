@@ -17,8 +17,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from evalkit.report.results import ResultRow, fmt
+from evalkit.report.results import ResultRow
 from evalkit.report.svg import Point, bar_chart, histograms
+from evalkit.report.tables import fmt
 from evalkit.util.redact import redact
 
 #: group charts drawn when present in a row's details.groups, with their section titles

@@ -435,7 +435,7 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
     from rich.console import Console
     from rich.table import Table
 
-    from evalkit.report.results import HEADERS, table_rows
+    from evalkit.report.tables import HEADERS, table_rows
 
     if not metrics:
         raise UserError("rescore: name at least one metric (--metric NAME)")

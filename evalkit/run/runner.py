@@ -14,9 +14,6 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
-import hashlib
-import json
-import os
 import secrets
 import sys
 import time
@@ -36,16 +33,12 @@ from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan
 from evalkit.prompts.library import prompt_context_for
+from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
-from evalkit.report.results import (
-    ResultRow,
-    aggregate_rows,
-    package_versions,
-    write_results,
-)
+from evalkit.report.results import ResultRow, aggregate_rows, package_versions
+from evalkit.run.manifest import MANIFEST_FORMAT, answer_fingerprint, config_as_given, read_manifest, write_manifest
 from evalkit.run.engine import Engine, EngineResult, ProgressHook, rows_from_engines
 from evalkit.util.redact import (
-    MASK,
     redact,
     scrub,
     scrub_tree,
@@ -79,15 +72,6 @@ class RunOutcome:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-MANIFEST = "run.json"
-MANIFEST_FORMAT = 1
-#: model fields that change how a request travels, never what it answers: a resume may change them
-_TRANSPORT_FIELDS = frozenset({
-    "url", "auth_token", "batch_size", "timeout", "retry_attempts", "delay", "requests_per_minute", "tokens_per_minute", "launch", "deadline",
-})
-_JUDGE_TRANSPORT_FIELDS = frozenset({"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"})
-
-
 def new_run_dir(output_dir: Path) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_dir = output_dir / f"{stamp}_{secrets.token_hex(3)}"
@@ -118,16 +102,6 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
     )
 
 
-def _config_as_given(config: Config) -> dict[str, Any]:
-    """The config as the user wrote it: a launched server's address is the run's business, not the config's."""
-    data = config.model_dump(mode="json")
-    for entry in data.get("models", []):
-        info = entry.get("info", {})
-        if info.get("launch") is not None:
-            info["url"] = None
-    return data
-
-
 @contextlib.contextmanager
 def quiet_garbage_collector(young_threshold: int = 20_000) -> Iterator[None]:
     """Fewer, cheaper cyclic collections while requests fly.
@@ -147,106 +121,6 @@ def quiet_garbage_collector(young_threshold: int = 20_000) -> Iterator[None]:
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
-
-
-def answer_fingerprint(config: Config) -> str:
-    """A hash of what decides the run's answers and scores: the config without transport settings and secrets."""
-    data = config.model_dump(mode="json")
-    for entry in data.get("models", []):
-        info = entry.get("info", {})
-        for key in _TRANSPORT_FIELDS:
-            info.pop(key, None)
-    judge = data.get("judge_properties")
-    if isinstance(judge, dict):
-        for key in _JUDGE_TRANSPORT_FIELDS:
-            judge.pop(key, None)
-    for key in ("output_dir", "cache"):
-        data.pop(key, None)
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write atomically: a kill leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    """The manifest of a run folder; UserError when the folder is not an evalkit run."""
-    path = Path(run_dir) / MANIFEST
-    if not Path(run_dir).is_dir():
-        raise UserError(f"--resume {run_dir}: no such run folder")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"--resume {run_dir}: not an evalkit run folder (no {MANIFEST})") from None
-    except (OSError, ValueError) as error:
-        raise UserError(f"--resume {run_dir}: cannot read {MANIFEST}: {error}") from None
-    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise UserError(f"--resume {run_dir}: {MANIFEST} is not a run manifest this evalkit can read")
-    return data
-
-
-def plan_for_resume(run_dir: str | Path) -> Plan:
-    """The plan of a recorded run, for ``evalkit run --resume RUN_DIR`` without a config argument.
-
-    The manifest keeps the effective config (command-line overrides applied)
-    with secrets masked; the secrets come back from the config file the run
-    was started with (re-read, so ``${VAR}`` are expanded again), matched by
-    model name and id.
-    """
-    from evalkit.config import load_config
-    from evalkit.plan import build_plan
-
-    manifest = read_manifest(run_dir)
-    saved = manifest.get("config") or {}
-    source = manifest.get("config_file") or "config"
-    fresh: Config | None = None
-    if source and Path(source).is_file():
-        fresh = load_config(source)
-    data = _restore_secrets(saved, fresh)
-    from pydantic import ValidationError
-
-    from evalkit.config import format_validation_error
-    from evalkit.errors import ConfigError
-
-    try:
-        config = Config.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, f"{Path(run_dir) / MANIFEST}")) from None
-    return build_plan(config, source=str(source))
-
-
-def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
-    """The saved config with every masked value (tokens, keys, URLs with credentials) taken from the fresh one.
-
-    Model entries are matched by name and model id (the saved config may hold
-    fewer models than the file after ``--model``); everything else by its path.
-    """
-    data = json.loads(json.dumps(saved))
-    if fresh is None:
-        return _unmask(data, None)
-    current = fresh.model_dump(mode="json")
-    fresh_models = current.get("models") or []
-    for entry in data.get("models") or []:
-        info = entry.get("info", {}) if isinstance(entry, dict) else {}
-        match = next((m for m in fresh_models if m["info"].get("name") == info.get("name") and m["info"].get("model") == info.get("model")), None)
-        entry["info"] = _unmask(info, match["info"] if match else None)
-    for key, value in data.items():
-        if key != "models":
-            data[key] = _unmask(value, current.get(key))
-    return data
-
-
-def _unmask(saved: Any, fresh: Any) -> Any:
-    if isinstance(saved, str):
-        return (fresh if fresh is not None else None) if MASK in saved else saved
-    if isinstance(saved, dict):
-        return {k: _unmask(v, fresh.get(k) if isinstance(fresh, dict) else None) for k, v in saved.items()}
-    if isinstance(saved, list):
-        return [_unmask(v, fresh[i] if isinstance(fresh, list) and i < len(fresh) else None) for i, v in enumerate(saved)]
-    return saved
 
 
 def _store_path(config: Config, output_dir: Path) -> Path:
@@ -308,7 +182,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
         "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
         "command": list(sys.argv),
         "fingerprint": fingerprint,
-        "config": redact(_config_as_given(config)),
+        "config": redact(config_as_given(config)),
         "store": {"enabled": use_store, "path": str(store_path.resolve()) if use_store else None, "refresh_since": refresh_since},
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),
@@ -317,7 +191,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
         manifest["started"] = resumed.get("started", manifest["started"])
         manifest["started_unix"] = resumed.get("started_unix", started_unix)
     manifest = scrub_tree(manifest, hidden)
-    _write_json(run_dir / MANIFEST, manifest)
+    write_manifest(run_dir, manifest)
 
     store = None
     if use_store:
@@ -370,7 +244,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
             row.error = scrub(row.error, hidden)
     write_results(run_dir, rows, meta)
     manifest.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
-    _write_json(run_dir / MANIFEST, manifest)
+    write_manifest(run_dir, manifest)
     return RunOutcome(
         run_dir=run_dir, rows=rows, engines=results, seconds=seconds,
         requests_sent=sum(c.sent for c in clients.values()), store_hits=sum(c.store_hits for c in clients.values()), meta=meta,

@@ -1,0 +1,135 @@
+"""run.json, the manifest of a run folder: what ran, with which config (secrets masked), and whether it finished.
+
+``evalkit run --resume RUN_DIR`` reads it back: the fingerprint refuses a
+resume whose config would change the answers, and the masked secrets are
+restored from the config file the run was started with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from evalkit.config import Config
+from evalkit.errors import UserError
+from evalkit.plan import Plan
+from evalkit.util.atomic import write_json_atomic
+from evalkit.util.redact import MASK
+
+MANIFEST = "run.json"
+MANIFEST_FORMAT = 1
+#: model fields that change how a request travels, never what it answers: a resume may change them
+_TRANSPORT_FIELDS = frozenset({
+    "url", "auth_token", "batch_size", "timeout", "retry_attempts", "delay", "requests_per_minute", "tokens_per_minute", "launch", "deadline",
+})
+_JUDGE_TRANSPORT_FIELDS = frozenset({"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"})
+
+
+def config_as_given(config: Config) -> dict[str, Any]:
+    """The config as the user wrote it: a launched server's address is the run's business, not the config's."""
+    data = config.model_dump(mode="json")
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        if info.get("launch") is not None:
+            info["url"] = None
+    return data
+
+
+def answer_fingerprint(config: Config) -> str:
+    """A hash of what decides the run's answers and scores: the config without transport settings and secrets."""
+    data = config.model_dump(mode="json")
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        for key in _TRANSPORT_FIELDS:
+            info.pop(key, None)
+    judge = data.get("judge_properties")
+    if isinstance(judge, dict):
+        for key in _JUDGE_TRANSPORT_FIELDS:
+            judge.pop(key, None)
+    for key in ("output_dir", "cache"):
+        data.pop(key, None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
+    """Write run.json atomically: a kill leaves the old manifest or the new one, never half of one."""
+    write_json_atomic(run_dir / MANIFEST, manifest)
+
+
+def read_manifest(run_dir: str | Path) -> dict[str, Any]:
+    """The manifest of a run folder; UserError when the folder is not an evalkit run."""
+    path = Path(run_dir) / MANIFEST
+    if not Path(run_dir).is_dir():
+        raise UserError(f"--resume {run_dir}: no such run folder")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"--resume {run_dir}: not an evalkit run folder (no {MANIFEST})") from None
+    except (OSError, ValueError) as error:
+        raise UserError(f"--resume {run_dir}: cannot read {MANIFEST}: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+        raise UserError(f"--resume {run_dir}: {MANIFEST} is not a run manifest this evalkit can read")
+    return data
+
+
+def plan_for_resume(run_dir: str | Path) -> Plan:
+    """The plan of a recorded run, for ``evalkit run --resume RUN_DIR`` without a config argument.
+
+    The manifest keeps the effective config (command-line overrides applied)
+    with secrets masked; the secrets come back from the config file the run
+    was started with (re-read, so ``${VAR}`` are expanded again), matched by
+    model name and id.
+    """
+    from evalkit.config import load_config
+    from evalkit.plan import build_plan
+
+    manifest = read_manifest(run_dir)
+    saved = manifest.get("config") or {}
+    source = manifest.get("config_file") or "config"
+    fresh: Config | None = None
+    if source and Path(source).is_file():
+        fresh = load_config(source)
+    data = _restore_secrets(saved, fresh)
+    from pydantic import ValidationError
+
+    from evalkit.config import format_validation_error
+    from evalkit.errors import ConfigError
+
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error, f"{Path(run_dir) / MANIFEST}")) from None
+    return build_plan(config, source=str(source))
+
+
+def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
+    """The saved config with every masked value (tokens, keys, URLs with credentials) taken from the fresh one.
+
+    Model entries are matched by name and model id (the saved config may hold
+    fewer models than the file after ``--model``); everything else by its path.
+    """
+    data = json.loads(json.dumps(saved))
+    if fresh is None:
+        return _unmask(data, None)
+    current = fresh.model_dump(mode="json")
+    fresh_models = current.get("models") or []
+    for entry in data.get("models") or []:
+        info = entry.get("info", {}) if isinstance(entry, dict) else {}
+        match = next((m for m in fresh_models if m["info"].get("name") == info.get("name") and m["info"].get("model") == info.get("model")), None)
+        entry["info"] = _unmask(info, match["info"] if match else None)
+    for key, value in data.items():
+        if key != "models":
+            data[key] = _unmask(value, current.get(key))
+    return data
+
+
+def _unmask(saved: Any, fresh: Any) -> Any:
+    if isinstance(saved, str):
+        return (fresh if fresh is not None else None) if MASK in saved else saved
+    if isinstance(saved, dict):
+        return {k: _unmask(v, fresh.get(k) if isinstance(fresh, dict) else None) for k, v in saved.items()}
+    if isinstance(saved, list):
+        return [_unmask(v, fresh[i] if isinstance(fresh, list) and i < len(fresh) else None) for i, v in enumerate(saved)]
+    return saved
