@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo
+from evalkit.data.files import require_local_source
 from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
 from evalkit.metrics import METRICS
@@ -173,8 +173,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     log.warning("%s: dataset %r is in %s, not %s (filters.language): it runs with 0 samples", where, spec.name, spec.language, wanted_language)
                 else:
                     continue
-            if spec.path is not None and not Path(spec.source).exists():
-                raise RunspecError(f"{spec.file}: {spec.name}.path: {spec.source} does not exist")
+            if spec.path is not None:
+                require_local_source(spec)
             if spec.prompt_pool is not None and spec.prompt_pool not in pools():
                 raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
             check_prompt_choice(spec)

@@ -18,12 +18,11 @@ from evalkit.data.audio.decode import (
     duration_seconds,
     load_16k_mono,
     resample,
-    split_chunks,
     to_mono,
-    truncate,
     wav_base64,
     wav_bytes,
 )
+from evalkit.data.audio.pcm import piece_bounds
 from evalkit.data.sample import Audio
 
 
@@ -115,26 +114,25 @@ def test_load_16k_mono_from_48k_stereo_flac() -> None:
 
 
 @pytest.mark.parametrize("length", [0, 1, 15999, 16000, 16001, 50000])
-def test_split_chunks_covers_every_sample_once_in_order(length: int) -> None:
-    array = np.arange(length, dtype=np.float32)
-    chunks = split_chunks(array, 16000, 1.0)
-    assert all(len(c) > 0 for c in chunks)
-    assert all(len(c) == 16000 for c in chunks[:-1])
-    assert len(chunks) == -(-length // 16000)
-    joined = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
-    np.testing.assert_array_equal(joined, array)
+def test_chunks_cover_every_sample_once_in_order(length: int) -> None:
+    pcm = np.arange(length, dtype="<i2").tobytes()
+    pieces = [pcm[a:b] for a, b in piece_bounds(len(pcm), 1.0, "chunk")]
+    assert all(len(p) == 32000 for p in pieces[:-1])
+    assert all(pieces) or length == 0
+    assert len(pieces) == max(1, -(-length // 16000))
+    assert b"".join(pieces) == pcm
 
 
-def test_split_chunks_rejects_nonpositive_length() -> None:
-    with pytest.raises(ValueError):
-        split_chunks(np.zeros(10), 16000, 0)
+def test_chunk_length_is_rounded_not_cut() -> None:
+    """1.001 s is 16015.999... samples in floating point; the chunk is 16016 samples, not 16015."""
+    assert 1.001 * 16000 < 16016
+    assert piece_bounds(40_000, 1.001, "chunk")[0] == (0, 2 * 16016)
 
 
-def test_truncate() -> None:
-    array = np.arange(48000, dtype=np.float32)
-    np.testing.assert_array_equal(truncate(array, 16000, 1.5), array[:24000])
-    assert len(truncate(array, 16000, 10)) == 48000
-    assert len(truncate(array, 16000, 0)) == 0
+def test_truncate_keeps_the_first_chunk_only() -> None:
+    assert piece_bounds(96_000, 1.5, "truncate") == [(0, 48_000)]
+    assert piece_bounds(96_000, 10, "truncate") == [(0, 96_000)]
+    assert piece_bounds(96_000, None, "truncate") == [(0, 96_000)]
 
 
 def test_duration_reads_the_header_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ from typing import Any
 
 from conftest import model_entry, write_config
 
+from evalkit.clients.circuit import Circuit
 from evalkit.clients.endpoint import EndpointPool, retry_after_seconds
-from evalkit.clients.model_client import Circuit, ModelClient, RetryPolicy
+from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket
 from evalkit.clients.request import ModelRequest

@@ -157,14 +157,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from evalkit.plan import build_plan
 
     config = load_config(args.config)
-    plan = build_plan(config, source=args.config)
-    missing = [
-        f"{spec.dataset.file}: {spec.dataset.name}.path: {spec.dataset.source} does not exist"
-        for spec in {s.dataset.name: s for s in plan.engines}.values()
-        if spec.dataset.path is not None and not Path(spec.dataset.source).exists()
-    ]
-    if missing:
-        raise ConfigError("\n".join(missing))
+    plan = build_plan(config, source=args.config)  # also checks that local dataset paths exist
     if not plan.engines:
         raise ConfigError(f"{args.config}: no dataset-metric pair is left after the filters (filters.language?)")
     print(f"{args.config}: OK — {len(plan.engines)} engines x {len(plan.models)} models")

@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from evalkit.errors import RunspecError
+
+if TYPE_CHECKING:
+    from evalkit.catalog import DatasetSpec
 
 #: file types evalkit reads itself, without ``datasets``
 LOCAL_SUFFIXES = frozenset({".parquet", ".jsonl", ".json", ".csv", ".tsv"})
@@ -22,3 +28,11 @@ def local_files(path: Path, data_files: str | list[str] | None = None) -> list[P
         return []
     patterns = [data_files] if isinstance(data_files, str) else list(data_files or DEFAULT_PATTERNS)
     return [p for pattern in patterns for p in sorted(path.glob(pattern)) if p.suffix in LOCAL_SUFFIXES]
+
+
+def require_local_source(spec: DatasetSpec, source: str | None = None) -> Path:
+    """The local path a dataset reads (``source`` overrides the runspec's); RunspecError naming the entry when it is missing."""
+    path = Path(source or spec.source)
+    if not path.exists():
+        raise RunspecError(f"{spec.file}: {spec.name}.path: {path} does not exist")
+    return path

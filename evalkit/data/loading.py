@@ -21,7 +21,7 @@ from typing import Any
 
 from evalkit.catalog import DatasetSpec
 from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
-from evalkit.data.files import local_files
+from evalkit.data.files import local_files, require_local_source
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.errors import RunspecError
 
@@ -31,10 +31,8 @@ log = logging.getLogger("evalkit")
 def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator[dict[str, Any]]:
     """Raw rows (dicts) of the dataset, streamed."""
     source = source_override or spec.source
-    local = Path(source)
     if source_override is not None or spec.path is not None:
-        if not local.exists():
-            raise RunspecError(f"{spec.file}: {spec.name}.path: {local} does not exist")
+        local = require_local_source(spec, source)
         files = local_files(local, spec.data_files)
         if files:
             for file in files:

@@ -39,7 +39,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
-from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
+from evalkit.metrics.accumulator import ScoreAccumulator
 from evalkit.plan import EngineSpec, ModelPlan
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
@@ -47,6 +47,7 @@ from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.report.results import ResultRow
+from evalkit.run.scoring import new_record, score_into_record
 from evalkit.run.requests import (
     RequestContext,
     history_after,
@@ -275,33 +276,13 @@ class Engine:
 
     async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:
         outcome = prepared if isinstance(prepared, Outcome) else await self._conversation(model, prompt, prepared)
-        accumulator = self.accumulators[model.name]
-        record: dict[str, Any] = {
-            "sample_id": sample.id,
-            "model": model.name,
-            "dataset": self.spec.dataset.name,
-            "metric": self.spec.metric,
-            "reference": sample.reference,
-        }
-        if outcome.ok:
-            prediction = self.postprocessor.process(outcome.text or "")
-            try:
-                score = await self.metric.ascore(prediction, sample)
-            except Exception as error:  # noqa: BLE001 - a metric bug on one sample is a recorded failure
-                log.exception("metric %s failed on %s", self.spec.metric, sample.id)
-                score = None
-                outcome = failed("metric_error", f"{type(error).__name__}: {error}")
-            record.update(response=outcome.text, prediction=prediction)
-            if score is not None and score.failure is None:
-                accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
-                record.update(score=score.score, details=score.details)
-            else:
-                reason = score.failure if score is not None else outcome.failure
-                accumulator.add_failure(reason or "metric_error")
-                record.update(score=None, failure=reason, error=outcome.error if score is None else (score.details or {}).get("error"))
-        else:
-            accumulator.add_failure(outcome.failure or "error")
-            record.update(response=None, prediction=None, score=None, failure=outcome.failure, error=outcome.error)
+        record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
+        scored = await score_into_record(
+            record, self.accumulators[model.name], self.metric, sample,
+            response=outcome.text if outcome.ok else None,
+            prediction=self.postprocessor.process(outcome.text or "") if outcome.ok else None,
+            failure=outcome.failure, error=outcome.error,
+        )
         record.update(latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica)
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
@@ -310,7 +291,7 @@ class Engine:
         assert self._records is not None
         self._records.write(jsonutil.dumps(record) + "\n")
         if self.progress is not None:
-            self.progress(self.spec.id, model.name, outcome.ok)
+            self.progress(self.spec.id, model.name, scored)
 
 
 def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:

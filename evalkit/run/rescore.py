@@ -48,7 +48,7 @@ from evalkit.config import Config, JudgeProperties, format_validation_error, loa
 from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
-from evalkit.metrics import METRICS, Metric, SampleScore
+from evalkit.metrics import METRICS, Metric
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.report.results import ResultRow, aggregate_rows
 from evalkit.util import jsonutil
@@ -226,14 +226,6 @@ def judge_properties(config: Config, meta: dict[str, Any], config_path: str | Pa
 # -- scoring ----------------------------------------------------------------------------------
 
 
-async def _score(metric: Metric, prediction: str, sample: Sample) -> tuple[SampleScore | None, str | None]:
-    try:
-        return await metric.ascore(prediction, sample), None
-    except Exception as error:  # noqa: BLE001 - a metric bug on one sample is a recorded failure, as in the engine
-        log.exception("metric %s failed on %s", metric.name, sample.id)
-        return None, f"{type(error).__name__}: {error}"
-
-
 async def _rescore_dataset(
     spec: DatasetSpec,
     metric_name: str,
@@ -246,6 +238,7 @@ async def _rescore_dataset(
     from evalkit.plan import EngineSpec
     from evalkit.processing.postprocessors import POSTPROCESSORS
     from evalkit.run.engine import EngineResult, ModelResult
+    from evalkit.run.scoring import new_record, score_into_record
 
     started = time.perf_counter()
     postprocessor = POSTPROCESSORS.get(spec.postprocessor)()
@@ -267,28 +260,18 @@ async def _rescore_dataset(
                     sample.meta.setdefault("duration", record["duration"])
                 response = record.get("response")
                 prepared.append((record, sample, None if response is None else postprocessor.process(str(response))))
-            scored = await asyncio.gather(*(
-                _score(metric, prediction, sample) if prediction is not None else _none() for _, sample, prediction in prepared
+            lines = [new_record(sample, str(record.get("model")), spec.name, metric_name) for record, sample, _ in prepared]
+            for line, (record, _, _) in zip(lines, prepared):
+                line["reference"] = record.get("reference")
+            await asyncio.gather(*(
+                score_into_record(
+                    line, accumulators[str(record.get("model"))], metric, sample,
+                    response=record.get("response"), prediction=prediction,
+                    failure=record.get("failure"), error=record.get("error"),
+                )
+                for line, (record, sample, prediction) in zip(lines, prepared)
             ))
-            for (record, sample, prediction), (score, crash) in zip(prepared, scored):
-                model = str(record.get("model"))
-                acc = accumulators[model]
-                line: dict[str, Any] = {
-                    "sample_id": sample.id, "model": model, "dataset": spec.name, "metric": metric_name,
-                    "reference": record.get("reference"), "response": record.get("response"), "prediction": prediction,
-                }
-                if prediction is None:
-                    reason = record.get("failure") or "error"
-                    acc.add_failure(reason)
-                    line.update(score=None, failure=reason, error=record.get("error"))
-                elif score is not None and score.failure is None:
-                    acc.add(score, sample_groups(sample), order=sample.meta.get("index"))
-                    line.update(score=score.score, details=score.details)
-                else:
-                    reason = score.failure if score is not None else "metric_error"
-                    acc.add_failure(reason or "metric_error")
-                    error = crash if score is None else (score.details or {}).get("error")
-                    line.update(score=None, failure=reason, error=error)
+            for line, (record, _, _) in zip(lines, prepared):
                 for key in _KEPT:
                     if key in record:
                         line[key] = record[key]
@@ -303,10 +286,6 @@ async def _rescore_dataset(
         result.models[name] = ModelResult(model=name, result=summary, n_failed=acc.n_failed, failure_reasons=dict(acc.failures))
     result.seconds = time.perf_counter() - started
     return result
-
-
-async def _none() -> tuple[None, None]:
-    return None, None
 
 
 async def arescore(

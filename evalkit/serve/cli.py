@@ -31,6 +31,7 @@ from evalkit.serve.backends.registry import (
     create_backend,
     load_backend_class,
 )
+from evalkit.util.atomic import write_text_atomic
 
 PROG = "evalkit serve"
 
@@ -169,10 +170,7 @@ def _install_signals(stop: asyncio.Event) -> None:
 
 
 def _write_port_file(path: str, port: int) -> None:
-    target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{port}\n")
-    os.replace(tmp, target)  # readers never see a half-written file
+    write_text_atomic(path, f"{port}\n")  # a reader polling the file never sees it empty
 
 
 async def _serve(args: argparse.Namespace) -> int:

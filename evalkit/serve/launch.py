@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 import os
 import re
@@ -53,6 +52,7 @@ import aiohttp
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
+from evalkit.util.atomic import write_json_atomic
 from evalkit.util.redact import is_secret_key, scrub
 
 log = logging.getLogger("evalkit")
@@ -135,9 +135,7 @@ class LaunchedServer:
 
     def write_info(self) -> None:
         with contextlib.suppress(OSError):
-            tmp = self.info_path.with_name(f".{self.info_path.name}.tmp")
-            tmp.write_text(json.dumps(self.describe(), indent=2) + "\n")
-            os.replace(tmp, self.info_path)
+            write_json_atomic(self.info_path, self.describe())
 
     def tail(self, lines: int = 25) -> str:
         return scrub(_tail(self.log_path, lines), self.secrets)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -29,6 +28,7 @@ from aiohttp import web
 from evalkit.errors import ConfigError
 from evalkit.testing.app import TEST_SERVER_KEY, TestServerApp, build_app
 from evalkit.testing.script import Script, load_script
+from evalkit.util.atomic import write_text_atomic
 
 __all__ = ["TEST_SERVER_KEY", "TestServerApp", "build_app", "main", "serve"]
 
@@ -43,9 +43,7 @@ def _url(host: str, port: int) -> str:
 def _write_port_file(path: Path, port: int) -> None:
     """Write atomically so a reader polling the file never sees it empty."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{port}\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, f"{port}\n")
 
 
 async def serve(script: Script, host: str = "127.0.0.1", port: int = 0, port_file: Path | None = None) -> None:

@@ -39,9 +39,7 @@ __all__ = [
     "duration_seconds",
     "load_16k_mono",
     "resample",
-    "split_chunks",
     "to_mono",
-    "truncate",
     "wav_base64",
     "wav_bytes",
 ]
@@ -224,29 +222,6 @@ def wav_bytes(array: np.ndarray, sr: int = TARGET_SR) -> bytes:
 def wav_base64(array: np.ndarray, sr: int = TARGET_SR) -> str:
     """:func:`wav_bytes` as ASCII base64, as JSON request bodies carry audio."""
     return base64.b64encode(wav_bytes(array, sr)).decode("ascii")
-
-
-# --------------------------------------------------------------------------- slicing
-
-
-def split_chunks(array: np.ndarray, sr: int, chunk_seconds: float) -> list[np.ndarray]:
-    """Consecutive pieces of at most ``chunk_seconds`` (the last may be shorter, none empty).
-
-    For models with an input-length limit: the pieces are transcribed one by
-    one and their texts joined, so every sample is covered exactly once.
-    """
-    if chunk_seconds <= 0:
-        raise ValueError(f"chunk_seconds must be positive, got {chunk_seconds}")
-    size = max(1, int(round(chunk_seconds * sr)))
-    arr = np.asarray(array)
-    return [arr[start : start + size] for start in range(0, arr.shape[0], size)]
-
-
-def truncate(array: np.ndarray, sr: int, seconds: float) -> np.ndarray:
-    """The first ``seconds`` of the signal (all of it when shorter)."""
-    if seconds < 0:
-        raise ValueError(f"seconds must be >= 0, got {seconds}")
-    return np.asarray(array)[: int(round(seconds * sr))]
 
 
 # --------------------------------------------------------------------------- dataset values

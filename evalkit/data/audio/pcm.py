@@ -80,22 +80,17 @@ def wav_from_pcm16(pcm: bytes) -> bytes:
 def piece_bounds(n_bytes: int, chunk_size: float | None, mode: str) -> list[tuple[int, int]]:
     """Byte ranges of the pieces of ``n_bytes`` of PCM cut at ``chunk_size`` seconds (``chunk`` or ``truncate``).
 
-    A chunk is ``int(chunk_size * 16000)`` samples (at least one), so every
+    A chunk is ``round(chunk_size * 16000)`` samples (at least one), so every
     piece but the last is exactly that long and the pieces cover the audio once.
     """
     if not chunk_size:
         return [(0, n_bytes)]
-    step = max(1, int(chunk_size * SAMPLE_RATE)) * 2
+    step = max(1, round(chunk_size * SAMPLE_RATE)) * 2
     if n_bytes <= step:
         return [(0, n_bytes)]
     if mode == "truncate":
         return [(0, step)]
     return [(i, min(i + step, n_bytes)) for i in range(0, n_bytes, step)]
-
-
-def audio_pieces(pcm: bytes, chunk_size: float | None, mode: str) -> list[bytes]:
-    """Split (``chunk``) or cut (``truncate``) PCM at ``chunk_size`` seconds; whole audio when None."""
-    return [pcm[start:stop] for start, stop in piece_bounds(len(pcm), chunk_size, mode)]
 
 
 class PreparedAudio:

@@ -1,0 +1,64 @@
+"""One path from an answer to a scored record, shared by the engine and `evalkit rescore`.
+
+A failed request, a metric that raises and a metric that declines to score
+(``SampleScore.failure``, e.g. an unparseable judge verdict) all end as a
+counted failure with its reason in the record, never as a score of 0; so a
+rescored run and a fresh run count and record the same things.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from evalkit.data.sample import Sample
+from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
+from evalkit.metrics.base import Metric, SampleScore
+
+log = logging.getLogger("evalkit")
+
+
+def new_record(sample: Sample, model: str, dataset: str, metric: str) -> dict[str, Any]:
+    """The fields every record starts with, in the order records are written."""
+    return {"sample_id": sample.id, "model": model, "dataset": dataset, "metric": metric, "reference": sample.reference}
+
+
+async def score_sample(metric: Metric, prediction: str, sample: Sample) -> tuple[SampleScore | None, str | None]:
+    """The metric's verdict on one prediction, or (None, "Type: message") when the metric raised."""
+    try:
+        return await metric.ascore(prediction, sample), None
+    except Exception as error:  # noqa: BLE001 - a metric bug on one sample is a recorded failure
+        log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
+        return None, f"{type(error).__name__}: {error}"
+
+
+async def score_into_record(
+    record: dict[str, Any],
+    accumulator: ScoreAccumulator,
+    metric: Metric,
+    sample: Sample,
+    *,
+    response: str | None,
+    prediction: str | None,
+    failure: str | None = None,
+    error: str | None = None,
+) -> bool:
+    """Score ``prediction`` (None: the request failed with ``failure``/``error``), count it, and complete ``record``.
+
+    Returns True when the sample was scored, False when it counts as failed.
+    """
+    record.update(response=response, prediction=prediction)
+    if prediction is None:
+        reason = failure or "error"
+        accumulator.add_failure(reason)
+        record.update(score=None, failure=reason, error=error)
+        return False
+    score, crash = await score_sample(metric, prediction, sample)
+    if score is not None and score.failure is None:
+        accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
+        record.update(score=score.score, details=score.details)
+        return True
+    reason = (score.failure if score is not None else None) or "metric_error"
+    accumulator.add_failure(reason)
+    record.update(score=None, failure=reason, error=crash if score is None else (score.details or {}).get("error"))
+    return False
