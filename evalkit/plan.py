@@ -116,10 +116,6 @@ def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec, catal
     return params
 
 
-def resolve_temperature(config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None) -> float:
-    return float(generation_params(config, model, spec, catalog)["temperature"])  # type: ignore[arg-type]
-
-
 def _check_names(config: Config, catalog: Catalog, source: str) -> None:
     known_targets = {*catalog.all_names()}
     names = {e.info.name for e in config.models} | {e.info.model for e in config.models}

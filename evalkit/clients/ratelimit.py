@@ -80,7 +80,6 @@ class AdaptiveLimit:
         self.limit = self.maximum
         self.active = 0
         self.lowest = self.maximum
-        self.decreases = 0
         self._successes = 0
         self._calm_after = 0.0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -118,7 +117,6 @@ class AdaptiveLimit:
         self._calm_after = now + cooldown
         self.limit = max(1, self.limit // 2)
         self.lowest = min(self.lowest, self.limit)
-        self.decreases += 1
         self._successes = 0
 
     def success(self) -> None:

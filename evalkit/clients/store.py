@@ -78,8 +78,6 @@ class ResponseStore:
         self._writer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closing = False
-        self.commits = 0
-        self.written = 0
 
     @property
     def refresh(self) -> bool:
@@ -116,19 +114,6 @@ class ResponseStore:
         async with self._db.execute(sql, args) as cursor:
             row = await cursor.fetchone()
         return jsonutil.loads(row[0]) if row else None
-
-    async def contains_many(self, keys: list[str]) -> int:
-        """How many of ``keys`` are stored (for dry runs and progress)."""
-        if self._db is None or not keys:
-            return 0
-        found = 0
-        for start in range(0, len(keys), 500):
-            chunk = keys[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            async with self._db.execute(f"SELECT COUNT(*) FROM responses WHERE key IN ({marks})", chunk) as cursor:
-                row = await cursor.fetchone()
-                found += int(row[0]) if row else 0
-        return found
 
     def put(self, key: str, model: str, response: dict[str, Any]) -> asyncio.Future[None]:
         """Queue a response for the next commit; the returned future resolves once it is committed."""
@@ -171,8 +156,6 @@ class ResponseStore:
                 if not future.done():
                     future.set_exception(error)
             return
-        self.commits += 1
-        self.written += len(batch)
         for key, value in batch:
             if self._pending.get(key) is value:
                 del self._pending[key]

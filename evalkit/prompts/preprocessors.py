@@ -25,9 +25,6 @@ class PromptContext:
     add_on_names: list[str] = field(default_factory=list)
     system_prompt_names: list[str] = field(default_factory=list)
 
-    def system_for(self, model: str) -> str | None:
-        return self.system_by_model.get(model, self.system_prompt)
-
 
 class Preprocessor:
     """Base class: override ``build``. No version enters the cache key: the prompt itself does."""

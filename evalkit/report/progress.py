@@ -83,9 +83,6 @@ class Progress:
             self._last = now
             self.tick()
 
-    def set_total(self, engine: str, model: str, total: int | None) -> None:
-        self.lines.setdefault((engine, model), _Line()).total = total
-
     # -- numbers shared by both renderings
 
     def rate(self, line: _Line) -> float:

@@ -407,10 +407,6 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> No
             server.write_info()
 
 
-def stop_server(server: LaunchedServer, grace: float = STOP_GRACE) -> None:
-    stop_servers([server], grace)
-
-
 async def _watch(servers: list[LaunchedServer]) -> None:
     """Say so at once when a launched server dies mid-run (its requests then fail as connection errors)."""
     reported: set[int] = set()

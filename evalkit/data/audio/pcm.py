@@ -114,10 +114,6 @@ class PreparedAudio:
     def __contains__(self, key: object) -> bool:
         return key in self.seconds
 
-    @property
-    def n_examples(self) -> int:
-        return sum(1 for key in self.seconds if key < 0)
-
     def parts(self, key: int, chunk_size: float | None, mode: str) -> list[AudioPart]:
         """The WAV pieces of ``key`` cut to ``(chunk_size, mode)``; examples are always truncated."""
         if key < 0:
