@@ -28,6 +28,7 @@ from evalkit.clients.protocol import (
     transcription_form,
 )
 from evalkit.clients.request import ModelRequest
+from evalkit.failures import FailureReason, http_reason
 from evalkit.util import jsonutil
 from evalkit.util.redact import redact_url, scrub, url_secrets
 
@@ -113,7 +114,7 @@ class EndpointPool:
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - e.g. a request aiohttp refuses to build: fails the same way again
-            attempt = Attempt(failure="client_error", error=f"{type(error).__name__}: {error}")
+            attempt = Attempt(failure=FailureReason.CLIENT_ERROR, error=f"{type(error).__name__}: {error}")
         if attempt.error and self._secrets:
             attempt.error = scrub(attempt.error, self._secrets)
         return attempt
@@ -133,17 +134,17 @@ class EndpointPool:
                 status = response.status
                 retry_after = retry_after_seconds(response.headers)
         except asyncio.TimeoutError:
-            return Attempt(failure="timeout", error=f"no answer within {limit:g} s", latency=time.perf_counter() - started)
+            return Attempt(failure=FailureReason.TIMEOUT, error=f"no answer within {limit:g} s", latency=time.perf_counter() - started)
         except aiohttp.ClientConnectorError as error:
             reason = error.os_error.strerror if error.os_error is not None and error.os_error.strerror else type(error.os_error or error).__name__
-            return Attempt(failure="connection", error=f"cannot connect to {self.name}: {reason}", latency=time.perf_counter() - started)
+            return Attempt(failure=FailureReason.CONNECTION, error=f"cannot connect to {self.name}: {reason}", latency=time.perf_counter() - started)
         except (aiohttp.ClientError, ConnectionError, OSError) as error:
-            return Attempt(failure="connection", error=f"{type(error).__name__}: {error}", latency=time.perf_counter() - started)
+            return Attempt(failure=FailureReason.CONNECTION, error=f"{type(error).__name__}: {error}", latency=time.perf_counter() - started)
         latency = time.perf_counter() - started
         payload = _decode(body)
         if status >= 400:
             text = body[:300].decode("utf-8", "replace")
-            return Attempt(failure=f"http_{status}", status=status, error=f"HTTP {status}: {error_message(payload, text)}", retry_after=retry_after, latency=latency)
+            return Attempt(failure=http_reason(status), status=status, error=f"HTTP {status}: {error_message(payload, text)}", retry_after=retry_after, latency=latency)
         try:
             if payload is _UNDECODABLE:
                 raise ParseError(f"response is not JSON: {body[:120]!r}")
@@ -152,7 +153,7 @@ class EndpointPool:
             else:
                 text, usage = extract_transcription(payload)
         except ParseError as error:
-            return Attempt(failure="parse", status=status, error=str(error), latency=latency)
+            return Attempt(failure=FailureReason.PARSE, status=status, error=str(error), latency=latency)
         return Attempt(text=text, raw=payload if isinstance(payload, dict) else {"text": payload}, usage=usage, status=status, latency=latency)
 
     async def close(self) -> None:

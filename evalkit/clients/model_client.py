@@ -55,6 +55,7 @@ from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore, response_key
+from evalkit.failures import FailureReason
 
 log = logging.getLogger("evalkit.client")
 
@@ -242,8 +243,7 @@ class ModelClient:
     def _unavailable(self, job: _Job | None) -> Outcome:
         last = job.last if job is not None and job.last is not None else self._last_fault
         detail = f"; last error: {last.error}" if last and last.error else ""
-        return failed(
-            "endpoint_unavailable",
+        return failed(FailureReason.ENDPOINT_UNAVAILABLE,
             f"all endpoints of {self.name} stopped answering (circuit open){detail}",
             status=last.status if last else None,
             attempts=job.attempts if job is not None else 0,
@@ -294,7 +294,7 @@ class ModelClient:
             except Exception as error:  # noqa: BLE001 - a bug on one request must not kill the worker
                 log.exception("request to %s failed unexpectedly", self.name)
                 if job is not None and not job.future.done():
-                    job.future.set_result(failed("client_error", f"{type(error).__name__}: {error}", attempts=job.attempts))
+                    job.future.set_result(failed(FailureReason.CLIENT_ERROR, f"{type(error).__name__}: {error}", attempts=job.attempts))
             finally:
                 replica.limit.release()
                 if not sent and not (job is not None and job.attempts > before):

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, MetricResult, SampleScore
 from evalkit.metrics.ci import bootstrap_ci, normal_ci
 
@@ -117,7 +118,7 @@ class ScoreAccumulator:
         stats = score.stats
         if not stats:
             if score.score is None:
-                self.add_failure("no score")
+                self.add_failure(FailureReason.NO_SCORE)
                 return
             stats = (float(score.score), 1.0)  # the default corpus(): a mean
         if self._k is None:

@@ -38,6 +38,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.languages import SPACELESS, normalize_language, target_language
 from evalkit.metrics.base import (
     METRICS,
@@ -211,7 +212,7 @@ class _SacreMetric(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         references = reference_strings(sample.reference)
         if not references:
-            return SampleScore(None, failure="no reference")
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         stats = self.segment_stats(prediction, references)
         self._ref_counts.add(len(references))
         return SampleScore(self.sentence_score(stats), tuple(stats))

@@ -41,6 +41,7 @@ import unicodedata
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options
 
 LETTERS = string.ascii_uppercase
@@ -187,7 +188,7 @@ class MultipleChoiceAccuracy(Metric):
             choices = [str(c) for c in choices]
         correct = resolve_reference(sample.reference, choices, self.index_base)
         if not correct:
-            return SampleScore(None, failure="unresolvable reference")
+            return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
         picked = extract_choice(prediction or "", choices)
         value = 1.0 if picked in correct else 0.0
         return SampleScore(

@@ -21,6 +21,7 @@ import unicodedata
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.metrics.base import (
     METRICS,
     Metric,
@@ -65,7 +66,7 @@ class ExactMatch(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         references = reference_strings(sample.reference)
         if not references:
-            return SampleScore(None, failure="no reference")
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         got = self._form(prediction or "")
         hit = any(got == self._form(ref) for ref in references)
         value = 1.0 if hit else 0.0

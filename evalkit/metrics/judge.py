@@ -35,6 +35,7 @@ import yaml
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.failures import FailureReason
 from evalkit.metrics.base import (
     METRICS,
     Metric,
@@ -302,12 +303,12 @@ class JudgeMetric(Metric):
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         """Judges answer over the network: only :meth:`ascore` can score."""
-        return SampleScore(None, failure="judge_unavailable", details={"error": f"{self.name} scores through ascore() with a judge"})
+        return SampleScore(None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} scores through ascore() with a judge"})
 
     async def ask_judge(self, messages: list[dict[str, Any]]) -> tuple[str | None, SampleScore | None]:
         """(the judge's text, None) or (None, a failed SampleScore with the judge's reason)."""
         if self.judge is None:
-            return None, SampleScore(None, failure="judge_unavailable", details={"error": f"{self.name} needs judge_properties"})
+            return None, SampleScore(None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} needs judge_properties"})
         outcome = await self.judge.ask(messages)
         if not outcome.ok:
             reason = f"judge_{outcome.failure or 'error'}"
@@ -316,7 +317,7 @@ class JudgeMetric(Metric):
 
     def parse_failure(self, error: VerdictError, text: str) -> SampleScore:
         return SampleScore(
-            None, failure="judge_parse",
+            None, failure=FailureReason.JUDGE_PARSE,
             details={"error": f"unreadable judge verdict: {error}", "judge_model": self.judge_model, "judge_response": clipped(text)},
         )
 

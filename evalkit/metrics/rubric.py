@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.metrics.base import METRICS, SampleScore
 from evalkit.metrics.judge import JudgeMetric, candidate_text, clipped, question_text
 from evalkit.metrics.verdict import VerdictError, parse_met
@@ -207,9 +208,9 @@ class RubricEvaluation(JudgeMetric):
         try:
             criteria = criteria_of(sample)
         except RubricError as error:
-            return SampleScore(None, failure="rubric_invalid", details={"error": str(error)})
+            return SampleScore(None, failure=FailureReason.RUBRIC_INVALID, details={"error": str(error)})
         if not any(c.points > 0 for c in criteria):
-            return SampleScore(None, failure="rubric_invalid", details={"error": "no criterion has positive points"})
+            return SampleScore(None, failure=FailureReason.RUBRIC_INVALID, details={"error": "no criterion has positive points"})
         question, candidate = question_text(sample), candidate_text(prediction)
         judged = await asyncio.gather(*(self._judge(c, question, candidate) for c in criteria))
         failures = [failed for _, failed in judged if failed is not None]

@@ -27,6 +27,7 @@ from collections import Counter
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.languages import is_spaceless, normalize_language, target_language
 from evalkit.metrics.base import (
     METRICS,
@@ -87,7 +88,7 @@ class TokenF1(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         references = reference_strings(sample.reference)
         if not references:
-            return SampleScore(None, failure="no reference")
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         predicted = self._tokens(prediction or "")
         best = max(token_f1(predicted, self._tokens(ref)) for ref in references)
         return SampleScore(best, (best, 1.0))

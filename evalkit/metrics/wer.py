@@ -28,6 +28,7 @@ import jiwer
 import numpy as np
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.languages import is_spaceless, normalize_language, target_language
 from evalkit.metrics.base import (
     METRICS,
@@ -72,7 +73,7 @@ class WordErrorRate(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         references = reference_strings(sample.reference)
         if not references:
-            return SampleScore(None, failure="no reference")
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         reference = self.normalize(references[0])
         hypothesis = self.normalize(prediction or "")
         if self.level == "character":

@@ -37,6 +37,7 @@ from evalkit.data.filters import apply_filters
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import UserError
+from evalkit.failures import FailureReason
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
 from evalkit.metrics.accumulator import ScoreAccumulator
@@ -47,13 +48,13 @@ from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.report.results import ResultRow
-from evalkit.run.scoring import new_record, score_into_record
 from evalkit.run.requests import (
     RequestContext,
     history_after,
     joined_answer,
     turn_requests,
 )
+from evalkit.run.scoring import new_record, score_into_record
 from evalkit.util import jsonutil
 
 log = logging.getLogger("evalkit")
@@ -208,13 +209,13 @@ class Engine:
         try:
             prepared = await run_audio_job(prepare_turn_audio, audio, self.shapes, self.encodings) if audio else PreparedAudio({})
         except (ValueError, OSError, RuntimeError) as error:
-            return failed("audio", f"could not decode audio: {error}")
+            return failed(FailureReason.AUDIO, f"could not decode audio: {error}")
         for index, ((turn, _), example) in enumerate(zip(prompt.examples, examples)):
             if turn.audio is not None:
                 try:
                     prepared.adopt(example_key(index), await self._example(example), -1)
                 except (ValueError, OSError, RuntimeError) as error:
-                    return failed("audio", f"could not decode the audio of in-context example {example.id}: {error}")
+                    return failed(FailureReason.AUDIO, f"could not decode the audio of in-context example {example.id}: {error}")
         return prepared
 
     def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
@@ -226,7 +227,7 @@ class Engine:
         prompt, examples = self._build_prompt(sample)
         audio_error = sample.meta.pop("audio_error", None)
         if audio_error is not None:
-            prepared: PreparedAudio | Outcome = failed("audio", f"unreadable audio value in the dataset: {audio_error}")
+            prepared: PreparedAudio | Outcome = failed(FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}")
         else:
             prepared = await self._prepare(prompt, examples)
         if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared:
@@ -248,11 +249,11 @@ class Engine:
         n_turns = len(prompt.turns)
         if ctx.kind == "transcription" and not all(turn in prepared for turn in range(n_turns)):
             # known before anything is sent: no request is spent on a conversation that cannot finish
-            return failed("unsupported", f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
+            return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
         for turn in range(n_turns):
             requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
             if not requests:
-                return failed("unsupported", f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
+                return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
             if len(requests) == 1:
                 outcomes = [await client.submit(requests[0], use_store=self.use_store)]
             else:
@@ -266,7 +267,7 @@ class Engine:
                 where = [f"turn {turn + 1}/{n_turns}"] if n_turns > 1 else []
                 where += [f"chunk {bad + 1}/{len(requests)}"] if len(requests) > 1 else []
                 error = f"{', '.join(where)}: {failure.error}" if where else failure.error
-                return failed(failure.failure or "error", error or "", status=failure.status, attempts=attempts, latency=total_latency, replica=failure.replica)
+                return failed(failure.failure or FailureReason.ERROR, error or "", status=failure.status, attempts=attempts, latency=total_latency, replica=failure.replica)
             text = joined_answer([o.text for o in outcomes])
             cached = cached and all(o.cached for o in outcomes)
             outcome = Outcome(text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached)

@@ -36,8 +36,14 @@ from evalkit.prompts.library import prompt_context_for
 from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
-from evalkit.run.manifest import MANIFEST_FORMAT, answer_fingerprint, config_as_given, read_manifest, write_manifest
 from evalkit.run.engine import Engine, EngineResult, ProgressHook, rows_from_engines
+from evalkit.run.manifest import (
+    MANIFEST_FORMAT,
+    answer_fingerprint,
+    config_as_given,
+    read_manifest,
+    write_manifest,
+)
 from evalkit.util.redact import (
     redact,
     scrub,
@@ -95,7 +101,7 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
             )
             pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
     info = model.info
-    policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=getattr(info, "deadline", None))  # None: derived from timeout
+    policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=info.deadline)  # None: derived from timeout
     return ModelClient(
         model.name, pools, policy, store=store, delay_ms=info.delay,
         requests_per_minute=info.requests_per_minute, tokens_per_minute=info.tokens_per_minute,

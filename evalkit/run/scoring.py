@@ -12,6 +12,7 @@ import logging
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.failures import FailureReason
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.metrics.base import Metric, SampleScore
 
@@ -49,7 +50,7 @@ async def score_into_record(
     """
     record.update(response=response, prediction=prediction)
     if prediction is None:
-        reason = failure or "error"
+        reason = failure or FailureReason.ERROR
         accumulator.add_failure(reason)
         record.update(score=None, failure=reason, error=error)
         return False
@@ -58,7 +59,7 @@ async def score_into_record(
         accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
         record.update(score=score.score, details=score.details)
         return True
-    reason = (score.failure if score is not None else None) or "metric_error"
+    reason = (score.failure if score is not None else None) or FailureReason.METRIC_ERROR
     accumulator.add_failure(reason)
     record.update(score=None, failure=reason, error=crash if score is None else (score.details or {}).get("error"))
     return False

@@ -1,0 +1,64 @@
+"""Why a sample was not scored: the one list of failure reasons a record, a result row or a report can carry.
+
+A failed request and a metric that declines to score both end as a counted
+failure, never as a score (see :mod:`evalkit.run.scoring`). The reasons live
+at the bottom of the package, not with the HTTP client, because metrics and
+the engine name reasons too. ``http_<status>`` is the one family: its status
+is part of the reason, made by :func:`http_reason`.
+
+The values are what records and results.json have always carried, so older
+run folders read the same; README's list of reasons is tested against this one.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class FailureReason(str, Enum):
+    """A reason class; ``str(reason)`` and JSON give the plain value."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    #: no answer within the attempt's timeout (the last attempt's)
+    TIMEOUT = "timeout"
+    #: refused, reset or dropped before an answer
+    CONNECTION = "connection"
+    #: a 200 whose body is not a usable answer
+    PARSE = "parse"
+    #: every replica of the model is dead (circuit breaker); the error names the last endpoint error
+    ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
+    #: the request could not be built or sent (not retried)
+    CLIENT_ERROR = "client_error"
+    #: the request's deadline passed before any attempt answered
+    DEADLINE = "deadline"
+    #: the sample's audio (or an in-context example's) is missing, unreadable or not decodable
+    AUDIO = "audio"
+    #: the model cannot answer this kind of turn (a transcription model and a turn without audio)
+    UNSUPPORTED = "unsupported"
+    #: the metric raised on this sample (the error names the exception)
+    METRIC_ERROR = "metric_error"
+    #: the sample has no reference to score against
+    NO_REFERENCE = "no reference"
+    #: a multiple-choice reference that names none of the choices
+    UNRESOLVABLE_REFERENCE = "unresolvable reference"
+    #: the sample's rubric is malformed or has no criterion with positive points
+    RUBRIC_INVALID = "rubric_invalid"
+    #: a judge metric without a usable judge (no judge_properties, or the judge failed)
+    JUDGE_UNAVAILABLE = "judge_unavailable"
+    #: the judge answered, but not with a verdict the metric can read
+    JUDGE_PARSE = "judge_parse"
+    #: a per-sample score that is not a finite number
+    NO_SCORE = "no score"
+    #: a failure whose reason was not recorded (records written by older versions)
+    ERROR = "error"
+
+
+#: the prefix of the HTTP family: ``http_404``, ``http_503``, ...
+HTTP_PREFIX = "http_"
+
+
+def http_reason(status: int) -> str:
+    """The reason for a final HTTP error answer: ``http_<status>``."""
+    return f"{HTTP_PREFIX}{status}"
