@@ -32,6 +32,16 @@ class GenerationSettings(BaseModel):
     seed: int | None = None
 
 
+class CheckedRecord(BaseModel):
+    """Provenance of a hub entry: where and when its repo, config, split, columns and licence were checked."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    url: str = Field(description="The page that was read for the check (dataset card, file tree, viewer), an https URL.")
+    date: str = Field(description="When the check was made, as an ISO date (YYYY-MM-DD).")
+    what: str = Field(description="What was compared with the hub and what matched, what was fixed, what could not be confirmed.")
+
+
 class DatasetSpec(BaseModel):
     """One dataset entry of a runspec file, plus where it was found."""
 
@@ -75,6 +85,7 @@ class DatasetSpec(BaseModel):
     description: str | None = None
     license: str | None = None
     url: str | None = None
+    checked: CheckedRecord | None = Field(None, description="Provenance: the hub page this entry was checked against, when, and what was checked.")
 
     @model_validator(mode="before")
     @classmethod
