@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +29,22 @@ from evalkit.errors import ConfigError, did_you_mean
 from evalkit.util.redact import is_secret_key
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
+
+
+class RequestKind(str, Enum):
+    """The wire format a model is asked in; every inference type but ``transcription`` speaks chat."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    CHAT = "chat"
+    TRANSCRIPTION = "transcription"
+
+    @property
+    def audio_encoding(self) -> str:
+        """How audio travels: a WAV file upload for transcriptions, base64 text in chat ``input_audio`` parts."""
+        return "wav" if self == RequestKind.TRANSCRIPTION else "b64"
+
 _INFERENCE_ALIASES = {
     "audio transcription": "transcription",
     "audio_transcription": "transcription",
@@ -105,6 +122,10 @@ class ModelInfo(_Strict):
         if self.url is None:
             return []
         return [self.url] if isinstance(self.url, str) else list(self.url)
+
+    @property
+    def request_kind(self) -> RequestKind:
+        return RequestKind.TRANSCRIPTION if self.inference_type == "transcription" else RequestKind.CHAT
 
 
 class ModelEntry(_Strict):

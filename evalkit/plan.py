@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
-from evalkit.config import Config, ModelInfo
+from evalkit.config import Config, ModelInfo, RequestKind
 from evalkit.data.files import require_local_source
 from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
@@ -34,8 +34,8 @@ class ModelPlan:
         return self.replicas[0]
 
     @property
-    def kind(self) -> str:
-        return "transcription" if self.info.inference_type == "transcription" else "chat"
+    def kind(self) -> RequestKind:
+        return self.info.request_kind
 
 
 @dataclass

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evalkit"
 
 #: the layers, first to last; a unit may import its own layer's units and earlier layers' only
 LAYERS: list[set[str]] = [
-    {"errors", "util", "registry", "languages", "envvars", "assets"},
+    {"errors", "failures", "util", "registry", "languages", "envvars", "assets"},
     {"config", "catalog"},
     {"data"},
     {"prompts", "metrics", "processing"},

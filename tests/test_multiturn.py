@@ -21,7 +21,7 @@ import pytest
 import soundfile as sf
 from conftest import model_entry, write_config
 
-from evalkit.config import load_config
+from evalkit.config import RequestKind, load_config
 from evalkit.data.audio.pcm import PreparedAudio
 from evalkit.plan import build_plan
 from evalkit.prompts.prompt import Prompt, PromptTurn
@@ -143,7 +143,7 @@ def test_history_is_never_shared_or_changed_in_place() -> None:
     pcm = tone(300, 2.5).tobytes()
     prompt = Prompt(turns=[PromptTurn(text="a", audio=None), PromptTurn(text="b", audio=None)])
     prepared = PreparedAudio({0: pcm}).build([(1.0, "chunk")])
-    ctx = RequestContext(model="m", kind="chat", params={}, chunk_size=1.0, long_audio="chunk", language="en")
+    ctx = RequestContext(model="m", kind=RequestKind.CHAT, params={}, chunk_size=1.0, long_audio="chunk", language="en")
     history: list[dict[str, Any]] = []
     history_audio: list[Any] = []
     first = turn_requests(prompt, 0, history, history_audio, prepared, ctx)

@@ -24,7 +24,7 @@ from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore, response_key
-from evalkit.config import load_config
+from evalkit.config import RequestKind, load_config
 from evalkit.plan import build_plan
 from evalkit.run.runner import RunOptions, execute
 
@@ -203,14 +203,14 @@ def test_429_waits_for_retry_after_and_lowers_the_endpoints_concurrency(tmp_path
 
 
 def _chat(text: str) -> ModelRequest:
-    return ModelRequest(kind="chat", model="test-model", messages=[{"role": "user", "content": text}])
+    return ModelRequest(kind=RequestKind.CHAT, model="test-model", messages=[{"role": "user", "content": text}])
 
 
 def test_5xx_backs_off_with_jitter_and_timeouts_retry(make_server) -> None:
     server = make_server(faults={"seed": 5, "rates": {"503": 0.25, "hang": 0.1}, "hang_seconds": 3}, request_log=True)
 
     async def go() -> list[Any]:
-        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind="chat"), connections=16, timeout=0.3)
+        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=16, timeout=0.3)
         client = ModelClient("m", [(pool, 16)], RetryPolicy(retry_attempts=8, backoff_base=0.2))
         try:
             return list(await asyncio.gather(*(client.submit(_chat(f"q{i}")) for i in range(40))))
@@ -237,12 +237,12 @@ def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
     server = make_server(faults={"rates": {"hang": 1.0}, "hang_seconds": 10})
 
     async def go() -> tuple[Any, float]:
-        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind="chat"), connections=2, timeout=0.4)
+        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=2, timeout=0.4)
         policy = RetryPolicy(retry_attempts=50, backoff_base=0.05, deadline=1.0, breaker_threshold=1000)
         client = ModelClient("m", [(pool, 2)], policy)
         started = time.perf_counter()
         try:
-            outcome = await client.submit(ModelRequest(kind="chat", model="test-model", messages=[{"role": "user", "content": "hi"}]))
+            outcome = await client.submit(ModelRequest(kind=RequestKind.CHAT, model="test-model", messages=[{"role": "user", "content": "hi"}]))
         finally:
             await client.close()
         return outcome, time.perf_counter() - started

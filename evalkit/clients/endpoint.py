@@ -19,13 +19,10 @@ from dataclasses import dataclass
 import aiohttp
 
 from evalkit.clients.protocol import (
+    WIRE_FORMATS,
     EndpointProtocol,
     ParseError,
-    chat_body,
     error_message,
-    extract_chat_answer,
-    extract_transcription,
-    transcription_form,
 )
 from evalkit.clients.request import ModelRequest
 from evalkit.failures import FailureReason, http_reason
@@ -121,14 +118,11 @@ class EndpointPool:
 
     async def _attempt(self, request: ModelRequest, limit: float) -> Attempt:
         session = self._get_session()
+        wire = WIRE_FORMATS[request.kind]
         started = time.perf_counter()
         timeout = aiohttp.ClientTimeout(total=limit)
         try:
-            if request.kind == "chat":
-                data = jsonutil.dumps_bytes(chat_body(request))
-                ctx = session.post(self.url, data=data, headers={"Content-Type": "application/json"}, timeout=timeout)
-            else:
-                ctx = session.post(self.url, data=transcription_form(request), timeout=timeout)
+            ctx = session.post(self.url, timeout=timeout, **wire.post_arguments(request))
             async with ctx as response:
                 body = await response.read()
                 status = response.status
@@ -148,10 +142,7 @@ class EndpointPool:
         try:
             if payload is _UNDECODABLE:
                 raise ParseError(f"response is not JSON: {body[:120]!r}")
-            if request.kind == "chat":
-                text, usage = extract_chat_answer(payload)
-            else:
-                text, usage = extract_transcription(payload)
+            text, usage = wire.parse(payload)
         except ParseError as error:
             return Attempt(failure=FailureReason.PARSE, status=status, error=str(error), latency=latency)
         return Attempt(text=text, raw=payload if isinstance(payload, dict) else {"text": payload}, usage=usage, status=status, latency=latency)

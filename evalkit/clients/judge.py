@@ -10,7 +10,7 @@ from evalkit.clients.outcome import Outcome
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore
-from evalkit.config import JudgeProperties
+from evalkit.config import JudgeProperties, RequestKind
 
 
 class JudgeClient:
@@ -19,7 +19,7 @@ class JudgeClient:
     def __init__(self, props: JudgeProperties, store: ResponseStore | None = None) -> None:
         protocol = EndpointProtocol(
             base_url=props.judge_api_endpoint,
-            kind="chat",
+            kind=RequestKind.CHAT,
             auth_token=props.judge_api_key,
             api_version=props.judge_api_version if props.judge_type == "openai" else None,
             deployment=props.judge_model,
@@ -34,7 +34,7 @@ class JudgeClient:
         )
 
     async def ask(self, messages: list[dict[str, Any]], **params: Any) -> Outcome:
-        request = ModelRequest(kind="chat", model=self.model, messages=messages, params={"temperature": self.temperature, **params})
+        request = ModelRequest(kind=RequestKind.CHAT, model=self.model, messages=messages, params={"temperature": self.temperature, **params})
         return await self.client.submit(request)
 
     async def close(self) -> None:

@@ -3,6 +3,8 @@
 One place knows how ``openai`` (incl. Azure when ``api_version`` is set),
 ``vllm`` (any OpenAI-compatible server) and ``transcription`` endpoints
 are spoken to; pools and engines never build URLs or parse JSON themselves.
+Each request kind has one :class:`WireFormat` (its URL path, its body, how its
+answer is read), so no other module asks "chat or transcription?".
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from urllib.parse import urlsplit, urlunsplit
 import aiohttp
 
 from evalkit.clients.request import ModelRequest
+from evalkit.config import RequestKind
+from evalkit.util import jsonutil
 
 
 class ParseError(ValueError):
@@ -25,7 +29,7 @@ class EndpointProtocol:
     """How to address one endpoint; holds the secret, so it is never logged or repr'd."""
 
     base_url: str
-    kind: str  # "chat" | "transcription"
+    kind: RequestKind
     auth_token: str | None = None
     api_version: str | None = None
     deployment: str | None = None
@@ -38,7 +42,7 @@ class EndpointProtocol:
         """The request URL; a query already in the base URL is kept after the path."""
         parts = urlsplit(self.base_url)
         base = parts.path.rstrip("/")
-        tail = "chat/completions" if self.kind == "chat" else "audio/transcriptions"
+        tail = WIRE_FORMATS[self.kind].path
         if base.endswith("/" + tail):
             path = base
         elif self.api_version is not None and "/openai/deployments/" not in base:
@@ -131,3 +135,44 @@ def error_message(payload: Any, fallback: str) -> str:
         if payload.get("detail"):
             return str(payload["detail"])[:500]
     return fallback[:500]
+
+
+class WireFormat:
+    """How one request kind travels: the URL path under ``/v1``, the POST arguments, and the answer's text and usage."""
+
+    path: str = ""
+
+    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
+        """Keyword arguments for ``aiohttp.ClientSession.post`` (``data`` and, where needed, ``headers``)."""
+        raise NotImplementedError
+
+    def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
+        """The answer text and usage from a decoded 200 body; ParseError when it holds none."""
+        raise NotImplementedError
+
+
+class ChatWire(WireFormat):
+    """``/chat/completions``: a JSON body with messages, audio inlined as base64 WAV."""
+
+    path = "chat/completions"
+
+    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
+        return {"data": jsonutil.dumps_bytes(chat_body(request)), "headers": {"Content-Type": "application/json"}}
+
+    def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
+        return extract_chat_answer(payload)
+
+
+class TranscriptionWire(WireFormat):
+    """``/audio/transcriptions``: a multipart form with the WAV file."""
+
+    path = "audio/transcriptions"
+
+    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
+        return {"data": transcription_form(request)}
+
+    def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
+        return extract_transcription(payload)
+
+
+WIRE_FORMATS: dict[RequestKind, WireFormat] = {RequestKind.CHAT: ChatWire(), RequestKind.TRANSCRIPTION: TranscriptionWire()}

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
+from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import AudioPart
 from evalkit.util.jsonutil import dumps_bytes
-
-RequestKind = Literal["chat", "transcription"]
 
 
 @dataclass(slots=True)

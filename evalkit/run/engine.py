@@ -24,7 +24,7 @@ from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
-from evalkit.config import Filters
+from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.pcm import (
     PreparedAudio,
     Shape,
@@ -129,8 +129,7 @@ class Engine:
         }
         #: every way this engine's models cut audio, so a sample's pieces are made once, in a thread
         self.shapes: list[Shape] = list(dict.fromkeys(ctx.shape for ctx in self.request_contexts.values()))
-        kinds = {ctx.kind for ctx in self.request_contexts.values()}
-        self.encodings = frozenset(({"wav"} if "transcription" in kinds else set()) | ({"b64"} if "chat" in kinds else set()))
+        self.encodings = frozenset(ctx.kind.audio_encoding for ctx in self.request_contexts.values())
         self.n_samples = 0
         self._records = None
         self._example_pool: list[Sample] = []
@@ -247,7 +246,7 @@ class Engine:
         outcome = Outcome(text="")
         total_latency, attempts, cached = 0.0, 0, True
         n_turns = len(prompt.turns)
-        if ctx.kind == "transcription" and not all(turn in prepared for turn in range(n_turns)):
+        if ctx.kind == RequestKind.TRANSCRIPTION and not all(turn in prepared for turn in range(n_turns)):
             # known before anything is sent: no request is spent on a conversation that cannot finish
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
         for turn in range(n_turns):

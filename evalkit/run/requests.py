@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.clients.request import ModelRequest
+from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import AudioPart, PreparedAudio, Shape, example_key
 from evalkit.prompts.prompt import Prompt
 
@@ -20,7 +21,7 @@ class RequestContext:
     """What one model needs to turn a prompt into requests."""
 
     model: str
-    kind: str  # "chat" | "transcription"
+    kind: RequestKind
     params: dict[str, Any]
     chunk_size: float | None
     long_audio: str
@@ -77,20 +78,20 @@ def turn_requests(
     """
     current = prompt.turns[turn]
     pieces: list[AudioPart] = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
-    if ctx.kind == "transcription":
+    if ctx.kind == RequestKind.TRANSCRIPTION:
         return [
-            ModelRequest(kind="transcription", model=ctx.model, audio=[piece], params=ctx.params, language=ctx.language, repeat=repeat)
+            ModelRequest(kind=RequestKind.TRANSCRIPTION, model=ctx.model, audio=[piece], params=ctx.params, language=ctx.language, repeat=repeat)
             for piece in pieces
         ]
     prefix, example_audio = _prefix(prompt, audio, ctx)
     earlier = [*example_audio, *history_audio]
     if not pieces:
         messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 0)}]
-        return [ModelRequest(kind="chat", model=ctx.model, messages=messages, audio=earlier, params=ctx.params, repeat=repeat)]
+        return [ModelRequest(kind=RequestKind.CHAT, model=ctx.model, messages=messages, audio=earlier, params=ctx.params, repeat=repeat)]
     requests = []
     for piece in pieces:
         messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 1)}]
-        requests.append(ModelRequest(kind="chat", model=ctx.model, messages=messages, audio=[*earlier, piece], params=ctx.params, repeat=repeat))
+        requests.append(ModelRequest(kind=RequestKind.CHAT, model=ctx.model, messages=messages, audio=[*earlier, piece], params=ctx.params, repeat=repeat))
     return requests
 
 
@@ -115,7 +116,7 @@ def history_after(
     New lists are returned; the caller's are never changed, so a conversation
     can be replayed or branched without one sample seeing another's history.
     """
-    if ctx.kind != "chat":
+    if ctx.kind != RequestKind.CHAT:
         return history, history_audio
     pieces = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
     _, example_audio = _prefix(prompt, audio, ctx)
