@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, model_entry, write_config
+from helpers import FIXTURES, model_entry, write_config
 
 import evalkit
 from evalkit.config import parse_config

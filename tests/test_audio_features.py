@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 from aiohttp import web
-from conftest import ROOT, model_entry, processes_mentioning, write_config
+from helpers import ROOT, model_entry, processes_mentioning, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, ROOT, model_entry, write_config
+from helpers import FIXTURES, ROOT, model_entry, write_config
 
 from evalkit.cli.main import main
 from evalkit.testing import start_test_server

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 BASE = {
     "dataset_metric": [["tiny_qa", "exact_match"]],

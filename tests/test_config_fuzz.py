@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import ROOT
+from helpers import ROOT
 
 from evalkit.cli.main import main
 

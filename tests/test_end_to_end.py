@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import sacrebleu
-from conftest import FIXTURES, ROOT, model_entry, write_config
+from helpers import FIXTURES, ROOT, model_entry, write_config
 
 QA_RIGHT = {"capital of France": "Paris", "spider": "eight", "sky": "blue", "red planet": "Mars", "opposite of hot": "cold"}
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import ROOT, model_entry, write_config
+from helpers import ROOT, model_entry, write_config
 
 from evalkit.catalog import load_catalog
 from evalkit.config import Filters, load_config

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import ROOT, model_entry, tone_wav, write_config
+from helpers import (
+    E2E_JUDGE_RULES,
+    JUDGE_QA,
+    ROOT,
+    judge_runspecs,
+    model_entry,
+    tone_wav,
+    write_config,
+)
 
 from evalkit.clients.judge import JudgeClient
 from evalkit.config import JudgeProperties
@@ -402,36 +410,6 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
 
 
 # -- end to end ----------------------------------------------------------------------------------------
-
-JUDGE_QA = [
-    ("q1", "What is the capital of France?", "Paris", "Paris"),
-    ("q2", "How many legs does a spider have?", "eight", "8 legs"),
-    ("q3", "What colour is a clear daytime sky?", "blue", "It is red"),
-    ("q4", "Which planet is known as the red planet?", "Mars", "Probably Mars or Venus"),
-]
-E2E_JUDGE_RULES = [
-    {"match": "re:\\[Candidate response\\]\\nParis\\n", "answer": '```json\n{"verdict": 1, "explanation": "same"}\n```'},
-    {"match": "re:\\[Candidate response\\]\\n8 legs\\n", "answer": '<think>8 = eight</think>\n{"verdict": 1, "explanation": "8 is eight"}'},
-    {"match": "re:\\[Candidate response\\]\\nIt is red\\n", "answer": "{'verdict': 0, 'explanation': 'not blue',}"},
-    {"match": "re:\\[Candidate response\\]\\nProbably Mars or Venus\\n", "answer": "The candidate hedges, so I'd lean towards no."},
-]
-
-
-def judge_runspecs(root: Path) -> Path:
-    """A four-question text QA set whose task accepts the judge metrics."""
-    (root / "runspecs" / "judged").mkdir(parents=True)
-    with (root / "judge_qa.jsonl").open("w") as handle:
-        for qid, question, answer, _ in JUDGE_QA:
-            handle.write(json.dumps({"id": qid, "question": question, "answer": answer}) + "\n")
-    spec = {
-        "_task": {"description": "judged QA", "metrics": ["llm_judge_binary", "llm_judge_detailed", "exact_match", "f1"]},
-        "judge_qa": {
-            "path": "../../judge_qa.jsonl", "language": "en", "modality": "text", "id_column": "id",
-            "textual_input_column": "question", "target_column": "answer", "instruction": "Answer briefly.",
-        },
-    }
-    (root / "runspecs" / "judged" / "judge_qa.json").write_text(json.dumps(spec))
-    return root / "runspecs"
 
 
 def test_run_with_a_judge_metric_end_to_end(tmp_path: Path, make_server) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pyarrow.parquet as pq
 import pytest
-from conftest import live_group_members, write_config
+from helpers import live_group_members, write_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEECH = ROOT / "evalkit" / "assets" / "speech" / "espeak_en" / "data.parquet"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import soundfile as sf
-from conftest import model_entry, write_config
+from helpers import model_entry, write_config
 
 from evalkit.config import RequestKind, load_config
 from evalkit.data.audio.pcm import PreparedAudio

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES
+from helpers import FIXTURES
 
 from evalkit.config import parse_config
 from evalkit.errors import ConfigError

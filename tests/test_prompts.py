@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 import yaml
-from conftest import ROOT, model_entry, write_config
+from helpers import ROOT, model_entry, write_config
 
 from evalkit.catalog import DatasetSpec
 from evalkit.config import load_config

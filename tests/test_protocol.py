@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, write_config
+from helpers import FIXTURES, write_config
 
 from evalkit.clients.protocol import EndpointProtocol
 

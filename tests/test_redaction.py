@@ -19,9 +19,8 @@ from urllib.parse import quote
 
 import aiohttp
 from aiohttp.client_reqrep import RequestInfo
-from conftest import ROOT, model_entry
+from helpers import ROOT, closed_port, config_for, model_entry, text_set
 from multidict import CIMultiDict, CIMultiDictProxy
-from test_reliability import closed_port, config_for, text_set
 from yarl import URL
 
 from evalkit.util.redact import (

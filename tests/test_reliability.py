@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
-from conftest import model_entry, write_config
+from helpers import closed_port, config_for, model_entry, run, text_set
 
 from evalkit.clients.circuit import Circuit
 from evalkit.clients.endpoint import EndpointPool, retry_after_seconds
@@ -24,62 +23,9 @@ from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore, response_key
-from evalkit.config import RequestKind, load_config
-from evalkit.plan import build_plan
-from evalkit.run.runner import RunOptions, execute
+from evalkit.config import RequestKind
 
 FAULT_MIX = {"500": 0.10, "429": 0.05, "hang": 0.02, "malformed": 0.02, "drop": 0.01}
-
-
-# -- helpers shared with test_resume / test_redaction ------------------------------------------
-
-
-def text_set(root: Path, n: int, name: str = "synth_qa", words: int = 3) -> Path:
-    """A runspec folder with an n-question jsonl set; the echo server answers each question with itself.
-
-    Two questions in three have themselves as reference, so exact_match is 2/3 and a
-    wrong or shifted answer changes the score.
-    """
-    data = root / "data"
-    data.mkdir(parents=True, exist_ok=True)
-    filler = " ".join(f"w{j}" for j in range(max(0, words - 2)))
-    with (data / f"{name}.jsonl").open("w") as handle:
-        for i in range(n):
-            question = f"question {i} {filler}".strip()
-            handle.write(json.dumps({"qid": f"s{i:05d}", "question": question, "answer": question if i % 3 else "no"}) + "\n")
-    specs = root / "runspecs" / "text"
-    specs.mkdir(parents=True, exist_ok=True)
-    spec = {
-        "_task": {"description": "synthetic echo questions", "metrics": ["exact_match", "bleu"]},
-        name: {"path": f"../../data/{name}.jsonl", "language": "en", "modality": "text", "id_column": "qid",
-               "textual_input_column": "question", "target_column": "answer"},
-    }
-    (specs / f"{name}.json").write_text(json.dumps(spec))
-    return root / "runspecs"
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def config_for(tmp: Path, runspecs: Path, models: list[dict[str, Any]], pairs: list[list[str]] | None = None, **extra: Any) -> Path:
-    data = {
-        "dataset_metric": pairs or [["synth_qa", "exact_match"]],
-        "models": models,
-        "runspecs_dir": str(runspecs),
-        "output_dir": str(tmp / "runs"),
-        **extra,
-    }
-    tmp.mkdir(parents=True, exist_ok=True)
-    return write_config(tmp / "config.yaml", data)
-
-
-def run(config: Path, **options: Any):  # type: ignore[no-untyped-def]
-    plan = build_plan(load_config(config), source=str(config))
-    return asyncio.run(execute(plan, RunOptions(quiet=True, **options)))
 
 
 def records(run_dir: Path, engine: str = "synth_qa__exact_match") -> list[dict[str, Any]]:

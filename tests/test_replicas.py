@@ -15,7 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conftest import model_entry, write_config
+from helpers import model_entry, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, model_entry, write_config
+from helpers import FIXTURES, model_entry, write_config
 
 from evalkit.cli.main import main
 from evalkit.report.compare import compare_rows

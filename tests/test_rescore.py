@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import model_entry, write_config
-from test_judges import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs
+from helpers import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs, model_entry, write_config
 
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, UserError

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, model_entry
-from test_reliability import config_for, run, text_set
+from helpers import ROOT, config_for, model_entry, run, text_set
 
 from evalkit.errors import UserError
 from evalkit.run.manifest import plan_for_resume

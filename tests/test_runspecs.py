@@ -59,6 +59,7 @@ ALLOWED_KEYS = {
     "description",
     "license",
     "url",
+    "checked",
 }
 REQUIRED_KEYS = {"language"}
 TASK_KEYS = {"description", "metrics", "default_metric"}

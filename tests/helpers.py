@@ -1,0 +1,155 @@
+"""Helpers shared by the tests: paths, configs on disk, small real datasets, speech, process checks.
+
+Test files import these from here, never from each other or from conftest
+(which holds only fixtures), so a helper has one home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+import yaml
+
+from evalkit.config import load_config
+from evalkit.plan import build_plan
+from evalkit.run.runner import RunOptions, RunOutcome, execute
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+ROOT = Path(__file__).parent.parent
+
+
+def tone_wav(freq: float, seconds: float, sr: int = 16000) -> bytes:
+    t = np.arange(int(seconds * sr)) / sr
+    buffer = io.BytesIO()
+    sf.write(buffer, (0.3 * np.sin(2 * np.pi * freq * t)).astype(np.float32), sr, format="WAV", subtype="PCM_16")
+    return buffer.getvalue()
+
+
+def write_config(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def model_entry(name: str, url: str, **extra: Any) -> dict[str, Any]:
+    info = {"name": name, "inference_type": "vllm", "url": url, "model": name, "batch_size": 4, "timeout": 10, "retry_attempts": 1}
+    info.update(extra)
+    return {"info": info}
+
+
+def live_group_members(pgid: int) -> list[int]:
+    """Live processes of process group ``pgid``, read from /proc (zombies are dead already)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2:].split()
+            if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+                members.append(int(entry.name))
+    return members
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of live processes whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def text_set(root: Path, n: int, name: str = "synth_qa", words: int = 3) -> Path:
+    """A runspec folder with an n-question jsonl set; the echo server answers each question with itself.
+
+    Two questions in three have themselves as reference, so exact_match is 2/3 and a
+    wrong or shifted answer changes the score.
+    """
+    data = root / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    filler = " ".join(f"w{j}" for j in range(max(0, words - 2)))
+    with (data / f"{name}.jsonl").open("w") as handle:
+        for i in range(n):
+            question = f"question {i} {filler}".strip()
+            handle.write(json.dumps({"qid": f"s{i:05d}", "question": question, "answer": question if i % 3 else "no"}) + "\n")
+    specs = root / "runspecs" / "text"
+    specs.mkdir(parents=True, exist_ok=True)
+    spec = {
+        "_task": {"description": "synthetic echo questions", "metrics": ["exact_match", "bleu"]},
+        name: {"path": f"../../data/{name}.jsonl", "language": "en", "modality": "text", "id_column": "qid",
+               "textual_input_column": "question", "target_column": "answer"},
+    }
+    (specs / f"{name}.json").write_text(json.dumps(spec))
+    return root / "runspecs"
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def config_for(tmp: Path, runspecs: Path, models: list[dict[str, Any]], pairs: list[list[str]] | None = None, **extra: Any) -> Path:
+    data = {
+        "dataset_metric": pairs or [["synth_qa", "exact_match"]],
+        "models": models,
+        "runspecs_dir": str(runspecs),
+        "output_dir": str(tmp / "runs"),
+        **extra,
+    }
+    tmp.mkdir(parents=True, exist_ok=True)
+    return write_config(tmp / "config.yaml", data)
+
+
+JUDGE_QA = [
+    ("q1", "What is the capital of France?", "Paris", "Paris"),
+    ("q2", "How many legs does a spider have?", "eight", "8 legs"),
+    ("q3", "What colour is a clear daytime sky?", "blue", "It is red"),
+    ("q4", "Which planet is known as the red planet?", "Mars", "Probably Mars or Venus"),
+]
+
+
+E2E_JUDGE_RULES = [
+    {"match": "re:\\[Candidate response\\]\\nParis\\n", "answer": '```json\n{"verdict": 1, "explanation": "same"}\n```'},
+    {"match": "re:\\[Candidate response\\]\\n8 legs\\n", "answer": '<think>8 = eight</think>\n{"verdict": 1, "explanation": "8 is eight"}'},
+    {"match": "re:\\[Candidate response\\]\\nIt is red\\n", "answer": "{'verdict': 0, 'explanation': 'not blue',}"},
+    {"match": "re:\\[Candidate response\\]\\nProbably Mars or Venus\\n", "answer": "The candidate hedges, so I'd lean towards no."},
+]
+
+
+def judge_runspecs(root: Path) -> Path:
+    """A four-question text QA set whose task accepts the judge metrics."""
+    (root / "runspecs" / "judged").mkdir(parents=True)
+    with (root / "judge_qa.jsonl").open("w") as handle:
+        for qid, question, answer, _ in JUDGE_QA:
+            handle.write(json.dumps({"id": qid, "question": question, "answer": answer}) + "\n")
+    spec = {
+        "_task": {"description": "judged QA", "metrics": ["llm_judge_binary", "llm_judge_detailed", "exact_match", "f1"]},
+        "judge_qa": {
+            "path": "../../judge_qa.jsonl", "language": "en", "modality": "text", "id_column": "id",
+            "textual_input_column": "question", "target_column": "answer", "instruction": "Answer briefly.",
+        },
+    }
+    (root / "runspecs" / "judged" / "judge_qa.json").write_text(json.dumps(spec))
+    return root / "runspecs"
+
+
+def run(config: Path, **options: Any) -> RunOutcome:
+    """Run a config file in-process, quietly, as `evalkit run` would."""
+    plan = build_plan(load_config(config), source=str(config))
+    return asyncio.run(execute(plan, RunOptions(quiet=True, **options)))
