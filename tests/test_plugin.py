@@ -1,0 +1,94 @@
+"""The stable plugin contract: a package built here registers a metric through evalkit.plugin and the entry point.
+
+The plugin is a real installed distribution as far as ``importlib.metadata``
+knows (a module plus a ``.dist-info`` folder with ``entry_points.txt`` on the
+path), and evalkit runs in a subprocess, as a user's would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import FIXTURES, ROOT, model_entry, write_config
+
+from evalkit.testing import start_test_server
+
+PLUGIN = '''
+from evalkit.plugin import METRICS, FailureReason, Metric, Sample, SampleScore
+
+
+@METRICS.register("exact_length", "same_length")
+class ExactLength(Metric):
+    """1 when the answer has as many words as the reference."""
+
+    bounds = (0.0, 1.0)
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        if not sample.reference:
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
+        same = float(len(prediction.split()) == len(str(sample.reference).split()))
+        return SampleScore(same, (same, 1.0))
+'''
+
+
+def _install_plugin(site: Path) -> None:
+    (site / "length_plugin.py").write_text(PLUGIN)
+    info = site / "length_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: length-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[evalkit.plugins]\nlength = length_plugin\n")
+
+
+def _runspecs(root: Path) -> Path:
+    spec = json.loads((FIXTURES / "runspecs" / "text" / "tiny_text.json").read_text())
+    spec["_task"]["metrics"] = ["exact_length", "exact_match"]
+    spec["tiny_qa"]["path"] = str(FIXTURES / "data" / "tiny_qa.jsonl")
+    folder = root / "runspecs" / "text"
+    folder.mkdir(parents=True)
+    (folder / "tiny_text.json").write_text(json.dumps(spec))
+    return root / "runspecs"
+
+
+@pytest.fixture()
+def server() -> Any:
+    # two answers of the right length, three of the wrong one
+    answers = {"capital of France": "Paris", "spider": "eight legs", "sky": "blue", "red planet": "the planet Mars", "opposite of hot": "not hot"}
+    srv = start_test_server({"answers": [{"match": q, "answer": a} for q, a in answers.items()]})
+    yield srv
+    srv.stop()
+
+
+def _evalkit(args: list[str], cwd: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    return subprocess.run([sys.executable, "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_plugin_metric_is_listed_and_scores_a_run(tmp_path: Path, server: Any) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    _install_plugin(site)
+    listed = _evalkit(["list", "metrics", "--format", "json"], tmp_path, site)
+    assert listed.returncode == 0, listed.stderr
+    row = next(r for r in json.loads(listed.stdout) if r["name"] == "exact_length")
+    assert row["aliases"] == ["same_length"] and row["description"] == "1 when the answer has as many words as the reference."
+
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [["tiny_qa", "same_length"]],
+            "models": [model_entry("m", server.base_url)],
+            "runspecs_dir": [str(_runspecs(tmp_path))],
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    ran = _evalkit(["run", str(config), "--quiet"], tmp_path, site)
+    assert ran.returncode == 0, ran.stderr
+    results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
+    (row,) = results["results"]
+    assert row["metric"] == "exact_length" and row["n"] == 5 and row["score"] == pytest.approx(2 / 5)
