@@ -26,10 +26,28 @@ class GenerationSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float | None = Field(None, ge=0)
-    max_tokens: int | None = Field(None, ge=1)
-    top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    temperature: float | None = Field(
+        None,
+        ge=0,
+        description="Default sampling temperature, used when neither a config rule nor the model sets one (a dataset's "
+        "value before its task's); absent everywhere: 0.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Default most tokens generated per answer, used when neither a config rule nor the model sets it; "
+        "absent everywhere: not sent.",
+    )
+    top_p: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Default nucleus-sampling probability mass (0 < top_p <= 1), used when neither a config rule nor the "
+        "model sets it; absent everywhere: not sent.",
+    )
+    seed: int | None = Field(
+        None, description="Default sampling seed, used when neither a config rule nor the model sets it; absent everywhere: not sent."
+    )
 
 
 class CheckedRecord(BaseModel):
@@ -47,44 +65,123 @@ class DatasetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = ""
-    task: str = ""
-    category: str = ""
-    file: str = ""
+    name: str = Field("", description="The dataset's name: its key in the runspec file (set by the loader, not written in the entry).")
+    task: str = Field("", description="The task: the runspec file's stem, e.g. asr (set by the loader).")
+    category: str = Field("", description="The category: the runspec file's folder, e.g. speech_recognition (set by the loader).")
+    file: str = Field("", description="Path of the runspec file the entry was read from; local paths resolve against it (set by the loader).")
 
-    hf_repo: str | None = None
-    path: str | None = None
-    subset: str | None = None
-    split: str = "test"
-    data_files: str | list[str] | None = None
-    language: str
-    modality: Literal["audio", "text", "audio+text"] = "audio"
-    audio_column: str | None = None
-    target_column: str | None = None
-    textual_input_column: str | None = None
-    instruction_column: str | None = Field(None, alias="additional_instruction_column")
-    id_column: str | None = None
-    choices_column: str | None = None
-    accent_column: str | None = None
-    accented_column: str | None = None
-    gender_column: str | None = None
-    speaker_column: str | None = None
-    duration_column: str | None = None
-    turns_column: str | None = None
-    #: more columns copied into ``sample.meta`` under the given keys, e.g. {"rubrics": "rubric_items"}
-    extra_columns: dict[str, str] = Field(default_factory=dict)
-    instruction: str | None = None
-    preprocessor: str = "GeneralPreprocessor"
-    postprocessor: str = "GeneralPostprocessor"
-    metrics: list[str] | None = None
-    long_audio: Literal["chunk", "truncate"] = "chunk"
-    generation: GenerationSettings | None = None
-    prompt_pool: str | None = None
-    prompt_choice: str | int | None = None
-    in_context: dict[str, Any] | None = None
-    description: str | None = None
-    license: str | None = None
-    url: str | None = None
+    hf_repo: str | None = Field(
+        None, description="Hugging Face hub id of the dataset, e.g. openslr/librispeech_asr; give exactly one of hf_repo and path."
+    )
+    path: str | None = Field(
+        None,
+        description="A local dataset file or folder (parquet, jsonl, json, csv, tsv, or an audio folder), relative to the "
+        "runspec file; give exactly one of hf_repo and path.",
+    )
+    subset: str | None = Field(None, description="The hub dataset's configuration (subset) name; absent: its default configuration.")
+    split: str = Field("test", description="The split that is evaluated (default test).")
+    data_files: str | list[str] | None = Field(
+        None,
+        description="File patterns to read: passed to the hub loader, or globs in a local folder; absent: the dataset's own "
+        "files (a local folder: *.parquet, *.jsonl, *.csv).",
+    )
+    language: str = Field(
+        description="Mandatory: the language of the data, a code or a name (en, english), or a source-target pair for "
+        "translation (en-de); the target language decides how metrics tokenize and what filters.language matches."
+    )
+    modality: Literal["audio", "text", "audio+text"] = Field(
+        "audio",
+        description="What the model is given: audio (default), text or audio+text; used to list and select datasets "
+        "(evalkit list --modality), not to build prompts.",
+    )
+    audio_column: str | None = Field(None, description="Column holding each sample's audio; absent: the samples have no audio.")
+    target_column: str | None = Field(
+        None, description="Column holding the reference answer (a text or a list of accepted texts); absent: no reference."
+    )
+    textual_input_column: str | None = Field(
+        None, description="Column holding text input placed after the instruction (e.g. a question); absent: none."
+    )
+    instruction_column: str | None = Field(
+        None,
+        alias="additional_instruction_column",
+        description="Column holding a per-sample instruction (also written additional_instruction_column, LALMEval's name); "
+        "an empty value falls back to `instruction`. Absent: `instruction` for every sample.",
+    )
+    id_column: str | None = Field(None, description="Column holding each sample's id; absent: <dataset>-<row number>.")
+    choices_column: str | None = Field(
+        None,
+        description="Column holding the list of answer options, lettered A, B, ... by the multiple-choice metric; absent: "
+        "only letters can be read from answers.",
+    )
+    accent_column: str | None = Field(
+        None,
+        description="Column holding the speaker's accent label, used by filters.accented (standard US/UK labels count as "
+        "non-accented) and reported as a result group; absent: none.",
+    )
+    accented_column: str | None = Field(
+        None, description="Column holding a true/false accented flag, which filters.accented prefers to accent_column; absent: none."
+    )
+    gender_column: str | None = Field(None, description="Column holding the speaker's gender, reported as a result group; absent: none.")
+    speaker_column: str | None = Field(None, description="Column holding a speaker id, reported as a result group; absent: none.")
+    duration_column: str | None = Field(
+        None,
+        description="Column holding the audio's length in seconds, used by filters.length_filter and the audio-length result "
+        "groups; absent: measured from the audio.",
+    )
+    turns_column: str | None = Field(
+        None,
+        description="Column holding a multi-turn conversation, a list of {\"text\", \"audio\"} user turns sent in order; "
+        "absent: one turn per sample.",
+    )
+    extra_columns: dict[str, str] = Field(
+        default_factory=dict,
+        description="More columns copied into the sample's meta as {meta key: column}, e.g. {\"rubrics\": \"rubric_items\"} "
+        "for judges and metrics, never shown to the model (default none).",
+    )
+    instruction: str | None = Field(
+        None, description="The instruction given with every sample whose instruction column is empty or absent; absent: none."
+    )
+    preprocessor: str = Field(
+        "GeneralPreprocessor",
+        description="Registered preprocessor that turns a sample into a prompt (evalkit list preprocessors; default "
+        "GeneralPreprocessor: instruction, text input, then audio).",
+    )
+    postprocessor: str = Field(
+        "GeneralPostprocessor",
+        description="Registered postprocessor applied to answers before scoring (evalkit list postprocessors; default "
+        "GeneralPostprocessor: drop <think> blocks, strip whitespace).",
+    )
+    metrics: list[str] | None = Field(
+        None, description="The metrics that fit this dataset, replacing its task's list; absent: the task's metrics."
+    )
+    long_audio: Literal["chunk", "truncate"] = Field(
+        "chunk",
+        description="What happens to audio longer than a model's chunk_size: chunk (default) asks one request per piece and "
+        "joins the answers with spaces; truncate sends only the first chunk_size seconds.",
+    )
+    generation: GenerationSettings | None = Field(
+        None,
+        description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
+        "config and the model; absent: the task's.",
+    )
+    prompt_pool: str | None = Field(
+        None,
+        description="Name of a pool of instruction templates (evalkit/prompts/pools.yaml) that replaces each sample's "
+        "instruction; absent: the dataset's own instruction.",
+    )
+    prompt_choice: str | int | None = Field(
+        None,
+        description="Which template of prompt_pool is used: an index (0-based), or random (the default), a draw seeded by "
+        "filters.seed and the sample id.",
+    )
+    in_context: dict[str, Any] | None = Field(
+        None,
+        description="In-context examples shown before each sample: {split or path, k (default 1), choice (first|random, "
+        "default first), pool_size (default 100)}; absent: none.",
+    )
+    description: str | None = Field(None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty.")
+    license: str | None = Field(None, description="The dataset's licence as its publisher states it, for the catalogue; absent: unknown.")
+    url: str | None = Field(None, description="Web page of the dataset (card or paper), for the catalogue; absent: none.")
     checked: CheckedRecord | None = Field(None, description="Provenance: the hub page this entry was checked against, when, and what was checked.")
 
     @model_validator(mode="before")
@@ -112,14 +209,38 @@ class DatasetSpec(BaseModel):
 
 @dataclass
 class TaskSpec:
-    name: str
-    category: str
-    file: str
-    description: str = ""
-    metrics: list[str] = field(default_factory=list)
-    default_metric: str | None = None
-    datasets: list[str] = field(default_factory=list)
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    """A task: one runspec file stem, its ``_task`` block and its datasets.
+
+    A dataclass built by the loader, not validated input, so its field
+    descriptions live in ``metadata["description"]`` (pydantic's ``Field``
+    does not apply here).
+    """
+
+    name: str = field(metadata={"description": "The task's name: its runspec file's stem, e.g. asr."})
+    category: str = field(metadata={"description": "The category: the folder of the task's runspec file, e.g. speech_recognition."})
+    file: str = field(metadata={"description": "Path of the first runspec file that defined the task."})
+    description: str = field(
+        default="", metadata={"description": "What the task measures, from `_task.description`; empty when the file gives none."}
+    )
+    metrics: list[str] = field(
+        default_factory=list,
+        metadata={
+            "description": "The metrics that fit the task's datasets, from `_task.metrics` of every file of the task; "
+            "empty: any metric is accepted."
+        },
+    )
+    default_metric: str | None = field(
+        default=None,
+        metadata={
+            "description": "The metric used when a dataset of the task is run without one (`_task.default_metric`); "
+            "None: the first fitting metric."
+        },
+    )
+    datasets: list[str] = field(default_factory=list, metadata={"description": "Names of the task's datasets, in file order."})
+    generation: GenerationSettings = field(
+        default_factory=GenerationSettings,
+        metadata={"description": "The task's default generation parameters (`_task.generation`), below the dataset's own."},
+    )
 
 
 @dataclass

@@ -60,38 +60,142 @@ class _Strict(BaseModel):
 class LaunchSpec(_Strict):
     """How evalkit starts a model server itself (local models, vLLM)."""
 
-    model_path: str | None = Field(None, description="Local model folder (not needed by pocketsphinx).")
-    backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
-        None, description="Server to start: vllm, or an `evalkit serve` backend; default vllm for inference_type vllm, else transformers."
+    model_path: str | None = Field(
+        None,
+        description="The model the server loads, passed as its --model (a local Hugging Face model folder for transformers; "
+        "whatever vLLM accepts for vllm); mandatory except for pocketsphinx, which brings its own model.",
     )
-    args: list[str] = Field(default_factory=list, description="Extra server command-line arguments.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment for the server process.")
-    startup_timeout: float = Field(600.0, gt=0, description="Seconds to wait for /health.")
+    backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
+        None,
+        description="The server to start: vllm (vLLM's OpenAI server, needs inference_type vllm) or an `evalkit serve` backend "
+        "(transformers, pocketsphinx); when absent, vllm for inference_type vllm and transformers otherwise.",
+    )
+    args: list[str] = Field(
+        default_factory=list,
+        description="Extra command-line arguments appended to the server's command (default none); host, port, model and "
+        "served-model-name flags are set by evalkit and refused here.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables added to the server process's environment (default none); values of secret-looking "
+        "names are masked in logs and messages.",
+    )
+    startup_timeout: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds the server may take from start until /health answers and /v1/models lists the entry's model; "
+        "the run stops with the server's log tail when it is exceeded (default 600).",
+    )
 
 
 class ModelInfo(_Strict):
-    """One model endpoint (a replica when several entries share ``model``)."""
+    """One model endpoint (a replica when several entries share ``name``).
 
-    name: str = Field(description="Display name used in results; unique per model.")
-    inference_type: InferenceType = Field(description="openai | vllm | transcription | local.")
-    url: str | list[str] | None = Field(None, description="Base URL of the endpoint, e.g. http://host:8000/v1; a list means replicas.")
-    model: str = Field(description="Model id sent in requests (deployment name for Azure).")
-    auth_token: str | None = Field(None, description="Bearer token / API key. Never logged or stored.")
-    api_version: str | None = Field(None, description="Azure OpenAI api-version; setting it selects Azure routing.")
-    batch_size: int = Field(8, ge=1, description="Requests in flight at once against this endpoint.")
-    timeout: float = Field(60.0, gt=0, description="Seconds per attempt.")
-    retry_attempts: int = Field(3, ge=0, description="Retries after the first attempt.")
-    deadline: float | None = Field(None, gt=0, description="Seconds a request may take over all its attempts (default: derived from timeout and retries).")
-    delay: float = Field(0.0, ge=0, description="Milliseconds to wait before each request to this endpoint (politeness).")
-    chunk_size: float | None = Field(None, gt=0, description="Max audio seconds per request; longer audio is chunked or truncated.")
-    temperature: float | None = Field(None, ge=0, description="Default temperature for this model.")
-    max_tokens: int | None = Field(None, ge=1, description="Max tokens to generate.")
-    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling.")
-    seed: int | None = Field(None, description="Sampling seed sent to the endpoint.")
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="Extra JSON fields merged into every request body.")
-    requests_per_minute: float | None = Field(None, gt=0, description="Optional request-rate limit.")
-    tokens_per_minute: float | None = Field(None, gt=0, description="Optional token-rate limit.")
-    launch: LaunchSpec | None = Field(None, description="Start the server yourself (inference_type local or vllm).")
+    Endpoint settings (url, auth_token, api_version, batch_size, timeout) are
+    per entry; the model's settings (retries, deadline, pacing, chunking,
+    generation parameters) are read from the first entry of a name, so the
+    descriptions say which is which.
+    """
+
+    name: str = Field(
+        description="Mandatory: the model's name in results and in override rules; entries sharing a name are replicas of one "
+        "model and must share its `model` id and inference_type."
+    )
+    inference_type: InferenceType = Field(
+        description="Mandatory: how the model is asked: openai (OpenAI or Azure chat completions), vllm (any OpenAI-compatible "
+        "chat server), transcription (/audio/transcriptions) or local (a server evalkit starts from `launch`); "
+        "azure, openai_compatible and 'audio transcription' are accepted as aliases."
+    )
+    url: str | list[str] | None = Field(
+        None,
+        description="Base URL of the endpoint, e.g. http://host:8000/v1 (the request path is appended); a list of URLs makes "
+        "replicas that share the work. Mandatory unless `launch` is given, which sets it itself.",
+    )
+    model: str = Field(description="Mandatory: the model id sent in every request (for Azure, the deployment name).")
+    auth_token: str | None = Field(
+        None,
+        description="API key sent as a Bearer token (as the api-key header when api_version is set); none sent when absent. "
+        "Never logged or stored.",
+    )
+    api_version: str | None = Field(
+        None,
+        description="Azure OpenAI api-version, e.g. 2024-10-21; setting it selects Azure routing (/openai/deployments/<model>/... "
+        "with ?api-version=). Absent: plain OpenAI-style URLs.",
+    )
+    batch_size: int = Field(
+        8, ge=1, description="Requests in flight at once against each URL of this entry, and its connection limit (default 8)."
+    )
+    timeout: float = Field(
+        60.0, gt=0, description="Seconds one attempt may take before it fails as a timeout (default 60); a retry gets a new attempt."
+    )
+    retry_attempts: int = Field(
+        3,
+        ge=0,
+        description="Retries after the first attempt for 5xx, connection errors, timeouts and unparseable answers (default 3; "
+        "per model). 429s do not use them up; other 4xx are never retried.",
+    )
+    deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds a request may take over all its attempts and waits, counted from its first attempt (per model). "
+        "Absent: max(300, 4 x timeout x (retry_attempts + 1)).",
+    )
+    delay: float = Field(
+        0.0,
+        ge=0,
+        description="Milliseconds each worker waits before every attempt, a politeness pause (default 0: none; per model).",
+    )
+    chunk_size: float | None = Field(
+        None,
+        gt=0,
+        description="Most seconds of audio sent in one request (per model); longer audio is cut into pieces asked one by one, "
+        "or truncated, as the dataset's long_audio says. Absent: audio is sent whole.",
+    )
+    temperature: float | None = Field(
+        None,
+        ge=0,
+        description="This model's sampling temperature, below temperature_overrides/generation_overrides and above the "
+        "runspec's defaults; absent everywhere: 0.",
+    )
+    max_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Most tokens the model may generate per answer, below generation_overrides and above the runspec's "
+        "defaults; absent everywhere: not sent (the server decides).",
+    )
+    top_p: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Nucleus-sampling probability mass (0 < top_p <= 1), below generation_overrides and above the runspec's "
+        "defaults; absent everywhere: not sent.",
+    )
+    seed: int | None = Field(
+        None,
+        description="Sampling seed sent with every request, below generation_overrides and above the runspec's defaults; "
+        "absent everywhere: not sent.",
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra JSON fields merged into every chat request's body after the generation parameters, so they win "
+        "(default none; per model).",
+    )
+    requests_per_minute: float | None = Field(
+        None,
+        gt=0,
+        description="Most requests per minute sent to this model, shared by its replicas (a token bucket); absent: no limit.",
+    )
+    tokens_per_minute: float | None = Field(
+        None,
+        gt=0,
+        description="Most tokens per minute (the responses' usage.total_tokens) spent on this model, shared by its replicas; "
+        "absent: no limit.",
+    )
+    launch: LaunchSpec | None = Field(
+        None,
+        description="Let evalkit start the model's server on a loopback port and stop it after the run (mandatory for "
+        "inference_type local); give either this or `url`. Absent: the endpoint at `url` is used as it runs.",
+    )
 
     @field_validator("inference_type", mode="before")
     @classmethod
@@ -129,19 +233,49 @@ class ModelInfo(_Strict):
 
 
 class ModelEntry(_Strict):
-    info: ModelInfo
+    """One item of ``models:``; the ``info`` wrapper is LALMEval's layout, kept so its configs load unchanged."""
+
+    info: ModelInfo = Field(description="The model endpoint: its name, how it is asked, where, and how hard.")
 
 
 class Filters(_Strict):
     """Which samples run and how they are prompted."""
 
-    num_samples: int | None = Field(None, ge=0, description="Samples per dataset (all when absent).")
-    sampling: Literal["first", "random"] = Field("first", description="first: the first N rows; random: a seeded random sample of N.")
-    seed: int = Field(0, description="Seed for random sampling and prompt choices.")
-    length_filter: tuple[float, float] | None = Field(None, description="[min, max] audio seconds kept.")
-    accented: bool | None = Field(None, description="true: only accented speech; false: only non-accented.")
-    language: str | None = Field(None, description="Only datasets/samples in this language (code or name).")
-    user_prompt_add_ons: list[str] = Field(default_factory=list, description="Named prompt add-ons appended to instructions.")
+    num_samples: int | None = Field(
+        None,
+        ge=0,
+        description="Samples per dataset, counted among those the other filters keep; absent: every sample.",
+    )
+    sampling: Literal["first", "random"] = Field(
+        "first",
+        description="How num_samples picks: first (default) takes the first N kept rows; random a seeded uniform sample of N, "
+        "the same for every engine of a dataset.",
+    )
+    seed: int = Field(
+        0,
+        description="Seed of the run's random choices: random sampling, random prompt templates and in-context examples "
+        "(default 0); the same seed asks the same questions again.",
+    )
+    length_filter: tuple[float, float] | None = Field(
+        None,
+        description="[min, max] seconds of audio a sample must have to be kept; samples without audio or a known length are "
+        "kept. Absent: no length filter.",
+    )
+    accented: bool | None = Field(
+        None,
+        description="true keeps only accented speech, false only non-accented (standard US/UK), judged from the dataset's "
+        "accented or accent column; samples without either are kept. Absent: no accent filter.",
+    )
+    language: str | None = Field(
+        None,
+        description="Keep only datasets and samples in this language, a code or a name (en == english); a translation pair "
+        "matches on its source or target. Absent: every language.",
+    )
+    user_prompt_add_ons: list[str] = Field(
+        default_factory=list,
+        description="Names of prompt add-ons (evalkit/prompts/add_ons.yaml) whose texts are appended to every instruction "
+        "(default none).",
+    )
 
     @field_validator("length_filter")
     @classmethod
@@ -149,13 +283,24 @@ class Filters(_Strict):
         if value is not None and not (0 <= value[0] <= value[1]):
             raise ValueError("expects [min, max] seconds with 0 <= min <= max")
         return value
-    system_prompts: list[str] = Field(default_factory=list, description="Named system prompts.")
+    system_prompts: list[str] = Field(
+        default_factory=list,
+        description="Names of system prompts (evalkit/prompts/system_prompts.yaml) joined into the system message of every "
+        "request (default none: no system message).",
+    )
 
 
 class TemperatureOverride(_Strict):
-    model: str | None = None
-    task: str | None = None
-    temperature: float = Field(ge=0)
+    """A temperature for a model, a task, or a model on a task (LALMEval's key; generation_overrides covers more)."""
+
+    model: str | None = Field(
+        None, description="The model this rule applies to, by its name or its `model` id; absent: every model (needs `task`)."
+    )
+    task: str | None = Field(
+        None,
+        description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
+    )
+    temperature: float = Field(ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches.")
 
     @model_validator(mode="after")
     def _has_target(self) -> TemperatureOverride:
@@ -167,12 +312,23 @@ class TemperatureOverride(_Strict):
 class GenerationOverride(_Strict):
     """max_tokens / top_p / seed / temperature for a model, a task, or a model on a task."""
 
-    model: str | None = None
-    task: str | None = None
-    temperature: float | None = Field(None, ge=0)
-    max_tokens: int | None = Field(None, ge=1)
-    top_p: float | None = Field(None, gt=0, le=1)
-    seed: int | None = None
+    model: str | None = Field(
+        None, description="The model this rule applies to, by its name or its `model` id; absent: every model (needs `task`)."
+    )
+    task: str | None = Field(
+        None,
+        description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
+    )
+    temperature: float | None = Field(
+        None, ge=0, description="Sampling temperature set by this rule; absent: this rule leaves temperature to the next one."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, description="Most tokens generated per answer set by this rule; absent: left to the next rule."
+    )
+    top_p: float | None = Field(
+        None, gt=0, le=1, description="Nucleus-sampling probability mass set by this rule (0 < top_p <= 1); absent: left to the next rule."
+    )
+    seed: int | None = Field(None, description="Sampling seed set by this rule; absent: left to the next rule.")
 
     @model_validator(mode="after")
     def _has_target(self) -> GenerationOverride:
@@ -182,37 +338,99 @@ class GenerationOverride(_Strict):
 
 
 class JudgeProperties(_Strict):
-    judge_concurrency: int = Field(1, ge=1)
-    judge_model: str
-    judge_type: Literal["openai", "vllm"] = "openai"
-    judge_api_version: str | None = None
-    judge_api_endpoint: str
-    judge_api_key: str | None = None
-    judge_temperature: float = Field(0.0, ge=0)
-    judge_prompt_model_override: str | None = None
-    judge_timeout: float = Field(120.0, gt=0)
-    judge_retry_attempts: int = Field(3, ge=0)
+    """The LLM judge of llm_judge_* and rubric metrics: an endpoint asked like any model (retries, circuit breaker, store)."""
+
+    judge_concurrency: int = Field(1, ge=1, description="Judge requests in flight at once (default 1).")
+    judge_model: str = Field(description="Mandatory: the judge's model id sent in requests (for Azure, the deployment name).")
+    judge_type: Literal["openai", "vllm"] = Field(
+        "openai",
+        description="openai (default: OpenAI, or Azure when judge_api_version is set) or vllm (any OpenAI-compatible server; "
+        "judge_api_version is then ignored).",
+    )
+    judge_api_version: str | None = Field(
+        None, description="Azure OpenAI api-version for an openai judge; absent: plain OpenAI-style URLs."
+    )
+    judge_api_endpoint: str = Field(description="Mandatory: base URL of the judge's endpoint, e.g. https://host/v1.")
+    judge_api_key: str | None = Field(
+        None, description="The judge's API key (Bearer token, api-key header for Azure); absent: none sent. Never logged or stored."
+    )
+    judge_temperature: float = Field(0.0, ge=0, description="Temperature of every judge request (default 0: repeatable verdicts).")
+    judge_prompt_model_override: str | None = Field(
+        None,
+        description="Use the judge-prompt variant written for this model name instead of judge_model's (prompts may be tuned "
+        "per judge model); absent: judge_model picks it.",
+    )
+    judge_timeout: float = Field(120.0, gt=0, description="Seconds one judge attempt may take before it is retried (default 120).")
+    judge_retry_attempts: int = Field(
+        3, ge=0, description="Retries of a judge request after its first attempt (default 3); a judge that still fails fails the sample."
+    )
 
 
 class CacheSettings(_Strict):
-    enabled: bool = Field(True, description="Answer repeated requests from the response store.")
-    path: str | None = Field(None, description="SQLite file; default <output_dir>/responses.sqlite.")
+    """The response store: successful answers kept in SQLite so repeats and resumed runs cost no request."""
+
+    enabled: bool = Field(
+        True,
+        description="Answer repeated requests from the response store and keep new answers in it (default true); "
+        "--no-cache turns it off for one run.",
+    )
+    path: str | None = Field(
+        None,
+        description="The SQLite file of the store, relative to the working directory; absent: <output_dir>/responses.sqlite.",
+    )
 
 
 class Config(_Strict):
     """The whole of config.yaml."""
 
-    dataset_metric: list[tuple[str, str]] = Field(min_length=1)
-    models: list[ModelEntry] = Field(min_length=1)
-    filters: Filters = Field(default_factory=Filters)
-    aggregate: list[tuple[str, list[str]]] = Field(default_factory=list)
-    temperature_overrides: list[TemperatureOverride] = Field(default_factory=list)
-    generation_overrides: list[GenerationOverride] = Field(default_factory=list)
-    judge_properties: JudgeProperties | None = None
-    runspecs_dir: str | list[str] | None = None
-    output_dir: str = "runs"
-    cache: CacheSettings = Field(default_factory=CacheSettings)
-    max_failure_rate: float = Field(0.05, ge=0, le=1)
+    dataset_metric: list[tuple[str, str]] = Field(
+        min_length=1,
+        description="Mandatory: [name, metric] pairs; the name is a dataset, a task (runspec file stem) or a category "
+        "(runspecs folder). One engine runs per (dataset, metric) pair.",
+    )
+    models: list[ModelEntry] = Field(
+        min_length=1, description="Mandatory: the models evaluated, each an `info:` block; entries sharing a name are replicas."
+    )
+    filters: Filters = Field(
+        default_factory=Filters, description="Which samples run and how they are prompted; absent: every sample, no add-ons."
+    )
+    aggregate: list[tuple[str, list[str]]] = Field(
+        default_factory=list,
+        description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the macro average "
+        "of those datasets' scores and its CI (default none).",
+    )
+    temperature_overrides: list[TemperatureOverride] = Field(
+        default_factory=list,
+        description="Temperature rules by model, task or both; the most specific match wins (model+task, model, task), above "
+        "the model's own temperature (default none).",
+    )
+    generation_overrides: list[GenerationOverride] = Field(
+        default_factory=list,
+        description="max_tokens/top_p/seed/temperature rules by model, task or both; the most specific match wins, above the "
+        "model's own values and the runspec's defaults (default none).",
+    )
+    judge_properties: JudgeProperties | None = Field(
+        None, description="The LLM judge; needed by judge and rubric metrics, which are refused without it. Absent: no judge."
+    )
+    runspecs_dir: str | list[str] | None = Field(
+        None,
+        description="Folders of your own runspecs (<folder>/<category>/<task>.json), one or a list, relative to the working "
+        "directory; evalkit's runspecs and ./runspecs are always read. Absent: no extra folders.",
+    )
+    output_dir: str = Field(
+        "runs",
+        description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the working directory "
+        "(default runs); --output-dir overrides it.",
+    )
+    cache: CacheSettings = Field(
+        default_factory=CacheSettings, description="The response store; absent: on, at <output_dir>/responses.sqlite."
+    )
+    max_failure_rate: float = Field(
+        0.05,
+        ge=0,
+        le=1,
+        description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: 5%).",
+    )
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:
