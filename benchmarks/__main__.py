@@ -26,7 +26,13 @@ from typing import Any
 from benchmarks import latency, memory, overhead, profile, replicas, report
 from benchmarks.common import ROOT, machine
 
-SECTIONS = {"a": ("overhead", overhead.run), "profile": ("profile", profile.run), "b": ("latency", latency.run), "c": ("replicas", replicas.run), "d": ("memory", memory.run)}
+SECTIONS = {
+    "a": ("overhead", overhead.run),
+    "profile": ("profile", profile.run),
+    "b": ("latency", latency.run),
+    "c": ("replicas", replicas.run),
+    "d": ("memory", memory.run),
+}
 
 
 def _bytecode_setup() -> str:
@@ -42,14 +48,23 @@ def _bytecode_setup() -> str:
     prefix = memory.cache_dir() / "pycache"
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = str(prefix)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "evalkit"), str(ROOT / "benchmarks")], check=False, env=dict(os.environ))
-    return f"compiled once into PYTHONPYCACHEPREFIX={prefix} (this environment sets PYTHONDONTWRITEBYTECODE; an install compiles at install time)"
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "evalkit"), str(ROOT / "benchmarks")],
+        check=False,
+        env=dict(os.environ),
+    )
+    return (
+        f"compiled once into PYTHONPYCACHEPREFIX={prefix} (this environment sets PYTHONDONTWRITEBYTECODE; an "
+        "install compiles at install time)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=None, help=f"comma-separated sections out of {', '.join(SECTIONS)}")
-    parser.add_argument("--out", type=Path, default=None, help="markdown report (default BENCHMARKS.md when running everything)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="markdown report (default BENCHMARKS.md when running everything)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (configs, records, server logs)")
     args = parser.parse_args(argv)
@@ -61,21 +76,26 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     results: dict[str, Any] = {
-        "command": "python -m benchmarks" + ("" if argv is None and len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:] if argv is None else argv)),
+        "command": "python -m benchmarks"
+        + ("" if argv is None and len(sys.argv) == 1 else " " + shlex.join(sys.argv[1:] if argv is None else argv)),
         "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine(),
         "bytecode": _bytecode_setup(),
         "errors": {},
     }
     work = Path(tempfile.mkdtemp(prefix="evalkit-bench-"))
-    print(f"evalkit benchmarks: {results['machine']['cpu_count']} CPUs, load {results['machine']['loadavg'][0]:.2f}; scratch {work}", flush=True)
+    print(
+        f"evalkit benchmarks: {results['machine']['cpu_count']} CPUs, load {results['machine']['loadavg'][0]:.2f}; "
+        f"scratch {work}",
+        flush=True,
+    )
     try:
         for section in chosen:
             key, fn = SECTIONS[section]
             t0 = time.perf_counter()
             try:
                 results[key] = fn(work)
-            except Exception as error:  # noqa: BLE001 - one broken section must not lose the others' figures
+            except Exception as error:
                 results["errors"][key] = f"{type(error).__name__}: {error}"
                 print(f"  {key}: FAILED: {error}", file=sys.stderr, flush=True)
             print(f"  [{key}: {time.perf_counter() - t0:.0f} s]", flush=True)
@@ -87,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     results["suite_s"] = time.perf_counter() - started
     results["loadavg_after"] = os.getloadavg()
     for fig, val, target, ok in report.summary_rows(results):
-        print(f"{'OK  ' if ok else 'MISS' if ok is not None else '    '} {fig}: {val.replace('**', '')} (target {target})")
+        print(
+            f"{'OK  ' if ok else 'MISS' if ok is not None else '    '} {fig}: {val.replace('**', '')} (target {target})"
+        )
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     if out is not None:

@@ -78,8 +78,12 @@ def write_text_dataset(runspecs: Path, name: str, n: int, *, tag: str = "") -> P
     spec = {
         "_task": {"description": f"benchmark text set {name}", "metrics": ["exact_match"]},
         name: {
-            "path": str(data), "language": "en", "modality": "text", "id_column": "id",
-            "textual_input_column": "question", "target_column": "answer",
+            "path": str(data),
+            "language": "en",
+            "modality": "text",
+            "id_column": "id",
+            "textual_input_column": "question",
+            "target_column": "answer",
         },
     }
     (folder / f"{name}.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
@@ -88,8 +92,13 @@ def write_text_dataset(runspecs: Path, name: str, n: int, *, tag: str = "") -> P
 
 def model_entry(name: str, url: str | list[str], batch_size: int, **extra: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "name": name, "inference_type": "vllm", "url": url, "model": "test-model",
-        "batch_size": batch_size, "timeout": 60, "retry_attempts": 2,
+        "name": name,
+        "inference_type": "vllm",
+        "url": url,
+        "model": "test-model",
+        "batch_size": batch_size,
+        "timeout": 60,
+        "retry_attempts": 2,
     }
     info.update(extra)
     return {"info": info}
@@ -120,7 +129,9 @@ def write_config(
 
 
 @contextmanager
-def servers(count: int, scripts: Sequence[dict[str, Any]] | dict[str, Any] | None = None, **overrides: Any) -> Iterator[list[TestServer]]:
+def servers(
+    count: int, scripts: Sequence[dict[str, Any]] | dict[str, Any] | None = None, **overrides: Any
+) -> Iterator[list[TestServer]]:
     """``count`` test server processes on loopback, stopped (by pid) on exit."""
     started: list[TestServer] = []
     try:
@@ -182,7 +193,9 @@ class Child:
         for line in reversed(self.stdout.splitlines()):
             if line.startswith("{"):
                 return json.loads(line)
-        raise RuntimeError(f"no JSON line from {' '.join(self.argv)}\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-4000:]}")
+        raise RuntimeError(
+            f"no JSON line from {' '.join(self.argv)}\nstdout: {self.stdout[-2000:]}\nstderr: {self.stderr[-4000:]}"
+        )
 
     def check(self) -> Child:
         if self.returncode != 0:
@@ -223,8 +236,14 @@ def run_child(argv: Sequence[str], cwd: Path, timeout: float = 600.0, env: dict[
     out_path.unlink()
     err_path.unlink()
     return Child(
-        argv=argv, started=started, wall_s=wall, cpu_s=usage.ru_utime + usage.ru_stime,
-        maxrss_bytes=usage.ru_maxrss * 1024, returncode=proc.returncode, stdout=stdout, stderr=stderr,
+        argv=argv,
+        started=started,
+        wall_s=wall,
+        cpu_s=usage.ru_utime + usage.ru_stime,
+        maxrss_bytes=usage.ru_maxrss * 1024,
+        returncode=proc.returncode,
+        stdout=stdout,
+        stderr=stderr,
     )
 
 

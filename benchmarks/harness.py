@@ -49,7 +49,14 @@ class GcClock:
         self.longest = max(self.longest, spent)
 
     def summary(self) -> dict[str, Any]:
-        return {"gc_s": sum(self.total), "gc_by_generation_s": self.total, "gc_collections": self.count, "gc_longest_ms": self.longest * 1000}
+        return {
+            "gc_s": sum(self.total),
+            "gc_by_generation_s": self.total,
+            "gc_collections": self.count,
+            "gc_longest_ms": self.longest * 1000,
+        }
+
+
 RSS_EVERY = 0.5
 
 
@@ -94,7 +101,13 @@ async def _sample_lag(lags: list[float], busy: list[float], rss: list[tuple[floa
             next_rss += RSS_EVERY
 
 
-async def _run(config_path: str, num_samples: int | None, window: int | None, gc_freeze: bool = False, gc_threshold: int | None = None) -> dict[str, Any]:
+async def _run(
+    config_path: str,
+    num_samples: int | None,
+    window: int | None,
+    gc_freeze: bool = False,
+    gc_threshold: int | None = None,
+) -> dict[str, Any]:
     from evalkit.config import load_config
     from evalkit.plan import build_plan
     from evalkit.run.runner import RunOptions, execute

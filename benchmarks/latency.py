@@ -39,13 +39,17 @@ def run(work: Path) -> dict[str, Any]:
     ideal = requests * LATENCY_MS / 1000 / concurrency
     with servers(N_MODELS, latency_ms=LATENCY_MS, request_log=True) as group:
         models = [model_entry(f"model{i}", server.base_url, BATCH_SIZE) for i, server in enumerate(group)]
-        config = write_config(work / "latency.yaml", [(d, "exact_match") for d in DATASETS], models, runspecs, work / "runs")
+        config = write_config(
+            work / "latency.yaml", [(d, "exact_match") for d in DATASETS], models, runspecs, work / "runs"
+        )
         child = run_child(harness_argv(config), work).check()
         stats = [server.stats() for server in group]
         phase = request_phase(group)
     probe = child.json()
     if phase.completed != requests or probe["failed"]:
-        raise RuntimeError(f"(b) expected {requests} answered requests, got {phase.completed} ({probe['failed']} failed)")
+        raise RuntimeError(
+            f"(b) expected {requests} answered requests, got {phase.completed} ({probe['failed']} failed)"
+        )
     result = {
         "requests": requests,
         "concurrency": concurrency,
@@ -70,7 +74,8 @@ def run(work: Path) -> dict[str, Any]:
     }
     print(
         f"  (b) {requests} requests at {concurrency} in flight, {LATENCY_MS} ms: request phase {phase.seconds:.2f} s, "
-        f"runner {probe['execute_s']:.2f} s vs ideal {ideal:.2f} s ({result['ratio_phase']:.3f}x / {result['ratio_execute']:.3f}x); "
+        f"runner {probe['execute_s']:.2f} s vs ideal {ideal:.2f} s ({result['ratio_phase']:.3f}x / "
+        f"{result['ratio_execute']:.3f}x); "
         f"server peaks {result['server_peak_in_flight']}; (e) lag p99 {probe['lag_p99_ms']:.1f} ms "
         f"(loop busy {probe['busy_lag_p99_ms']:.1f} ms); evalkit CPU {child.cpu_s:.1f} s",
         flush=True,

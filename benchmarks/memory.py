@@ -43,7 +43,9 @@ DATA_VERSION = 1  # bump when the generator changes, so a stale cache is not reu
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("EVALKIT_BENCH_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "evalkit-benchmarks")
+    root = os.environ.get("EVALKIT_BENCH_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "evalkit-benchmarks"
+    )
     return Path(root)
 
 
@@ -77,13 +79,26 @@ def audio_parquet(n: int = N_LARGE) -> tuple[Path, float]:
     started = time.perf_counter()
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     schema = pa.schema(
-        [("id", pa.string()), ("audio", pa.struct([("bytes", pa.binary()), ("path", pa.string())])), ("text", pa.string()), ("duration", pa.float64())]
+        [
+            ("id", pa.string()),
+            ("audio", pa.struct([("bytes", pa.binary()), ("path", pa.string())])),
+            ("text", pa.string()),
+            ("duration", pa.float64()),
+        ]
     )
     chunks = [(i, min(n, i + ROW_GROUP)) for i in range(0, n, ROW_GROUP)]
-    with pq.ParquetWriter(tmp, schema) as writer, ProcessPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+    with (
+        pq.ParquetWriter(tmp, schema) as writer,
+        ProcessPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool,
+    ):
         for (start, stop), clips in zip(chunks, pool.map(_clips, *zip(*chunks))):
             rows = [
-                {"id": f"tone-{i}", "audio": {"bytes": clip, "path": f"tone-{i}.flac"}, "text": f"tone {i}", "duration": float(SECONDS)}
+                {
+                    "id": f"tone-{i}",
+                    "audio": {"bytes": clip, "path": f"tone-{i}.flac"},
+                    "text": f"tone {i}",
+                    "duration": float(SECONDS),
+                }
                 for i, clip in zip(range(start, stop), clips)
             ]
             writer.write_table(pa.Table.from_pylist(rows, schema=schema), row_group_size=ROW_GROUP)
@@ -97,24 +112,41 @@ def write_runspec(runspecs: Path, parquet: Path) -> None:
     spec = {
         "_task": {"description": "synthetic 10 s FLAC tones for the memory benchmark", "metrics": ["word_error_rate"]},
         "bench_audio": {
-            "path": str(parquet), "language": "en", "modality": "audio", "id_column": "id", "audio_column": "audio",
-            "target_column": "text", "duration_column": "duration", "instruction": "Transcribe the audio.",
+            "path": str(parquet),
+            "language": "en",
+            "modality": "audio",
+            "id_column": "id",
+            "audio_column": "audio",
+            "target_column": "text",
+            "duration_column": "duration",
+            "instruction": "Transcribe the audio.",
         },
     }
     (folder / "bench_audio.json").write_text(json.dumps(spec, indent=1), encoding="utf-8")
 
 
 def _measure(work: Path, runspecs: Path, url: str, n: int) -> dict[str, Any]:
-    config = write_config(work / f"memory_{n}.yaml", [("bench_audio", "word_error_rate")], [model_entry("audio", url, BATCH_SIZE)], runspecs, work / "runs", num_samples=n)
+    config = write_config(
+        work / f"memory_{n}.yaml",
+        [("bench_audio", "word_error_rate")],
+        [model_entry("audio", url, BATCH_SIZE)],
+        runspecs,
+        work / "runs",
+        num_samples=n,
+    )
     child = run_child(harness_argv(config), work, timeout=900).check()
     probe = child.json()
     if probe["requests_sent"] != n or probe["failed"]:
-        raise RuntimeError(f"(d) {n}: expected {n} answered requests, got {probe['requests_sent']} sent, {probe['failed']} failed")
+        raise RuntimeError(
+            f"(d) {n}: expected {n} answered requests, got {probe['requests_sent']} sent, {probe['failed']} failed"
+        )
     timeline = probe["rss_timeline"]
     return {
         "samples": n,
         "peak_rss_bytes": probe["peak_rss_bytes"],
-        "rss_quartiles_bytes": [timeline[int(q * (len(timeline) - 1))][1] for q in (0.25, 0.5, 0.75, 1.0)] if timeline else [],
+        "rss_quartiles_bytes": [timeline[int(q * (len(timeline) - 1))][1] for q in (0.25, 0.5, 0.75, 1.0)]
+        if timeline
+        else [],
         "execute_s": probe["execute_s"],
         "samples_per_s": n / probe["execute_s"],
         "lag_p50_ms": probe["lag_p50_ms"],
@@ -132,7 +164,11 @@ def run(work: Path) -> dict[str, Any]:
     parquet, generated_s = audio_parquet()
     runspecs = work / "runspecs"
     write_runspec(runspecs, parquet)
-    results: dict[str, Any] = {"parquet": str(parquet), "parquet_bytes": parquet.stat().st_size, "generated_s": generated_s}
+    results: dict[str, Any] = {
+        "parquet": str(parquet),
+        "parquet_bytes": parquet.stat().st_size,
+        "generated_s": generated_s,
+    }
     if generated_s:
         print(f"  (d) generated {parquet} ({mib(parquet.stat().st_size)}) in {generated_s:.0f} s", flush=True)
     with servers(1, default_answer="ok") as (server,):

@@ -52,7 +52,17 @@ def measure_raw(work: Path, data: Path, concurrency: int) -> dict[str, Any]:
     with servers(1, request_log=True) as (server,):
         cpu0 = server_cpu_s(server)
         child = run_child(
-            [sys.executable, "-m", "benchmarks.raw_loop", "--url", server.base_url, "--prompts", str(data), "--concurrency", str(concurrency)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.raw_loop",
+                "--url",
+                server.base_url,
+                "--prompts",
+                str(data),
+                "--concurrency",
+                str(concurrency),
+            ],
             work,
         ).check()
         server_cpu = server_cpu_s(server) - cpu0
@@ -140,8 +150,10 @@ def run(work: Path) -> dict[str, Any]:
         }
         r = results["by_concurrency"][concurrency]
         print(
-            f"  (a) c={concurrency}: raw {raw['rps_phase']:,.0f} req/s; evalkit {evalkit['rps_phase']:,.0f} req/s request phase "
-            f"({r['ratio_phase']:.2f}x), {evalkit['rps_process']:,.0f} vs {raw['rps_process']:,.0f} req/s whole process "
+            f"  (a) c={concurrency}: raw {raw['rps_phase']:,.0f} req/s; evalkit {evalkit['rps_phase']:,.0f} req/s "
+            "request phase "
+            f"({r['ratio_phase']:.2f}x), {evalkit['rps_process']:,.0f} vs {raw['rps_process']:,.0f} req/s whole "
+            "process "
             f"({r['ratio_process']:.2f}x); start-up {evalkit['startup_s']:.2f} s (medians of {ROUNDS})",
             flush=True,
         )
@@ -149,5 +161,9 @@ def run(work: Path) -> dict[str, Any]:
     results["list_cold_s"] = measure_list_cold(work)
     startups = [r["evalkit"]["startup_s"] for r in results["by_concurrency"].values()]
     results["startup_s"] = max(startups)
-    print(f"  (a') start-up to first request {results['startup_s']:.2f} s (worst of the medians); `evalkit list datasets` {results['list']['median_s']:.2f} s", flush=True)
+    print(
+        f"  (a') start-up to first request {results['startup_s']:.2f} s (worst of the medians); `evalkit list "
+        f"datasets` {results['list']['median_s']:.2f} s",
+        flush=True,
+    )
     return results

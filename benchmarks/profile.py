@@ -99,7 +99,10 @@ def summarize(collapsed: str) -> Summary:
         bucket = bucket_of(frames)
         if bucket is not None:
             summary.buckets[bucket] += n
-        elif frames[0].startswith(("_bootstrap (threading", "Thread._bootstrap")) or "Thread.run (threading.py)" in frames:
+        elif (
+            frames[0].startswith(("_bootstrap (threading", "Thread._bootstrap"))
+            or "Thread.run (threading.py)" in frames
+        ):
             summary.other_threads += n
     return summary
 
@@ -111,7 +114,19 @@ def record(work: Path, out: Path) -> Path:
         prepare(work)
     with servers(1) as (server,):
         config = config_for(work, runspecs, server.base_url, CONCURRENCY)
-        cmd = ["py-spy", "record", "--gil", "--rate", str(RATE_HZ), "--format", "raw", "-o", str(out), "--", *evalkit_argv("run", str(config), "--no-cache", "--quiet")]
+        cmd = [
+            "py-spy",
+            "record",
+            "--gil",
+            "--rate",
+            str(RATE_HZ),
+            "--format",
+            "raw",
+            "-o",
+            str(out),
+            "--",
+            *evalkit_argv("run", str(config), "--no-cache", "--quiet"),
+        ]
         proc = subprocess.run(cmd, cwd=work, env=child_env(), capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"py-spy failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -135,9 +150,15 @@ def run(work: Path) -> dict[str, Any]:
         "top_self": [(f, summary.share(n)) for f, n in summary.self_time.most_common(25)],
         "top_loop_self": [(f, summary.share(n)) for f, n in summary.loop_self.most_common(25)],
         "evalkit_inclusive": [
-            (f, summary.share(n)) for f, n in summary.inclusive.most_common() if "evalkit/" in f and summary.share(n) >= 0.005
+            (f, summary.share(n))
+            for f, n in summary.inclusive.most_common()
+            if "evalkit/" in f and summary.share(n) >= 0.005
         ][:30],
         "collapsed_file": str(out),
     }
-    print(f"  profile: {summary.total} samples, {result['share_imports']:.0%} in imports, {result['share_in_loop']:.0%} in the event loop", flush=True)
+    print(
+        f"  profile: {summary.total} samples, {result['share_imports']:.0%} in imports, "
+        f"{result['share_in_loop']:.0%} in the event loop",
+        flush=True,
+    )
     return result

@@ -44,7 +44,13 @@ async def _drive(url: str, model: str, prompts: list[str], concurrency: int) -> 
         await asyncio.gather(*(one(p) for p in prompts))
     assert first_sent is not None
     cpu = time.process_time() - cpu_started
-    return {"ok": ok, "first_sent": first_sent, "last_done": last_done, "request_phase_s": last_done - first_sent, "drive_cpu_s": cpu}
+    return {
+        "ok": ok,
+        "first_sent": first_sent,
+        "last_done": last_done,
+        "request_phase_s": last_done - first_sent,
+        "drive_cpu_s": cpu,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

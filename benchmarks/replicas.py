@@ -42,13 +42,22 @@ def _measure(work: Path, runspecs: Path, latencies_ms: list[float], label: str, 
     scripts = [{"latency_ms": ms, "max_concurrency": SERVER_LIMIT} for ms in latencies_ms]
     with servers(len(latencies_ms), scripts, request_log=True) as group:
         entry = model_entry("replicated", [s.base_url for s in group], SERVER_LIMIT)
-        config = write_config(work / f"replicas_{label}.yaml", [("bench_replicas", "exact_match")], [entry], runspecs, work / "runs", num_samples=n)
+        config = write_config(
+            work / f"replicas_{label}.yaml",
+            [("bench_replicas", "exact_match")],
+            [entry],
+            runspecs,
+            work / "runs",
+            num_samples=n,
+        )
         child = run_child(harness_argv(config), work).check()
         phase = request_phase(group)
         served = [len(s.log_events("completed")) for s in group]
     probe = child.json()
     if phase.completed != n or probe["failed"]:
-        raise RuntimeError(f"(c) {label}: expected {n} answered requests, got {phase.completed} ({probe['failed']} failed)")
+        raise RuntimeError(
+            f"(c) {label}: expected {n} answered requests, got {phase.completed} ({probe['failed']} failed)"
+        )
     ideal = n / _capacity(latencies_ms)
     return {
         "replicas": len(latencies_ms),
@@ -70,16 +79,30 @@ def run(work: Path) -> dict[str, Any]:
     scaling = {}
     for count in COUNTS:
         scaling[count] = _measure(work, runspecs, [LATENCY_MS] * count, f"{count}")
-        print(f"  (c) {count} replica(s): {scaling[count]['throughput']:,.0f} req/s (ideal {_capacity([LATENCY_MS] * count):,.0f})", flush=True)
+        print(
+            f"  (c) {count} replica(s): {scaling[count]['throughput']:,.0f} req/s (ideal "
+            f"{_capacity([LATENCY_MS] * count):,.0f})",
+            flush=True,
+        )
     base = scaling[COUNTS[0]]["throughput"]
     for item in scaling.values():
         item["speedup"] = item["throughput"] / base
     slow = _measure(work, runspecs, [LATENCY_MS] * 3 + [LATENCY_MS * SLOW_FACTOR], "slow", N_SLOW)
     slow["slow_share"] = slow["served"][-1] / N_SLOW
-    slow["ideal_slow_share"] = _capacity([LATENCY_MS * SLOW_FACTOR]) / _capacity([LATENCY_MS] * 3 + [LATENCY_MS * SLOW_FACTOR])
+    slow["ideal_slow_share"] = _capacity([LATENCY_MS * SLOW_FACTOR]) / _capacity(
+        [LATENCY_MS] * 3 + [LATENCY_MS * SLOW_FACTOR]
+    )
     print(
         f"  (c) speed-up at 4 replicas {scaling[4]['speedup']:.2f}x; one replica {SLOW_FACTOR}x slower: "
-        f"{slow['phase_s']:.2f} s vs ideal {slow['ideal_s']:.2f} s ({slow['ratio_to_ideal']:.3f}x), slow replica served {slow['slow_share']:.1%}",
+        f"{slow['phase_s']:.2f} s vs ideal {slow['ideal_s']:.2f} s ({slow['ratio_to_ideal']:.3f}x), slow replica "
+        f"served {slow['slow_share']:.1%}",
         flush=True,
     )
-    return {"n_requests": N_REQUESTS, "n_slow": N_SLOW, "server_limit": SERVER_LIMIT, "latency_ms": LATENCY_MS, "scaling": scaling, "slow": slow}
+    return {
+        "n_requests": N_REQUESTS,
+        "n_slow": N_SLOW,
+        "server_limit": SERVER_LIMIT,
+        "latency_ms": LATENCY_MS,
+        "scaling": scaling,
+        "slow": slow,
+    }

@@ -28,42 +28,108 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
     if a:
         for c, r in a["by_concurrency"].items():
             raw, ek = r["raw"], r["evalkit"]
-            rows.append((
-                f"(a) request phase, {c} in flight",
-                f"{ek['rps_phase']:,.0f} req/s vs raw {raw['rps_phase']:,.0f} = **{r['ratio_phase']:.2f}x**",
-                ">= 0.8x", r["ratio_phase"] >= 0.8,
-            ))
-            rows.append((
-                f"(a) whole process, {c} in flight",
-                f"{ek['rps_process']:,.0f} req/s vs raw {raw['rps_process']:,.0f} = **{r['ratio_process']:.2f}x**",
-                ">= 0.8x", r["ratio_process"] >= 0.8,
-            ))
-        rows.append(("(a') `evalkit run` spawn -> first request", f"**{a['startup_s']:.2f} s** (median, worse of the two concurrencies)", "< 1.5 s", a["startup_s"] < 1.5))
-        rows.append(("(a') `evalkit list datasets`", f"**{a['list']['median_s']:.2f} s** (median of {len(a['list']['runs_s'])})", "< 1 s", a["list"]["median_s"] < 1.0))
+            rows.append(
+                (
+                    f"(a) request phase, {c} in flight",
+                    f"{ek['rps_phase']:,.0f} req/s vs raw {raw['rps_phase']:,.0f} = **{r['ratio_phase']:.2f}x**",
+                    ">= 0.8x",
+                    r["ratio_phase"] >= 0.8,
+                )
+            )
+            rows.append(
+                (
+                    f"(a) whole process, {c} in flight",
+                    f"{ek['rps_process']:,.0f} req/s vs raw {raw['rps_process']:,.0f} = **{r['ratio_process']:.2f}x**",
+                    ">= 0.8x",
+                    r["ratio_process"] >= 0.8,
+                )
+            )
+        rows.append(
+            (
+                "(a') `evalkit run` spawn -> first request",
+                f"**{a['startup_s']:.2f} s** (median, worse of the two concurrencies)",
+                "< 1.5 s",
+                a["startup_s"] < 1.5,
+            )
+        )
+        rows.append(
+            (
+                "(a') `evalkit list datasets`",
+                f"**{a['list']['median_s']:.2f} s** (median of {len(a['list']['runs_s'])})",
+                "< 1 s",
+                a["list"]["median_s"] < 1.0,
+            )
+        )
     b = results.get("latency")
     if b:
-        rows.append((
-            "(b) 3 models x 2 datasets, 100 ms, batch 64",
-            f"{b['phase_s']:.2f} s vs ideal {b['ideal_s']:.2f} s = **{b['ratio_phase']:.2f}x** (runner {b['ratio_execute']:.2f}x)",
-            "<= 1.10x", b["ratio_phase"] <= 1.10,
-        ))
+        rows.append(
+            (
+                "(b) 3 models x 2 datasets, 100 ms, batch 64",
+                f"{b['phase_s']:.2f} s vs ideal {b['ideal_s']:.2f} s = **{b['ratio_phase']:.2f}x** (runner "
+                f"{b['ratio_execute']:.2f}x)",
+                "<= 1.10x",
+                b["ratio_phase"] <= 1.10,
+            )
+        )
     c = results.get("replicas")
     if c:
         four = c["scaling"][4]
-        rows.append(("(c) throughput at 4 replicas vs 1", f"**{four['speedup']:.2f}x** ({four['throughput']:,.0f} vs {c['scaling'][1]['throughput']:,.0f} req/s)", ">= 3.6x", four["speedup"] >= 3.6))
+        rows.append(
+            (
+                "(c) throughput at 4 replicas vs 1",
+                f"**{four['speedup']:.2f}x** ({four['throughput']:,.0f} vs {c['scaling'][1]['throughput']:,.0f} req/s)",
+                ">= 3.6x",
+                four["speedup"] >= 3.6,
+            )
+        )
         s = c["slow"]
-        rows.append(("(c) one of 4 replicas 3x slower", f"{s['phase_s']:.2f} s vs ideal {s['ideal_s']:.2f} s = **{s['ratio_to_ideal']:.2f}x**", "<= 1.1x", s["ratio_to_ideal"] <= 1.1))
+        rows.append(
+            (
+                "(c) one of 4 replicas 3x slower",
+                f"{s['phase_s']:.2f} s vs ideal {s['ideal_s']:.2f} s = **{s['ratio_to_ideal']:.2f}x**",
+                "<= 1.1x",
+                s["ratio_to_ideal"] <= 1.1,
+            )
+        )
     d = results.get("memory")
     if d:
         small, large = d[5000], d[20000]
-        rows.append(("(d) peak RSS 5,000 -> 20,000 audio samples", f"{mib(small['peak_rss_bytes'])} -> {mib(large['peak_rss_bytes'])} = **{d['growth']:+.1%}**", "< +20%", d["growth"] < 0.20))
-        rows.append(("(d) peak RSS at 20,000", f"**{mib(large['peak_rss_bytes'])}**", "< 1 GiB", large["peak_rss_bytes"] < 2**30))
+        rows.append(
+            (
+                "(d) peak RSS 5,000 -> 20,000 audio samples",
+                f"{mib(small['peak_rss_bytes'])} -> {mib(large['peak_rss_bytes'])} = **{d['growth']:+.1%}**",
+                "< +20%",
+                d["growth"] < 0.20,
+            )
+        )
+        rows.append(
+            (
+                "(d) peak RSS at 20,000",
+                f"**{mib(large['peak_rss_bytes'])}**",
+                "< 1 GiB",
+                large["peak_rss_bytes"] < 2**30,
+            )
+        )
     if b:
-        rows.append(("(e) loop lag p99 during (b)", f"**{b['lag_p99_ms']:.1f} ms** (loop busy {b['busy_lag_p99_ms']:.1f} ms)", "< 50 ms", b["lag_p99_ms"] < 50))
+        rows.append(
+            (
+                "(e) loop lag p99 during (b)",
+                f"**{b['lag_p99_ms']:.1f} ms** (loop busy {b['busy_lag_p99_ms']:.1f} ms)",
+                "< 50 ms",
+                b["lag_p99_ms"] < 50,
+            )
+        )
     if d:
         worst = max(d[5000]["lag_p99_ms"], d[20000]["lag_p99_ms"])
         busy = max(d[5000]["busy_lag_p99_ms"], d[20000]["busy_lag_p99_ms"])
-        rows.append(("(e) loop lag p99 during (d)", f"**{worst:.1f} ms** (worst of 5k/20k; loop busy {busy:.1f} ms)", "< 50 ms", worst < 50))
+        rows.append(
+            (
+                "(e) loop lag p99 during (d)",
+                f"**{worst:.1f} ms** (worst of 5k/20k; loop busy {busy:.1f} ms)",
+                "< 50 ms",
+                worst < 50,
+            )
+        )
     return rows
 
 
@@ -74,21 +140,28 @@ def _details(results: dict[str, Any]) -> list[str]:
         out += [
             "### (a) overhead and (a') start-up",
             "",
-            (f"{a['n_requests']:,} distinct chat prompts, zero-latency test server (own process, request log on for both clients), "
-            "`evalkit run --no-cache --quiet` vs `python -m benchmarks.raw_loop` (one aiohttp session + semaphore). "
-            "Request phase = first request received -> last response completed, from the server's log, for both. "
-            "Whole process = spawn -> exit, for both (the whole-process ratio compares like with like). "
-            "CPU = the client process' user+sys time (wait4), start-up included. "
-            f"Each figure is the median of {a.get('rounds', 1)} alternating raw/evalkit rounds, each against a fresh server."),
+            (
+                f"{a['n_requests']:,} distinct chat prompts, zero-latency test server (own process, request log on "
+                "for both clients), "
+                "`evalkit run --no-cache --quiet` vs `python -m benchmarks.raw_loop` (one aiohttp session + "
+                "semaphore). "
+                "Request phase = first request received -> last response completed, from the server's log, for both. "
+                "Whole process = spawn -> exit, for both (the whole-process ratio compares like with like). "
+                "CPU = the client process' user+sys time (wait4), start-up included. "
+                f"Each figure is the median of {a.get('rounds', 1)} alternating raw/evalkit rounds, each against a "
+                "fresh server."
+            ),
             "",
-            "| in flight | client | request phase | req/s (phase) | whole process | req/s (process) | client CPU | CPU per request | server CPU |",
+            "| in flight | client | request phase | req/s (phase) | whole process | req/s (process) | client CPU | "
+            "CPU per request | server CPU |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for c, r in a["by_concurrency"].items():
             for who in ("raw", "evalkit"):
                 x = r[who]
                 out.append(
-                    f"| {c} | {who} | {x['phase_s']:.2f} s | {x['rps_phase']:,.0f} | {x['process_s']:.2f} s | {x['rps_process']:,.0f} | "
+                    f"| {c} | {who} | {x['phase_s']:.2f} s | {x['rps_phase']:,.0f} | {x['process_s']:.2f} s | "
+                    f"{x['rps_process']:,.0f} | "
                     f"{x['cpu_s']:.2f} s | {x['cpu_s'] / a['n_requests'] * 1e6:,.0f} µs | {x['server_cpu_s']:.2f} s |"
                 )
         out.append("")
@@ -96,29 +169,51 @@ def _details(results: dict[str, Any]) -> list[str]:
             for who in ("raw", "evalkit"):
                 runs = r[who].get("runs_rps_phase")
                 if runs:
-                    out.append(f"- {c} in flight, {who}: request-phase req/s per round {', '.join(f'{x:,.0f}' for x in runs)}")
+                    out.append(
+                        f"- {c} in flight, {who}: request-phase req/s per round {', '.join(f'{x:,.0f}' for x in runs)}"
+                    )
         for c, r in a["by_concurrency"].items():
             ek = r["evalkit"]
-            out.append(f"- {c} in flight: evalkit spawn -> first request {ek['startup_s']:.2f} s; last response -> exit {ek['after_last_s']:.2f} s.")
+            out.append(
+                f"- {c} in flight: evalkit spawn -> first request {ek['startup_s']:.2f} s; last response -> exit "
+                f"{ek['after_last_s']:.2f} s."
+            )
         lst = a["list"]
-        out.append(f"- `evalkit list datasets`: {', '.join(f'{s:.2f}' for s in lst['runs_s'])} s (median {lst['median_s']:.2f} s).")
+        out.append(
+            f"- `evalkit list datasets`: {', '.join(f'{s:.2f}' for s in lst['runs_s'])} s (median "
+            f"{lst['median_s']:.2f} s)."
+        )
         if a.get("list_cold_s") is not None:
-            out.append(f"- `evalkit list datasets` with PYTHONDONTWRITEBYTECODE=1 and no bytecode prefix (as this machine's shell runs it): {a['list_cold_s']:.2f} s.")
+            out.append(
+                "- `evalkit list datasets` with PYTHONDONTWRITEBYTECODE=1 and no bytecode prefix (as this machine's "
+                f"shell runs it): {a['list_cold_s']:.2f} s."
+            )
         out.append("")
     b = results.get("latency")
     if b:
         out += [
             "### (b) latency-bound efficiency, (e) lag",
             "",
-            (f"{b['requests']:,} requests (3 models, each its own server, x 2 datasets of 2,000 distinct prompts), batch_size 64 each = "
-            f"{b['concurrency']} in flight, {b['latency_ms']} ms per answer. Ideal = requests x latency / concurrency = {b['ideal_s']:.2f} s."),
+            (
+                f"{b['requests']:,} requests (3 models, each its own server, x 2 datasets of 2,000 distinct "
+                "prompts), batch_size 64 each = "
+                f"{b['concurrency']} in flight, {b['latency_ms']} ms per answer. Ideal = requests x latency / "
+                f"concurrency = {b['ideal_s']:.2f} s."
+            ),
             "",
-            f"- request phase (servers' logs): {b['phase_s']:.2f} s = {b['ratio_phase']:.3f}x ideal; runner (`execute`) {b['execute_s']:.2f} s = {b['ratio_execute']:.3f}x; process {b['process_s']:.2f} s",
+            f"- request phase (servers' logs): {b['phase_s']:.2f} s = {b['ratio_phase']:.3f}x ideal; runner "
+            f"(`execute`) {b['execute_s']:.2f} s = {b['ratio_execute']:.3f}x; process {b['process_s']:.2f} s",
             f"- peak in flight per server (/_stats): {b['server_peak_in_flight']} (64 = batch_size reached)",
-            (f"- evalkit CPU during the run {b['execute_cpu_s']:.2f} s = {b['execute_cpu_s'] / b['requests'] * 1e6:,.0f} µs per request "
-            f"(whole process {b['cpu_s']:.2f} s); the ideal needs {b['requests'] / b['ideal_s']:,.0f} req/s, i.e. at most {b['ideal_s'] / b['requests'] * 1e6:,.0f} µs of client CPU per request on one core"),
-            f"- cyclic garbage collector: {b['gc_s']:.2f} s in {sum(b['gc_collections'])} collections (gen 0/1/2: {b['gc_collections']}), longest pause {b['gc_longest_ms']:.0f} ms",
-            f"- loop lag: p50 {b['lag_p50_ms']:.1f} ms, p99 {b['lag_p99_ms']:.1f} ms, max {b['lag_max_ms']:.1f} ms; loop-busy part p99 {b['busy_lag_p99_ms']:.1f} ms",
+            (
+                f"- evalkit CPU during the run {b['execute_cpu_s']:.2f} s = "
+                f"{b['execute_cpu_s'] / b['requests'] * 1e6:,.0f} µs per request "
+                f"(whole process {b['cpu_s']:.2f} s); the ideal needs {b['requests'] / b['ideal_s']:,.0f} req/s, "
+                f"i.e. at most {b['ideal_s'] / b['requests'] * 1e6:,.0f} µs of client CPU per request on one core"
+            ),
+            f"- cyclic garbage collector: {b['gc_s']:.2f} s in {sum(b['gc_collections'])} collections (gen 0/1/2: "
+            f"{b['gc_collections']}), longest pause {b['gc_longest_ms']:.0f} ms",
+            f"- loop lag: p50 {b['lag_p50_ms']:.1f} ms, p99 {b['lag_p99_ms']:.1f} ms, max {b['lag_max_ms']:.1f} ms; "
+            f"loop-busy part p99 {b['busy_lag_p99_ms']:.1f} ms",
             "",
         ]
     c = results.get("replicas")
@@ -126,55 +221,84 @@ def _details(results: dict[str, Any]) -> list[str]:
         out += [
             "### (c) replica scaling",
             "",
-            (f"One model, `url` listing the replicas, batch_size {c['server_limit']} each; every replica its own server with "
-            f"`max_concurrency: {c['server_limit']}` and {c['latency_ms']} ms latency (160 req/s each at most); {c['n_requests']:,} distinct prompts "
-            f"({c['n_slow']:,} for the run with a slow replica)."),
+            (
+                f"One model, `url` listing the replicas, batch_size {c['server_limit']} each; every replica its own "
+                "server with "
+                f"`max_concurrency: {c['server_limit']}` and {c['latency_ms']} ms latency (160 req/s each at most); "
+                f"{c['n_requests']:,} distinct prompts "
+                f"({c['n_slow']:,} for the run with a slow replica)."
+            ),
             "",
-            "| replicas | latencies (ms) | request phase | throughput | ideal time | vs ideal | speed-up | served per replica | lag p99 |",
+            "| replicas | latencies (ms) | request phase | throughput | ideal time | vs ideal | speed-up | served "
+            "per replica | lag p99 |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in [*c["scaling"].values(), c["slow"]]:
             speed = f"{r['speedup']:.2f}x" if "speedup" in r else "—"
             out.append(
-                f"| {r['replicas']} | {', '.join(str(int(x)) for x in r['latencies_ms'])} | {r['phase_s']:.2f} s | {r['throughput']:,.0f} req/s | "
-                f"{r['ideal_s']:.2f} s | {r['ratio_to_ideal']:.3f}x | {speed} | {r['served']} | {r['lag_p99_ms']:.1f} ms |"
+                f"| {r['replicas']} | {', '.join(str(int(x)) for x in r['latencies_ms'])} | {r['phase_s']:.2f} s | "
+                f"{r['throughput']:,.0f} req/s | "
+                f"{r['ideal_s']:.2f} s | {r['ratio_to_ideal']:.3f}x | {speed} | {r['served']} | "
+                f"{r['lag_p99_ms']:.1f} ms |"
             )
         s = c["slow"]
-        out += ["", f"- the slow replica served {s['slow_share']:.1%} of the requests (its share of the capacity: {s['ideal_slow_share']:.1%}).", ""]
+        out += [
+            "",
+            f"- the slow replica served {s['slow_share']:.1%} of the requests (its share of the capacity: "
+            f"{s['ideal_slow_share']:.1%}).",
+            "",
+        ]
     d = results.get("memory")
     if d:
         out += [
             "### (d) memory, (e) lag",
             "",
-            (f"Local parquet, {d[20000]['samples']:,} rows in row groups of 250 ({mib(d['parquet_bytes'])}): 10 s, 16 kHz mono 16-bit FLAC, a quiet tone "
-            "(pitch distinct per row) for 0.5 s then digital silence; each decodes to 320 KB of PCM and is sent as 427 KB of base64 WAV. "
-            "Zero-latency server answering \"ok\" (decodes nothing); batch_size 32; window 256 samples; metric word_error_rate. "
-            "Peak RSS = ru_maxrss of the evalkit process (the harness running the runner in-process)."),
+            (
+                f"Local parquet, {d[20000]['samples']:,} rows in row groups of 250 ({mib(d['parquet_bytes'])}): 10 "
+                "s, 16 kHz mono 16-bit FLAC, a quiet tone "
+                "(pitch distinct per row) for 0.5 s then digital silence; each decodes to 320 KB of PCM and is sent "
+                "as 427 KB of base64 WAV. "
+                'Zero-latency server answering "ok" (decodes nothing); batch_size 32; window 256 samples; metric '
+                "word_error_rate. "
+                "Peak RSS = ru_maxrss of the evalkit process (the harness running the runner in-process)."
+            ),
             "",
-            "| samples | peak RSS | RSS at 25/50/75/100% of the run | wall | samples/s | CPU per sample | GC time (longest) | lag p50 | lag p99 | lag max | loop-busy p99 |",
+            "| samples | peak RSS | RSS at 25/50/75/100% of the run | wall | samples/s | CPU per sample | GC time "
+            "(longest) | lag p50 | lag p99 | lag max | loop-busy p99 |",
             "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for n in (5000, 20000):
             r = d[n]
             quart = " / ".join(mib(x) for x in r["rss_quartiles_bytes"])
             out.append(
-                f"| {n:,} | {mib(r['peak_rss_bytes'])} | {quart} | {r['execute_s']:.1f} s | {r['samples_per_s']:.0f} | {r['execute_cpu_s'] / n * 1e3:.1f} ms | "
+                f"| {n:,} | {mib(r['peak_rss_bytes'])} | {quart} | {r['execute_s']:.1f} s | {r['samples_per_s']:.0f} "
+                f"| {r['execute_cpu_s'] / n * 1e3:.1f} ms | "
                 f"{r['gc_s']:.2f} s ({r['gc_longest_ms']:.0f} ms) | "
-                f"{r['lag_p50_ms']:.1f} ms | {r['lag_p99_ms']:.1f} ms | {r['lag_max_ms']:.1f} ms | {r['busy_lag_p99_ms']:.1f} ms |"
+                f"{r['lag_p50_ms']:.1f} ms | {r['lag_p99_ms']:.1f} ms | {r['lag_max_ms']:.1f} ms | "
+                f"{r['busy_lag_p99_ms']:.1f} ms |"
             )
         if d.get("generated_s"):
-            out.append(f"\n(the parquet file was generated in this run: {d['generated_s']:.0f} s, not counted in any figure)")
+            out.append(
+                f"\n(the parquet file was generated in this run: {d['generated_s']:.0f} s, not counted in any figure)"
+            )
         out.append("")
     p = results.get("profile")
     if p and not p.get("skipped"):
         out += [
             "### Profile of (a)",
             "",
-            (f"`py-spy record --gil --rate {p['rate_hz']}` of `evalkit run` at {p['concurrency']} in flight (a separate run from the timed one): "
-            f"{p['samples']:,} samples while holding the GIL; {p['share_imports']:.0%} in imports (start-up), {p['share_in_loop']:.0%} inside the event loop."),
+            (
+                f"`py-spy record --gil --rate {p['rate_hz']}` of `evalkit run` at {p['concurrency']} in flight (a "
+                "separate run from the timed one): "
+                f"{p['samples']:,} samples while holding the GIL; {p['share_imports']:.0%} in imports (start-up), "
+                f"{p['share_in_loop']:.0%} inside the event loop."
+            ),
             "",
-            ("Where the request phase's CPU goes (samples inside the event loop, imports excluded, grouped by the deepest evalkit "
-            "frame; the garbage collector has no frame of its own and is counted where it was triggered):"),
+            (
+                "Where the request phase's CPU goes (samples inside the event loop, imports excluded, grouped by the "
+                "deepest evalkit "
+                "frame; the garbage collector has no frame of its own and is counted where it was triggered):"
+            ),
             "",
             "| share | part |",
             "|---|---|",
@@ -206,14 +330,22 @@ def render(results: dict[str, Any], analysis: str) -> str:
         "```",
         "",
         f"- date: {results['date']}; suite wall time {results['suite_s']:.0f} s",
-        f"- machine: {m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model'] or 'unknown CPU'}; Python {m['python']}; {m['platform']}",
-        f"- load average (1/5/15 min) before: {' / '.join(f'{x:.2f}' for x in m['loadavg'])}; after: {' / '.join(f'{x:.2f}' for x in results['loadavg_after'])}",
-        "- every client and server is its own process on 127.0.0.1 (test server: `python -m evalkit.testing.server`); uvloop in evalkit and in the raw loop",
+        f"- machine: {m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model'] or 'unknown CPU'}; Python "
+        f"{m['python']}; {m['platform']}",
+        f"- load average (1/5/15 min) before: {' / '.join(f'{x:.2f}' for x in m['loadavg'])}; after: "
+        f"{' / '.join(f'{x:.2f}' for x in results['loadavg_after'])}",
+        "- every client and server is its own process on 127.0.0.1 (test server: `python -m "
+        "evalkit.testing.server`); uvloop in evalkit and in the raw loop",
         f"- bytecode: {results['bytecode']}",
         "",
-        ("**Noise.** This machine is shared: other engineers run test suites, model servers and vLLM on the same 2 CPUs while this runs. "
-        "A load average above the CPU count means every process here, clients and servers alike, got only part of a core, so wall-time "
-        "figures (req/s, seconds, lag) are pessimistic and vary run to run; CPU-time figures (CPU per request) are the steadier comparison."),
+        (
+            "**Noise.** This machine is shared: other engineers run test suites, model servers and vLLM on the same "
+            "2 CPUs while this runs. "
+            "A load average above the CPU count means every process here, clients and servers alike, got only part "
+            "of a core, so wall-time "
+            "figures (req/s, seconds, lag) are pessimistic and vary run to run; CPU-time figures (CPU per request) "
+            "are the steadier comparison."
+        ),
         "",
         "## Figures",
         "",

@@ -42,11 +42,14 @@ class GenerationSettings(BaseModel):
         None,
         gt=0,
         le=1,
-        description="Default nucleus-sampling probability mass (0 < top_p <= 1), used when neither a config rule nor the "
+        description="Default nucleus-sampling probability mass (0 < top_p <= 1), used when neither a config rule nor "
+        "the "
         "model sets it; absent everywhere: not sent.",
     )
     seed: int | None = Field(
-        None, description="Default sampling seed, used when neither a config rule nor the model sets it; absent everywhere: not sent."
+        None,
+        description="Default sampling seed, used when neither a config rule nor the model sets it; absent "
+        "everywhere: not sent.",
     )
 
 
@@ -55,9 +58,13 @@ class CheckedRecord(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: str = Field(description="The page that was read for the check (dataset card, file tree, viewer), an https URL.")
+    url: str = Field(
+        description="The page that was read for the check (dataset card, file tree, viewer), an https URL."
+    )
     date: str = Field(description="When the check was made, as an ISO date (YYYY-MM-DD).")
-    what: str = Field(description="What was compared with the hub and what matched, what was fixed, what could not be confirmed.")
+    what: str = Field(
+        description="What was compared with the hub and what matched, what was fixed, what could not be confirmed."
+    )
 
 
 class DatasetSpec(BaseModel):
@@ -65,24 +72,38 @@ class DatasetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = Field("", description="The dataset's name: its key in the runspec file (set by the loader, not written in the entry).")
+    name: str = Field(
+        "", description="The dataset's name: its key in the runspec file (set by the loader, not written in the entry)."
+    )
     task: str = Field("", description="The task: the runspec file's stem, e.g. asr (set by the loader).")
-    category: str = Field("", description="The category: the runspec file's folder, e.g. speech_recognition (set by the loader).")
-    file: str = Field("", description="Path of the runspec file the entry was read from; local paths resolve against it (set by the loader).")
+    category: str = Field(
+        "", description="The category: the runspec file's folder, e.g. speech_recognition (set by the loader)."
+    )
+    file: str = Field(
+        "",
+        description="Path of the runspec file the entry was read from; local paths resolve against it (set by the "
+        "loader).",
+    )
 
     hf_repo: str | None = Field(
-        None, description="Hugging Face hub id of the dataset, e.g. openslr/librispeech_asr; give exactly one of hf_repo and path."
+        None,
+        description="Hugging Face hub id of the dataset, e.g. openslr/librispeech_asr; give exactly one of hf_repo "
+        "and path.",
     )
     path: str | None = Field(
         None,
-        description="A local dataset file or folder (parquet, jsonl, json, csv, tsv, or an audio folder), relative to the "
+        description="A local dataset file or folder (parquet, jsonl, json, csv, tsv, or an audio folder), relative "
+        "to the "
         "runspec file; give exactly one of hf_repo and path.",
     )
-    subset: str | None = Field(None, description="The hub dataset's configuration (subset) name; absent: its default configuration.")
+    subset: str | None = Field(
+        None, description="The hub dataset's configuration (subset) name; absent: its default configuration."
+    )
     split: str = Field("test", description="The split that is evaluated (default test).")
     data_files: str | list[str] | None = Field(
         None,
-        description="File patterns to read: passed to the hub loader, or globs in a local folder; absent: the dataset's own "
+        description="File patterns to read: passed to the hub loader, or globs in a local folder; absent: the "
+        "dataset's own "
         "files (a local folder: *.parquet, *.jsonl, *.csv).",
     )
     language: str = Field(
@@ -94,9 +115,12 @@ class DatasetSpec(BaseModel):
         description="What the model is given: audio (default), text or audio+text; used to list and select datasets "
         "(evalkit list --modality), not to build prompts.",
     )
-    audio_column: str | None = Field(None, description="Column holding each sample's audio; absent: the samples have no audio.")
+    audio_column: str | None = Field(
+        None, description="Column holding each sample's audio; absent: the samples have no audio."
+    )
     target_column: str | None = Field(
-        None, description="Column holding the reference answer (a text or a list of accepted texts); absent: no reference."
+        None,
+        description="Column holding the reference answer (a text or a list of accepted texts); absent: no reference.",
     )
     textual_input_column: str | None = Field(
         None, description="Column holding text input placed after the instruction (e.g. a question); absent: none."
@@ -104,42 +128,55 @@ class DatasetSpec(BaseModel):
     instruction_column: str | None = Field(
         None,
         alias="additional_instruction_column",
-        description="Column holding a per-sample instruction (also written additional_instruction_column, LALMEval's name); "
+        description="Column holding a per-sample instruction (also written additional_instruction_column, LALMEval's "
+        "name); "
         "an empty value falls back to `instruction`. Absent: `instruction` for every sample.",
     )
     id_column: str | None = Field(None, description="Column holding each sample's id; absent: <dataset>-<row number>.")
     choices_column: str | None = Field(
         None,
-        description="Column holding the list of answer options, lettered A, B, ... by the multiple-choice metric; absent: "
+        description="Column holding the list of answer options, lettered A, B, ... by the multiple-choice metric; "
+        "absent: "
         "only letters can be read from answers.",
     )
     accent_column: str | None = Field(
         None,
-        description="Column holding the speaker's accent label, used by filters.accented (standard US/UK labels count as "
+        description="Column holding the speaker's accent label, used by filters.accented (standard US/UK labels "
+        "count as "
         "non-accented) and reported as a result group; absent: none.",
     )
     accented_column: str | None = Field(
-        None, description="Column holding a true/false accented flag, which filters.accented prefers to accent_column; absent: none."
+        None,
+        description="Column holding a true/false accented flag, which filters.accented prefers to accent_column; "
+        "absent: none.",
     )
-    gender_column: str | None = Field(None, description="Column holding the speaker's gender, reported as a result group; absent: none.")
-    speaker_column: str | None = Field(None, description="Column holding a speaker id, reported as a result group; absent: none.")
+    gender_column: str | None = Field(
+        None, description="Column holding the speaker's gender, reported as a result group; absent: none."
+    )
+    speaker_column: str | None = Field(
+        None, description="Column holding a speaker id, reported as a result group; absent: none."
+    )
     duration_column: str | None = Field(
         None,
-        description="Column holding the audio's length in seconds, used by filters.length_filter and the audio-length result "
+        description="Column holding the audio's length in seconds, used by filters.length_filter and the "
+        "audio-length result "
         "groups; absent: measured from the audio.",
     )
     turns_column: str | None = Field(
         None,
-        description="Column holding a multi-turn conversation, a list of {\"text\", \"audio\"} user turns sent in order; "
+        description='Column holding a multi-turn conversation, a list of {"text", "audio"} user turns sent in order; '
         "absent: one turn per sample.",
     )
     extra_columns: dict[str, str] = Field(
         default_factory=dict,
-        description="More columns copied into the sample's meta as {meta key: column}, e.g. {\"rubrics\": \"rubric_items\"} "
+        description='More columns copied into the sample\'s meta as {meta key: column}, e.g. {"rubrics": '
+        '"rubric_items"} '
         "for judges and metrics, never shown to the model (default none).",
     )
     instruction: str | None = Field(
-        None, description="The instruction given with every sample whose instruction column is empty or absent; absent: none."
+        None,
+        description="The instruction given with every sample whose instruction column is empty or absent; absent: "
+        "none.",
     )
     preprocessor: str = Field(
         "GeneralPreprocessor",
@@ -156,7 +193,8 @@ class DatasetSpec(BaseModel):
     )
     long_audio: Literal["chunk", "truncate"] = Field(
         "chunk",
-        description="What happens to audio longer than a model's chunk_size: chunk (default) asks one request per piece and "
+        description="What happens to audio longer than a model's chunk_size: chunk (default) asks one request per "
+        "piece and "
         "joins the answers with spaces; truncate sends only the first chunk_size seconds.",
     )
     generation: GenerationSettings | None = Field(
@@ -171,18 +209,28 @@ class DatasetSpec(BaseModel):
     )
     prompt_choice: str | int | None = Field(
         None,
-        description="Which template of prompt_pool is used: an index (0-based), or random (the default), a draw seeded by "
+        description="Which template of prompt_pool is used: an index (0-based), or random (the default), a draw "
+        "seeded by "
         "filters.seed and the sample id.",
     )
     in_context: dict[str, Any] | None = Field(
         None,
-        description="In-context examples shown before each sample: {split or path, k (default 1), choice (first|random, "
+        description="In-context examples shown before each sample: {split or path, k (default 1), choice "
+        "(first|random, "
         "default first), pool_size (default 100)}; absent: none.",
     )
-    description: str | None = Field(None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty.")
-    license: str | None = Field(None, description="The dataset's licence as its publisher states it, for the catalogue; absent: unknown.")
-    url: str | None = Field(None, description="Web page of the dataset (card or paper), for the catalogue; absent: none.")
-    checked: CheckedRecord | None = Field(None, description="Provenance: the hub page this entry was checked against, when, and what was checked.")
+    description: str | None = Field(
+        None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty."
+    )
+    license: str | None = Field(
+        None, description="The dataset's licence as its publisher states it, for the catalogue; absent: unknown."
+    )
+    url: str | None = Field(
+        None, description="Web page of the dataset (card or paper), for the catalogue; absent: none."
+    )
+    checked: CheckedRecord | None = Field(
+        None, description="Provenance: the hub page this entry was checked against, when, and what was checked."
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -217,10 +265,13 @@ class TaskSpec:
     """
 
     name: str = field(metadata={"description": "The task's name: its runspec file's stem, e.g. asr."})
-    category: str = field(metadata={"description": "The category: the folder of the task's runspec file, e.g. speech_recognition."})
+    category: str = field(
+        metadata={"description": "The category: the folder of the task's runspec file, e.g. speech_recognition."}
+    )
     file: str = field(metadata={"description": "Path of the first runspec file that defined the task."})
     description: str = field(
-        default="", metadata={"description": "What the task measures, from `_task.description`; empty when the file gives none."}
+        default="",
+        metadata={"description": "What the task measures, from `_task.description`; empty when the file gives none."},
     )
     metrics: list[str] = field(
         default_factory=list,
@@ -236,10 +287,14 @@ class TaskSpec:
             "None: the first fitting metric."
         },
     )
-    datasets: list[str] = field(default_factory=list, metadata={"description": "Names of the task's datasets, in file order."})
+    datasets: list[str] = field(
+        default_factory=list, metadata={"description": "Names of the task's datasets, in file order."}
+    )
     generation: GenerationSettings = field(
         default_factory=GenerationSettings,
-        metadata={"description": "The task's default generation parameters (`_task.generation`), below the dataset's own."},
+        metadata={
+            "description": "The task's default generation parameters (`_task.generation`), below the dataset's own."
+        },
     )
 
 
@@ -365,7 +420,9 @@ def _add_file(catalog: Catalog, path: Path) -> None:
             other = catalog.datasets[name].file
             raise RunspecError(f"{path}: dataset {name!r} is already defined in {other}; dataset names must be unique")
         try:
-            spec = DatasetSpec.model_validate({**entry, "name": name, "task": task_name, "category": category, "file": str(path)})
+            spec = DatasetSpec.model_validate(
+                {**entry, "name": name, "task": task_name, "category": category, "file": str(path)}
+            )
         except ValidationError as error:
             raise RunspecError(_format_runspec_error(error, path, name)) from None
         catalog.datasets[name] = spec

@@ -34,8 +34,11 @@ InferenceType = Literal["openai", "vllm", "transcription", "local"]
 class RequestKind(str, Enum):
     """The wire format a model is asked in; every inference type but ``transcription`` speaks chat."""
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
     CHAT = "chat"
     TRANSCRIPTION = "transcription"
@@ -44,6 +47,7 @@ class RequestKind(str, Enum):
     def audio_encoding(self) -> str:
         """How audio travels: a WAV file upload for transcriptions, base64 text in chat ``input_audio`` parts."""
         return "wav" if self == RequestKind.TRANSCRIPTION else "b64"
+
 
 _INFERENCE_ALIASES = {
     "audio transcription": "transcription",
@@ -62,28 +66,33 @@ class LaunchSpec(_Strict):
 
     model_path: str | None = Field(
         None,
-        description="The model the server loads, passed as its --model (a local Hugging Face model folder for transformers; "
+        description="The model the server loads, passed as its --model (a local Hugging Face model folder for "
+        "transformers; "
         "whatever vLLM accepts for vllm); mandatory except for pocketsphinx, which brings its own model.",
     )
     backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
         None,
-        description="The server to start: vllm (vLLM's OpenAI server, needs inference_type vllm) or an `evalkit serve` backend "
+        description="The server to start: vllm (vLLM's OpenAI server, needs inference_type vllm) or an `evalkit "
+        "serve` backend "
         "(transformers, pocketsphinx); when absent, vllm for inference_type vllm and transformers otherwise.",
     )
     args: list[str] = Field(
         default_factory=list,
-        description="Extra command-line arguments appended to the server's command (default none); host, port, model and "
+        description="Extra command-line arguments appended to the server's command (default none); host, port, model "
+        "and "
         "served-model-name flags are set by evalkit and refused here.",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Environment variables added to the server process's environment (default none); values of secret-looking "
+        description="Environment variables added to the server process's environment (default none); values of "
+        "secret-looking "
         "names are masked in logs and messages.",
     )
     startup_timeout: float = Field(
         600.0,
         gt=0,
-        description="Seconds the server may take from start until /health answers and /v1/models lists the entry's model; "
+        description="Seconds the server may take from start until /health answers and /v1/models lists the entry's "
+        "model; "
         "the run stops with the server's log tail when it is exceeded (default 600).",
     )
 
@@ -98,57 +107,71 @@ class ModelInfo(_Strict):
     """
 
     name: str = Field(
-        description="Mandatory: the model's name in results and in override rules; entries sharing a name are replicas of one "
+        description="Mandatory: the model's name in results and in override rules; entries sharing a name are "
+        "replicas of one "
         "model and must share its `model` id and inference_type."
     )
     inference_type: InferenceType = Field(
-        description="Mandatory: how the model is asked: openai (OpenAI or Azure chat completions), vllm (any OpenAI-compatible "
+        description="Mandatory: how the model is asked: openai (OpenAI or Azure chat completions), vllm (any "
+        "OpenAI-compatible "
         "chat server), transcription (/audio/transcriptions) or local (a server evalkit starts from `launch`); "
         "azure, openai_compatible and 'audio transcription' are accepted as aliases."
     )
     url: str | list[str] | None = Field(
         None,
-        description="Base URL of the endpoint, e.g. http://host:8000/v1 (the request path is appended); a list of URLs makes "
+        description="Base URL of the endpoint, e.g. http://host:8000/v1 (the request path is appended); a list of "
+        "URLs makes "
         "replicas that share the work. Mandatory unless `launch` is given, which sets it itself.",
     )
     model: str = Field(description="Mandatory: the model id sent in every request (for Azure, the deployment name).")
     auth_token: str | None = Field(
         None,
-        description="API key sent as a Bearer token (as the api-key header when api_version is set); none sent when absent. "
+        description="API key sent as a Bearer token (as the api-key header when api_version is set); none sent when "
+        "absent. "
         "Never logged or stored.",
     )
     api_version: str | None = Field(
         None,
-        description="Azure OpenAI api-version, e.g. 2024-10-21; setting it selects Azure routing (/openai/deployments/<model>/... "
+        description="Azure OpenAI api-version, e.g. 2024-10-21; setting it selects Azure routing "
+        "(/openai/deployments/<model>/... "
         "with ?api-version=). Absent: plain OpenAI-style URLs.",
     )
     batch_size: int = Field(
-        8, ge=1, description="Requests in flight at once against each URL of this entry, and its connection limit (default 8)."
+        8,
+        ge=1,
+        description="Requests in flight at once against each URL of this entry, and its connection limit (default 8).",
     )
     timeout: float = Field(
-        60.0, gt=0, description="Seconds one attempt may take before it fails as a timeout (default 60); a retry gets a new attempt."
+        60.0,
+        gt=0,
+        description="Seconds one attempt may take before it fails as a timeout (default 60); a retry gets a new "
+        "attempt.",
     )
     retry_attempts: int = Field(
         3,
         ge=0,
-        description="Retries after the first attempt for 5xx, connection errors, timeouts and unparseable answers (default 3; "
+        description="Retries after the first attempt for 5xx, connection errors, timeouts and unparseable answers "
+        "(default 3; "
         "per model). 429s do not use them up; other 4xx are never retried.",
     )
     deadline: float | None = Field(
         None,
         gt=0,
-        description="Seconds a request may take over all its attempts and waits, counted from its first attempt (per model). "
+        description="Seconds a request may take over all its attempts and waits, counted from its first attempt (per "
+        "model). "
         "Absent: max(300, 4 x timeout x (retry_attempts + 1)).",
     )
     delay: float = Field(
         0.0,
         ge=0,
-        description="Milliseconds each worker waits before every attempt, a politeness pause (default 0: none; per model).",
+        description="Milliseconds each worker waits before every attempt, a politeness pause (default 0: none; per "
+        "model).",
     )
     chunk_size: float | None = Field(
         None,
         gt=0,
-        description="Most seconds of audio sent in one request (per model); longer audio is cut into pieces asked one by one, "
+        description="Most seconds of audio sent in one request (per model); longer audio is cut into pieces asked "
+        "one by one, "
         "or truncated, as the dataset's long_audio says. Absent: audio is sent whole.",
     )
     temperature: float | None = Field(
@@ -167,28 +190,33 @@ class ModelInfo(_Strict):
         None,
         gt=0,
         le=1,
-        description="Nucleus-sampling probability mass (0 < top_p <= 1), below generation_overrides and above the runspec's "
+        description="Nucleus-sampling probability mass (0 < top_p <= 1), below generation_overrides and above the "
+        "runspec's "
         "defaults; absent everywhere: not sent.",
     )
     seed: int | None = Field(
         None,
-        description="Sampling seed sent with every request, below generation_overrides and above the runspec's defaults; "
+        description="Sampling seed sent with every request, below generation_overrides and above the runspec's "
+        "defaults; "
         "absent everywhere: not sent.",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
-        description="Extra JSON fields merged into every chat request's body after the generation parameters, so they win "
+        description="Extra JSON fields merged into every chat request's body after the generation parameters, so "
+        "they win "
         "(default none; per model).",
     )
     requests_per_minute: float | None = Field(
         None,
         gt=0,
-        description="Most requests per minute sent to this model, shared by its replicas (a token bucket); absent: no limit.",
+        description="Most requests per minute sent to this model, shared by its replicas (a token bucket); absent: "
+        "no limit.",
     )
     tokens_per_minute: float | None = Field(
         None,
         gt=0,
-        description="Most tokens per minute (the responses' usage.total_tokens) spent on this model, shared by its replicas; "
+        description="Most tokens per minute (the responses' usage.total_tokens) spent on this model, shared by its "
+        "replicas; "
         "absent: no limit.",
     )
     launch: LaunchSpec | None = Field(
@@ -209,7 +237,9 @@ class ModelInfo(_Strict):
         if self.url is None and self.launch is None:
             raise ValueError("needs `url` (an endpoint) or `launch` (a server evalkit starts)")
         if self.url is not None and self.launch is not None:
-            raise ValueError("give `url` (an endpoint you run) or `launch` (a server evalkit starts and addresses itself), not both")
+            raise ValueError(
+                "give `url` (an endpoint you run) or `launch` (a server evalkit starts and addresses itself), not both"
+            )
         if self.inference_type == "local" and self.launch is None:
             raise ValueError("inference_type `local` needs a `launch:` block with model_path and backend")
         if self.launch is not None:
@@ -248,32 +278,38 @@ class Filters(_Strict):
     )
     sampling: Literal["first", "random"] = Field(
         "first",
-        description="How num_samples picks: first (default) takes the first N kept rows; random a seeded uniform sample of N, "
+        description="How num_samples picks: first (default) takes the first N kept rows; random a seeded uniform "
+        "sample of N, "
         "the same for every engine of a dataset.",
     )
     seed: int = Field(
         0,
-        description="Seed of the run's random choices: random sampling, random prompt templates and in-context examples "
+        description="Seed of the run's random choices: random sampling, random prompt templates and in-context "
+        "examples "
         "(default 0); the same seed asks the same questions again.",
     )
     length_filter: tuple[float, float] | None = Field(
         None,
-        description="[min, max] seconds of audio a sample must have to be kept; samples without audio or a known length are "
+        description="[min, max] seconds of audio a sample must have to be kept; samples without audio or a known "
+        "length are "
         "kept. Absent: no length filter.",
     )
     accented: bool | None = Field(
         None,
-        description="true keeps only accented speech, false only non-accented (standard US/UK), judged from the dataset's "
+        description="true keeps only accented speech, false only non-accented (standard US/UK), judged from the "
+        "dataset's "
         "accented or accent column; samples without either are kept. Absent: no accent filter.",
     )
     language: str | None = Field(
         None,
-        description="Keep only datasets and samples in this language, a code or a name (en == english); a translation pair "
+        description="Keep only datasets and samples in this language, a code or a name (en == english); a "
+        "translation pair "
         "matches on its source or target. Absent: every language.",
     )
     user_prompt_add_ons: list[str] = Field(
         default_factory=list,
-        description="Names of prompt add-ons (evalkit/prompts/add_ons.yaml) whose texts are appended to every instruction "
+        description="Names of prompt add-ons (evalkit/prompts/add_ons.yaml) whose texts are appended to every "
+        "instruction "
         "(default none).",
     )
 
@@ -283,9 +319,11 @@ class Filters(_Strict):
         if value is not None and not (0 <= value[0] <= value[1]):
             raise ValueError("expects [min, max] seconds with 0 <= min <= max")
         return value
+
     system_prompts: list[str] = Field(
         default_factory=list,
-        description="Names of system prompts (evalkit/prompts/system_prompts.yaml) joined into the system message of every "
+        description="Names of system prompts (evalkit/prompts/system_prompts.yaml) joined into the system message of "
+        "every "
         "request (default none: no system message).",
     )
 
@@ -294,13 +332,17 @@ class TemperatureOverride(_Strict):
     """A temperature for a model, a task, or a model on a task (LALMEval's key; generation_overrides covers more)."""
 
     model: str | None = Field(
-        None, description="The model this rule applies to, by its name or its `model` id; absent: every model (needs `task`)."
+        None,
+        description="The model this rule applies to, by its name or its `model` id; absent: every model (needs "
+        "`task`).",
     )
     task: str | None = Field(
         None,
         description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
     )
-    temperature: float = Field(ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches.")
+    temperature: float = Field(
+        ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches."
+    )
 
     @model_validator(mode="after")
     def _has_target(self) -> TemperatureOverride:
@@ -313,20 +355,28 @@ class GenerationOverride(_Strict):
     """max_tokens / top_p / seed / temperature for a model, a task, or a model on a task."""
 
     model: str | None = Field(
-        None, description="The model this rule applies to, by its name or its `model` id; absent: every model (needs `task`)."
+        None,
+        description="The model this rule applies to, by its name or its `model` id; absent: every model (needs "
+        "`task`).",
     )
     task: str | None = Field(
         None,
         description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
     )
     temperature: float | None = Field(
-        None, ge=0, description="Sampling temperature set by this rule; absent: this rule leaves temperature to the next one."
+        None,
+        ge=0,
+        description="Sampling temperature set by this rule; absent: this rule leaves temperature to the next one.",
     )
     max_tokens: int | None = Field(
         None, ge=1, description="Most tokens generated per answer set by this rule; absent: left to the next rule."
     )
     top_p: float | None = Field(
-        None, gt=0, le=1, description="Nucleus-sampling probability mass set by this rule (0 < top_p <= 1); absent: left to the next rule."
+        None,
+        gt=0,
+        le=1,
+        description="Nucleus-sampling probability mass set by this rule (0 < top_p <= 1); absent: left to the next "
+        "rule.",
     )
     seed: int | None = Field(None, description="Sampling seed set by this rule; absent: left to the next rule.")
 
@@ -338,13 +388,19 @@ class GenerationOverride(_Strict):
 
 
 class JudgeProperties(_Strict):
-    """The LLM judge of llm_judge_* and rubric metrics: an endpoint asked like any model (retries, circuit breaker, store)."""
+    """The LLM judge of llm_judge_* and rubric metrics.
+
+    An endpoint asked like any model: retries, circuit breaker, response store.
+    """
 
     judge_concurrency: int = Field(1, ge=1, description="Judge requests in flight at once (default 1).")
-    judge_model: str = Field(description="Mandatory: the judge's model id sent in requests (for Azure, the deployment name).")
+    judge_model: str = Field(
+        description="Mandatory: the judge's model id sent in requests (for Azure, the deployment name)."
+    )
     judge_type: Literal["openai", "vllm"] = Field(
         "openai",
-        description="openai (default: OpenAI, or Azure when judge_api_version is set) or vllm (any OpenAI-compatible server; "
+        description="openai (default: OpenAI, or Azure when judge_api_version is set) or vllm (any OpenAI-compatible "
+        "server; "
         "judge_api_version is then ignored).",
     )
     judge_api_version: str | None = Field(
@@ -352,17 +408,27 @@ class JudgeProperties(_Strict):
     )
     judge_api_endpoint: str = Field(description="Mandatory: base URL of the judge's endpoint, e.g. https://host/v1.")
     judge_api_key: str | None = Field(
-        None, description="The judge's API key (Bearer token, api-key header for Azure); absent: none sent. Never logged or stored."
+        None,
+        description="The judge's API key (Bearer token, api-key header for Azure); absent: none sent. Never logged "
+        "or stored.",
     )
-    judge_temperature: float = Field(0.0, ge=0, description="Temperature of every judge request (default 0: repeatable verdicts).")
+    judge_temperature: float = Field(
+        0.0, ge=0, description="Temperature of every judge request (default 0: repeatable verdicts)."
+    )
     judge_prompt_model_override: str | None = Field(
         None,
-        description="Use the judge-prompt variant written for this model name instead of judge_model's (prompts may be tuned "
+        description="Use the judge-prompt variant written for this model name instead of judge_model's (prompts may "
+        "be tuned "
         "per judge model); absent: judge_model picks it.",
     )
-    judge_timeout: float = Field(120.0, gt=0, description="Seconds one judge attempt may take before it is retried (default 120).")
+    judge_timeout: float = Field(
+        120.0, gt=0, description="Seconds one judge attempt may take before it is retried (default 120)."
+    )
     judge_retry_attempts: int = Field(
-        3, ge=0, description="Retries of a judge request after its first attempt (default 3); a judge that still fails fails the sample."
+        3,
+        ge=0,
+        description="Retries of a judge request after its first attempt (default 3); a judge that still fails fails "
+        "the sample.",
     )
 
 
@@ -376,7 +442,8 @@ class CacheSettings(_Strict):
     )
     path: str | None = Field(
         None,
-        description="The SQLite file of the store, relative to the working directory; absent: <output_dir>/responses.sqlite.",
+        description="The SQLite file of the store, relative to the working directory; absent: "
+        "<output_dir>/responses.sqlite.",
     )
 
 
@@ -389,37 +456,46 @@ class Config(_Strict):
         "(runspecs folder). One engine runs per (dataset, metric) pair.",
     )
     models: list[ModelEntry] = Field(
-        min_length=1, description="Mandatory: the models evaluated, each an `info:` block; entries sharing a name are replicas."
+        min_length=1,
+        description="Mandatory: the models evaluated, each an `info:` block; entries sharing a name are replicas.",
     )
     filters: Filters = Field(
-        default_factory=Filters, description="Which samples run and how they are prompted; absent: every sample, no add-ons."
+        default_factory=Filters,
+        description="Which samples run and how they are prompted; absent: every sample, no add-ons.",
     )
     aggregate: list[tuple[str, list[str]]] = Field(
         default_factory=list,
-        description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the macro average "
+        description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the macro "
+        "average "
         "of those datasets' scores and its CI (default none).",
     )
     temperature_overrides: list[TemperatureOverride] = Field(
         default_factory=list,
-        description="Temperature rules by model, task or both; the most specific match wins (model+task, model, task), above "
+        description="Temperature rules by model, task or both; the most specific match wins (model+task, model, "
+        "task), above "
         "the model's own temperature (default none).",
     )
     generation_overrides: list[GenerationOverride] = Field(
         default_factory=list,
-        description="max_tokens/top_p/seed/temperature rules by model, task or both; the most specific match wins, above the "
+        description="max_tokens/top_p/seed/temperature rules by model, task or both; the most specific match wins, "
+        "above the "
         "model's own values and the runspec's defaults (default none).",
     )
     judge_properties: JudgeProperties | None = Field(
-        None, description="The LLM judge; needed by judge and rubric metrics, which are refused without it. Absent: no judge."
+        None,
+        description="The LLM judge; needed by judge and rubric metrics, which are refused without it. Absent: no "
+        "judge.",
     )
     runspecs_dir: str | list[str] | None = Field(
         None,
-        description="Folders of your own runspecs (<folder>/<category>/<task>.json), one or a list, relative to the working "
+        description="Folders of your own runspecs (<folder>/<category>/<task>.json), one or a list, relative to the "
+        "working "
         "directory; evalkit's runspecs and ./runspecs are always read. Absent: no extra folders.",
     )
     output_dir: str = Field(
         "runs",
-        description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the working directory "
+        description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the working "
+        "directory "
         "(default runs); --output-dir overrides it.",
     )
     cache: CacheSettings = Field(
@@ -429,7 +505,8 @@ class Config(_Strict):
         0.05,
         ge=0,
         le=1,
-        description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: 5%).",
+        description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: "
+        "5%).",
     )
 
     @model_validator(mode="after")
@@ -493,7 +570,9 @@ def format_validation_error(error: ValidationError, source: str) -> str:
             lines.append(f"{source}: {where}: missing mandatory key")
         elif item["type"] == "literal_error":
             expected = item.get("ctx", {}).get("expected", "")
-            hint = did_you_mean(str(item.get("input")), [s.strip("'") for s in str(expected).replace(" or ", ", ").split(", ")])
+            hint = did_you_mean(
+                str(item.get("input")), [s.strip("'") for s in str(expected).replace(" or ", ", ").split(", ")]
+            )
             lines.append(f"{source}: {where}: {item['input']!r} is not one of {expected}{hint}")
         else:
             msg = item["msg"].removeprefix("Value error, ")
@@ -507,7 +586,9 @@ def format_validation_error(error: ValidationError, source: str) -> str:
 def parse_config(data: Any, source: str = "config", env: Mapping[str, str] | None = None) -> Config:
     """Validate a parsed YAML tree; raises ConfigError listing every problem."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of keys (dataset_metric, models, ...), got {type(data).__name__}")
+        raise ConfigError(
+            f"{source}: expected a mapping of keys (dataset_metric, models, ...), got {type(data).__name__}"
+        )
     data = expand_tree(data, os.environ if env is None else env, source)
     try:
         return Config.model_validate(data)

@@ -27,8 +27,7 @@ def expand_string(value: str, env: Mapping[str, str], where: str) -> str:
         if default is not None:
             return default
         raise ConfigError(
-            f"{where}: environment variable ${{{name}}} is not set "
-            f"(export {name}=... or write ${{{name}:-default}})"
+            f"{where}: environment variable ${{{name}}} is not set (export {name}=... or write ${{{name}:-default}})"
         )
 
     return _PATTERN.sub(replace, value)

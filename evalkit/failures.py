@@ -18,8 +18,11 @@ from enum import Enum
 class FailureReason(str, Enum):
     """A reason class; ``str(reason)`` and JSON give the plain value."""
 
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
     #: no answer within the attempt's timeout (the last attempt's)
     TIMEOUT = "timeout"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind
@@ -74,7 +75,7 @@ def _group_models(config: Config) -> dict[str, ModelPlan]:
 _GENERATION_KEYS = ("temperature", "max_tokens", "top_p", "seed")
 
 
-def _override(rules: list, key: str, model: ModelInfo, names: set[str]) -> object | None:  # type: ignore[type-arg]
+def _override(rules: list[Any], key: str, model: ModelInfo, names: set[str]) -> object | None:
     """The most specific rule's value for ``key``: model+task, then model, then task."""
     best: tuple[int, object] | None = None
     for rule in rules:
@@ -91,7 +92,9 @@ def _override(rules: list, key: str, model: ModelInfo, names: set[str]) -> objec
     return None if best is None else best[1]
 
 
-def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None) -> dict[str, object]:
+def generation_params(
+    config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None
+) -> dict[str, object]:
     """Generation parameters sent with every request of this model on this dataset.
 
     For each parameter the first that is set wins: the most specific override rule
@@ -103,7 +106,11 @@ def generation_params(config: Config, model: ModelInfo, spec: DatasetSpec, catal
     task_defaults = catalog.tasks[spec.task].generation if catalog is not None and spec.task in catalog.tasks else None
     params: dict[str, object] = {}
     for key in _GENERATION_KEYS:
-        rules = [*config.temperature_overrides, *config.generation_overrides] if key == "temperature" else config.generation_overrides
+        rules = (
+            [*config.temperature_overrides, *config.generation_overrides]
+            if key == "temperature"
+            else config.generation_overrides
+        )
         value = _override(rules, key, model, names)
         for fallback in (model, spec.generation, task_defaults):
             if value is None and fallback is not None:
@@ -122,9 +129,15 @@ def _check_names(config: Config, catalog: Catalog, source: str) -> None:
     for section in ("temperature_overrides", "generation_overrides"):
         for i, rule in enumerate(getattr(config, section)):
             if rule.task is not None and rule.task not in known_targets:
-                raise ConfigError(f"{source}: {section}[{i}].task: {rule.task!r} is not a task, dataset or category{did_you_mean(rule.task, known_targets)}")
+                raise ConfigError(
+                    f"{source}: {section}[{i}].task: {rule.task!r} is not a task, dataset or "
+                    f"category{did_you_mean(rule.task, known_targets)}"
+                )
             if rule.model is not None and rule.model not in names:
-                raise ConfigError(f"{source}: {section}[{i}].model: {rule.model!r} is not a configured model{did_you_mean(rule.model, names)}")
+                raise ConfigError(
+                    f"{source}: {section}[{i}].model: {rule.model!r} is not a configured "
+                    f"model{did_you_mean(rule.model, names)}"
+                )
 
 
 def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
@@ -154,25 +167,40 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     for i, (name, metric) in enumerate(config.dataset_metric):
         where = f"{source}: dataset_metric[{i}]"
         if metric not in METRICS:
-            raise ConfigError(f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: {', '.join(METRICS.names(include_aliases=False))}")
+            raise ConfigError(
+                f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "
+                f"{', '.join(METRICS.names(include_aliases=False))}"
+            )
         canonical = METRICS.canonical(metric)
         specs = catalog.resolve(name, where)
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting:
                 if len(specs) == 1:
-                    raise ConfigError(f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting metrics: {', '.join(fitting)}")
+                    raise ConfigError(
+                        f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting "
+                        f"metrics: {', '.join(fitting)}"
+                    )
                 continue  # a task/category selection keeps the datasets the metric fits
             if wanted_language and not _language_matches(spec, wanted_language):
                 if name == spec.name:
                     # named explicitly: keep the engine; it reports 0 samples with a warning
-                    log.warning("%s: dataset %r is in %s, not %s (filters.language): it runs with 0 samples", where, spec.name, spec.language, wanted_language)
+                    log.warning(
+                        "%s: dataset %r is in %s, not %s (filters.language): it runs with 0 samples",
+                        where,
+                        spec.name,
+                        spec.language,
+                        wanted_language,
+                    )
                 else:
                     continue
             if spec.path is not None:
                 require_local_source(spec)
             if spec.prompt_pool is not None and spec.prompt_pool not in pools():
-                raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
+                raise RunspecError(
+                    f"{spec.file}: {spec.name}.prompt_pool: unknown pool "
+                    f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}"
+                )
             check_prompt_choice(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
@@ -184,11 +212,15 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             engines.append(engine)
     for i, (metric, datasets) in enumerate(config.aggregate):
         if metric not in METRICS:
-            raise ConfigError(f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}")
+            raise ConfigError(
+                f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}"
+            )
         for name in datasets:
             catalog.resolve(name, f"{source}: aggregate[{i}]")
     if config.judge_properties is None:
         for engine in engines:
             if METRICS.get(engine.metric).needs_judge:
-                raise ConfigError(f"{source}: metric {engine.metric!r} needs an LLM judge: add a `judge_properties` section")
+                raise ConfigError(
+                    f"{source}: metric {engine.metric!r} needs an LLM judge: add a `judge_properties` section"
+                )
     return Plan(config=config, catalog=catalog, engines=engines, models=models, source=source)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 import soundfile as sf
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from evalkit.data.audio.decode import resample  # noqa: E402
+from evalkit.data.audio.decode import resample
 
 PREFIX = "espeak_en"
 SAMPLE_RATE = 16000
@@ -263,7 +263,9 @@ def _tool_versions(espeak: str) -> str:
     return f"{version.strip()}; libsndfile {sf.__libsndfile_version__}; soxr {soxr.__version__}"
 
 
-def write_readme(out: Path, rows: list[dict[str, object]], tools: str, asr: list[tuple[str, int, float]] | None) -> None:
+def write_readme(
+    out: Path, rows: list[dict[str, object]], tools: str, asr: list[tuple[str, int, float]] | None
+) -> None:
     """README.md from the rows themselves, so its counts can never drift from the data."""
     durations = sorted(float(r["duration"]) for r in rows)  # type: ignore[arg-type]
     size_mb = (out / "data.parquet").stat().st_size / 1e6
@@ -330,8 +332,7 @@ def write_readme(out: Path, rows: list[dict[str, object]], tools: str, asr: list
     for a in sorted(accents):
         c = accents[a]
         lines.append(
-            f"| {a} | {'yes' if accented[a] else 'no'} | {c['female']} | {c['male']} | "
-            f"{', '.join(sorted(voices[a]))} |"
+            f"| {a} | {'yes' if accented[a] else 'no'} | {c['female']} | {c['male']} | {', '.join(sorted(voices[a]))} |"
         )
     females = sum(c["female"] for c in accents.values())
     lines += [
@@ -412,8 +413,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("evalkit/assets/speech/espeak_en"))
     parser.add_argument("--espeak", default="espeak-ng", help="espeak-ng executable")
-    parser.add_argument("--check-asr", type=int, default=0, metavar="N",
-                        help="afterwards, transcribe the first N clips with pocketsphinx and print WER")
+    parser.add_argument(
+        "--check-asr",
+        type=int,
+        default=0,
+        metavar="N",
+        help="afterwards, transcribe the first N clips with pocketsphinx and print WER",
+    )
     args = parser.parse_args()
     espeak = shutil.which(args.espeak)
     if espeak is None:
@@ -424,6 +430,7 @@ def main() -> None:
     print(f"wrote {len(rows)} clips, {total:.1f} s of audio, {size / 1e6:.2f} MB -> {args.out / 'data.parquet'}")
     asr = check_asr(rows, args.check_asr) if args.check_asr else None
     write_readme(args.out, rows, _tool_versions(espeak), asr)
+
 
 if __name__ == "__main__":
     main()

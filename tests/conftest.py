@@ -31,13 +31,20 @@ def speech_runspecs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for clip_id, text, freq, seconds in ASR_CLIPS:
         wav = tone_wav(freq, seconds)
         fingerprints[clip_id] = audio_fingerprint(wav)
-        rows.append({"id": clip_id, "audio": {"bytes": wav, "path": f"{clip_id}.wav"}, "text": text, "duration": seconds})
+        rows.append(
+            {"id": clip_id, "audio": {"bytes": wav, "path": f"{clip_id}.wav"}, "text": text, "duration": seconds}
+        )
     pq.write_table(pa.Table.from_pylist(rows), root / "tiny_asr.parquet")
     spec = {
         "_task": {"description": "tones with transcripts", "metrics": ["word_error_rate", "cer"]},
         "tiny_asr": {
-            "path": "../../tiny_asr.parquet", "language": "en", "modality": "audio", "id_column": "id",
-            "audio_column": "audio", "target_column": "text", "duration_column": "duration",
+            "path": "../../tiny_asr.parquet",
+            "language": "en",
+            "modality": "audio",
+            "id_column": "id",
+            "audio_column": "audio",
+            "target_column": "text",
+            "duration_column": "duration",
             "instruction": "Transcribe the audio.",
         },
     }
@@ -58,5 +65,3 @@ def make_server() -> Iterator[Any]:
     yield start
     for server in servers:
         server.stop()
-
-

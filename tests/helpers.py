@@ -40,7 +40,15 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
 
 
 def model_entry(name: str, url: str, **extra: Any) -> dict[str, Any]:
-    info = {"name": name, "inference_type": "vllm", "url": url, "model": name, "batch_size": 4, "timeout": 10, "retry_attempts": 1}
+    info = {
+        "name": name,
+        "inference_type": "vllm",
+        "url": url,
+        "model": name,
+        "batch_size": 4,
+        "timeout": 10,
+        "retry_attempts": 1,
+    }
     info.update(extra)
     return {"info": info}
 
@@ -54,7 +62,7 @@ def live_group_members(pgid: int) -> list[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            fields = stat[stat.rfind(")") + 2:].split()
+            fields = stat[stat.rfind(")") + 2 :].split()
             if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
                 members.append(int(entry.name))
     return members
@@ -85,13 +93,21 @@ def text_set(root: Path, n: int, name: str = "synth_qa", words: int = 3) -> Path
     with (data / f"{name}.jsonl").open("w") as handle:
         for i in range(n):
             question = f"question {i} {filler}".strip()
-            handle.write(json.dumps({"qid": f"s{i:05d}", "question": question, "answer": question if i % 3 else "no"}) + "\n")
+            handle.write(
+                json.dumps({"qid": f"s{i:05d}", "question": question, "answer": question if i % 3 else "no"}) + "\n"
+            )
     specs = root / "runspecs" / "text"
     specs.mkdir(parents=True, exist_ok=True)
     spec = {
         "_task": {"description": "synthetic echo questions", "metrics": ["exact_match", "bleu"]},
-        name: {"path": f"../../data/{name}.jsonl", "language": "en", "modality": "text", "id_column": "qid",
-               "textual_input_column": "question", "target_column": "answer"},
+        name: {
+            "path": f"../../data/{name}.jsonl",
+            "language": "en",
+            "modality": "text",
+            "id_column": "qid",
+            "textual_input_column": "question",
+            "target_column": "answer",
+        },
     }
     (specs / f"{name}.json").write_text(json.dumps(spec))
     return root / "runspecs"
@@ -104,7 +120,9 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
-def config_for(tmp: Path, runspecs: Path, models: list[dict[str, Any]], pairs: list[list[str]] | None = None, **extra: Any) -> Path:
+def config_for(
+    tmp: Path, runspecs: Path, models: list[dict[str, Any]], pairs: list[list[str]] | None = None, **extra: Any
+) -> Path:
     data = {
         "dataset_metric": pairs or [["synth_qa", "exact_match"]],
         "models": models,
@@ -125,10 +143,19 @@ JUDGE_QA = [
 
 
 E2E_JUDGE_RULES = [
-    {"match": "re:\\[Candidate response\\]\\nParis\\n", "answer": '```json\n{"verdict": 1, "explanation": "same"}\n```'},
-    {"match": "re:\\[Candidate response\\]\\n8 legs\\n", "answer": '<think>8 = eight</think>\n{"verdict": 1, "explanation": "8 is eight"}'},
+    {
+        "match": "re:\\[Candidate response\\]\\nParis\\n",
+        "answer": '```json\n{"verdict": 1, "explanation": "same"}\n```',
+    },
+    {
+        "match": "re:\\[Candidate response\\]\\n8 legs\\n",
+        "answer": '<think>8 = eight</think>\n{"verdict": 1, "explanation": "8 is eight"}',
+    },
     {"match": "re:\\[Candidate response\\]\\nIt is red\\n", "answer": "{'verdict': 0, 'explanation': 'not blue',}"},
-    {"match": "re:\\[Candidate response\\]\\nProbably Mars or Venus\\n", "answer": "The candidate hedges, so I'd lean towards no."},
+    {
+        "match": "re:\\[Candidate response\\]\\nProbably Mars or Venus\\n",
+        "answer": "The candidate hedges, so I'd lean towards no.",
+    },
 ]
 
 
@@ -139,10 +166,18 @@ def judge_runspecs(root: Path) -> Path:
         for qid, question, answer, _ in JUDGE_QA:
             handle.write(json.dumps({"id": qid, "question": question, "answer": answer}) + "\n")
     spec = {
-        "_task": {"description": "judged QA", "metrics": ["llm_judge_binary", "llm_judge_detailed", "exact_match", "f1"]},
+        "_task": {
+            "description": "judged QA",
+            "metrics": ["llm_judge_binary", "llm_judge_detailed", "exact_match", "f1"],
+        },
         "judge_qa": {
-            "path": "../../judge_qa.jsonl", "language": "en", "modality": "text", "id_column": "id",
-            "textual_input_column": "question", "target_column": "answer", "instruction": "Answer briefly.",
+            "path": "../../judge_qa.jsonl",
+            "language": "en",
+            "modality": "text",
+            "id_column": "id",
+            "textual_input_column": "question",
+            "target_column": "answer",
+            "instruction": "Answer briefly.",
         },
     }
     (root / "runspecs" / "judged" / "judge_qa.json").write_text(json.dumps(spec))

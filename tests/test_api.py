@@ -28,7 +28,10 @@ def server() -> Iterator[Any]:
 def _config(server: Any, tmp_path: Path) -> dict[str, Any]:
     return {
         "dataset_metric": [["tiny_qa", "exact_match"], ["tiny_qa", "f1"]],
-        "models": [model_entry("model-a", server.base_url), model_entry("model-b", server.base_url, inference_type="openai")],
+        "models": [
+            model_entry("model-a", server.base_url),
+            model_entry("model-b", server.base_url, inference_type="openai"),
+        ],
         "runspecs_dir": [str(FIXTURES / "runspecs")],
         "output_dir": str(tmp_path / "runs"),
     }
@@ -47,7 +50,9 @@ def test_evaluate_a_dict_with_overrides(server, tmp_path: Path) -> None:
         results.get("tiny_q", "exact_match")
     assert "| tiny_qa | exact_match | model-a | 1.0000" in results.to_markdown()
     loaded = evalkit.Results.load(results.run_dir)
-    assert [(r.dataset, r.metric, r.model, r.score, r.n) for r in loaded] == [(r.dataset, r.metric, r.model, r.score, r.n) for r in results]
+    assert [(r.dataset, r.metric, r.model, r.score, r.n) for r in loaded] == [
+        (r.dataset, r.metric, r.model, r.score, r.n) for r in results
+    ]
 
 
 def test_evaluate_inside_a_running_event_loop(server, tmp_path: Path) -> None:
@@ -68,16 +73,23 @@ def test_evaluate_async_on_the_callers_loop_with_a_progress_hook(server, tmp_pat
     config = parse_config(_config(server, tmp_path))
 
     async def go() -> evalkit.Results:
-        return await evalkit.evaluate_async(config, dataset="tiny_qa", metric="exact_match", progress=lambda e, m, ok: seen.append((e, m, ok)))
+        return await evalkit.evaluate_async(
+            config, dataset="tiny_qa", metric="exact_match", progress=lambda e, m, ok: seen.append((e, m, ok))
+        )
 
     results = asyncio.run(go())
     assert len(seen) == 10 and all(ok for _, _, ok in seen) and {e for e, _, _ in seen} == {"tiny_qa__exact_match"}
     assert [r.metric for r in results] == ["exact_match", "exact_match"]
-    assert config.dataset_metric == [("tiny_qa", "exact_match"), ("tiny_qa", "f1")]  # the caller's Config is not changed
+    assert config.dataset_metric == [
+        ("tiny_qa", "exact_match"),
+        ("tiny_qa", "f1"),
+    ]  # the caller's Config is not changed
 
 
 def test_config_fields_as_overrides_and_mistakes(server, tmp_path: Path) -> None:
-    results = evalkit.evaluate(_config(server, tmp_path), max_failure_rate=0.0, metric="f1", model="model-b", quiet=True)
+    results = evalkit.evaluate(
+        _config(server, tmp_path), max_failure_rate=0.0, metric="f1", model="model-b", quiet=True
+    )
     assert [(r.metric, r.model) for r in results] == [("f1", "model-b")]
     with pytest.raises(TypeError, match='did you mean "num_samples"'):
         evalkit.evaluate(_config(server, tmp_path), num_sample=3)

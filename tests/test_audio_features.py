@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import json
 import statistics
@@ -82,7 +83,10 @@ def truncated_runspec(tmp_path: Path, instruction: str) -> Path:
     entry = {**shipped, "path": str(PARQUET), "long_audio": "truncate", "instruction": instruction}
     folder = tmp_path / "runspecs" / "speech_truncated"
     folder.mkdir(parents=True)
-    spec = {"_task": {"description": "espeak_en_asr, truncated", "metrics": ["word_error_rate"]}, "espeak_en_asr_truncated": entry}
+    spec = {
+        "_task": {"description": "espeak_en_asr, truncated", "metrics": ["word_error_rate"]},
+        "espeak_en_asr_truncated": entry,
+    }
     (folder / "asr_truncated.json").write_text(json.dumps(spec))
     return tmp_path / "runspecs"
 
@@ -317,10 +321,8 @@ class LoopLagSampler:
     async def stop(self) -> None:
         assert self._task is not None
         self._task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self._task
-        except asyncio.CancelledError:
-            pass
 
     def quantile(self, q: float) -> float:
         ordered = sorted(self.lags)
@@ -409,16 +411,32 @@ def test_unreadable_audio_fails_its_own_sample_only(tmp_path: Path, make_server)
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mixed.parquet")
     folder = tmp_path / "runspecs" / "mixed"
     folder.mkdir(parents=True)
-    entry = {"path": "../../mixed.parquet", "language": "en", "audio_column": "audio", "target_column": "text", "id_column": "id"}
-    (folder / "mixed.json").write_text(json.dumps({"_task": {"description": "bad audio", "metrics": ["word_error_rate"]}, "mixed": entry}))
+    entry = {
+        "path": "../../mixed.parquet",
+        "language": "en",
+        "audio_column": "audio",
+        "target_column": "text",
+        "id_column": "id",
+    }
+    (folder / "mixed.json").write_text(
+        json.dumps({"_task": {"description": "bad audio", "metrics": ["word_error_rate"]}, "mixed": entry})
+    )
     server = make_server(request_log=True, default_answer="x")
     outcome, records = run(
         tmp_path,
-        {"dataset_metric": [["mixed", "word_error_rate"]], "models": [model_entry("m", server.base_url)], "runspecs_dir": str(tmp_path / "runspecs")},
+        {
+            "dataset_metric": [["mixed", "word_error_rate"]],
+            "models": [model_entry("m", server.base_url)],
+            "runspecs_dir": str(tmp_path / "runspecs"),
+        },
     )
     by_id = {r["sample_id"]: r for r in records["mixed__word_error_rate"]}
     assert by_id["good"]["score"] == 0.0 and "failure" not in by_id["good"]
-    assert {k: by_id[k]["failure"] for k in ("empty", "garbage", "missing")} == {"empty": "audio", "garbage": "audio", "missing": "audio"}
+    assert {k: by_id[k]["failure"] for k in ("empty", "garbage", "missing")} == {
+        "empty": "audio",
+        "garbage": "audio",
+        "missing": "audio",
+    }
     assert "neither bytes, array nor path" in by_id["empty"]["error"]
     assert "format unknown" in by_id["garbage"]["error"] and "nowhere.flac" in by_id["missing"]["error"]
     assert len(server.log_events("completed")) == 1  # nothing was sent for the unreadable ones
@@ -440,14 +458,23 @@ def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -
     workdir = tmp_path / "killed-run-workdir"
     workdir.mkdir()
     config = workdir / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
-        "models": [model_entry("m", server.base_url, batch_size=2)],
-        "output_dir": str(workdir / "runs"),
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+                "models": [model_entry("m", server.base_url, batch_size=2)],
+                "output_dir": str(workdir / "runs"),
+            }
+        )
+    )
     env = {**os.environ, "EVALKIT_AUDIO_WORKERS": "2"}
-    proc = subprocess.Popen([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], cwd=workdir, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not [p for p in processes_mentioning(str(workdir)) if p != proc.pid]:

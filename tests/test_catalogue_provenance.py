@@ -52,13 +52,17 @@ def test_hub_entry_has_a_checked_record(item: tuple[Path, str, dict[str, Any]]) 
 
     url = record["url"]
     parsed = urlparse(url) if isinstance(url, str) else None
-    assert parsed is not None and parsed.scheme == "https" and parsed.netloc, f"{where}: checked.url {url!r} is not an https URL"
+    assert parsed is not None and parsed.scheme == "https" and parsed.netloc, (
+        f"{where}: checked.url {url!r} is not an https URL"
+    )
     assert " " not in url, f"{where}: checked.url contains a space"
 
     date = record["date"]
     assert isinstance(date, str) and ISO_DATE.fullmatch(date), f"{where}: checked.date {date!r} is not YYYY-MM-DD"
     day = dt.date.fromisoformat(date)  # raises on 2026-02-30 and the like
-    assert dt.date(2020, 1, 1) <= day <= dt.date.today() + dt.timedelta(days=1), f"{where}: checked.date {date} is implausible"
+    assert dt.date(2020, 1, 1) <= day <= dt.date.today() + dt.timedelta(days=1), (
+        f"{where}: checked.date {date} is implausible"
+    )
 
     what = record["what"]
     assert isinstance(what, str) and len(what.strip()) >= 20, f"{where}: checked.what must say what was checked"
@@ -72,7 +76,9 @@ def test_checked_record_names_the_entrys_own_repo_or_its_sources(item: tuple[Pat
     url, what = record.get("url", ""), record.get("what", "")
     owner = entry["hf_repo"].split("/")[0]
     on_own_page = f"huggingface.co/datasets/{entry['hf_repo']}" in url or url.rstrip("/").endswith(f"/datasets/{owner}")
-    assert on_own_page or entry["hf_repo"] in what, f"{path.relative_to(REPO)}: {name}: checked.url is not a page of {entry['hf_repo']}"
+    assert on_own_page or entry["hf_repo"] in what, (
+        f"{path.relative_to(REPO)}: {name}: checked.url is not a page of {entry['hf_repo']}"
+    )
 
 
 def test_local_entries_need_no_record_but_may_not_carry_a_malformed_one() -> None:

@@ -20,7 +20,14 @@ BASE = {
 def _run(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "config.yaml"
     path.write_text(text)
-    return subprocess.run([sys.executable, "-m", "evalkit", "run", str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env=env,
+    )
 
 
 def _mutated(**changes) -> str:  # type: ignore[no-untyped-def]
@@ -38,15 +45,39 @@ def _mutated(**changes) -> str:  # type: ignore[no-untyped-def]
 
 
 CASES = [
-    ("unknown key", _mutated(models__0__info__batch_sise=4), ["models[0].info.batch_sise", "unknown key", 'did you mean "batch_size"']),
+    (
+        "unknown key",
+        _mutated(models__0__info__batch_sise=4),
+        ["models[0].info.batch_sise", "unknown key", 'did you mean "batch_size"'],
+    ),
     ("misspelled top key", _mutated(filtres={"num_samples": 3}), ["filtres", 'did you mean "filters"']),
     ("wrong type", _mutated(models__0__info__batch_size="many"), ["models[0].info.batch_size", "integer"]),
     ("missing mandatory", _mutated(models__0__info__model=None), ["models[0].info.model", "missing"]),
-    ("unknown inference type", _mutated(models__0__info__inference_type="vllmm"), ["inference_type", 'did you mean "vllm"']),
-    ("unknown dataset", _mutated(dataset_metric=[["tiny_qq", "exact_match"]]), ["dataset_metric[0]", "tiny_qq", 'did you mean "tiny_qa"']),
-    ("unknown metric", _mutated(dataset_metric=[["tiny_qa", "exact_mach"]]), ["dataset_metric[0]", "exact_mach", 'did you mean "exact_match"']),
-    ("metric that does not fit", _mutated(dataset_metric=[["tiny_qa", "word_error_rate"]]), ["does not fit", "exact_match"]),
-    ("missing env var", _mutated(models__0__info__auth_token="${EVALKIT_TEST_UNSET_TOKEN}"), ["EVALKIT_TEST_UNSET_TOKEN", "models[0].info.auth_token"]),
+    (
+        "unknown inference type",
+        _mutated(models__0__info__inference_type="vllmm"),
+        ["inference_type", 'did you mean "vllm"'],
+    ),
+    (
+        "unknown dataset",
+        _mutated(dataset_metric=[["tiny_qq", "exact_match"]]),
+        ["dataset_metric[0]", "tiny_qq", 'did you mean "tiny_qa"'],
+    ),
+    (
+        "unknown metric",
+        _mutated(dataset_metric=[["tiny_qa", "exact_mach"]]),
+        ["dataset_metric[0]", "exact_mach", 'did you mean "exact_match"'],
+    ),
+    (
+        "metric that does not fit",
+        _mutated(dataset_metric=[["tiny_qa", "word_error_rate"]]),
+        ["does not fit", "exact_match"],
+    ),
+    (
+        "missing env var",
+        _mutated(models__0__info__auth_token="${EVALKIT_TEST_UNSET_TOKEN}"),
+        ["EVALKIT_TEST_UNSET_TOKEN", "models[0].info.auth_token"],
+    ),
     ("bad yaml", "dataset_metric: [[tiny_qa, exact_match]\nmodels: [", ["not valid YAML", "line"]),
     ("not a mapping", "- just\n- a list\n", ["expected a mapping"]),
 ]
@@ -64,7 +95,12 @@ def test_config_mistake_exits_2_with_message(tmp_path: Path, label: str, text: s
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", str(tmp_path / "nope.yaml")], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(tmp_path / "nope.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "config file not found" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -78,6 +114,8 @@ def test_all_problems_reported_at_once(tmp_path: Path) -> None:
 def test_validate_command_accepts_good_config(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(BASE))
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "validate", str(path)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "validate", str(path)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     assert "OK" in proc.stdout

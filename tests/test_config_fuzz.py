@@ -26,9 +26,43 @@ from evalkit.cli.main import main
 
 SEED = 20240611
 CASES = 200
-WRONG_VALUES: list[Any] = [None, 0, -1, 3.5, -2.5, "", "text", "many", True, False, [], [1, 2], ["a", ["b"]], {}, {"x": 1},
-                           "${EVALKIT_FUZZ_UNSET_VARIABLE}", 10**20, "1e309", float("inf"), "\t", "null", [None], {"info": None}]
-UNKNOWN_NAMES = ["espeak_en_asrr", "no_such_dataset", "word_eror_rate", "no_such_metric", "vlm", "transcribe", "asr", "speech_recognition", "Wer", "bleu"]
+WRONG_VALUES: list[Any] = [
+    None,
+    0,
+    -1,
+    3.5,
+    -2.5,
+    "",
+    "text",
+    "many",
+    True,
+    False,
+    [],
+    [1, 2],
+    ["a", ["b"]],
+    {},
+    {"x": 1},
+    "${EVALKIT_FUZZ_UNSET_VARIABLE}",
+    10**20,
+    "1e309",
+    float("inf"),
+    "\t",
+    "null",
+    [None],
+    {"info": None},
+]
+UNKNOWN_NAMES = [
+    "espeak_en_asrr",
+    "no_such_dataset",
+    "word_eror_rate",
+    "no_such_metric",
+    "vlm",
+    "transcribe",
+    "asr",
+    "speech_recognition",
+    "Wer",
+    "bleu",
+]
 BAD_CHARS = [":", "{", "}", "[", "]", "'", '"', "\t", "&", "*", "!", "|", ">", "%", "@", "`", "- ", "\n  ", ",", "#"]
 
 
@@ -89,7 +123,9 @@ def _mutate_tree(tree: Any, rng: random.Random) -> tuple[Any, str]:
     path = rng.choice(paths)
     parent = _parent(tree, path)
     key = path[-1]
-    op = rng.choice(("delete", "wrong_type", "wrong_type", "rename", "unknown_key", "unknown_name", "empty_list", "duplicate"))
+    op = rng.choice(
+        ("delete", "wrong_type", "wrong_type", "rename", "unknown_key", "unknown_name", "empty_list", "duplicate")
+    )
     if op == "delete":
         del parent[key]
     elif op == "wrong_type":
@@ -161,8 +197,10 @@ def test_200_seeded_config_mutations_exit_0_or_2_with_a_short_message(tmp_path: 
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(["validate", str(path)])
-        except BaseException as error:  # noqa: BLE001 - the point: nothing may escape
-            raise AssertionError(f"case {case} ({what}) escaped evalkit.cli.main: {type(error).__name__}: {error}\n{text}") from error
+        except BaseException as error:
+            raise AssertionError(
+                f"case {case} ({what}) escaped evalkit.cli.main: {type(error).__name__}: {error}\n{text}"
+            ) from error
         codes[code] = codes.get(code, 0) + 1
         message = err.getvalue()
         assert code in (0, 2), (case, what, code, message)

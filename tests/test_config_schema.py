@@ -46,11 +46,17 @@ ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec)
 #: classes of the two modules that are no schema: the pydantic base of the config models, and the loaded catalogue
 NOT_SCHEMA = {"_Strict", "Catalog"}
 #: what the ${VAR} references of sample_config.yaml need once every option is switched on
-SAMPLE_ENV = {"EVALKIT_TOKEN": "sample-token", "API_VERSION": "2024-10-21", "JUDGE_URL": "https://judge.example/v1", "JUDGE_KEY": "sample-key"}
+SAMPLE_ENV = {
+    "EVALKIT_TOKEN": "sample-token",
+    "API_VERSION": "2024-10-21",
+    "JUDGE_URL": "https://judge.example/v1",
+    "JUDGE_KEY": "sample-key",
+}
 
 #: a full-line comment: its indentation and what follows "# "
 _COMMENT = re.compile(r"^(?P<indent> *)# ?(?P<rest>.*)$")
-#: a comment that is a switched-off option: a `key:` (lower-case, as every schema key), a list item of one, or a flow list item
+#: a comment that is a switched-off option: a `key:` (lower-case, as every schema key),
+#: a list item of one, or a flow list item
 _OPTION = re.compile(r"^\s*(?:- )?(?:[a-z_][a-z0-9_]*:(?:\s|$)|\[)")
 
 
@@ -99,7 +105,10 @@ def switch_on(text: str) -> str:
 
 
 def _undocumented(model: type[BaseModel], nodes: list[dict[str, Any]], where: str = "") -> list[str]:
-    """Key paths of ``model`` that none of ``nodes`` (its occurrences in the YAML tree) holds, nested models included."""
+    """Key paths of ``model`` that none of ``nodes`` holds, nested models included.
+
+    ``nodes`` are the model's occurrences in the YAML tree.
+    """
     gaps: list[str] = []
     for name, field in model.model_fields.items():
         key = field.alias or name
@@ -145,12 +154,20 @@ def test_every_field_has_a_description() -> None:
         for name, (description, _) in _fields(cls).items():
             if not description or len(description.split()) < 3:
                 missing.append(f"{cls.__name__}.{name}: {description!r}")
-    assert not missing, "fields without a description (a sentence: what it does, its unit, its default):\n" + "\n".join(missing)
+    assert not missing, "fields without a description (a sentence: what it does, its unit, its default):\n" + "\n".join(
+        missing
+    )
 
 
 def test_switch_on_uncomments_options_and_keeps_prose() -> None:
-    text = "a:\n  # b: 1   # a note\n  # Optional: prose, not a key\n  # - [x, y]\n# c:\n#   d: 2\n  #   # a continued note\n"
-    assert switch_on(text) == "a:\n  b: 1   # a note\n  # Optional: prose, not a key\n  - [x, y]\n" "c:\n  d: 2\n  #   # a continued note\n"
+    text = (
+        "a:\n  # b: 1   # a note\n  # Optional: prose, not a key\n  # - [x, y]\n# c:\n#   d: 2\n  #   # a "
+        "continued note\n"
+    )
+    assert (
+        switch_on(text) == "a:\n  b: 1   # a note\n  # Optional: prose, not a key\n  - [x, y]\n"
+        "c:\n  d: 2\n  #   # a continued note\n"
+    )
 
 
 def test_sample_config_validates_and_plans_as_written() -> None:
@@ -162,10 +179,11 @@ def test_sample_config_validates_and_plans_as_written() -> None:
 
 def test_sample_config_documents_every_option() -> None:
     gaps = _undocumented(Config, [_switched_on_tree()])
-    assert not gaps, "keys missing from sample_config.yaml (add them, switched on or as `# key: value`):\n" + "\n".join(gaps)
+    assert not gaps, "keys missing from sample_config.yaml (add them, switched on or as `# key: value`):\n" + "\n".join(
+        gaps
+    )
 
 
 def test_sample_config_with_every_option_switched_on_validates() -> None:
     """A commented example that is misspelled, misplaced or of the wrong type fails here, as a user would meet it."""
     parse_config(_switched_on_tree(), "sample_config.yaml (every option switched on)", env=SAMPLE_ENV)
-

@@ -11,29 +11,71 @@ from pathlib import Path
 import sacrebleu
 from helpers import FIXTURES, ROOT, model_entry, write_config
 
-QA_RIGHT = {"capital of France": "Paris", "spider": "eight", "sky": "blue", "red planet": "Mars", "opposite of hot": "cold"}
+QA_RIGHT = {
+    "capital of France": "Paris",
+    "spider": "eight",
+    "sky": "blue",
+    "red planet": "Mars",
+    "opposite of hot": "cold",
+}
 
 
 def _rules(qa: dict[str, str], audio: dict[str, str]) -> list[dict[str, str]]:
-    return [{"match": q, "answer": a} for q, a in qa.items()] + [{"audio_fingerprint": fp, "answer": a} for fp, a in audio.items()]
+    return [{"match": q, "answer": a} for q, a in qa.items()] + [
+        {"audio_fingerprint": fp, "answer": a} for fp, a in audio.items()
+    ]
 
 
 def test_evaluate_sh_two_models_three_pairs(tmp_path: Path, make_server, speech_runspecs) -> None:
     fps = speech_runspecs["fingerprints"]
     qa_a = {**QA_RIGHT, "opposite of hot": "warm"}
-    server_a = make_server({"answers": _rules(qa_a, {fps["clip1"]: "hello world", fps["clip2"]: "the cat sat on the mat", fps["clip3"]: "good morning everyone"})}, request_log=True)
-    server_b = make_server({"answers": _rules(QA_RIGHT, {fps["clip1"]: "Hello, word!", fps["clip2"]: "the cat sat on mat", fps["clip3"]: "good morning everyone"})}, request_log=True)
+    server_a = make_server(
+        {
+            "answers": _rules(
+                qa_a,
+                {
+                    fps["clip1"]: "hello world",
+                    fps["clip2"]: "the cat sat on the mat",
+                    fps["clip3"]: "good morning everyone",
+                },
+            )
+        },
+        request_log=True,
+    )
+    server_b = make_server(
+        {
+            "answers": _rules(
+                QA_RIGHT,
+                {
+                    fps["clip1"]: "Hello, word!",
+                    fps["clip2"]: "the cat sat on mat",
+                    fps["clip3"]: "good morning everyone",
+                },
+            )
+        },
+        request_log=True,
+    )
     config = write_config(
         tmp_path / "config.yaml",
         {
             "dataset_metric": [["tiny_qa", "exact_match"], ["tiny_qa", "bleu"], ["tiny_asr", "word_error_rate"]],
-            "models": [model_entry("model-a", server_a.base_url), model_entry("model-b", server_b.base_url, inference_type="openai")],
+            "models": [
+                model_entry("model-a", server_a.base_url),
+                model_entry("model-b", server_b.base_url, inference_type="openai"),
+            ],
             "runspecs_dir": [str(FIXTURES / "runspecs"), str(speech_runspecs["dir"])],
             "output_dir": str(tmp_path / "runs"),
         },
     )
     env = {**os.environ, "PYTHON": sys.executable}
-    proc = subprocess.run(["bash", str(ROOT / "evaluate.sh"), str(config), "--quiet"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "evaluate.sh"), str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     run_dirs = list((tmp_path / "runs").glob("*_*"))
     assert len(run_dirs) == 1

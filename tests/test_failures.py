@@ -38,7 +38,10 @@ def test_no_failure_reason_is_a_free_string_in_the_package() -> None:
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             literal_first = name in {"failed", "add_failure"} and node.args and isinstance(node.args[0], ast.Constant)
-            literal_kw = any(k.arg == "failure" and isinstance(k.value, ast.Constant) and k.value.value is not None for k in node.keywords)
+            literal_kw = any(
+                k.arg == "failure" and isinstance(k.value, ast.Constant) and k.value.value is not None
+                for k in node.keywords
+            )
             if literal_first or literal_kw:
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not offenders, offenders

@@ -108,7 +108,10 @@ def test_language_codes_and_names_are_the_same_filter(spec) -> None:
     for value in ("en", "EN", "english", "English", "eng", "en_US"):
         assert len(kept(spec, language=value)) == 60, value
     assert kept(spec, language="german") == kept(spec, language="de") == []
-    samples = [Sample(id=str(i), meta={"language": lang}) for i, lang in enumerate(["en", "English", "de", "German", "en-de", "fr"])]
+    samples = [
+        Sample(id=str(i), meta={"language": lang})
+        for i, lang in enumerate(["en", "English", "de", "German", "en-de", "fr"])
+    ]
     ids = lambda value: [s.id for s in apply_filters(iter(samples), Filters(language=value), "mixed")]  # noqa: E731
     assert ids("english") == ids("en") == ["0", "1", "4"]
     assert ids("de") == ids("german") == ["2", "3", "4"]
@@ -138,14 +141,23 @@ def _run(tmp_path: Path, filters: dict[str, Any], url: str) -> tuple[Any, list[d
             "output_dir": str(tmp_path / "runs"),
         },
     )
-    outcome = asyncio.run(execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True)))
+    outcome = asyncio.run(
+        execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True))
+    )
     lines = (outcome.run_dir / "records" / "espeak_en_asr__word_error_rate.jsonl").read_text().splitlines()
     return outcome, [json.loads(line) for line in lines]
 
 
 def test_filters_decide_what_the_server_is_asked(tmp_path: Path, make_server, spec) -> None:
     server = make_server(request_log=True)
-    filters = {"accented": True, "length_filter": [3.0, 5.0], "num_samples": 4, "sampling": "random", "seed": 11, "language": "English"}
+    filters = {
+        "accented": True,
+        "length_filter": [3.0, 5.0],
+        "num_samples": 4,
+        "sampling": "random",
+        "seed": 11,
+        "language": "English",
+    }
     outcome, records = _run(tmp_path, filters, server.base_url)
     expected = kept(spec, **{**filters, "length_filter": (3.0, 5.0)})
     assert sorted(r["sample_id"] for r in records) == sorted(expected) and len(expected) == 4
@@ -168,12 +180,19 @@ def test_an_empty_selection_is_a_results_row_with_n_0(tmp_path: Path, make_serve
     )
     proc = subprocess.run(
         [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
-        capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
     assert "left no samples" in proc.stderr
     (run_dir,) = (tmp_path / "runs").glob("*_*")
     rows = json.loads((run_dir / "results.json").read_text())["results"]
-    assert {(r["metric"], r["n"], r["n_failed"], r["score"]) for r in rows} == {("word_error_rate", 0, 0, None), ("cer", 0, 0, None)}
+    assert {(r["metric"], r["n"], r["n_failed"], r["score"]) for r in rows} == {
+        ("word_error_rate", 0, 0, None),
+        ("cer", 0, 0, None),
+    }
     assert (run_dir / "records" / "espeak_en_asr__word_error_rate.jsonl").read_text() == ""
     assert server.log_events() == []

@@ -52,7 +52,10 @@ def _env() -> dict[str, str]:
 
 
 class _Run:
-    """``evalkit run`` in a subprocess; output goes to files (helper processes may outlive a killed run and hold pipes)."""
+    """``evalkit run`` in a subprocess.
+
+    Output goes to files: helper processes may outlive a killed run and hold pipes open.
+    """
 
     def __init__(self, config: Path, *extra: str) -> None:
         self.out_path = config.with_suffix(".stdout")
@@ -60,7 +63,11 @@ class _Run:
         with self.out_path.open("w") as out, self.err_path.open("w") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-c", _EVALKIT, "run", str(config), "--no-cache", "-q", *extra],
-                cwd=config.parent, env=_env(), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                cwd=config.parent,
+                env=_env(),
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
             )
 
     def wait(self, timeout: float) -> int:
@@ -107,7 +114,11 @@ def _grammar(path: Path) -> Path:
 
 def _asr_model(name: str, *args: str, batch_size: int = 4, **extra: Any) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "name": name, "inference_type": "transcription", "model": "pocketsphinx-en-us", "batch_size": batch_size, "timeout": 120,
+        "name": name,
+        "inference_type": "transcription",
+        "model": "pocketsphinx-en-us",
+        "batch_size": batch_size,
+        "timeout": 120,
         "launch": {"backend": "pocketsphinx", "args": list(args), "startup_timeout": 120},
     }
     info.update(extra)
@@ -255,8 +266,21 @@ def test_free_mode_transcript_does_not_depend_on_what_the_server_decoded_before(
     port_file = tmp_path / "port"
     with (tmp_path / "serve.log").open("wb") as log:
         server = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.serve", "--backend", "pocketsphinx", "--port", "0", "--port-file", str(port_file)],
-            env=_env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-m",
+                "evalkit.serve",
+                "--backend",
+                "pocketsphinx",
+                "--port",
+                "0",
+                "--port-file",
+                str(port_file),
+            ],
+            env=_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     try:
         deadline = time.monotonic() + 60
@@ -285,7 +309,9 @@ def test_queue_full_503s_are_retried_until_every_sample_is_scored(tmp_path: Path
     # decode freely) are worked on. "Come back in N s" is not an error: it must not use up
     # retry_attempts (1 here), which is for failures.
     config = _config(
-        tmp_path, [_asr_model("ps", "--max-queue", "1", "--max-batch-size", "1", batch_size=4, retry_attempts=1)], num_samples=4
+        tmp_path,
+        [_asr_model("ps", "--max-queue", "1", "--max-batch-size", "1", batch_size=4, retry_attempts=1)],
+        num_samples=4,
     )
     run = _run(config)
     assert run.returncode == 0, run.stderr
@@ -342,10 +368,16 @@ def test_server_that_cannot_start_fails_the_run_with_its_output(tmp_path: Path) 
         tmp_path / "config.yaml",
         {
             "dataset_metric": [["basic_qa", "exact_match"]],
-            "models": [{"info": {
-                "name": "broken-llm", "inference_type": "local", "model": "broken",
-                "launch": {"backend": "transformers", "model_path": str(not_a_model), "startup_timeout": 120},
-            }}],
+            "models": [
+                {
+                    "info": {
+                        "name": "broken-llm",
+                        "inference_type": "local",
+                        "model": "broken",
+                        "launch": {"backend": "transformers", "model_path": str(not_a_model), "startup_timeout": 120},
+                    }
+                }
+            ],
             "filters": {"num_samples": 2},
             "output_dir": str(tmp_path / "config-runs"),
         },
@@ -363,7 +395,10 @@ def test_server_that_cannot_start_fails_the_run_with_its_output(tmp_path: Path) 
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--port", "8000"], "--port is chosen by evalkit"), (["--model-id=other"], "--model-id comes from the entry's `model`")],
+    [
+        (["--port", "8000"], "--port is chosen by evalkit"),
+        (["--model-id=other"], "--model-id comes from the entry's `model`"),
+    ],
 )
 def test_launch_args_cannot_move_the_server(tmp_path: Path, args: list[str], message: str) -> None:
     config = _config(tmp_path, [_asr_model("ps", *args)], num_samples=1)
@@ -383,7 +418,12 @@ def test_a_foreign_server_on_the_chosen_port_is_not_taken_for_ours(make_server: 
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # "our" server, still starting
     try:
         server = LaunchedServer(
-            model="mine", backend="vllm", process=stand_in, log_path=tmp_path / "server.log", command=[], port=foreign.port
+            model="mine",
+            backend="vllm",
+            process=stand_in,
+            log_path=tmp_path / "server.log",
+            command=[],
+            port=foreign.port,
         )
         with pytest.raises(LaunchError, match="serves \\['someone-else'\\], not 'mine'"):
             asyncio.run(_wait_ready(server, "mine", timeout=30))

@@ -76,7 +76,11 @@ def _layer(unit: str) -> int:
 
 
 def test_every_top_level_unit_has_a_layer() -> None:
-    units = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir() if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))}
+    units = {
+        p.stem if p.is_file() else p.name
+        for p in PACKAGE.iterdir()
+        if (p.suffix == ".py" or (p.is_dir() and (p / "__init__.py").exists()))
+    }
     for unit in units:
         _layer(unit)
 
@@ -100,7 +104,7 @@ def test_no_import_cycle_between_top_level_units() -> None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                pytest.fail("import cycle: " + " -> ".join([*trail[trail.index(nxt):], nxt]))
+                pytest.fail("import cycle: " + " -> ".join([*trail[trail.index(nxt) :], nxt]))
             if nxt not in state:
                 visit(nxt, [*trail, nxt])
         state[node] = 2

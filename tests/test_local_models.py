@@ -45,10 +45,19 @@ def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _start(config: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "HF_HUB_OFFLINE": "1",
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "evalkit", "run", str(config), "--no-cache", "-q"],
-        cwd=config.parent, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        cwd=config.parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
     )
 
 
@@ -66,14 +75,21 @@ def _config(folder: Path, dataset: str, metric: str, model: dict[str, Any], samp
     folder.mkdir(parents=True, exist_ok=True)
     return write_config(
         folder / "config.yaml",
-        {"dataset_metric": [[dataset, metric]], "models": [{"info": model}], "filters": {"num_samples": samples}, "output_dir": str(folder / "runs")},
+        {
+            "dataset_metric": [[dataset, metric]],
+            "models": [{"info": model}],
+            "filters": {"num_samples": samples},
+            "output_dir": str(folder / "runs"),
+        },
     )
 
 
 def _run_results(config: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     runs = config.parent / "runs"
     (run_dir,) = [p for p in runs.iterdir() if (p / "results.json").is_file()]
-    records = [json.loads(line) for path in (run_dir / "records").glob("*.jsonl") for line in path.read_text().splitlines()]
+    records = [
+        json.loads(line) for path in (run_dir / "records").glob("*.jsonl") for line in path.read_text().splitlines()
+    ]
     return json.loads((run_dir / "results.json").read_text()), records
 
 
@@ -83,31 +99,57 @@ def _servers(config: Path) -> list[dict[str, Any]]:
 
 def test_local_chat_and_speech_models_launched_by_evalkit(tiny_llama: Path, tiny_whisper: Path, tmp_path: Path) -> None:
     chat = _config(
-        tmp_path / "chat", "basic_qa", "exact_match",
+        tmp_path / "chat",
+        "basic_qa",
+        "exact_match",
         {
-            "name": "tiny-llama", "inference_type": "local", "model": "tiny-llama", "temperature": 0, "max_tokens": 8,
-            "launch": {"backend": "transformers", "model_path": str(tiny_llama), "args": ["--dtype", "float32"], "startup_timeout": 240},
+            "name": "tiny-llama",
+            "inference_type": "local",
+            "model": "tiny-llama",
+            "temperature": 0,
+            "max_tokens": 8,
+            "launch": {
+                "backend": "transformers",
+                "model_path": str(tiny_llama),
+                "args": ["--dtype", "float32"],
+                "startup_timeout": 240,
+            },
         },
         samples=4,
     )
     speech = _config(
-        tmp_path / "speech", "espeak_en_asr", "word_error_rate",
+        tmp_path / "speech",
+        "espeak_en_asr",
+        "word_error_rate",
         {
-            "name": "tiny-whisper", "inference_type": "transcription", "model": "tiny-whisper",
+            "name": "tiny-whisper",
+            "inference_type": "transcription",
+            "model": "tiny-whisper",
             "launch": {"backend": "transformers", "model_path": str(tiny_whisper), "startup_timeout": 240},
         },
         samples=2,
     )
     # a dtype the backend does not know: proves `--dtype` reaches it (argparse alone would say "unrecognized")
     bad_dtype = _config(
-        tmp_path / "bad-dtype", "basic_qa", "exact_match",
+        tmp_path / "bad-dtype",
+        "basic_qa",
+        "exact_match",
         {
-            "name": "tiny-llama-f8", "inference_type": "local", "model": "tiny-llama",
-            "launch": {"backend": "transformers", "model_path": str(tiny_llama), "args": ["--dtype", "float8"], "startup_timeout": 240},
+            "name": "tiny-llama-f8",
+            "inference_type": "local",
+            "model": "tiny-llama",
+            "launch": {
+                "backend": "transformers",
+                "model_path": str(tiny_llama),
+                "args": ["--dtype", "float8"],
+                "startup_timeout": 240,
+            },
         },
         samples=1,
     )
-    runs = {config: _start(config) for config in (chat, speech, bad_dtype)}  # side by side: each mostly waits for imports
+    runs = {
+        config: _start(config) for config in (chat, speech, bad_dtype)
+    }  # side by side: each mostly waits for imports
     outcomes = {config: _finish(process) for config, process in runs.items()}
 
     for config, samples in ((chat, 4), (speech, 2)):

@@ -67,7 +67,14 @@ def conversations(tmp_path: Path) -> dict[str, Any]:
     folder.mkdir(parents=True)
     spec = {
         "_task": {"description": "three-turn conversations", "metrics": ["exact_match"]},
-        "dialogues": {"path": "../../data/dialogues.jsonl", "language": "en", "modality": "audio+text", "id_column": "id", "turns_column": "turns", "target_column": "answer"},
+        "dialogues": {
+            "path": "../../data/dialogues.jsonl",
+            "language": "en",
+            "modality": "audio+text",
+            "id_column": "id",
+            "turns_column": "turns",
+            "target_column": "answer",
+        },
     }
     (folder / "dialogues.json").write_text(json.dumps(spec))
     return {"runspecs": tmp_path / "runspecs", "expected": expected}
@@ -88,7 +95,9 @@ def test_turns_in_order_with_each_samples_own_history(tmp_path: Path, make_serve
             "runspecs_dir": str(conversations["runspecs"]),
         },
     )
-    outcome = asyncio.run(execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True)))
+    outcome = asyncio.run(
+        execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True))
+    )
     expected = conversations["expected"]
 
     # every request of a sample speaks only of that sample, with the history so far, in order
@@ -121,7 +130,9 @@ def test_turns_in_order_with_each_samples_own_history(tmp_path: Path, make_serve
         assert turns == ["t0", "t1", "t1", "t1", "t2"], sample  # a turn starts when the last one is answered
     assert chat.stats()["max_in_flight"] > 1  # conversations of different samples overlapped
 
-    records = [json.loads(x) for x in (outcome.run_dir / "records" / "dialogues__exact_match.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(x) for x in (outcome.run_dir / "records" / "dialogues__exact_match.jsonl").read_text().splitlines()
+    ]
     chat_records = {r["sample_id"]: r for r in records if r["model"] == "chat"}
     assert {s: r["response"] for s, r in chat_records.items()} == {s: f"{s} t2" for s in expected}
     assert all(r["score"] == 1.0 and r["attempts"] == 5 for r in chat_records.values())
@@ -150,7 +161,9 @@ def test_history_is_never_shared_or_changed_in_place() -> None:
     assert len(first) == 3 and [len(r.audio) for r in first] == [1, 1, 1]
     new_history, new_audio = history_after(prompt, 0, history, history_audio, prepared, ctx, "x y z")
     assert history == [] and history_audio == []  # the caller's lists are untouched
-    assert new_history[0]["content"][1:] == [{"type": "input_audio", "input_audio": {"audio_index": k}} for k in range(3)]
+    assert new_history[0]["content"][1:] == [
+        {"type": "input_audio", "input_audio": {"audio_index": k}} for k in range(3)
+    ]
     second = turn_requests(prompt, 1, new_history, new_audio, prepared, ctx)
     assert len(second) == 1 and [a.sha256 for a in second[0].audio] == [p.audio[0].sha256 for p in first]
     assert second[0].messages[-2] == {"role": "assistant", "content": "x y z"}

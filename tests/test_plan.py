@@ -15,7 +15,16 @@ def _plan(**extra):  # type: ignore[no-untyped-def]
         "dataset_metric": [["gen_qa", "exact_match"], ["tiny_qa", "exact_match"]],
         "models": [
             {"info": {"name": "a", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "a-id"}},
-            {"info": {"name": "b", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "b-id", "temperature": 0.7, "max_tokens": 64}},
+            {
+                "info": {
+                    "name": "b",
+                    "inference_type": "vllm",
+                    "url": "http://127.0.0.1:9/v1",
+                    "model": "b-id",
+                    "temperature": 0.7,
+                    "max_tokens": 64,
+                }
+            },
         ],
         "runspecs_dir": str(FIXTURES / "runspecs"),
         **extra,
@@ -38,8 +47,15 @@ def test_runspec_defaults_fill_what_model_and_overrides_leave_open() -> None:
 
 def test_most_specific_override_wins() -> None:
     plan = _plan(
-        temperature_overrides=[{"task": "gen_qa", "temperature": 0.1}, {"model": "b", "temperature": 0.2}, {"model": "b", "task": "textgen", "temperature": 0.4}],
-        generation_overrides=[{"model": "a", "max_tokens": 5}, {"model": "a", "task": "gen_qa", "max_tokens": 7, "seed": 3}],
+        temperature_overrides=[
+            {"task": "gen_qa", "temperature": 0.1},
+            {"model": "b", "temperature": 0.2},
+            {"model": "b", "task": "textgen", "temperature": 0.4},
+        ],
+        generation_overrides=[
+            {"model": "a", "max_tokens": 5},
+            {"model": "a", "task": "gen_qa", "max_tokens": 7, "seed": 3},
+        ],
     )
     assert _params(plan, "gen_qa", "a") == {"temperature": 0.1, "max_tokens": 7, "top_p": 0.9, "seed": 3}
     assert _params(plan, "tiny_qa", "a") == {"temperature": 0.0, "max_tokens": 5}
@@ -59,11 +75,20 @@ def test_language_filter_keeps_named_datasets_and_matches_names_and_codes() -> N
     assert {e.dataset.name for e in plan.engines} == {"gen_qa", "tiny_qa"}
     named = _plan(filters={"language": "fr"})
     assert {e.dataset.name for e in named.engines} == {"gen_qa", "tiny_qa"}  # named explicitly: kept, 0 samples
-    by_task = build_plan(parse_config({
-        "dataset_metric": [["text", "exact_match"]],
-        "models": [{"info": {"name": "a", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "a"}}],
-        "runspecs_dir": str(FIXTURES / "runspecs"), "filters": {"language": "fr"},
-    }, "t.yaml", {}))
+    by_task = build_plan(
+        parse_config(
+            {
+                "dataset_metric": [["text", "exact_match"]],
+                "models": [
+                    {"info": {"name": "a", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "a"}}
+                ],
+                "runspecs_dir": str(FIXTURES / "runspecs"),
+                "filters": {"language": "fr"},
+            },
+            "t.yaml",
+            {},
+        )
+    )
     assert by_task.engines == []  # selected by category: datasets in other languages are left out
 
 

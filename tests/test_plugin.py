@@ -58,7 +58,13 @@ def _runspecs(root: Path) -> Path:
 @pytest.fixture()
 def server() -> Any:
     # two answers of the right length, three of the wrong one
-    answers = {"capital of France": "Paris", "spider": "eight legs", "sky": "blue", "red planet": "the planet Mars", "opposite of hot": "not hot"}
+    answers = {
+        "capital of France": "Paris",
+        "spider": "eight legs",
+        "sky": "blue",
+        "red planet": "the planet Mars",
+        "opposite of hot": "not hot",
+    }
     srv = start_test_server({"answers": [{"match": q, "answer": a} for q, a in answers.items()]})
     yield srv
     srv.stop()
@@ -66,7 +72,9 @@ def server() -> Any:
 
 def _evalkit(args: list[str], cwd: Path, site: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
-    return subprocess.run([sys.executable, "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_plugin_metric_is_listed_and_scores_a_run(tmp_path: Path, server: Any) -> None:
@@ -76,7 +84,10 @@ def test_a_plugin_metric_is_listed_and_scores_a_run(tmp_path: Path, server: Any)
     listed = _evalkit(["list", "metrics", "--format", "json"], tmp_path, site)
     assert listed.returncode == 0, listed.stderr
     row = next(r for r in json.loads(listed.stdout) if r["name"] == "exact_length")
-    assert row["aliases"] == ["same_length"] and row["description"] == "1 when the answer has as many words as the reference."
+    assert (
+        row["aliases"] == ["same_length"]
+        and row["description"] == "1 when the answer has as many words as the reference."
+    )
 
     config = write_config(
         tmp_path / "config.yaml",

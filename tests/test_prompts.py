@@ -55,8 +55,14 @@ def fingerprint(row: dict[str, Any]) -> str:
 def run(tmp_path: Path, config: dict[str, Any]) -> tuple[RunOutcome, list[dict[str, Any]]]:
     config.setdefault("output_dir", str(tmp_path / "runs"))
     path = write_config(tmp_path / "config.yaml", config)
-    outcome = asyncio.run(execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True)))
-    records = [json.loads(line) for f in sorted((outcome.run_dir / "records").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    outcome = asyncio.run(
+        execute(build_plan(load_config(path), source=str(path)), RunOptions(no_cache=True, quiet=True))
+    )
+    records = [
+        json.loads(line)
+        for f in sorted((outcome.run_dir / "records").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     return outcome, records
 
 
@@ -67,7 +73,11 @@ def test_system_prompts_by_model_and_add_ons_in_the_received_messages(tmp_path: 
         {
             "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
             "models": [model_entry("qwen3-8b", server.base_url), model_entry("gpt-x", server.base_url)],
-            "filters": {"num_samples": 2, "system_prompts": ["audio_expert", "no_thinking"], "user_prompt_add_ons": ["asr_clean_output", "concise"]},
+            "filters": {
+                "num_samples": 2,
+                "system_prompts": ["audio_expert", "no_thinking"],
+                "user_prompt_add_ons": ["asr_clean_output", "concise"],
+            },
         },
     )
     systems, add_ons = yaml_file("system_prompts.yaml"), yaml_file("add_ons.yaml")
@@ -76,15 +86,25 @@ def test_system_prompts_by_model_and_add_ons_in_the_received_messages(tmp_path: 
         "qwen3-8b": f"{expert}\n\n{systems['no_thinking']['by_model']['qwen3']}",  # a model-specific text (name prefix)
         "gpt-x": f"{expert}\n\n{systems['no_thinking']['text']}",
     }
-    user_text = "\n\n".join([ASR_INSTRUCTION, add_ons["asr_clean_output"]["by_task"]["asr"], add_ons["concise"]["text"]])
+    user_text = "\n\n".join(
+        [ASR_INSTRUCTION, add_ons["asr_clean_output"]["by_task"]["asr"], add_ons["concise"]["text"]]
+    )
     events = server.log_events("completed")
     assert len(events) == 4
     for event in events:
         system, user = event["messages"]
-        assert system == {"role": "system", "text": expected_system[event["model"]], "n_audio": 0, "audio_fingerprints": []}
+        assert system == {
+            "role": "system",
+            "text": expected_system[event["model"]],
+            "n_audio": 0,
+            "audio_fingerprints": [],
+        }
         assert user["role"] == "user" and user["text"] == user_text and user["n_audio"] == 1
     for record in records:
-        assert record["prompt"] == {"add_ons": ["asr_clean_output", "concise"], "system_prompts": ["audio_expert", "no_thinking"]}
+        assert record["prompt"] == {
+            "add_ons": ["asr_clean_output", "concise"],
+            "system_prompts": ["audio_expert", "no_thinking"],
+        }
 
 
 def test_unknown_prompt_names_stop_the_run_before_any_request(tmp_path: Path) -> None:
@@ -102,17 +122,25 @@ def test_unknown_prompt_names_stop_the_run_before_any_request(tmp_path: Path) ->
 
 def _variant_runspecs(tmp_path: Path) -> Path:
     common = {
-        "path": str(PARQUET), "language": "en", "audio_column": "audio", "target_column": "text", "id_column": "id",
+        "path": str(PARQUET),
+        "language": "en",
+        "audio_column": "audio",
+        "target_column": "text",
+        "id_column": "id",
         "instruction": "unused: the pool decides",
     }
     spec = {
         "_task": {"description": "prompt variants over the shipped speech set", "metrics": ["word_error_rate"]},
         "espeak_pool_random": {
-            **common, "prompt_pool": "asr_instructions", "prompt_choice": "random",
+            **common,
+            "prompt_pool": "asr_instructions",
+            "prompt_choice": "random",
             "in_context": {"path": str(PARQUET), "k": 2, "choice": "random", "pool_size": 8},
         },
         "espeak_pool_fixed": {
-            **common, "prompt_pool": "asr_instructions", "prompt_choice": 2,
+            **common,
+            "prompt_pool": "asr_instructions",
+            "prompt_choice": 2,
             "in_context": {"path": str(PARQUET), "k": 1, "choice": "first", "pool_size": 3},
         },
     }
@@ -154,21 +182,38 @@ def test_instruction_pool_and_in_context_examples_are_sent_and_recorded(tmp_path
             assert index == 2 and info["examples"] == [next(i for i in pool_ids if i != sid)]
         chosen_templates.add((dataset.name, index))
         # sent: each example as a user turn (template + its audio) and its transcript as the answer, then the sample
-        candidates = [m for m in sent[fingerprint(rows[sid])] if m[-1]["text"] == templates[index] and len(m) == 2 * len(info["examples"]) + 1]
+        candidates = [
+            m
+            for m in sent[fingerprint(rows[sid])]
+            if m[-1]["text"] == templates[index] and len(m) == 2 * len(info["examples"]) + 1
+        ]
         assert candidates, record
         messages = candidates[0]
         for k, example in enumerate(info["examples"]):
             user, answer = messages[2 * k], messages[2 * k + 1]
             assert user["role"] == "user" and user["text"] == templates[index]
             assert user["audio_fingerprints"] == [fingerprint(rows[example])]
-            assert answer == {"role": "assistant", "text": rows[example]["text"], "n_audio": 0, "audio_fingerprints": []}
+            assert answer == {
+                "role": "assistant",
+                "text": rows[example]["text"],
+                "n_audio": 0,
+                "audio_fingerprints": [],
+            }
         assert record["response"] == templates[index]  # the echo server answers the last user text
     assert len(records) == 12
     assert len({i for name, i in chosen_templates if name == "espeak_pool_random"}) > 1  # a draw per sample
 
 
 def test_prompt_choice_is_reproducible_and_validated() -> None:
-    spec = DatasetSpec(name="d", task="asr", category="speech_recognition", file="x.json", path="d.jsonl", language="en", prompt_pool="asr_instructions")
+    spec = DatasetSpec(
+        name="d",
+        task="asr",
+        category="speech_recognition",
+        file="x.json",
+        path="d.jsonl",
+        language="en",
+        prompt_pool="asr_instructions",
+    )
     picks = [instruction_for(spec, f"s{i}", seed=1)[1] for i in range(40)]
     assert picks == [instruction_for(spec, f"s{i}", seed=1)[1] for i in range(40)]
     assert picks != [instruction_for(spec, f"s{i}", seed=2)[1] for i in range(40)]
@@ -177,7 +222,7 @@ def test_prompt_choice_is_reproducible_and_validated() -> None:
     assert {instruction_for(fixed, f"s{i}", 0)[1] for i in range(5)} == {1}
     with pytest.raises(RunspecError, match="outside the pool of 4 templates"):
         instruction_for(spec.model_copy(update={"prompt_choice": 9}), "s", 0)
-    with pytest.raises(RunspecError, match="template index or \"random\""):
+    with pytest.raises(RunspecError, match='template index or "random"'):
         instruction_for(spec.model_copy(update={"prompt_choice": "sometimes"}), "s", 0)
     with pytest.raises(RunspecError, match="unknown pool 'asr_instruction'.*did you mean"):
         instruction_for(spec.model_copy(update={"prompt_pool": "asr_instruction"}), "s", 0)
@@ -185,7 +230,13 @@ def test_prompt_choice_is_reproducible_and_validated() -> None:
 
 def test_most_specific_text_wins() -> None:
     spec = DatasetSpec(name="ds", task="tk", category="ct", file="x.json", path="d.jsonl", language="en")
-    entry = {"text": "T", "by_category": {"ct": "C"}, "by_task": {"tk": "K"}, "by_dataset": {"ds": "D"}, "by_model": {"qwen": "M"}}
+    entry = {
+        "text": "T",
+        "by_category": {"ct": "C"},
+        "by_task": {"tk": "K"},
+        "by_dataset": {"ds": "D"},
+        "by_model": {"qwen": "M"},
+    }
     assert _specific_text(entry, spec, ("qwen3-8b",)) == "M"
     assert _specific_text(entry, spec, ("other",)) == "D"
     assert _specific_text({k: v for k, v in entry.items() if k != "by_dataset"}, spec) == "K"
@@ -198,8 +249,12 @@ def test_a_model_may_have_no_system_prompt_when_the_default_has_one() -> None:
     prompt = Prompt(turns=[PromptTurn(text="hi")], system="default system")
     base = {"model": "m", "kind": "chat", "params": {}, "chunk_size": None, "long_audio": "chunk", "language": "en"}
     with_default = turn_requests(prompt, 0, [], [], PreparedAudio({}), RequestContext(**base))
-    without = turn_requests(prompt, 0, [], [], PreparedAudio({}), RequestContext(**base, system=None, system_override=True))
-    own = turn_requests(prompt, 0, [], [], PreparedAudio({}), RequestContext(**base, system="mine", system_override=True))
+    without = turn_requests(
+        prompt, 0, [], [], PreparedAudio({}), RequestContext(**base, system=None, system_override=True)
+    )
+    own = turn_requests(
+        prompt, 0, [], [], PreparedAudio({}), RequestContext(**base, system="mine", system_override=True)
+    )
     assert with_default[0].messages[0] == {"role": "system", "content": "default system"}
     assert without[0].messages == [{"role": "user", "content": "hi"}]
     assert own[0].messages[0] == {"role": "system", "content": "mine"}

@@ -17,8 +17,20 @@ from evalkit.clients.protocol import EndpointProtocol
         ("http://h:1/v1", "chat", None, None, "http://h:1/v1/chat/completions"),
         ("http://h:1/v1/", "transcription", None, None, "http://h:1/v1/audio/transcriptions"),
         ("http://h:1/v1/chat/completions", "chat", None, None, "http://h:1/v1/chat/completions"),
-        ("https://x.openai.azure.com", "chat", "2024-10-21", "gpt4o", "https://x.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21"),
-        ("https://x.openai.azure.com/openai/deployments/gpt4o", "transcription", "2024-10-21", "gpt4o", "https://x.openai.azure.com/openai/deployments/gpt4o/audio/transcriptions?api-version=2024-10-21"),
+        (
+            "https://x.openai.azure.com",
+            "chat",
+            "2024-10-21",
+            "gpt4o",
+            "https://x.openai.azure.com/openai/deployments/gpt4o/chat/completions?api-version=2024-10-21",
+        ),
+        (
+            "https://x.openai.azure.com/openai/deployments/gpt4o",
+            "transcription",
+            "2024-10-21",
+            "gpt4o",
+            "https://x.openai.azure.com/openai/deployments/gpt4o/audio/transcriptions?api-version=2024-10-21",
+        ),
         ("http://h:1/v1?key=abc", "chat", None, None, "http://h:1/v1/chat/completions?key=abc"),
     ],
 )
@@ -39,18 +51,33 @@ def test_azure_round_trip_against_loopback_server(tmp_path: Path, make_server) -
     import subprocess
     import sys
 
-    server = make_server({"require_auth": "az-key-123", "answers": [{"match": "France", "answer": "Paris"}]}, request_log=True)
+    server = make_server(
+        {"require_auth": "az-key-123", "answers": [{"match": "France", "answer": "Paris"}]}, request_log=True
+    )
     config = write_config(
         tmp_path / "config.yaml",
         {
             "dataset_metric": [["tiny_qa", "exact_match"]],
-            "models": [{"info": {"name": "azure-model", "inference_type": "openai", "url": server.url, "model": "my-deployment",
-                                 "api_version": "2024-10-21", "auth_token": "az-key-123", "batch_size": 2}}],
+            "models": [
+                {
+                    "info": {
+                        "name": "azure-model",
+                        "inference_type": "openai",
+                        "url": server.url,
+                        "model": "my-deployment",
+                        "api_version": "2024-10-21",
+                        "auth_token": "az-key-123",
+                        "batch_size": 2,
+                    }
+                }
+            ],
             "runspecs_dir": str(FIXTURES / "runspecs"),
             "output_dir": str(tmp_path / "runs"),
         },
     )
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     paths = {e["path"] for e in server.log_events("completed")}
     assert paths == {"/openai/deployments/my-deployment/chat/completions"}

@@ -45,14 +45,26 @@ def test_a_run_leaves_no_copy_of_the_token_anywhere(tmp_path: Path, make_server)
     models = [
         model_entry("good", accepting.base_url, auth_token="${EVALKIT_REDACTION_TOKEN}"),
         model_entry("rejected", rejecting.base_url, auth_token="${EVALKIT_REDACTION_TOKEN}"),
-        model_entry("refused", f"http://127.0.0.1:{closed_port()}/v1", auth_token="${EVALKIT_REDACTION_TOKEN}", retry_attempts=0),
+        model_entry(
+            "refused", f"http://127.0.0.1:{closed_port()}/v1", auth_token="${EVALKIT_REDACTION_TOKEN}", retry_attempts=0
+        ),
         model_entry("in_url", f"http://evalkit:{TOKEN}@127.0.0.1:{port}/v1", retry_attempts=0),
     ]
     output = tmp_path / "out"
     config = config_for(tmp_path / "cfg", runspecs, models, output_dir=str(output))
-    env = {**os.environ, "EVALKIT_REDACTION_TOKEN": TOKEN, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", str(config), "--verbose"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    env = {
+        **os.environ,
+        "EVALKIT_REDACTION_TOKEN": TOKEN,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--verbose"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode in (0, 1), proc.stderr
 
     # the token did its work: the accepting server answered the model that sent it
@@ -66,20 +78,35 @@ def test_a_run_leaves_no_copy_of_the_token_anywhere(tmp_path: Path, make_server)
     for text, where in ((proc.stdout, "stdout"), (proc.stderr, "stderr")):
         assert not any(f in text for f in forms), where
     files = [p for p in output.rglob("*") if p.is_file()]
-    assert any(p.name == "run.json" for p in files) and any(p.suffix == ".jsonl" for p in files) and any(p.suffix == ".sqlite" for p in files)
+    assert (
+        any(p.name == "run.json" for p in files)
+        and any(p.suffix == ".jsonl" for p in files)
+        and any(p.suffix == ".sqlite" for p in files)
+    )
     for path in files:
         data = path.read_bytes()
         assert not any(f.encode() in data for f in forms), path
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["config"]["models"][0]["info"]["auth_token"] == MASK
     assert MASK in manifest["config"]["models"][3]["info"]["url"]
-    errors = [json.loads(line).get("error") for line in (run_dir / "records" / "synth_qa__exact_match.jsonl").read_text().splitlines()]
+    errors = [
+        json.loads(line).get("error")
+        for line in (run_dir / "records" / "synth_qa__exact_match.jsonl").read_text().splitlines()
+    ]
     assert any("HTTP 401" in e for e in errors if e) and any("cannot connect" in e for e in errors if e)
 
 
 def test_redact_masks_secret_keys_and_url_credentials() -> None:
     tree = {
-        "models": [{"info": {"auth_token": TOKEN, "url": [f"https://u:{TOKEN}@h/v1", f"https://h/v1?api-key={TOKEN}&x=1"], "model": "m"}}],
+        "models": [
+            {
+                "info": {
+                    "auth_token": TOKEN,
+                    "url": [f"https://u:{TOKEN}@h/v1", f"https://h/v1?api-key={TOKEN}&x=1"],
+                    "model": "m",
+                }
+            }
+        ],
         "judge_properties": {"judge_api_key": TOKEN, "judge_api_endpoint": f"https://h/?sig={TOKEN}"},
     }
     text = json.dumps(redact(tree))
@@ -113,6 +140,12 @@ def test_secret_filter_scrubs_messages_and_tracebacks() -> None:
         logger.removeHandler(handler)
         logger.propagate = True
     out = stream.getvalue()
-    assert TOKEN not in out and out.count(MASK) >= 4 and "RuntimeError" in out and "ClientResponseError" in out and "after: plain" in out
+    assert (
+        TOKEN not in out
+        and out.count(MASK) >= 4
+        and "RuntimeError" in out
+        and "ClientResponseError" in out
+        and "after: plain" in out
+    )
     assert not handler.filters  # removed when the run ends
     assert SecretFilter([]).filter(logging.makeLogRecord({"msg": "x"}))

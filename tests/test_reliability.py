@@ -40,16 +40,24 @@ def row(outcome, model: str, metric: str = "exact_match") -> Any:  # type: ignor
 # -- the fault mix -------------------------------------------------------------------------------
 
 
-def test_fault_mix_2000_samples_every_sample_scored_or_failed_and_predictions_match_clean(tmp_path: Path, make_server) -> None:
+def test_fault_mix_2000_samples_every_sample_scored_or_failed_and_predictions_match_clean(
+    tmp_path: Path, make_server
+) -> None:
     n = 2000
     runspecs = text_set(tmp_path, n)
     clean_server = make_server()
     faulty = make_server(faults={"seed": 11, "rates": FAULT_MIX, "retry_after": 0.05, "hang_seconds": 5})
     entry = dict(batch_size=32, timeout=1, retry_attempts=3)
-    clean = run(config_for(tmp_path / "clean", runspecs, [model_entry("m", clean_server.base_url, **entry)]), no_cache=True)
+    clean = run(
+        config_for(tmp_path / "clean", runspecs, [model_entry("m", clean_server.base_url, **entry)]), no_cache=True
+    )
     store_path = tmp_path / "store.sqlite"
     started = time.perf_counter()
-    out = run(config_for(tmp_path / "faulty", runspecs, [model_entry("m", faulty.base_url, **entry)], cache={"path": str(store_path)}))
+    out = run(
+        config_for(
+            tmp_path / "faulty", runspecs, [model_entry("m", faulty.base_url, **entry)], cache={"path": str(store_path)}
+        )
+    )
     seconds = time.perf_counter() - started
     print(f"fault run: {n} samples in {seconds:.1f} s, {out.requests_sent} requests")
 
@@ -77,7 +85,9 @@ def test_fault_mix_2000_samples_every_sample_scored_or_failed_and_predictions_ma
     assert sorted(stored) == sorted(scored.values())
 
 
-def test_dead_endpoint_1000_samples_fail_fast_as_endpoint_unavailable_and_a_dead_replica_takes_no_work(tmp_path: Path, make_server) -> None:
+def test_dead_endpoint_1000_samples_fail_fast_as_endpoint_unavailable_and_a_dead_replica_takes_no_work(
+    tmp_path: Path, make_server
+) -> None:
     n = 1000
     runspecs = text_set(tmp_path, n)
     dead = f"http://127.0.0.1:{closed_port()}/v1"
@@ -96,8 +106,12 @@ def test_dead_endpoint_1000_samples_fail_fast_as_endpoint_unavailable_and_a_dead
     assert result.failure_reasons == {"endpoint_unavailable": n}
     got = [r for r in records(out.run_dir) if r["model"] == "dead"]
     assert len(got) == n and {r["failure"] for r in got} == {"endpoint_unavailable"}
-    assert all("circuit open" in r["error"] and "cannot connect" in r["error"] for r in got)  # the reason, even for samples never sent
-    assert out.meta["requests"]["dead"]["sent"] < 100  # two rounds of workers and three rounds of probes, not samples x retries (4,000)
+    assert all(
+        "circuit open" in r["error"] and "cannot connect" in r["error"] for r in got
+    )  # the reason, even for samples never sent
+    assert (
+        out.meta["requests"]["dead"]["sent"] < 100
+    )  # two rounds of workers and three rounds of probes, not samples x retries (4,000)
     assert out.meta["requests"]["dead"]["endpoints"][dead]["dead"] is True
 
     # the same dead URL as one replica of two: the live one answers everything
@@ -114,7 +128,9 @@ def test_deterministic_4xx_is_not_retried_and_carries_the_servers_message(tmp_pa
     models = [
         model_entry("m401", server.base_url, model="test-model", auth_token="wrong-token", retry_attempts=5),
         model_entry("m404", server.base_url, model="no-such-model", auth_token="right-token", retry_attempts=5),
-        model_entry("m400", server.base_url, model="test-model", auth_token="right-token", retry_attempts=5, extra_body={"n": 0}),
+        model_entry(
+            "m400", server.base_url, model="test-model", auth_token="right-token", retry_attempts=5, extra_body={"n": 0}
+        ),
     ]
     out = run(config_for(tmp_path, runspecs, models))
     expected = {
@@ -156,7 +172,9 @@ def test_5xx_backs_off_with_jitter_and_timeouts_retry(make_server) -> None:
     server = make_server(faults={"seed": 5, "rates": {"503": 0.25, "hang": 0.1}, "hang_seconds": 3}, request_log=True)
 
     async def go() -> list[Any]:
-        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=16, timeout=0.3)
+        pool = EndpointPool(
+            EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=16, timeout=0.3
+        )
         client = ModelClient("m", [(pool, 16)], RetryPolicy(retry_attempts=8, backoff_base=0.2))
         try:
             return list(await asyncio.gather(*(client.submit(_chat(f"q{i}")) for i in range(40))))
@@ -175,7 +193,7 @@ def test_5xx_backs_off_with_jitter_and_timeouts_retry(make_server) -> None:
         assert later, "every failed attempt was retried"
         gaps.append(min(later) - ts)
     assert min(gaps[: len(failed_at)]) >= 0.09  # backoff 0.2 s x 2^(n-1), jittered within [half, full]
-    assert min(gaps[len(failed_at):]) >= 0.29  # a hang is cut at the 0.3 s attempt timeout, then retried
+    assert min(gaps[len(failed_at) :]) >= 0.29  # a hang is cut at the 0.3 s attempt timeout, then retried
     assert len({round(g, 3) for g in gaps[: len(failed_at)]}) > len(failed_at) // 2  # jitter: the waits differ
 
 
@@ -183,12 +201,16 @@ def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
     server = make_server(faults={"rates": {"hang": 1.0}, "hang_seconds": 10})
 
     async def go() -> tuple[Any, float]:
-        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=2, timeout=0.4)
+        pool = EndpointPool(
+            EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=2, timeout=0.4
+        )
         policy = RetryPolicy(retry_attempts=50, backoff_base=0.05, deadline=1.0, breaker_threshold=1000)
         client = ModelClient("m", [(pool, 2)], policy)
         started = time.perf_counter()
         try:
-            outcome = await client.submit(ModelRequest(kind=RequestKind.CHAT, model="test-model", messages=[{"role": "user", "content": "hi"}]))
+            outcome = await client.submit(
+                ModelRequest(kind=RequestKind.CHAT, model="test-model", messages=[{"role": "user", "content": "hi"}])
+            )
         finally:
             await client.close()
         return outcome, time.perf_counter() - started
@@ -213,17 +235,40 @@ def test_requests_per_minute_delay_and_tokens_per_minute(tmp_path: Path, make_se
         return sorted(e["ts"] for e in server.log_events("received")[seen:])
 
     # requests_per_minute: never faster than one per 100 ms, however many workers
-    times = received_after(config_for(tmp_path / "rpm", runspecs, [model_entry("m", server.base_url, batch_size=8, requests_per_minute=600)], cache={"enabled": False}))
+    times = received_after(
+        config_for(
+            tmp_path / "rpm",
+            runspecs,
+            [model_entry("m", server.base_url, batch_size=8, requests_per_minute=600)],
+            cache={"enabled": False},
+        )
+    )
     assert len(times) == 12
     assert all(times[k] - times[0] >= k * 0.1 - 0.02 for k in range(12))
     # delay: each request waits 100 ms before it goes
-    times = received_after(config_for(tmp_path / "delay", runspecs, [model_entry("m", server.base_url, batch_size=1, delay=100)], cache={"enabled": False}))
+    times = received_after(
+        config_for(
+            tmp_path / "delay",
+            runspecs,
+            [model_entry("m", server.base_url, batch_size=1, delay=100)],
+            cache={"enabled": False},
+        )
+    )
     assert len(times) == 12 and all(b - a >= 0.09 for a, b in zip(times, times[1:]))
     # tokens_per_minute: 60,000/min = 1,000/s from a 1 s bucket, charged with the usage the server reports
-    times = received_after(config_for(tmp_path / "tpm", runspecs, [model_entry("m", server.base_url, batch_size=1, tokens_per_minute=60000)], cache={"enabled": False}))
+    times = received_after(
+        config_for(
+            tmp_path / "tpm",
+            runspecs,
+            [model_entry("m", server.base_url, batch_size=1, tokens_per_minute=60000)],
+            cache={"enabled": False},
+        )
+    )
     assert len(times) == 12
     for k in range(12):
-        assert 200 * k <= 1000 + 1000 * (times[k] - times[0]) + 200 + 20, k  # spent before request k <= bucket + refill + one
+        assert 200 * k <= 1000 + 1000 * (times[k] - times[0]) + 200 + 20, (
+            k
+        )  # spent before request k <= bucket + refill + one
 
 
 def test_token_bucket_and_adaptive_limit_units() -> None:
@@ -310,7 +355,12 @@ def test_two_engines_on_one_dataset_send_each_request_once_even_with_retries(tmp
     runspecs = text_set(tmp_path, n)
     server = make_server(faults={"seed": 2, "rates": {"500": 0.2}}, request_log=True)
     pairs = [["synth_qa", "exact_match"], ["synth_qa", "bleu"]]
-    out = run(config_for(tmp_path, runspecs, [model_entry("m", server.base_url, batch_size=8, retry_attempts=6)], pairs=pairs), no_cache=True)
+    out = run(
+        config_for(
+            tmp_path, runspecs, [model_entry("m", server.base_url, batch_size=8, retry_attempts=6)], pairs=pairs
+        ),
+        no_cache=True,
+    )
     ok = [e for e in server.log_events("completed") if e["status"] == 200]
     assert len(ok) == n and len({e["body_sha256"] for e in ok}) == n
     assert row(out, "m", "exact_match").n == n and row(out, "m", "bleu").n == n
@@ -321,25 +371,51 @@ def test_store_key_ignores_transport_and_answers_a_moved_endpoint(tmp_path: Path
     runspecs = text_set(tmp_path, 30)
     first, second = make_server(request_log=True), make_server(request_log=True)
     store = {"path": str(tmp_path / "store.sqlite")}
-    run(config_for(tmp_path / "a", runspecs, [model_entry("m", first.base_url, batch_size=4, timeout=10, retry_attempts=1)], cache=store))
+    run(
+        config_for(
+            tmp_path / "a",
+            runspecs,
+            [model_entry("m", first.base_url, batch_size=4, timeout=10, retry_attempts=1)],
+            cache=store,
+        )
+    )
     # another URL, concurrency, timeout and retry policy: the same answers, all from the store
-    out = run(config_for(tmp_path / "b", runspecs, [model_entry("m", second.base_url, batch_size=16, timeout=3, retry_attempts=7, delay=1)], cache=store))
+    out = run(
+        config_for(
+            tmp_path / "b",
+            runspecs,
+            [model_entry("m", second.base_url, batch_size=16, timeout=3, retry_attempts=7, delay=1)],
+            cache=store,
+        )
+    )
     assert out.requests_sent == 0 and out.store_hits == 30
     assert second.log_events("received") == []
     # --refresh-cache asks everything again (and the answers stay the same)
-    refreshed = run(config_for(tmp_path / "c", runspecs, [model_entry("m", second.base_url)], cache=store), refresh_cache=True)
+    refreshed = run(
+        config_for(tmp_path / "c", runspecs, [model_entry("m", second.base_url)], cache=store), refresh_cache=True
+    )
     assert refreshed.requests_sent == 30 and len(second.log_events("received")) == 30
     assert row(refreshed, "m").score == row(out, "m").score
     # --no-cache neither reads nor writes
-    before = sqlite3.connect(tmp_path / "store.sqlite").execute("SELECT COUNT(*), MAX(created) FROM responses").fetchone()
+    before = (
+        sqlite3.connect(tmp_path / "store.sqlite").execute("SELECT COUNT(*), MAX(created) FROM responses").fetchone()
+    )
     fresh = run(config_for(tmp_path / "d", runspecs, [model_entry("m", second.base_url)], cache=store), no_cache=True)
     assert fresh.requests_sent == 30
-    assert sqlite3.connect(tmp_path / "store.sqlite").execute("SELECT COUNT(*), MAX(created) FROM responses").fetchone() == before
+    assert (
+        sqlite3.connect(tmp_path / "store.sqlite").execute("SELECT COUNT(*), MAX(created) FROM responses").fetchone()
+        == before
+    )
 
 
 def test_store_key_covers_what_determines_the_answer() -> None:
     def req(**changes: Any) -> ModelRequest:
-        base: dict[str, Any] = {"kind": "chat", "model": "m", "messages": [{"role": "user", "content": "hi"}], "params": {"temperature": 0.7}}
+        base: dict[str, Any] = {
+            "kind": "chat",
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "params": {"temperature": 0.7},
+        }
         base.update(changes)
         return ModelRequest(**base)
 
@@ -380,8 +456,12 @@ def test_store_commits_before_put_resolves_and_refresh_since_hides_older_answers
 def test_max_failure_rate_marks_unreliable(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, 60)
     server = make_server(faults={"seed": 1, "rates": {"422": 0.3}}, request_log=True)
-    strict = run(config_for(tmp_path / "a", runspecs, [model_entry("m", server.base_url)], max_failure_rate=0.05), no_cache=True)
-    lenient = run(config_for(tmp_path / "b", runspecs, [model_entry("m", server.base_url)], max_failure_rate=0.9), no_cache=True)
+    strict = run(
+        config_for(tmp_path / "a", runspecs, [model_entry("m", server.base_url)], max_failure_rate=0.05), no_cache=True
+    )
+    lenient = run(
+        config_for(tmp_path / "b", runspecs, [model_entry("m", server.base_url)], max_failure_rate=0.9), no_cache=True
+    )
     r = row(strict, "m")
     assert 0 < r.n_failed < 60 and r.failure_rate == r.n_failed / 60 and r.unreliable
     assert r.failure_reasons == {"http_422": r.n_failed}

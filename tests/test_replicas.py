@@ -32,14 +32,21 @@ def _qa_runspecs(root: Path, n: int) -> Path:
     data.parent.mkdir(parents=True)
     with data.open("w", encoding="utf-8") as handle:
         for i in range(n):
-            handle.write(json.dumps({"qid": f"q{i}", "question": f"question number {i}?", "answer": f"question number {i}?"}) + "\n")
+            handle.write(
+                json.dumps({"qid": f"q{i}", "question": f"question number {i}?", "answer": f"question number {i}?"})
+                + "\n"
+            )
     folder = root / "runspecs" / "text"
     folder.mkdir(parents=True)
     spec = {
         "_task": {"description": "distinct questions for replica routing", "metrics": ["exact_match"]},
         "replica_qa": {
-            "path": "../../data/replica_qa.jsonl", "language": "en", "modality": "text", "id_column": "qid",
-            "textual_input_column": "question", "target_column": "answer",
+            "path": "../../data/replica_qa.jsonl",
+            "language": "en",
+            "modality": "text",
+            "id_column": "qid",
+            "textual_input_column": "question",
+            "target_column": "answer",
         },
     }
     (folder / "replica_qa.json").write_text(json.dumps(spec))
@@ -112,7 +119,10 @@ def test_slow_replica_answers_fewer_samples(tmp_path: Path, make_server) -> None
     assert by_replica[fast.base_url] + by_replica[slow.base_url] == N_SAMPLES
     assert by_replica[slow.base_url] < by_replica[fast.base_url]
     assert by_replica[slow.base_url] < N_SAMPLES // 4  # far from an even split: work is stolen, not sharded
-    assert outcome.meta["requests"]["m"]["replicas"] == {fast.base_url: by_replica[fast.base_url], slow.base_url: by_replica[slow.base_url]}
+    assert outcome.meta["requests"]["m"]["replicas"] == {
+        fast.base_url: by_replica[fast.base_url],
+        slow.base_url: by_replica[slow.base_url],
+    }
     # the servers agree with the records
     assert len(slow.log_events("completed")) == by_replica[slow.base_url]
     assert len(fast.log_events("completed")) == by_replica[fast.base_url]

@@ -1,4 +1,4 @@
-"""report.html from a real run: every section, self-contained, no secrets; rendered by headless Chromium when installed."""
+"""report.html from a real run: every section, self-contained, no secrets; drawn by headless Chromium when installed."""
 
 from __future__ import annotations
 
@@ -30,7 +30,10 @@ SECRET = "sk-test-secret-7f3a9c"
 def run_dir(tmp_path_factory: pytest.TempPathFactory, speech_runspecs: dict[str, Any]) -> Iterator[Path]:
     """A finished run: 2 models x (QA exact_match, QA bleu, tone ASR wer); model-b fails some requests with HTTP 500."""
     fps = speech_runspecs["fingerprints"]
-    audio = [{"audio_fingerprint": fps["clip1"], "answer": "hello world"}, {"audio_fingerprint": fps["clip2"], "answer": "the cat sat on mat"}]
+    audio = [
+        {"audio_fingerprint": fps["clip1"], "answer": "hello world"},
+        {"audio_fingerprint": fps["clip2"], "answer": "the cat sat on mat"},
+    ]
     rules = [{"match": q, "answer": a} for q, a in QA.items()] + audio
     good = start_test_server({"answers": rules, "latency_ms": [5, 40]})
     flaky = start_test_server({"answers": rules, "latency_ms": [20, 80], "faults": {"seed": 1, "rates": {"500": 0.35}}})
@@ -58,13 +61,25 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, speech_runspecs: dict[str,
 
 def _bars(html: str) -> list[tuple[float, str]]:
     """(width, tooltip) of every bar rect."""
-    return [(float(w), t) for w, t in re.findall(r'<rect class="bar" x="[^"]+" y="[^"]+" width="([^"]+)"[^>]*><title>([^<]*)</title>', html)]
+    return [
+        (float(w), t)
+        for w, t in re.findall(
+            r'<rect class="bar" x="[^"]+" y="[^"]+" width="([^"]+)"[^>]*><title>([^<]*)</title>', html
+        )
+    ]
 
 
 def test_report_html_has_every_section(run_dir: Path) -> None:
     html = (run_dir / "report.html").read_text()
     rows, _ = load_results(run_dir)
-    for heading in ("Results", "Scores by metric", "by audio length", "Latency per model", "Failures by reason", "Run details"):
+    for heading in (
+        "Results",
+        "Scores by metric",
+        "by audio length",
+        "Latency per model",
+        "Failures by reason",
+        "Run details",
+    ):
         assert heading in html, heading
     # the results table carries every row
     for r in rows:
@@ -74,7 +89,11 @@ def test_report_html_has_every_section(run_dir: Path) -> None:
     for r in rows:
         if r.score is None:
             continue
-        ci = f" [{fmt_number(r.ci_low)}, {fmt_number(r.ci_high)}]" if r.ci_low is not None and r.ci_high is not None else ""
+        ci = (
+            f" [{fmt_number(r.ci_low)}, {fmt_number(r.ci_high)}]"
+            if r.ci_low is not None and r.ci_high is not None
+            else ""
+        )
         expected = f"{r.dataset} · {r.model}: {fmt_number(r.score)}{ci} — n={r.n}"
         assert expected in [t for _, t in bars], expected
     assert html.count('class="whisker"') >= len([r for r in rows if r.ci_low is not None])
@@ -89,7 +108,9 @@ def test_report_html_has_every_section(run_dir: Path) -> None:
 
 def test_report_html_is_self_contained_and_keeps_secrets(run_dir: Path) -> None:
     html = (run_dir / "report.html").read_text()
-    assert "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html and "url(" not in html
+    assert (
+        "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html and "url(" not in html
+    )
     assert not re.search(r"\s(src|href)\s*=", html, re.IGNORECASE)
     assert SECRET not in html
     assert "***" in html  # the token is shown masked in the configuration block
@@ -97,24 +118,67 @@ def test_report_html_is_self_contained_and_keeps_secrets(run_dir: Path) -> None:
 
 def test_failure_counts_count_a_dataset_once_per_model() -> None:
     def row(metric: str, reasons: dict[str, int]) -> ResultRow:
-        return ResultRow("d", "t", "c", metric, "m", 0.5, 0.4, 0.6, 10, sum(reasons.values()), 0.1, False, 1.0, failure_reasons=reasons)
+        return ResultRow(
+            "d",
+            "t",
+            "c",
+            metric,
+            "m",
+            0.5,
+            0.4,
+            0.6,
+            10,
+            sum(reasons.values()),
+            0.1,
+            False,
+            1.0,
+            failure_reasons=reasons,
+        )
 
     rows = [row("exact_match", {"http_500": 3, "timeout": 1}), row("bleu", {"http_500": 3, "metric_error": 2})]
     assert failure_counts(rows) == {("http_500", "m"): 3, ("timeout", "m"): 1, ("metric_error", "m"): 2}
 
 
 def test_group_chart_per_audio_length_bucket() -> None:
-    groups = {"audio_length": {
-        "0-5s": {"score": 0.1, "ci_low": 0.05, "ci_high": 0.2, "n": 10},
-        "10-20s": {"score": 0.3, "ci_low": 0.2, "ci_high": 0.45, "n": 5},
-        "30s+": {"score": 0.5, "ci_low": 0.3, "ci_high": 0.7, "n": 2},
-    }}
-    rows = [ResultRow("asr_set", "asr", "speech", "word_error_rate", m, 0.2, 0.1, 0.3, 17, 0, 0.0, False, 1.0, details={"groups": groups}) for m in ("x", "y")]
+    groups = {
+        "audio_length": {
+            "0-5s": {"score": 0.1, "ci_low": 0.05, "ci_high": 0.2, "n": 10},
+            "10-20s": {"score": 0.3, "ci_low": 0.2, "ci_high": 0.45, "n": 5},
+            "30s+": {"score": 0.5, "ci_low": 0.3, "ci_high": 0.7, "n": 2},
+        }
+    }
+    rows = [
+        ResultRow(
+            "asr_set",
+            "asr",
+            "speech",
+            "word_error_rate",
+            m,
+            0.2,
+            0.1,
+            0.3,
+            17,
+            0,
+            0.0,
+            False,
+            1.0,
+            details={"groups": groups},
+        )
+        for m in ("x", "y")
+    ]
     html = render_html(rows, {"run_id": "r"})
-    chart = html[html.index('class="chart group-audio_length"'):]
+    chart = html[html.index('class="chart group-audio_length"') :]
     chart = chart[: chart.index("</svg>")]
     tips = [t for _, t in _bars(chart)]
-    assert tips == [f"{b} · {m}: {s}" for b, s in (("0-5s", "0.1 [0.05, 0.2] — n=10"), ("10-20s", "0.3 [0.2, 0.45] — n=5"), ("30s+", "0.5 [0.3, 0.7] — n=2")) for m in ("x", "y")]
+    assert tips == [
+        f"{b} · {m}: {s}"
+        for b, s in (
+            ("0-5s", "0.1 [0.05, 0.2] — n=10"),
+            ("10-20s", "0.3 [0.2, 0.45] — n=5"),
+            ("30s+", "0.5 [0.3, 0.7] — n=2"),
+        )
+        for m in ("x", "y")
+    ]
     assert "word_error_rate (lower is better)" in html
 
 
@@ -139,8 +203,15 @@ def _chromium() -> str | None:
 
 def _chromium_args(profile: Path) -> list[str]:
     return [
-        "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", f"--user-data-dir={profile}", "--window-size=1200,2000",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1200,2000",
     ]
 
 
@@ -194,14 +265,21 @@ def test_chromium_renders_the_charts(run_dir: Path, tmp_path: Path) -> None:
     browser = _chromium()
     assert browser is not None
     url = (run_dir / "report.html").resolve().as_uri()
-    dom = subprocess.run([browser, *_chromium_args(tmp_path / "profile"), "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    dom = subprocess.run(
+        [browser, *_chromium_args(tmp_path / "profile"), "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert "<svg" in dom.stdout
     widths = [float(w) for w in re.findall(r'<rect class="bar" x="[^"]+" y="[^"]+" width="([^"]+)"', dom.stdout)]
     assert sum(1 for w in widths if w > 0) >= 6, widths
 
     shot = tmp_path / "report.png"
-    proc = subprocess.run([browser, *_chromium_args(tmp_path / "profile"), f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [browser, *_chromium_args(tmp_path / "profile"), f"--screenshot={shot}", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     width, bpp, rows = _png_rows(shot.read_bytes(), max_rows=1000)
     colours: dict[tuple[int, ...], int] = {}
@@ -211,5 +289,7 @@ def test_chromium_renders_the_charts(run_dir: Path, tmp_path: Path) -> None:
             colours[px] = colours.get(px, 0) + 1
     first, second = (tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in PALETTE[:2])
     # the bars of both models were painted (not a blank or error page)
-    assert colours.get(first, 0) > 100 and colours.get(second, 0) > 100, sorted(colours.items(), key=lambda kv: -kv[1])[:8]
+    assert colours.get(first, 0) > 100 and colours.get(second, 0) > 100, sorted(colours.items(), key=lambda kv: -kv[1])[
+        :8
+    ]
     assert len(colours) > 20

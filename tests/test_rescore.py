@@ -37,8 +37,13 @@ def mcq_runspecs(root: Path) -> Path:
     spec = {
         "_task": {"description": "multiple choice", "metrics": ["exact_match", "f1", "mcq_accuracy"]},
         "tiny_mcq": {
-            "path": "../../mcq.jsonl", "language": "en", "modality": "text", "id_column": "id",
-            "textual_input_column": "question", "target_column": "answer", "choices_column": "choices",
+            "path": "../../mcq.jsonl",
+            "language": "en",
+            "modality": "text",
+            "id_column": "id",
+            "textual_input_column": "question",
+            "target_column": "answer",
+            "choices_column": "choices",
             "instruction": "Pick one option.",
         },
     }
@@ -64,7 +69,11 @@ def _direct(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 
 def _assert_same(rescored: ResultRow, direct: dict[str, Any], exact_ci: bool = True) -> None:
     assert rescored.score == pytest.approx(direct["score"], abs=1e-12)
-    assert (rescored.n, rescored.n_failed, rescored.failure_reasons) == (direct["n"], direct["n_failed"], direct["failure_reasons"])
+    assert (rescored.n, rescored.n_failed, rescored.failure_reasons) == (
+        direct["n"],
+        direct["n_failed"],
+        direct["failure_reasons"],
+    )
     if exact_ci:
         assert rescored.ci_low == pytest.approx(direct["ci_low"], abs=1e-12)
         assert rescored.ci_high == pytest.approx(direct["ci_high"], abs=1e-12)
@@ -74,8 +83,11 @@ def _assert_same(rescored: ResultRow, direct: dict[str, Any], exact_ci: bool = T
 def mcq_setup(tmp_path: Path, make_server, speech_runspecs) -> dict[str, Any]:
     fps = speech_runspecs["fingerprints"]
     answers = [{"match": q, "answer": a} for _, q, _, _, a in MCQ]
-    asr = [{"audio_fingerprint": fps["clip1"], "answer": "hello word"}, {"audio_fingerprint": fps["clip2"], "answer": "the cat sat on mat"},
-           {"audio_fingerprint": fps["clip3"], "answer": "good morning everyone"}]
+    asr = [
+        {"audio_fingerprint": fps["clip1"], "answer": "hello word"},
+        {"audio_fingerprint": fps["clip2"], "answer": "the cat sat on mat"},
+        {"audio_fingerprint": fps["clip3"], "answer": "good morning everyone"},
+    ]
     server_a = make_server({"answers": answers + asr})
     # model-b's server answers some requests with a malformed body: deterministic per request body
     # (seeded), so each fresh run (fault draws reset) fails the same samples
@@ -83,12 +95,18 @@ def mcq_setup(tmp_path: Path, make_server, speech_runspecs) -> dict[str, Any]:
     runspecs = [str(mcq_runspecs(tmp_path)), str(speech_runspecs["dir"])]
 
     def config(name: str, pairs: list[list[str]]) -> Path:
-        return write_config(tmp_path / f"{name}.yaml", {
-            "dataset_metric": pairs,
-            "models": [model_entry("model-a", server_a.base_url), model_entry("model-b", server_b.base_url, retry_attempts=0)],
-            "runspecs_dir": runspecs,
-            "output_dir": str(tmp_path / name),
-        })
+        return write_config(
+            tmp_path / f"{name}.yaml",
+            {
+                "dataset_metric": pairs,
+                "models": [
+                    model_entry("model-a", server_a.base_url),
+                    model_entry("model-b", server_b.base_url, retry_attempts=0),
+                ],
+                "runspecs_dir": runspecs,
+                "output_dir": str(tmp_path / name),
+            },
+        )
 
     return {"servers": (server_a, server_b), "config": config}
 
@@ -117,7 +135,11 @@ def test_rescore_equals_a_direct_run_and_asks_no_model(mcq_setup: dict[str, Any]
             _assert_same(row, direct[key])
     # mcq_accuracy read the options from the rebuilt samples: "I'd say C" is wrong, "(C)" is right
     assert mcq[("tiny_mcq", "model-a")].score == pytest.approx(6 / 8)
-    records = {json.loads(line)["sample_id"]: json.loads(line) for line in (run_dir / "rescore" / "tiny_mcq__mcq_accuracy.jsonl").read_text().splitlines() if '"model-a"' in line}
+    records = {
+        json.loads(line)["sample_id"]: json.loads(line)
+        for line in (run_dir / "rescore" / "tiny_mcq__mcq_accuracy.jsonl").read_text().splitlines()
+        if '"model-a"' in line
+    }
     assert records["m7"]["details"]["extracted"] == "C" and records["m7"]["score"] == 1.0
 
     for s in servers:
@@ -126,7 +148,9 @@ def test_rescore_equals_a_direct_run_and_asks_no_model(mcq_setup: dict[str, Any]
     for key, row in cer.items():
         # a corpus metric's bootstrap follows record order, which concurrency may shuffle: the score is exact
         _assert_same(row, direct_cer[key], exact_ci=False)
-        assert row.details["groups"]["audio_length"].keys() == direct_cer[key]["details"]["groups"]["audio_length"].keys()
+        assert (
+            row.details["groups"]["audio_length"].keys() == direct_cer[key]["details"]["groups"]["audio_length"].keys()
+        )
 
 
 def test_rescore_without_rebuilding_samples_loses_the_options(mcq_setup: dict[str, Any]) -> None:
@@ -145,14 +169,22 @@ def test_rescore_with_a_judge_metric(tmp_path: Path, make_server) -> None:
     runspecs = str(judge_runspecs(tmp_path))
 
     def config(name: str, metric: str) -> Path:
-        return write_config(tmp_path / f"{name}.yaml", {
-            "dataset_metric": [["judge_qa", metric]],
-            "models": [model_entry("model-a", model.base_url)],
-            "judge_properties": {"judge_model": "judge-model", "judge_type": "vllm", "judge_api_endpoint": judge.base_url,
-                                 "judge_api_key": "judge-key", "judge_retry_attempts": 0},
-            "runspecs_dir": runspecs,
-            "output_dir": str(tmp_path / name),
-        })
+        return write_config(
+            tmp_path / f"{name}.yaml",
+            {
+                "dataset_metric": [["judge_qa", metric]],
+                "models": [model_entry("model-a", model.base_url)],
+                "judge_properties": {
+                    "judge_model": "judge-model",
+                    "judge_type": "vllm",
+                    "judge_api_endpoint": judge.base_url,
+                    "judge_api_key": "judge-key",
+                    "judge_retry_attempts": 0,
+                },
+                "runspecs_dir": runspecs,
+                "output_dir": str(tmp_path / name),
+            },
+        )
 
     run_dir = _run(config("em", "exact_match"))
     assert judge.stats()["requests"] == 0
@@ -160,13 +192,21 @@ def test_rescore_with_a_judge_metric(tmp_path: Path, make_server) -> None:
 
     outcome = asyncio.run(arescore(run_dir, "llm_judge_binary"))
     assert model.stats()["requests"] == model_requests
-    assert outcome.judge == {"model": "judge-model", "sent": 4, "store_hits": 0}  # the run's config file gave the real key
+    assert outcome.judge == {
+        "model": "judge-model",
+        "sent": 4,
+        "store_hits": 0,
+    }  # the run's config file gave the real key
     rescored = _rows(outcome.rows)[("judge_qa", "model-a")]
     direct = _direct(_run(config("judged", "llm_judge_binary")))[("judge_qa", "model-a")]
     _assert_same(rescored, direct)
     assert rescored.score == pytest.approx(2 / 3) and rescored.failure_reasons == {"judge_parse": 1}
     assert rescored.details["judge_model"] == "judge-model"
-    line = next(json.loads(x) for x in (run_dir / "rescore" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines() if '"q1"' in x)
+    line = next(
+        json.loads(x)
+        for x in (run_dir / "rescore" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines()
+        if '"q1"' in x
+    )
     assert line["details"]["judge_model"] == "judge-model" and line["score"] == 1.0
 
     sent = judge.stats()["requests"]

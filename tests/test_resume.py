@@ -36,8 +36,13 @@ def _start_and_kill(config: Path, server, cwd: Path) -> dict[str, Any]:  # type:
     """Run ``evalkit run`` in a subprocess and SIGKILL it at about half of its requests."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     with (cwd / "killed.stderr").open("wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], cwd=cwd, env=env,
-                                stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     try:
         give_up = time.monotonic() + 60
         while len(server.log_events("completed")) < N // 2:
@@ -75,29 +80,40 @@ def _start_and_kill(config: Path, server, cwd: Path) -> dict[str, Any]:  # type:
 
 
 def _check_nothing_recorded_was_resent(killed: dict[str, Any], server) -> set[str]:  # type: ignore[no-untyped-def]
-    resent = {e["body_sha256"] for e in server.log_events()[killed["events"]:] if e["event"] == "received"}
+    resent = {e["body_sha256"] for e in server.log_events()[killed["events"] :] if e["event"] == "received"}
     assert killed["recorded_shas"], "the kill came before any record was written; nothing was tested"
     assert len(killed["recorded"]) < 2 * N, "the kill came after the run had finished; nothing was tested"
-    assert {r["response"] for r in killed["recorded"] if r.get("response") is not None} <= killed["stored_texts"]  # recorded => stored
+    assert {r["response"] for r in killed["recorded"] if r.get("response") is not None} <= killed[
+        "stored_texts"
+    ]  # recorded => stored
     assert not killed["recorded_shas"] & resent  # nothing recorded was sent again
     assert not killed["stored_shas"] & resent  # nothing committed was sent again
     in_flight_at_kill = killed["completed_shas"] & resent  # answered by the server, not yet committed by the client
     assert len(in_flight_at_kill) <= BATCH
-    print(f"killed at {len(killed['completed_shas'])} answered requests: {len(killed['recorded'])} records, "
-          f"{len(killed['stored_shas'])} stored, {len(in_flight_at_kill)} answered-but-unstored sent again, {len(resent)} sent after the kill")
+    print(
+        f"killed at {len(killed['completed_shas'])} answered requests: {len(killed['recorded'])} records, "
+        f"{len(killed['stored_shas'])} stored, {len(in_flight_at_kill)} answered-but-unstored sent again, "
+        f"{len(resent)} sent after the kill"
+    )
     return resent
 
 
 def _scores(results_json: Path) -> dict[tuple[str, str, str], tuple[Any, ...]]:
     rows = json.loads(results_json.read_text())["results"]
-    return {(r["dataset"], r["metric"], r["model"]): (r["score"], r["ci_low"], r["ci_high"], r["n"], r["n_failed"]) for r in rows}
+    return {
+        (r["dataset"], r["metric"], r["model"]): (r["score"], r["ci_low"], r["ci_high"], r["n"], r["n_failed"])
+        for r in rows
+    }
 
 
 @pytest.fixture()
 def setup(tmp_path: Path, make_server) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     runspecs = text_set(tmp_path, N)
     clean_server = make_server()
-    clean = run(config_for(tmp_path / "clean", runspecs, [model_entry("m", clean_server.base_url, batch_size=32)], pairs=PAIRS), no_cache=True)
+    clean = run(
+        config_for(tmp_path / "clean", runspecs, [model_entry("m", clean_server.base_url, batch_size=32)], pairs=PAIRS),
+        no_cache=True,
+    )
     server = make_server(latency_ms=10, request_log=True)
     config = config_for(tmp_path / "work", runspecs, [model_entry("m", server.base_url, batch_size=BATCH)], pairs=PAIRS)
     return {"clean": _scores(clean.run_dir / "results.json"), "server": server, "config": config}
@@ -109,8 +125,14 @@ def test_kill_9_then_the_same_command_resends_nothing_recorded_and_scores_equal(
     assert json.loads((killed["run_dir"] / "run.json").read_text())["status"] == "running"
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    again = subprocess.run([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], cwd=config.parent, env=env,
-                           capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
+        cwd=config.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     resent = _check_nothing_recorded_was_resent(killed, server)
     assert len(resent) == N - len(killed["stored_shas"])  # the rest, each once
@@ -156,7 +178,9 @@ def test_resume_refuses_a_changed_config_or_a_folder_that_is_no_run(tmp_path: Pa
     with pytest.raises(UserError, match="differs from the one this run started with"):
         asyncio.run(execute(build_plan(load_config(changed)), RunOptions(quiet=True, resume=str(first.run_dir))))
     # transport settings may change on resume (a server that moved, another batch size)
-    moved = config_for(tmp_path, runspecs, [model_entry("m", server.base_url + "/", batch_size=2, timeout=3, retry_attempts=0)])
+    moved = config_for(
+        tmp_path, runspecs, [model_entry("m", server.base_url + "/", batch_size=2, timeout=3, retry_attempts=0)]
+    )
     resumed = asyncio.run(execute(build_plan(load_config(moved)), RunOptions(quiet=True, resume=str(first.run_dir))))
     assert resumed.requests_sent == 0 and resumed.store_hits == 5
     with pytest.raises(UserError, match="not an evalkit run folder"):
@@ -165,13 +189,23 @@ def test_resume_refuses_a_changed_config_or_a_folder_that_is_no_run(tmp_path: Pa
         plan_for_resume(tmp_path / "nope")
 
 
-def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Path, speech_runspecs, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(
+    tmp_path: Path, speech_runspecs, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
     """Secrets are masked in run.json, yet a resume gets them back (token and a launched server's env)."""
     token = "evk-RESUME-5c2e9a71"
     monkeypatch.setenv("EVALKIT_RESUME_TOKEN", token)
-    entry = {"info": {"name": "m", "inference_type": "transcription", "model": "pocketsphinx-en-us", "batch_size": 2,
-                      "auth_token": "${EVALKIT_RESUME_TOKEN}", "extra_body": {"user": "me"},
-                      "launch": {"backend": "pocketsphinx", "env": {"HF_TOKEN": token}}}}
+    entry = {
+        "info": {
+            "name": "m",
+            "inference_type": "transcription",
+            "model": "pocketsphinx-en-us",
+            "batch_size": 2,
+            "auth_token": "${EVALKIT_RESUME_TOKEN}",
+            "extra_body": {"user": "me"},
+            "launch": {"backend": "pocketsphinx", "env": {"HF_TOKEN": token}},
+        }
+    }
     other = model_entry("other", "http://127.0.0.1:9/v1", auth_token="${EVALKIT_RESUME_TOKEN}")
     config = config_for(tmp_path, speech_runspecs["dir"], [entry, other], pairs=[["tiny_asr", "word_error_rate"]])
     from evalkit.config import load_config
@@ -182,7 +216,10 @@ def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(tmp_path: Pat
     only_m.models = [e for e in only_m.models if e.info.name == "m"]  # as `--model m` leaves it
     first = asyncio.run(execute(build_plan(only_m, source=str(config)), RunOptions(quiet=True)))
     manifest_text = (first.run_dir / "run.json").read_text()
-    assert token not in manifest_text and json.loads(manifest_text)["config"]["models"][0]["info"]["launch"]["env"]["HF_TOKEN"] == "***"
+    assert (
+        token not in manifest_text
+        and json.loads(manifest_text)["config"]["models"][0]["info"]["launch"]["env"]["HF_TOKEN"] == "***"
+    )
 
     plan = plan_for_resume(first.run_dir)
     info = plan.models["m"].info

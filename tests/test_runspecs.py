@@ -241,7 +241,7 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
     path, name, entry = item
     assert re.fullmatch(r"[a-z0-9][a-z0-9_]*", name), f"{path}: dataset name {name!r} should be snake_case"
     assert set(entry) <= ALLOWED_KEYS, f"{path}: {name}: unknown keys {sorted(set(entry) - ALLOWED_KEYS)}"
-    assert REQUIRED_KEYS <= set(entry), f"{path}: {name}: missing {sorted(REQUIRED_KEYS - set(entry))}"
+    assert set(entry) >= REQUIRED_KEYS, f"{path}: {name}: missing {sorted(REQUIRED_KEYS - set(entry))}"
     assert ("hf_repo" in entry) != ("path" in entry), f"{path}: {name}: needs exactly one of hf_repo / path"
     if "hf_repo" in entry:
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["hf_repo"]), f"{name}: hf_repo must be owner/name"
@@ -251,7 +251,9 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
         if key in entry:
             assert isinstance(entry[key], str) and entry[key], f"{name}.{key} must be a column name"
     extra = entry.get("extra_columns", {})
-    assert isinstance(extra, dict) and all(isinstance(k, str) and isinstance(v, str) and k and v for k, v in extra.items())
+    assert isinstance(extra, dict) and all(
+        isinstance(k, str) and isinstance(v, str) and k and v for k, v in extra.items()
+    )
     standard = {"language", "index", "accent", "accented", "gender", "speaker", "duration", "choices"}
     assert not (set(extra) & standard), f"{name}: extra_columns would overwrite standard meta keys"
     modality = entry.get("modality", "audio")
@@ -486,7 +488,9 @@ def test_espeak_accent_instruction_lists_every_accent_in_the_set() -> None:
 
 
 def test_basic_qa_is_small_and_well_formed() -> None:
-    rows = [json.loads(line) for line in (RUNSPECS / "_data" / "basic_qa.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = [
+        json.loads(line) for line in (RUNSPECS / "_data" / "basic_qa.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert 20 <= len(rows) <= 40
     assert len({r["id"] for r in rows}) == len(rows)
     for row in rows:

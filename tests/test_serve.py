@@ -67,7 +67,11 @@ class ServeProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "evalkit.serve", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
         )
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
@@ -127,10 +131,13 @@ def audio_message(wav: bytes, prompt: str = "Transcribe this.") -> list[dict[str
     data = base64.b64encode(wav).decode()
     return [
         {"role": "system", "content": "You are a transcriber."},
-        {"role": "user", "content": [
-            {"type": "text", "text": prompt},
-            {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": prompt},
+                {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}},
+            ],
+        },
     ]
 
 
@@ -203,9 +210,12 @@ def test_grammar_mode_gives_the_exact_sentences(servers: dict[str, ServeProcess]
 
     async def go() -> list[Any]:
         async with aiohttp.ClientSession() as session:
-            return await asyncio.gather(*(
-                transcribe(session, servers["grammar"].url, wav, response_format="verbose_json") for wav in clips.values()
-            ))
+            return await asyncio.gather(
+                *(
+                    transcribe(session, servers["grammar"].url, wav, response_format="verbose_json")
+                    for wav in clips.values()
+                )
+            )
 
     for line, (status, _, body) in zip(clips, run(go())):
         assert status == 200, body
@@ -241,7 +251,7 @@ def test_chat_stream_returns_server_sent_events(servers: dict[str, ServeProcess]
                 assert response.status == 200 and response.content_type == "text/event-stream"
                 return await response.text()
 
-    events = [line[len("data: "):] for line in run(go()).splitlines() if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in run(go()).splitlines() if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(event) for event in events[:-1]]
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "turn on the light"
@@ -265,12 +275,37 @@ def test_bad_requests_get_400_naming_the_problem(servers: dict[str, ServeProcess
                 results["json"] = (response.status, await response.json())
             results["no messages"] = await chat(session, url, {"model": GRAMMAR_MODEL_ID})
             results["no audio"] = await chat(session, url, {"messages": [{"role": "user", "content": "hi"}]})
-            results["bad base64"] = await chat(session, url, {"messages": [{"role": "user", "content": [
-                {"type": "input_audio", "input_audio": {"data": "%%%not base64%%%", "format": "wav"}}]}]})
-            results["not audio"] = await chat(session, url, {"messages": [{"role": "user", "content": [
-                {"type": "input_audio", "input_audio": {"data": not_audio, "format": "wav"}}]}]})
-            results["image"] = await chat(session, url, {"messages": [{"role": "user", "content": [
-                {"type": "image_url", "image_url": {"url": "http://x"}}]}]})
+            results["bad base64"] = await chat(
+                session,
+                url,
+                {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [
+                                {"type": "input_audio", "input_audio": {"data": "%%%not base64%%%", "format": "wav"}}
+                            ],
+                        }
+                    ]
+                },
+            )
+            results["not audio"] = await chat(
+                session,
+                url,
+                {
+                    "messages": [
+                        {
+                            "role": "user",
+                            "content": [{"type": "input_audio", "input_audio": {"data": not_audio, "format": "wav"}}],
+                        }
+                    ]
+                },
+            )
+            results["image"] = await chat(
+                session,
+                url,
+                {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}]},
+            )
             results["max_tokens"] = await chat(session, url, {"messages": audio_message(wav), "max_tokens": 0})
             results["wrong model"] = await chat(session, url, {"model": "gpt-nope", "messages": audio_message(wav)})
             status, _, body = await transcribe(session, url, wav, response_format="srt")
@@ -452,7 +487,10 @@ def test_backend_failures_become_500_and_per_request_400() -> None:
     ("args", "message"),
     [
         (["--backend", "pocketsphinks"], "unknown backend 'pocketsphinks' (did you mean \"pocketsphinx\"?)"),
-        (["--backend", "pocketsphinx", "--grammar", "/no/such/grammar.txt"], "--grammar /no/such/grammar.txt: no such file"),
+        (
+            ["--backend", "pocketsphinx", "--grammar", "/no/such/grammar.txt"],
+            "--grammar /no/such/grammar.txt: no such file",
+        ),
         (["--backend", "transformers"], "--backend transformers needs --model PATH"),
         (["--backend", "pocketsphinx", "--port", "http"], "invalid int value: 'http'"),
     ],
@@ -499,10 +537,17 @@ def test_audio_parts_become_16k_float_arrays() -> None:
     from evalkit.serve.app import parse_chat_body
 
     b64 = wav_base64(np.zeros(8000, dtype=np.float32), 8000)  # 1 s at 8 kHz
-    body = {"messages": [{"role": "user", "content": [
-        {"type": "input_audio", "input_audio": {"data": b64, "format": "wav"}},
-        {"type": "audio_url", "audio_url": {"url": f"data:audio/wav;base64,{b64}"}},
-    ]}]}
+    body = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_audio", "input_audio": {"data": b64, "format": "wav"}},
+                    {"type": "audio_url", "audio_url": {"url": f"data:audio/wav;base64,{b64}"}},
+                ],
+            }
+        ]
+    }
     _, item = parse_chat_body(json.dumps(body).encode())
     for part in item.messages[0]["content"]:
         assert part["type"] == "audio"

@@ -16,7 +16,8 @@ import pytest
 _MISSING = [name for name in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(name) is None]
 pytestmark = pytest.mark.skipif(
     bool(_MISSING),
-    reason=f"needs {', '.join(_MISSING)} (pip install torch==2.13.0 transformers tokenizers, or bash .ci/install_vllm.sh)",
+    reason=f"needs {', '.join(_MISSING)} (pip install torch==2.13.0 transformers tokenizers, or bash "
+    ".ci/install_vllm.sh)",
 )
 
 from evalkit.serve.backends.base import ChatInput, GenerationParams, InputError  # noqa: E402
@@ -177,7 +178,9 @@ def test_seeded_sampling_is_reproducible(backend) -> None:
 def test_list_content_is_joined_text(backend) -> None:
     parts = {"role": "user", "content": [{"type": "text", "text": "Hello"}, {"type": "text", "text": "there"}]}
     plain = {"role": "user", "content": "Hello\nthere"}
-    got = backend.chat_batch([ChatInput([parts], GenerationParams(max_tokens=8)), ChatInput([plain], GenerationParams(max_tokens=8))])
+    got = backend.chat_batch(
+        [ChatInput([parts], GenerationParams(max_tokens=8)), ChatInput([plain], GenerationParams(max_tokens=8))]
+    )
     assert got[0] == got[1]
 
 

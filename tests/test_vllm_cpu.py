@@ -13,6 +13,7 @@ installed. Run: ``python -m pytest -m vllm tests/test_vllm_cpu.py``.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import queue
@@ -49,8 +50,13 @@ CONVERSATIONS: list[list[dict[str, Any]]] = [
     [{"role": "user", "content": "Hello there"}],
     [{"role": "user", "content": "What is the capital of France?"}],
     [{"role": "user", "content": "x"}],
-    [{"role": "user", "content": "A much longer prompt, with many more tokens than the others, so that the short "
-                                 "ones get a lot of left padding when they share a batch with it."}],
+    [
+        {
+            "role": "user",
+            "content": "A much longer prompt, with many more tokens than the others, so that the short "
+            "ones get a lot of left padding when they share a batch with it.",
+        }
+    ],
     [
         {"role": "system", "content": "You answer in one short sentence."},
         {"role": "user", "content": "Where did you put the keys?"},
@@ -58,7 +64,12 @@ CONVERSATIONS: list[list[dict[str, Any]]] = [
         {"role": "user", "content": "Which table?"},
     ],
     # list content: both servers join text parts with a newline
-    [{"role": "user", "content": [{"type": "text", "text": "Tell me a story"}, {"type": "text", "text": "about a boat."}]}],
+    [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Tell me a story"}, {"type": "text", "text": "about a boat."}],
+        }
+    ],
     # punctuation, digits, tabs and a non-ASCII character (an <|unk|> token)
     [{"role": "user", "content": "Count: 1, 2, 3...\tthen stop! Café?"}],
 ]
@@ -98,16 +109,12 @@ def _stop(proc: subprocess.Popen[bytes], known: list[Any], timeout: float = 30.0
     tree = {p.pid: p for p in [*known, *_tree(proc.pid)]}
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
     _, alive = psutil.wait_procs(list(tree.values()), timeout=5)
     for p in alive:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     if proc.poll() is None:
         proc.kill()
     proc.wait(10)
@@ -136,10 +143,20 @@ class VllmServer:
             "HF_HUB_OFFLINE": "1",
         }
         cmd = [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(self.model_dir),
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--max-model-len", "512", "--dtype", "float32", "--enforce-eager",
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            "512",
+            "--dtype",
+            "float32",
+            "--enforce-eager",
             # no "--distributed-executor-backend uni": on the CPU vLLM turns it
             # back into "mp" (its OpenMP set-up needs a worker process), so the
             # server is three processes: API server, engine core, worker
@@ -182,7 +199,17 @@ class EvalkitServer:
     def start(self, timeout: float = 180.0) -> None:
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        cmd = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(self.model_dir), "--port", "0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "evalkit.serve",
+            "--backend",
+            "transformers",
+            "--model",
+            str(self.model_dir),
+            "--port",
+            "0",
+        ]
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, env=env, cwd=REPO_ROOT)
         lines: queue.Queue[str | None] = queue.Queue()
@@ -310,20 +337,33 @@ def _write_launch_config(folder: Path, model_dir: Path) -> Path:
     config = {
         "dataset_metric": [["basic_qa", "exact_match"]],
         "models": [
-            {"info": {
-                "name": "tiny-vllm", "inference_type": "vllm", **greedy,
-                "launch": {
-                    "backend": "vllm", "model_path": str(model_dir),
-                    "args": ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"],
-                    "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-                    "startup_timeout": START_TIMEOUT + 300,
-                },
-            }},
-            {"info": {
-                "name": "tiny-transformers", "inference_type": "local", **greedy,
-                "launch": {"backend": "transformers", "model_path": str(model_dir), "args": ["--dtype", "float32"],
-                           "env": {"HF_HUB_OFFLINE": "1"}},
-            }},
+            {
+                "info": {
+                    "name": "tiny-vllm",
+                    "inference_type": "vllm",
+                    **greedy,
+                    "launch": {
+                        "backend": "vllm",
+                        "model_path": str(model_dir),
+                        "args": ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"],
+                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+                        "startup_timeout": START_TIMEOUT + 300,
+                    },
+                }
+            },
+            {
+                "info": {
+                    "name": "tiny-transformers",
+                    "inference_type": "local",
+                    **greedy,
+                    "launch": {
+                        "backend": "transformers",
+                        "model_path": str(model_dir),
+                        "args": ["--dtype", "float32"],
+                        "env": {"HF_HUB_OFFLINE": "1"},
+                    },
+                }
+            },
         ],
         "filters": {"num_samples": 6},
         "output_dir": str(folder / "runs"),
@@ -374,7 +414,11 @@ def test_evalkit_run_launches_vllm_and_transformers_with_equal_answers(tiny_llam
     with open(err_path, "wb") as err:
         proc = subprocess.Popen(
             [sys.executable, "-m", "evalkit", "run", str(config), "--no-cache", "-q"],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL,
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
         )
     seen: dict[int, Any] = {}  # every process of the vLLM server seen while it ran
     try:
@@ -410,7 +454,8 @@ def test_evalkit_run_launches_vllm_and_transformers_with_equal_answers(tiny_llam
     servers = _launched(runs)
     vllm, local = servers["tiny-vllm"], servers["tiny-transformers"]
     print(
-        f"\nevalkit run with launched vLLM + evalkit serve: {seconds:.0f} s; vLLM ready after {vllm['ready_seconds']:.0f} s "
+        f"\nevalkit run with launched vLLM + evalkit serve: {seconds:.0f} s; vLLM ready after "
+        f"{vllm['ready_seconds']:.0f} s "
         f"({len(seen)} processes), evalkit serve after {local['ready_seconds']:.0f} s; stops took "
         f"{vllm['stop_seconds']:.1f} s and {local['stop_seconds']:.1f} s"
     )

@@ -13,29 +13,61 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from evalkit.errors import UserError
+
+T = TypeVar("T")
 
 LIST_KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors")
 FORMATS = ("table", "json", "csv")
 
 
 def _run_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="evaluate every model on every dataset-metric pair of a config", description="Evaluate every model on every dataset-metric pair of a config.")
+    p = sub.add_parser(
+        "run",
+        help="evaluate every model on every dataset-metric pair of a config",
+        description="Evaluate every model on every dataset-metric pair of a config.",
+    )
     p.add_argument("config_pos", nargs="?", metavar="CONFIG", help="config file (default config.yaml)")
     p.add_argument("--config", "-c", dest="config", help="config file (default config.yaml)")
-    p.add_argument("--dataset", action="append", metavar="NAME", help="only this dataset/task/category (repeatable); a name not in the config runs with its task's default metric")
-    p.add_argument("--metric", action="append", metavar="NAME", help="only this metric (repeatable); with --dataset: every dataset with every metric")
+    p.add_argument(
+        "--dataset",
+        action="append",
+        metavar="NAME",
+        help="only this dataset/task/category (repeatable); a name not in the config runs with its task's default "
+        "metric",
+    )
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help="only this metric (repeatable); with --dataset: every dataset with every metric",
+    )
     p.add_argument("--model", action="append", metavar="NAME", help="only this model name (repeatable)")
     p.add_argument("--num-samples", type=int, metavar="N", help="override filters.num_samples")
     p.add_argument("--output-dir", metavar="DIR", help="override output_dir")
-    p.add_argument("--dry-run", action="store_true", help="print the plan, sample and request counts and what the response store holds; send nothing")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan, sample and request counts and what the response store holds; send nothing",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)",
+    )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the response store")
     p.add_argument("--refresh-cache", action="store_true", help="ask every request again and overwrite stored answers")
-    p.add_argument("--progress-interval", type=float, default=10.0, metavar="SECONDS", help="seconds between plain progress lines when not on a terminal (default 10)")
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="seconds between plain progress lines when not on a terminal (default 10)",
+    )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the final table")
     p.add_argument("--verbose", "-v", action="store_true", help="print the plan first, and debug logging")
 
@@ -45,11 +77,17 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", help="only this task (runspec file)")
     p.add_argument("--metric", help="only entries this metric fits")
     p.add_argument("--language", help="only this language (code or name, e.g. en, english, fr-en)")
-    p.add_argument("--modality", choices=["audio", "text", "audio+text"], help="only this input modality: audio (any audio input, audio+text included), text (text only), audio+text")
+    p.add_argument(
+        "--modality",
+        choices=["audio", "text", "audio+text"],
+        help="only this input modality: audio (any audio input, audio+text included), text (text only), audio+text",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evalkit", description="Evaluate audio and text language models on many datasets at once.")
+    parser = argparse.ArgumentParser(
+        prog="evalkit", description="Evaluate audio and text language models on many datasets at once."
+    )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
@@ -59,33 +97,43 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=LIST_KINDS)
     _filter_args(ls)
     ls.add_argument("--format", "-f", choices=FORMATS, default="table")
-    ls.add_argument("--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)")
-    ls.add_argument("--config", "-c", help="config whose models `list models` shows (default ./config.yaml when present)")
+    ls.add_argument(
+        "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
+    ls.add_argument(
+        "--config", "-c", help="config whose models `list models` shows (default ./config.yaml when present)"
+    )
     info = sub.add_parser("info", help="details of one dataset, metric or task, with an example config line")
     info.add_argument("kind", choices=["dataset", "metric", "task"])
     info.add_argument("name")
     info.add_argument("--format", "-f", choices=["table", "json"], default="table")
-    info.add_argument("--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)")
+    info.add_argument(
+        "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
     rep = sub.add_parser("report", help="re-render a run's results (one RUN_DIR) or compare two runs (RUN_A RUN_B)")
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--format", "-f", choices=["table", "json", "csv", "md"], default="table")
-    rep.add_argument("--no-write", action="store_true", help="only print; do not rewrite results.csv/.md and report.html")
+    rep.add_argument(
+        "--no-write", action="store_true", help="only print; do not rewrite results.csv/.md and report.html"
+    )
     rs = sub.add_parser("rescore", help="score a finished run's records again with other metrics (no requests)")
     rs.add_argument("run_dir", metavar="RUN_DIR")
     rs.add_argument("--metric", action="append", required=True, metavar="NAME", help="metric to compute (repeatable)")
     rs.add_argument("--output", metavar="DIR", help="where to write the new results (default: inside RUN_DIR)")
-    sub.add_parser("serve", help="serve a local model over an OpenAI-compatible API (see `evalkit serve --help`)", add_help=False)
+    sub.add_parser(
+        "serve", help="serve a local model over an OpenAI-compatible API (see `evalkit serve --help`)", add_help=False
+    )
     return parser
 
 
 # ---------------------------------------------------------------- run
 
 
-def _run_async(coro):  # type: ignore[no-untyped-def]
+def _run_async(coro: Coroutine[Any, Any, T]) -> T:
     import asyncio
 
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
@@ -96,7 +144,11 @@ def _plan(args: argparse.Namespace) -> Any:
     from evalkit.api import prepare
 
     overrides: dict[str, Any] = {
-        "dataset": args.dataset, "metric": args.metric, "model": args.model, "num_samples": args.num_samples, "output_dir": args.output_dir,
+        "dataset": args.dataset,
+        "metric": args.metric,
+        "model": args.model,
+        "num_samples": args.num_samples,
+        "output_dir": args.output_dir,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     config = args.config or args.config_pos
@@ -121,7 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:
         from evalkit.run.dryrun import dry_run, print_dry_run
 
-        report = _run_async(dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache))
+        report = _run_async(
+            dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache)
+        )
         print_dry_run(report, plan)
         return 0
     from evalkit.api import run_options
@@ -131,7 +185,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     totals = expected_totals(plan) if not args.quiet else {}
     progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
-    options = run_options({"no_cache": args.no_cache, "refresh_cache": args.refresh_cache, "quiet": args.quiet, "resume": args.resume}, progress)
+    options = run_options(
+        {"no_cache": args.no_cache, "refresh_cache": args.refresh_cache, "quiet": args.quiet, "resume": args.resume},
+        progress,
+    )
     with progress:
         outcome = _run_async(execute(plan, options))
     print_results(outcome)
@@ -142,10 +199,18 @@ def _print_plan(plan: Any) -> None:
     print(f"plan from {plan.source}: {len(plan.engines)} engines x {len(plan.models)} models", file=sys.stderr)
     for spec in plan.engines:
         source = spec.dataset.hf_repo or spec.dataset.source
-        print(f"  engine {spec.id}: {spec.dataset.task}/{spec.dataset.name} ({spec.dataset.language}, {source}) x {', '.join(spec.models)}", file=sys.stderr)
+        print(
+            f"  engine {spec.id}: {spec.dataset.task}/{spec.dataset.name} ({spec.dataset.language}, {source}) x "
+            f"{', '.join(spec.models)}",
+            file=sys.stderr,
+        )
     for model in plan.models.values():
         urls = [u for info in model.replicas for u in info.urls]
-        print(f"  model {model.name}: {model.kind}, {len(urls) or len(model.replicas)} endpoint(s), model id {model.info.model}", file=sys.stderr)
+        print(
+            f"  model {model.name}: {model.kind}, {len(urls) or len(model.replicas)} endpoint(s), model id "
+            f"{model.info.model}",
+            file=sys.stderr,
+        )
 
 
 # ---------------------------------------------------------------- validate
@@ -176,7 +241,9 @@ def _table_width() -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     from evalkit.cli import listing
 
-    filters = listing.Filters(category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality)
+    filters = listing.Filters(
+        category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality
+    )
     if args.what == "models":
         rows = listing.model_rows(filters, args.config)
     else:
@@ -233,7 +300,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stdout.write(results_markdown(rows, meta))
     if not args.no_write and run_dir.is_dir():
         write_views(run_dir, rows, meta)
-        print(f"rewrote {run_dir / 'results.csv'}, {run_dir / 'results.md'} and {run_dir / 'report.html'}", file=sys.stderr)
+        print(
+            f"rewrote {run_dir / 'results.csv'}, {run_dir / 'results.md'} and {run_dir / 'report.html'}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -246,7 +316,14 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- main
 
 
-COMMANDS = {"run": cmd_run, "validate": cmd_validate, "list": cmd_list, "info": cmd_info, "report": cmd_report, "rescore": cmd_rescore}
+COMMANDS = {
+    "run": cmd_run,
+    "validate": cmd_validate,
+    "list": cmd_list,
+    "info": cmd_info,
+    "report": cmd_report,
+    "rescore": cmd_rescore,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

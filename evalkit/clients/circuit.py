@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 
@@ -44,7 +45,7 @@ class Circuit:
     def _open(self) -> None:
         self.round += 1
         self.round_failures = 0
-        self.open_until = time.monotonic() + self.pause * 2 ** self.failed_rounds
+        self.open_until = time.monotonic() + self.pause * 2**self.failed_rounds
         self._notify()
 
     async def admit(self) -> int | None:
@@ -59,10 +60,8 @@ class Circuit:
             if wait <= 0 and self.probes_in_flight + self.round_failures < self.width:
                 self.probes_in_flight += 1
                 return self.round
-            try:
+            with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(changed.wait(), timeout=wait if wait > 0 else None)
-            except asyncio.TimeoutError:
-                pass
 
     def _end_probe(self, probe: int) -> bool:
         """Account for a finished probe; True when it belongs to the current round."""

@@ -56,7 +56,7 @@ class Attempt:
 
     @property
     def rate_limited(self) -> bool:
-        """"Busy, come back later": a 429, or a 503 that says when (a full server queue).
+        """ "Busy, come back later": a 429, or a 503 that says when (a full server queue).
 
         Neither is a failure of the request: it waits as told, slows the
         endpoint down, and does not use up ``retry_attempts``.
@@ -95,7 +95,9 @@ class EndpointPool:
 
     def _get_session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self._connections, limit_per_host=self._connections, ttl_dns_cache=300, keepalive_timeout=60)
+            connector = aiohttp.TCPConnector(
+                limit=self._connections, limit_per_host=self._connections, ttl_dns_cache=300, keepalive_timeout=60
+            )
             self._session = aiohttp.ClientSession(
                 connector=connector,
                 headers=self._headers,
@@ -107,10 +109,12 @@ class EndpointPool:
     async def attempt(self, request: ModelRequest, timeout: float | None = None) -> Attempt:
         """One attempt within ``timeout`` seconds (default: the endpoint's per-attempt timeout)."""
         try:
-            attempt = await self._attempt(request, self.timeout if timeout is None else max(0.001, min(timeout, self.timeout)))
+            attempt = await self._attempt(
+                request, self.timeout if timeout is None else max(0.001, min(timeout, self.timeout))
+            )
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # noqa: BLE001 - e.g. a request aiohttp refuses to build: fails the same way again
+        except Exception as error:
             attempt = Attempt(failure=FailureReason.CLIENT_ERROR, error=f"{type(error).__name__}: {error}")
         if attempt.error and self._secrets:
             attempt.error = scrub(attempt.error, self._secrets)
@@ -128,24 +132,52 @@ class EndpointPool:
                 status = response.status
                 retry_after = retry_after_seconds(response.headers)
         except asyncio.TimeoutError:
-            return Attempt(failure=FailureReason.TIMEOUT, error=f"no answer within {limit:g} s", latency=time.perf_counter() - started)
+            return Attempt(
+                failure=FailureReason.TIMEOUT,
+                error=f"no answer within {limit:g} s",
+                latency=time.perf_counter() - started,
+            )
         except aiohttp.ClientConnectorError as error:
-            reason = error.os_error.strerror if error.os_error is not None and error.os_error.strerror else type(error.os_error or error).__name__
-            return Attempt(failure=FailureReason.CONNECTION, error=f"cannot connect to {self.name}: {reason}", latency=time.perf_counter() - started)
+            reason = (
+                error.os_error.strerror
+                if error.os_error is not None and error.os_error.strerror
+                else type(error.os_error or error).__name__
+            )
+            return Attempt(
+                failure=FailureReason.CONNECTION,
+                error=f"cannot connect to {self.name}: {reason}",
+                latency=time.perf_counter() - started,
+            )
         except (aiohttp.ClientError, ConnectionError, OSError) as error:
-            return Attempt(failure=FailureReason.CONNECTION, error=f"{type(error).__name__}: {error}", latency=time.perf_counter() - started)
+            return Attempt(
+                failure=FailureReason.CONNECTION,
+                error=f"{type(error).__name__}: {error}",
+                latency=time.perf_counter() - started,
+            )
         latency = time.perf_counter() - started
         payload = _decode(body)
         if status >= 400:
             text = body[:300].decode("utf-8", "replace")
-            return Attempt(failure=http_reason(status), status=status, error=f"HTTP {status}: {error_message(payload, text)}", retry_after=retry_after, latency=latency)
+            return Attempt(
+                failure=http_reason(status),
+                status=status,
+                error=f"HTTP {status}: {error_message(payload, text)}",
+                retry_after=retry_after,
+                latency=latency,
+            )
         try:
             if payload is _UNDECODABLE:
                 raise ParseError(f"response is not JSON: {body[:120]!r}")
             text, usage = wire.parse(payload)
         except ParseError as error:
             return Attempt(failure=FailureReason.PARSE, status=status, error=str(error), latency=latency)
-        return Attempt(text=text, raw=payload if isinstance(payload, dict) else {"text": payload}, usage=usage, status=status, latency=latency)
+        return Attempt(
+            text=text,
+            raw=payload if isinstance(payload, dict) else {"text": payload},
+            usage=usage,
+            status=status,
+            latency=latency,
+        )
 
     async def close(self) -> None:
         if self._session is not None and not self._session.closed:

@@ -30,11 +30,19 @@ class JudgeClient:
         #: whose judge prompt to use (prompts may be tuned per judge model)
         self.prompt_model = props.judge_prompt_model_override or props.judge_model
         self.client = ModelClient(
-            f"judge:{props.judge_model}", [(pool, props.judge_concurrency)], RetryPolicy(retry_attempts=props.judge_retry_attempts), store=store
+            f"judge:{props.judge_model}",
+            [(pool, props.judge_concurrency)],
+            RetryPolicy(retry_attempts=props.judge_retry_attempts),
+            store=store,
         )
 
     async def ask(self, messages: list[dict[str, Any]], **params: Any) -> Outcome:
-        request = ModelRequest(kind=RequestKind.CHAT, model=self.model, messages=messages, params={"temperature": self.temperature, **params})
+        request = ModelRequest(
+            kind=RequestKind.CHAT,
+            model=self.model,
+            messages=messages,
+            params={"temperature": self.temperature, **params},
+        )
         return await self.client.submit(request)
 
     async def close(self) -> None:

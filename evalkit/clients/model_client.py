@@ -137,14 +137,21 @@ class ModelClient:
     ) -> None:
         self.name = name
         if policy.deadline is None and pools:
-            policy = dataclasses.replace(policy, deadline=default_deadline(max(p.timeout for p, _ in pools), policy.retry_attempts))
+            policy = dataclasses.replace(
+                policy, deadline=default_deadline(max(p.timeout for p, _ in pools), policy.retry_attempts)
+            )
         self.policy = policy
         self.store = store
         self._replicas = [
             _Replica(
-                pool=pool, workers=workers, limit=AdaptiveLimit(workers),
+                pool=pool,
+                workers=workers,
+                limit=AdaptiveLimit(workers),
                 circuit=Circuit(
-                    max(policy.breaker_threshold, 2 * workers), policy.breaker_pause, policy.breaker_probes, min(policy.probe_width, workers)
+                    max(policy.breaker_threshold, 2 * workers),
+                    policy.breaker_pause,
+                    policy.breaker_probes,
+                    min(policy.probe_width, workers),
                 ),
             )
             for pool, workers in pools
@@ -215,14 +222,16 @@ class ModelClient:
             if use_store and self.store is not None:
                 try:
                     stored = await self.store.get(store_key)
-                except Exception as error:  # noqa: BLE001 - an unreadable store costs a request, never the answer
+                except Exception as error:
                     if not self._store_warned:
                         self._store_warned = True
                         log.warning("response store read failed (asking the endpoint): %s", error)
                     stored = None
                 if stored is not None:
                     self.store_hits += 1
-                    outcome = Outcome(text=stored["text"], raw=stored.get("raw"), cached=True, usage=stored.get("usage") or {})
+                    outcome = Outcome(
+                        text=stored["text"], raw=stored.get("raw"), cached=True, usage=stored.get("usage") or {}
+                    )
                     future.set_result(outcome)
                     return outcome
             if self._all_dead():
@@ -243,7 +252,8 @@ class ModelClient:
     def _unavailable(self, job: _Job | None) -> Outcome:
         last = job.last if job is not None and job.last is not None else self._last_fault
         detail = f"; last error: {last.error}" if last and last.error else ""
-        return failed(FailureReason.ENDPOINT_UNAVAILABLE,
+        return failed(
+            FailureReason.ENDPOINT_UNAVAILABLE,
             f"all endpoints of {self.name} stopped answering (circuit open){detail}",
             status=last.status if last else None,
             attempts=job.attempts if job is not None else 0,
@@ -291,17 +301,22 @@ class ModelClient:
                 sent = await self._send(replica, job, probe)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # noqa: BLE001 - a bug on one request must not kill the worker
+            except Exception as error:
                 log.exception("request to %s failed unexpectedly", self.name)
                 if job is not None and not job.future.done():
-                    job.future.set_result(failed(FailureReason.CLIENT_ERROR, f"{type(error).__name__}: {error}", attempts=job.attempts))
+                    job.future.set_result(
+                        failed(FailureReason.CLIENT_ERROR, f"{type(error).__name__}: {error}", attempts=job.attempts)
+                    )
             finally:
                 replica.limit.release()
                 if not sent and not (job is not None and job.attempts > before):
                     circuit.abandon_probe(probe)
 
     async def _send(self, replica: _Replica, job: _Job, probe: int) -> bool:
-        """One attempt of ``job`` on ``replica`` (``probe`` >= 0: as a probe of a half-open circuit); False if none was made."""
+        """One attempt of ``job`` on ``replica``; False if none was made.
+
+        ``probe`` >= 0 makes the attempt a probe of a half-open circuit.
+        """
         if job.started is None:
             job.started = time.monotonic()
         if self._time_left(job) == 0.0:
@@ -323,8 +338,13 @@ class ModelClient:
             replica.limit.success()
             replica.answered += 1
             outcome = Outcome(
-                text=attempt.text, raw=attempt.raw, status=attempt.status, latency=attempt.latency,
-                attempts=job.attempts, replica=replica.pool.name, usage=attempt.usage or {},
+                text=attempt.text,
+                raw=attempt.raw,
+                status=attempt.status,
+                latency=attempt.latency,
+                attempts=job.attempts,
+                replica=replica.pool.name,
+                usage=attempt.usage or {},
             )
             await self._deliver(job, outcome)
             return True
@@ -358,7 +378,7 @@ class ModelClient:
                 await self.store.put(job.store_key, self.name, payload)
             except asyncio.CancelledError:
                 raise
-            except Exception as error:  # noqa: BLE001 - a store that cannot write must not cost the answer
+            except Exception as error:
                 if not self._store_warned:
                     self._store_warned = True
                     log.warning("response store write failed (answers are used but not kept): %s", error)
@@ -387,7 +407,11 @@ class ModelClient:
                 self._give_up(job, attempt, replica)
                 return
             delay = policy.backoff(max(1, job.charged))
-        if policy.deadline is not None and job.started is not None and time.monotonic() + delay - job.started > policy.deadline:
+        if (
+            policy.deadline is not None
+            and job.started is not None
+            and time.monotonic() + delay - job.started > policy.deadline
+        ):
             self._give_up(job, attempt, replica, deadline=True)
             return
         self.retried += 1
@@ -402,8 +426,14 @@ class ModelClient:
             error = f"{error}; " if error else ""
             error += f"deadline of {self.policy.deadline:g} s reached after {job.attempts} attempt(s)"
         job.future.set_result(
-            failed(reason, error, status=attempt.status if attempt else None, attempts=job.attempts,
-                   latency=attempt.latency if attempt else 0.0, replica=replica.pool.name)
+            failed(
+                reason,
+                error,
+                status=attempt.status if attempt else None,
+                attempts=job.attempts,
+                latency=attempt.latency if attempt else 0.0,
+                replica=replica.pool.name,
+            )
         )
 
     def _requeue(self, job: _Job) -> None:

@@ -42,5 +42,13 @@ class Outcome:
         return self.failure is None
 
 
-def failed(reason: str, error: str, *, status: int | None = None, attempts: int = 0, latency: float = 0.0, replica: str | None = None) -> Outcome:
+def failed(
+    reason: str,
+    error: str,
+    *,
+    status: int | None = None,
+    attempts: int = 0,
+    latency: float = 0.0,
+    replica: str | None = None,
+) -> Outcome:
     return Outcome(failure=reason, error=error, status=status, attempts=attempts, latency=latency, replica=replica)

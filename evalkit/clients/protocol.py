@@ -175,4 +175,7 @@ class TranscriptionWire(WireFormat):
         return extract_transcription(payload)
 
 
-WIRE_FORMATS: dict[RequestKind, WireFormat] = {RequestKind.CHAT: ChatWire(), RequestKind.TRANSCRIPTION: TranscriptionWire()}
+WIRE_FORMATS: dict[RequestKind, WireFormat] = {
+    RequestKind.CHAT: ChatWire(),
+    RequestKind.TRANSCRIPTION: TranscriptionWire(),
+}

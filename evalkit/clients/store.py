@@ -96,7 +96,9 @@ class ResponseStore:
             if self._db is not None:
                 await self._db.close()
                 self._db = None
-            raise StoreError(f"response store {self.path}: cannot open it ({error}); set cache.path or use --no-cache") from None
+            raise StoreError(
+                f"response store {self.path}: cannot open it ({error}); set cache.path or use --no-cache"
+            ) from None
         self._writer = asyncio.create_task(self._write_loop())
         return self
 
@@ -107,6 +109,7 @@ class ResponseStore:
         pending = self._pending.get(key)
         if pending is not None:
             return jsonutil.loads(pending[1])
+        args: tuple[str] | tuple[str, float]
         if self.refresh_since is None:
             sql, args = "SELECT response FROM responses WHERE key = ?", (key,)
         else:

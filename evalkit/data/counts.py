@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 _MAX_JSON_ARRAY_BYTES = 64 << 20
 
 
-
-
 def _file_rows(path: Path) -> int | None:
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
@@ -42,7 +40,10 @@ def _file_rows(path: Path) -> int | None:
 
 
 def local_row_count(spec: DatasetSpec) -> int | None:
-    """Rows of a local dataset from file metadata or a line count; None when unknown (hub, folders read by `datasets`)."""
+    """Rows of a local dataset from file metadata or a line count.
+
+    None when unknown: hub datasets, and folders read by `datasets`.
+    """
     if spec.path is None:
         return None
     files = local_files(Path(spec.source), spec.data_files)

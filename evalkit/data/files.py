@@ -31,7 +31,10 @@ def local_files(path: Path, data_files: str | list[str] | None = None) -> list[P
 
 
 def require_local_source(spec: DatasetSpec, source: str | None = None) -> Path:
-    """The local path a dataset reads (``source`` overrides the runspec's); RunspecError naming the entry when it is missing."""
+    """The local path a dataset reads (``source`` overrides the runspec's).
+
+    A missing path is a RunspecError naming the runspec file and entry.
+    """
     path = Path(source or spec.source)
     if not path.exists():
         raise RunspecError(f"{spec.file}: {spec.name}.path: {path} does not exist")

@@ -33,15 +33,31 @@ log = logging.getLogger("evalkit")
 #: accent labels that count as non-accented (standard US/UK) when a dataset has no `accented` column
 STANDARD_ACCENTS = frozenset(
     {
-        "us", "usa", "american", "general american", "american english", "us english", "mainstream us english",
-        "gb", "uk", "british", "british english", "england", "english", "southern england",
-        "rp", "received pronunciation", "standard", "none", "",
+        "us",
+        "usa",
+        "american",
+        "general american",
+        "american english",
+        "us english",
+        "mainstream us english",
+        "gb",
+        "uk",
+        "british",
+        "british english",
+        "england",
+        "english",
+        "southern england",
+        "rp",
+        "received pronunciation",
+        "standard",
+        "none",
+        "",
     }
 )
 
 
 def _accent_key(label: object) -> str:
-    """"Received_Pronunciation" and "received-pronunciation" are the same label."""
+    """ "Received_Pronunciation" and "received-pronunciation" are the same label."""
     return " ".join(str(label).replace("_", " ").replace("-", " ").lower().split())
 
 
@@ -111,7 +127,11 @@ def _keep(sample: Sample, filters: Filters, language: str | None, counts: _Count
         except ValueError:
             counts.unknown_language += 1
             return counts.drop("language")
-        if languages is not None and language not in languages and language != "-".join(code for code in languages if code):
+        if (
+            languages is not None
+            and language not in languages
+            and language != "-".join(code for code in languages if code)
+        ):
             return counts.drop("language")
     if filters.accented is not None:
         accented = is_accented(sample)
@@ -130,7 +150,11 @@ def _keep(sample: Sample, filters: Filters, language: str | None, counts: _Count
 
 
 def _describe(filters: Filters) -> str:
-    active = {k: v for k, v in filters.model_dump().items() if k in ("num_samples", "length_filter", "accented", "language") and v is not None}
+    active = {
+        k: v
+        for k, v in filters.model_dump().items()
+        if k in ("num_samples", "length_filter", "accented", "language") and v is not None
+    }
     if filters.num_samples is not None:
         active["sampling"] = filters.sampling
     return ", ".join(f"{k}={v}" for k, v in active.items()) or "none"
@@ -173,14 +197,26 @@ def apply_filters(samples: Iterator[Sample], filters: Filters, dataset: str) -> 
 
 def _report(dataset: str, filters: Filters, counts: _Counts, count: int) -> None:
     if counts.no_accent_info:
-        log.warning("%s: accented=%s cannot apply to %d sample(s) without accent information; they were kept", dataset, filters.accented, counts.no_accent_info)
+        log.warning(
+            "%s: accented=%s cannot apply to %d sample(s) without accent information; they were kept",
+            dataset,
+            filters.accented,
+            counts.no_accent_info,
+        )
     if counts.no_duration and filters.length_filter is not None:
         log.info("%s: length_filter kept %d sample(s) without (readable) audio", dataset, counts.no_duration)
     if counts.unknown_language:
-        log.warning("%s: %d sample(s) have a language evalkit does not know; the language filter dropped them", dataset, counts.unknown_language)
+        log.warning(
+            "%s: %d sample(s) have a language evalkit does not know; the language filter dropped them",
+            dataset,
+            counts.unknown_language,
+        )
     if count == 0:
         dropped = ", ".join(f"{k}: {v}" for k, v in sorted(counts.dropped.items())) or "nothing dropped"
         log.warning(
             "%s: the filters (%s) left no samples of %d read (%s); its engine runs with 0 samples",
-            dataset, _describe(filters), counts.read, dropped,
+            dataset,
+            _describe(filters),
+            counts.read,
+            dropped,
         )

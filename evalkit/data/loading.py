@@ -89,7 +89,8 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
             log.warning(
                 "%s: a row group holds %.0f MB; reading it needs that much memory at once. "
                 "Rewrite the file with smaller row groups (e.g. pyarrow.parquet.write_table(..., row_group_size=100)).",
-                path, biggest / 2**20,
+                path,
+                biggest / 2**20,
             )
         for batch in handle.iter_batches(batch_size=_PARQUET_BATCH):
             yield from batch.to_pylist()
@@ -110,10 +111,13 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
             except RuntimeError as error:
                 if "scripts are no longer supported" not in str(error):
                     raise
-                # a script-based dataset (e.g. google/fleurs): the hub's parquet conversion has the same configs and columns
+                # a script-based dataset (e.g. google/fleurs): the hub's parquet conversion
+                # has the same configs and columns
                 dataset = datasets.load_dataset(source, spec.subset, revision="refs/convert/parquet", **kwargs)
-    except Exception as error:  # noqa: BLE001 - a hub/loader failure becomes one clear message
-        raise RunspecError(f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}): {error}") from None
+    except Exception as error:
+        raise RunspecError(
+            f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}): {error}"
+        ) from None
     features = getattr(dataset, "features", None) or {}
     for column, feature in list(features.items()):
         if isinstance(feature, datasets.Audio):
@@ -161,9 +165,15 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
     if spec.turns_column is not None:
         raw_turns = _column(row, spec.turns_column, spec, "turns_column") or []
         if not isinstance(raw_turns, list) or not all(isinstance(t, dict) for t in raw_turns):
-            raise RunspecError(f"{spec.file}: {spec.name}.turns_column: {spec.turns_column!r} must hold a list of {{\"text\", \"audio\"}} objects")
+            raise RunspecError(
+                f'{spec.file}: {spec.name}.turns_column: {spec.turns_column!r} must hold a list of {{"text", '
+                f'"audio"}} objects'
+            )
         turns = [
-            Turn(text=t.get("text"), audio=_audio_value(t.get("audio"), base_dir, meta, f"{spec.turns_column}[{i}].audio"))
+            Turn(
+                text=t.get("text"),
+                audio=_audio_value(t.get("audio"), base_dir, meta, f"{spec.turns_column}[{i}].audio"),
+            )
             for i, t in enumerate(raw_turns)
         ]
     return Sample(

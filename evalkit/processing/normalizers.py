@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 from evalkit.languages import is_spaceless, target_language
 
@@ -30,8 +30,7 @@ Normalizer = Callable[[str], str]
 
 #: languages written in scripts whose vowel signs are Unicode marks (category M)
 MARK_SCRIPTS: frozenset[str] = frozenset(
-    {"hi", "bn", "as", "mr", "ne", "sa", "gu", "pa", "or", "ta", "te", "kn", "ml", "si",
-     "th", "lo", "km", "my", "bo"}
+    {"hi", "bn", "as", "mr", "ne", "sa", "gu", "pa", "or", "ta", "te", "kn", "ml", "si", "th", "lo", "km", "my", "bo"}
 )
 
 NORMALIZER_KINDS = ("auto", "english", "basic", "none")
@@ -41,14 +40,14 @@ def _identity(text: str) -> str:
     return " ".join(text.split())
 
 
-@lru_cache(maxsize=None)
+@cache
 def _english() -> Normalizer:
     from whisper_normalizer.english import EnglishTextNormalizer
 
     return EnglishTextNormalizer()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _basic(preserve_marks: bool) -> tuple[str, Normalizer]:
     from whisper_normalizer.basic import BasicTextNormalizer
 
@@ -64,7 +63,7 @@ def _spaceless(inner: Normalizer) -> Normalizer:
     return normalize
 
 
-@lru_cache(maxsize=None)
+@cache
 def asr_normalizer(language: str | None, kind: str = "auto") -> tuple[str, Normalizer]:
     """The normalizer for transcripts in ``language``: ``(name, function)``.
 
@@ -76,6 +75,7 @@ def asr_normalizer(language: str | None, kind: str = "auto") -> tuple[str, Norma
     if kind not in NORMALIZER_KINDS:
         raise ValueError(f"unknown normalizer {kind!r}; expected one of {', '.join(NORMALIZER_KINDS)}")
     lang = target_language(language) if language else None
+    fn: Callable[[str], str]
     if kind == "none":
         name, fn = "none", _identity
     elif kind == "english" or (kind == "auto" and lang in (None, "en")):

@@ -15,7 +15,9 @@ class Postprocessor:
         raise NotImplementedError
 
 
-POSTPROCESSORS: Registry[type[Postprocessor]] = Registry("postprocessor", builtin_modules=("evalkit.processing.postprocessors",))
+POSTPROCESSORS: Registry[type[Postprocessor]] = Registry(
+    "postprocessor", builtin_modules=("evalkit.processing.postprocessors",)
+)
 
 
 def strip_thinking(text: str) -> str:

@@ -31,13 +31,19 @@ def _settings(spec: DatasetSpec) -> dict[str, Any]:
     settings = dict(spec.in_context or {})
     unknown = set(settings) - _KEYS
     if unknown:
-        raise RunspecError(f"{spec.file}: {spec.name}.in_context: unknown key(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KEYS))}")
+        raise RunspecError(
+            f"{spec.file}: {spec.name}.in_context: unknown key(s) {', '.join(sorted(unknown))}; known: "
+            f"{', '.join(sorted(_KEYS))}"
+        )
     if settings.get("choice", "first") not in ("first", "random"):
         raise RunspecError(f"{spec.file}: {spec.name}.in_context.choice: expected 'first' or 'random'")
     if not isinstance(settings.get("k", 1), int) or settings.get("k", 1) < 1:
         raise RunspecError(f"{spec.file}: {spec.name}.in_context.k: expected a positive integer")
     if spec.path is not None and "path" not in settings:
-        raise RunspecError(f"{spec.file}: {spec.name}.in_context: a local dataset takes its examples from `path` (a file relative to the runspec)")
+        raise RunspecError(
+            f"{spec.file}: {spec.name}.in_context: a local dataset takes its examples from `path` (a file relative "
+            "to the runspec)"
+        )
     if "split" not in settings and "path" not in settings:
         raise RunspecError(f"{spec.file}: {spec.name}.in_context: needs `split` (hub) or `path` (local file)")
     return settings

@@ -9,7 +9,7 @@ category simply adds nothing there.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from evalkit.prompts.preprocessors import PromptContext
 _HERE = Path(__file__).parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(name: str) -> dict[str, Any]:
     data = yaml.safe_load((_HERE / name).read_text(encoding="utf-8")) or {}
     if not isinstance(data, dict):
@@ -60,7 +60,9 @@ def _specific_text(entry: dict[str, Any], spec: DatasetSpec, model: tuple[str, .
 def _check(names: list[str], known: dict[str, Any], where: str) -> None:
     for name in names:
         if name not in known:
-            raise ConfigError(f"{where}: unknown prompt {name!r}{did_you_mean(name, known)}. Known: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{where}: unknown prompt {name!r}{did_you_mean(name, known)}. Known: {', '.join(sorted(known))}"
+            )
 
 
 def check_prompt_names(config: Config, source: str = "config") -> None:
@@ -103,7 +105,10 @@ def check_prompt_choice(spec: DatasetSpec) -> None:
         return
     pool = pools().get(spec.prompt_pool)
     if not pool:
-        raise RunspecError(f"{spec.file}: {spec.name}.prompt_pool: unknown pool {spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}")
+        raise RunspecError(
+            f"{spec.file}: {spec.name}.prompt_pool: unknown pool "
+            f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}"
+        )
     _template_index(spec, len(pool), "")
 
 
@@ -114,9 +119,13 @@ def _template_index(spec: DatasetSpec, size: int, sample_id: str, seed: int = 0)
     try:
         index = int(choice)
     except (TypeError, ValueError):
-        raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: expected a template index or \"random\", got {choice!r}") from None
+        raise RunspecError(
+            f'{spec.file}: {spec.name}.prompt_choice: expected a template index or "random", got {choice!r}'
+        ) from None
     if not 0 <= index < size:
-        raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: {index} is outside the pool of {size} templates (0..{size - 1})")
+        raise RunspecError(
+            f"{spec.file}: {spec.name}.prompt_choice: {index} is outside the pool of {size} templates (0..{size - 1})"
+        )
     return index
 
 

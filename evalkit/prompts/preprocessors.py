@@ -39,7 +39,9 @@ class Preprocessor:
         return prompt.turns[0], "" if reference is None else str(reference)
 
 
-PREPROCESSORS: Registry[type[Preprocessor]] = Registry("preprocessor", builtin_modules=("evalkit.prompts.preprocessors",))
+PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
+    "preprocessor", builtin_modules=("evalkit.prompts.preprocessors",)
+)
 
 
 def _join(*parts: str | None) -> str | None:

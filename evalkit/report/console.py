@@ -34,6 +34,7 @@ def print_results(outcome: Any, console: Console | None = None) -> None:
         if engine.error:
             console.print(Text.assemble((f"engine {engine.spec.id} failed:", "red"), f" {engine.error}"))
     console.print(
-        f"{outcome.requests_sent} requests sent, {outcome.store_hits} answered by the response store, {outcome.seconds:.1f} s. "
+        f"{outcome.requests_sent} requests sent, {outcome.store_hits} answered by the response store, "
+        f"{outcome.seconds:.1f} s. "
         f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"
     )

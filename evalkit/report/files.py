@@ -22,7 +22,11 @@ log = logging.getLogger("evalkit")
 def write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
     """Everything a finished run leaves behind: results.json first (the source of truth), then the views."""
     run_dir = Path(run_dir)
-    payload = {**meta, "results": [r.as_dict() for r in rows if r.kind == "dataset"], "aggregate": [r.as_dict() for r in rows if r.kind == "aggregate"]}
+    payload = {
+        **meta,
+        "results": [r.as_dict() for r in rows if r.kind == "dataset"],
+        "aggregate": [r.as_dict() for r in rows if r.kind == "aggregate"],
+    }
     write_json_atomic(run_dir / "results.json", payload)
     write_views(run_dir, rows, meta)
 
@@ -36,7 +40,7 @@ def write_views(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> N
         from evalkit.report.html import write_html
 
         write_html(run_dir, rows, meta)
-    except Exception:  # noqa: BLE001 - a chart bug must never cost the user the results already written
+    except Exception:
         log.exception("could not write %s", run_dir / "report.html")
 
 

@@ -87,7 +87,9 @@ class Progress:
 
     def rate(self, line: _Line) -> float:
         """Answers per second since the run started (engines start together, so this is comparable across lines)."""
-        elapsed = (line.last if line.total is not None and line.done >= line.total and line.last else time.monotonic()) - self.started
+        elapsed = (
+            line.last if line.total is not None and line.done >= line.total and line.last else time.monotonic()
+        ) - self.started
         return line.done / elapsed if elapsed > 0 else 0.0
 
     def eta(self, line: _Line) -> float | None:
@@ -150,15 +152,27 @@ class Progress:
 
 
 class LiveProgress(Progress):
-    """The terminal view: a rich table redrawn by rich's refresh thread, one row per engine x model and an overall row."""
+    """The terminal view: a rich table redrawn by rich's refresh thread.
 
-    def __init__(self, stream: TextIO | None = None, totals: dict[Key, int | None] | None = None, refresh_per_second: float = 4.0) -> None:
+    One row per engine x model, and an overall row.
+    """
+
+    def __init__(
+        self, stream: TextIO | None = None, totals: dict[Key, int | None] | None = None, refresh_per_second: float = 4.0
+    ) -> None:
         super().__init__(stream=stream, interval=float("inf"), quiet=False, totals=totals)
         from rich.console import Console
         from rich.live import Live
 
         self.console = Console(file=self.stream)
-        self.live = Live(console=self.console, refresh_per_second=refresh_per_second, get_renderable=self.render, transient=False, redirect_stdout=False, redirect_stderr=False)
+        self.live = Live(
+            console=self.console,
+            refresh_per_second=refresh_per_second,
+            get_renderable=self.render,
+            transient=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
 
     def render(self) -> Any:
         from rich.progress_bar import ProgressBar
@@ -166,7 +180,15 @@ class LiveProgress(Progress):
         from rich.text import Text
 
         table = Table(box=None, padding=(0, 1), show_edge=False)
-        for column, justify in (("engine", "left"), ("model", "left"), ("", "left"), ("done", "right"), ("req/s", "right"), ("failed", "right"), ("ETA", "right")):
+        for column, justify in (
+            ("engine", "left"),
+            ("model", "left"),
+            ("", "left"),
+            ("done", "right"),
+            ("req/s", "right"),
+            ("failed", "right"),
+            ("ETA", "right"),
+        ):
             table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
         rows = list(self.lines.items())
         for (engine, model), line in rows:
@@ -176,7 +198,12 @@ class LiveProgress(Progress):
 
     def _cells(self, engine: Any, model: Any, line: _Line, bar_cls: Any) -> list[Any]:
         total = line.total
-        bar = bar_cls(total=float(total) if total else None, completed=float(line.done), width=24, pulse=total is None and line.done > 0)
+        bar = bar_cls(
+            total=float(total) if total else None,
+            completed=float(line.done),
+            width=24,
+            pulse=total is None and line.done > 0,
+        )
         done = f"{line.done}/{'?' if total is None else total}"
         failed = f"[red]{line.failed}[/red]" if line.failed else "0"
         return [engine, model, bar, done, f"{self.rate(line):.1f}", failed, _duration(self.eta(line))]
@@ -226,7 +253,7 @@ def expected_totals(plan: Any) -> dict[Key, int | None]:
     for spec in plan.engines:
         try:
             count = known_sample_count(spec.dataset, plan.config.filters)
-        except Exception:  # noqa: BLE001 - a total is a nicety; the engine reports real data errors
+        except Exception:
             count = None
         for model in spec.models:
             totals[(spec.id, model)] = count

@@ -1,4 +1,4 @@
-"""Result rows: one score per (dataset, metric, model) with n, the 95% CI and the failure counts, and aggregates of them.
+"""Result rows: one score per (dataset, metric, model) with n, the 95% CI and the failure counts; and aggregates.
 
 Every score row carries its uncertainty, so a number never travels without it.
 Writing rows to files is :mod:`evalkit.report.files`; their text views are
@@ -68,17 +68,32 @@ def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]]
         datasets = {spec.name for name in names for spec in resolve(name)}
         models = sorted({r.model for r in rows if r.metric == metric and r.dataset in datasets})
         for model in models:
-            chosen = [r for r in rows if r.metric == metric and r.model == model and r.dataset in datasets and r.score is not None]
+            chosen = [
+                r
+                for r in rows
+                if r.metric == metric and r.model == model and r.dataset in datasets and r.score is not None
+            ]
             if not chosen:
                 continue
             combined = combine([MetricResult(r.score, r.ci_low, r.ci_high, r.n, "", {}) for r in chosen])  # type: ignore[arg-type]
             label = "+".join(names)
             out.append(
                 ResultRow(
-                    dataset=label, task="", category="", metric=metric, model=model,
-                    score=combined.score, ci_low=combined.ci_low, ci_high=combined.ci_high, n=combined.n,
-                    n_failed=sum(r.n_failed for r in chosen), failure_rate=0.0, unreliable=any(r.unreliable for r in chosen),
-                    seconds=0.0, details={"datasets": sorted(r.dataset for r in chosen), "method": combined.ci_method}, kind="aggregate",
+                    dataset=label,
+                    task="",
+                    category="",
+                    metric=metric,
+                    model=model,
+                    score=combined.score,
+                    ci_low=combined.ci_low,
+                    ci_high=combined.ci_high,
+                    n=combined.n,
+                    n_failed=sum(r.n_failed for r in chosen),
+                    failure_rate=0.0,
+                    unreliable=any(r.unreliable for r in chosen),
+                    seconds=0.0,
+                    details={"datasets": sorted(r.dataset for r in chosen), "method": combined.ci_method},
+                    kind="aggregate",
                 )
             )
     return out

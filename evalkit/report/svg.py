@@ -126,20 +126,25 @@ def bar_chart(
             if p.note:
                 tip += f" — {p.note}"
             rows.append(
-                f'<rect class="bar" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.0):.1f}" height="{bar_h}" fill="{color(i)}">'
+                f'<rect class="bar" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.0):.1f}" height="{bar_h}" '
+                f'fill="{color(i)}">'
                 f"<title>{escape(tip)}</title></rect>"
             )
             if p.low is not None and p.high is not None and math.isfinite(p.low) and math.isfinite(p.high):
                 cy = y + bar_h / 2
                 wl, wh = x_of(p.low), x_of(p.high)
                 rows.append(
-                    f'<g class="whisker" stroke="#222" stroke-width="1.3"><line x1="{wl:.1f}" y1="{cy}" x2="{wh:.1f}" y2="{cy}"/>'
-                    f'<line x1="{wl:.1f}" y1="{cy - 5}" x2="{wl:.1f}" y2="{cy + 5}"/><line x1="{wh:.1f}" y1="{cy - 5}" x2="{wh:.1f}" y2="{cy + 5}"/></g>'
+                    f'<g class="whisker" stroke="#222" stroke-width="1.3"><line x1="{wl:.1f}" y1="{cy}" '
+                    f'x2="{wh:.1f}" y2="{cy}"/>'
+                    f'<line x1="{wl:.1f}" y1="{cy - 5}" x2="{wl:.1f}" y2="{cy + 5}"/><line x1="{wh:.1f}" '
+                    f'y1="{cy - 5}" x2="{wh:.1f}" y2="{cy + 5}"/></g>'
                 )
                 label_x = max(x1, wh) + 5
             else:
                 label_x = x1 + 5
-            rows.append(f'<text x="{label_x:.1f}" y="{y + bar_h - 4}" {_FONT} fill="#333">{escape(fmt_number(p.value))}</text>')
+            rows.append(
+                f'<text x="{label_x:.1f}" y="{y + bar_h - 4}" {_FONT} fill="#333">{escape(fmt_number(p.value))}</text>'
+            )
             y += bar_h + bar_gap
         y += group_gap - bar_gap
     plot_bottom = y
@@ -147,14 +152,21 @@ def bar_chart(
     for t in ticks:
         x = x_of(t)
         axis.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{plot_bottom}" stroke="#e4e4e4"/>')
-        axis.append(f'<text x="{x:.1f}" y="{plot_bottom + 14}" text-anchor="middle" {_FONT} fill="#555">{escape(fmt_number(t))}</text>')
+        axis.append(
+            f'<text x="{x:.1f}" y="{plot_bottom + 14}" text-anchor="middle" {_FONT} '
+            f'fill="#555">{escape(fmt_number(t))}</text>'
+        )
     if axis_label:
-        axis.append(f'<text x="{label_width + plot_w / 2:.1f}" y="{plot_bottom + 30}" text-anchor="middle" {_FONT} fill="#555">{escape(axis_label)}</text>')
+        axis.append(
+            f'<text x="{label_width + plot_w / 2:.1f}" y="{plot_bottom + 30}" text-anchor="middle" {_FONT} '
+            f'fill="#555">{escape(axis_label)}</text>'
+        )
     height = plot_bottom + (38 if axis_label else 24)
     head = f'<text x="0" y="16" {_FONT} font-size="14" font-weight="600">{escape(title)}</text>' if title else ""
     key = f'<g transform="translate(0,{8 + (22 if title else 0)})">{key_svg}</g>' if key_svg else ""
     return (
-        f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+        f'<svg class="{css_class}" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 '
+        f'{width} {height}" role="img">'
         f"<title>{escape(title)}</title>{head}{key}{''.join(axis)}{''.join(rows)}</svg>"
     )
 
@@ -203,25 +215,35 @@ def histograms(series: dict[str, Sequence[float]], *, title: str, unit: str = "s
             f'<text class="group-label" x="{label_w - 8}" y="{y0 + row_h / 2 + 4}" text-anchor="end" {_FONT}>'
             f"<title>{escape(name)}</title>{escape(_truncate(name, 24))}</text>"
         )
-        parts.append(f'<line x1="{label_w}" y1="{y0 + row_h}" x2="{label_w + plot_w}" y2="{y0 + row_h}" stroke="#999"/>')
+        parts.append(
+            f'<line x1="{label_w}" y1="{y0 + row_h}" x2="{label_w + plot_w}" y2="{y0 + row_h}" stroke="#999"/>'
+        )
         for b, count in enumerate(counts):
             if not count:
                 continue
             h = max(count / peak * (row_h - 4), 1.0)
             tip = f"{name}: {count} in [{fmt_number(edges[b])}, {fmt_number(edges[b + 1])}) {unit}"
             parts.append(
-                f'<rect class="bar" x="{label_w + b * bin_w + 0.5:.1f}" y="{y0 + row_h - h:.1f}" width="{max(bin_w - 1, 0.5):.1f}" '
+                f'<rect class="bar" x="{label_w + b * bin_w + 0.5:.1f}" y="{y0 + row_h - h:.1f}" '
+                f'width="{max(bin_w - 1, 0.5):.1f}" '
                 f'height="{h:.1f}" fill="{color(r)}"><title>{escape(tip)}</title></rect>'
             )
     bottom = top + len(names) * (row_h + gap) - gap
     step = max(1, n_bins // 6)
     for b in range(0, n_bins + 1, step):
         x = label_w + b * bin_w
-        parts.append(f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT} fill="#555">{escape(fmt_number(edges[b]))}</text>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT} '
+            f'fill="#555">{escape(fmt_number(edges[b]))}</text>'
+        )
     scale = "log scale" if log_scale else "linear scale"
-    parts.append(f'<text x="{label_w + plot_w / 2:.1f}" y="{bottom + 30}" text-anchor="middle" {_FONT} fill="#555">{escape(unit)} ({scale})</text>')
+    parts.append(
+        f'<text x="{label_w + plot_w / 2:.1f}" y="{bottom + 30}" text-anchor="middle" {_FONT} '
+        f'fill="#555">{escape(unit)} ({scale})</text>'
+    )
     height = bottom + 38
     return (
-        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 '
+        f'{width} {height}" role="img">'
         f"<title>{escape(title)}</title>{''.join(parts)}</svg>"
     )

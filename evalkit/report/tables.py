@@ -39,15 +39,53 @@ def markdown_table(rows: list[ResultRow]) -> str:
 def results_csv(rows: list[ResultRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["kind", "dataset", "task", "category", "metric", "model", "score", "ci_low", "ci_high", "n", "n_failed", "failure_rate", "unreliable", "seconds"])
+    writer.writerow(
+        [
+            "kind",
+            "dataset",
+            "task",
+            "category",
+            "metric",
+            "model",
+            "score",
+            "ci_low",
+            "ci_high",
+            "n",
+            "n_failed",
+            "failure_rate",
+            "unreliable",
+            "seconds",
+        ]
+    )
     for r in rows:
         d = r.as_dict()
-        writer.writerow([r.kind, r.dataset, r.task, r.category, r.metric, r.model, d["score"], d["ci_low"], d["ci_high"], r.n, r.n_failed, round(r.failure_rate, 4), r.unreliable, r.seconds])
+        writer.writerow(
+            [
+                r.kind,
+                r.dataset,
+                r.task,
+                r.category,
+                r.metric,
+                r.model,
+                d["score"],
+                d["ci_low"],
+                d["ci_high"],
+                r.n,
+                r.n_failed,
+                round(r.failure_rate, 4),
+                r.unreliable,
+                r.seconds,
+            ]
+        )
     return buffer.getvalue()
 
 
 def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
-    md = f"# evalkit results\n\nRun `{meta.get('run_id', '')}`, {meta.get('finished', '')}. Scores with 95% confidence intervals; `!` marks a result whose failure rate exceeds `max_failure_rate` or whose engine failed.\n\n"
+    md = (
+        f"# evalkit results\n\nRun `{meta.get('run_id', '')}`, {meta.get('finished', '')}. Scores with 95% "
+        "confidence intervals; `!` marks a result whose failure rate exceeds `max_failure_rate` or whose engine "
+        "failed.\n\n"
+    )
     md += markdown_table([r for r in rows if r.kind == "dataset"])
     aggregates = [r for r in rows if r.kind == "aggregate"]
     if aggregates:
@@ -57,5 +95,8 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
         md += "\n## Failures\n\n"
         for r in failures:
             reasons = ", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items()))
-            md += f"- {r.dataset} / {r.metric} / {r.model}: {reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
+            md += (
+                f"- {r.dataset} / {r.metric} / {r.model}: "
+                f"{reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
+            )
     return md

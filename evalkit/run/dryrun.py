@@ -119,7 +119,9 @@ class DryClient:
             answer = await self.store.get(key)
             if answer is not None:
                 self.stored.add(key)
-                return Outcome(text=answer.get("text"), raw=answer.get("raw"), cached=True, usage=answer.get("usage") or {})
+                return Outcome(
+                    text=answer.get("text"), raw=answer.get("raw"), cached=True, usage=answer.get("usage") or {}
+                )
         return failed("dry_run", "not sent (dry run)")
 
     async def close(self) -> None:
@@ -148,7 +150,9 @@ def _no_score_metric() -> Any:
     return NotScored()
 
 
-async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None, records_dir: Path) -> tuple[dict[str, PairEstimate], dict[str, DryClient]]:
+async def _walk_engine(
+    plan: Plan, spec: EngineSpec, store: ResponseStore | None, records_dir: Path
+) -> tuple[dict[str, PairEstimate], dict[str, DryClient]]:
     """Run the real engine for one dataset-metric pair against dry clients: its prompts, audio and keys, no requests."""
     from evalkit.errors import UserError
     from evalkit.prompts.library import prompt_context_for
@@ -157,9 +161,16 @@ async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None
     config = plan.config
     clients = {name: DryClient(name, store) for name in spec.models}
     engine = Engine(
-        spec, plan.models, clients, config.filters, records_dir,  # type: ignore[arg-type]
-        prompt_context=prompt_context_for(config, spec.dataset, spec.models), progress=None,
-        use_store=store is not None, seed=config.filters.seed, metric_factory=lambda _: _no_score_metric(),
+        spec,
+        plan.models,
+        clients,  # type: ignore[arg-type]  # a DryClient answers the engine's calls like a ModelClient
+        config.filters,
+        records_dir,
+        prompt_context=prompt_context_for(config, spec.dataset, spec.models),
+        progress=None,
+        use_store=store is not None,
+        seed=config.filters.seed,
+        metric_factory=lambda _: _no_score_metric(),
     )
     result = await engine.run()
     if result.error:
@@ -168,14 +179,23 @@ async def _walk_engine(plan: Plan, spec: EngineSpec, store: ResponseStore | None
     for name in spec.models:
         failures = engine.accumulators[name].failures
         pairs[name] = PairEstimate(
-            spec.id, spec.dataset.name, spec.metric, name, samples=result.n_samples, requests=len(clients[name].keys), stored=len(clients[name].stored),
-            unsupported=int(failures.get("unsupported", 0)), audio_errors=int(failures.get("audio", 0)),
+            spec.id,
+            spec.dataset.name,
+            spec.metric,
+            name,
+            samples=result.n_samples,
+            requests=len(clients[name].keys),
+            stored=len(clients[name].stored),
+            unsupported=int(failures.get("unsupported", 0)),
+            audio_errors=int(failures.get("audio", 0)),
             note="later turns after an answer that is not stored are not counted" if spec.dataset.turns_column else "",
         )
     return pairs, clients
 
 
-async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False) -> DryRunReport:
+async def dry_run(
+    plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False
+) -> DryRunReport:
     """Count samples and requests per engine x model and look the keys up in the response store; sends nothing."""
     from evalkit.clients.store import ResponseStore
     from evalkit.errors import UserError
@@ -204,14 +224,36 @@ async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool =
                     for name in spec.models:
                         unknown_models.add(name)
                         note = "unknown (hub)" if limit is None else f"≤ {limit} (hub)"
-                        report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, samples=None, requests=None, stored=None, note=note))
+                        report.pairs.append(
+                            PairEstimate(
+                                spec.id,
+                                spec.dataset.name,
+                                spec.metric,
+                                name,
+                                samples=None,
+                                requests=None,
+                                stored=None,
+                                note=note,
+                            )
+                        )
                     continue
                 try:
                     pairs, clients = await _walk_engine(plan, spec, store, Path(records_dir))
                 except UserError as error:
                     for name in spec.models:
                         unknown_models.add(name)
-                        report.pairs.append(PairEstimate(spec.id, spec.dataset.name, spec.metric, name, None, None, None, note=f"engine would fail: {error}"))
+                        report.pairs.append(
+                            PairEstimate(
+                                spec.id,
+                                spec.dataset.name,
+                                spec.metric,
+                                name,
+                                None,
+                                None,
+                                None,
+                                note=f"engine would fail: {error}",
+                            )
+                        )
                     continue
                 for name, pair in pairs.items():
                     per_model[name] |= clients[name].keys
@@ -220,8 +262,13 @@ async def dry_run(plan: Plan, *, output_dir: str | None = None, no_cache: bool =
         for name, model in plan.models.items():
             report.models.append(
                 ModelEstimate(
-                    name, model.kind, endpoints=sum(max(len(info.urls), 1) for info in model.replicas), batch_size=sum(info.batch_size for info in model.replicas),
-                    requests=len(per_model[name]), stored=len(stored_keys[name]), partial=name in unknown_models,
+                    name,
+                    model.kind,
+                    endpoints=sum(max(len(info.urls), 1) for info in model.replicas),
+                    batch_size=sum(info.batch_size for info in model.replicas),
+                    requests=len(per_model[name]),
+                    stored=len(stored_keys[name]),
+                    partial=name in unknown_models,
                 )
             )
     finally:
@@ -248,10 +295,21 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         "present": f"response store {report.store_path}",
         "refresh": f"--refresh-cache: every request is asked again ({report.store_path})",
     }[report.store_state]
-    console.print(Text.assemble(("Dry run", "bold"), f" of {plan.source}: {report.engines} engines x {len(plan.models)} models"), soft_wrap=True)
+    console.print(
+        Text.assemble(("Dry run", "bold"), f" of {plan.source}: {report.engines} engines x {len(plan.models)} models"),
+        soft_wrap=True,
+    )
     console.print(store[0].upper() + store[1:], soft_wrap=True, markup=False)
     table = Table(title="engines x models", title_justify="left")
-    for column, justify in (("engine", "left"), ("model", "left"), ("samples", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right"), ("notes", "left")):
+    for column, justify in (
+        ("engine", "left"),
+        ("model", "left"),
+        ("samples", "right"),
+        ("requests", "right"),
+        ("stored", "right"),
+        ("to send", "right"),
+        ("notes", "left"),
+    ):
         table.add_column(column, justify=justify)  # type: ignore[arg-type]
     for p in report.pairs:
         notes = [p.note] if p.note and p.samples is not None else []
@@ -262,16 +320,40 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         if p.samples is None and p.note.startswith("engine"):
             notes.append(p.note)
         samples = _n(p.samples, p.note if p.samples is None and not p.note.startswith("engine") else "")
-        table.add_row(*(Text(c) for c in (p.engine, p.model, samples, _n(p.requests), _n(p.stored), _n(p.to_send), "; ".join(notes))))
+        table.add_row(
+            *(
+                Text(c)
+                for c in (p.engine, p.model, samples, _n(p.requests), _n(p.stored), _n(p.to_send), "; ".join(notes))
+            )
+        )
     console.print(table)
     models = Table(title="models (requests shared by engines are sent once)", title_justify="left")
-    for column, justify in (("model", "left"), ("kind", "left"), ("endpoints", "right"), ("in flight", "right"), ("requests", "right"), ("stored", "right"), ("to send", "right")):
+    for column, justify in (
+        ("model", "left"),
+        ("kind", "left"),
+        ("endpoints", "right"),
+        ("in flight", "right"),
+        ("requests", "right"),
+        ("stored", "right"),
+        ("to send", "right"),
+    ):
         models.add_column(column, justify=justify)  # type: ignore[arg-type]
     for m in report.models:
         plus = "+" if m.partial else ""
-        models.add_row(Text(m.model), m.kind, str(m.endpoints), str(m.batch_size), _n(m.requests) + plus, _n(m.stored) + plus, _n(m.to_send) + plus)
+        models.add_row(
+            Text(m.model),
+            m.kind,
+            str(m.endpoints),
+            str(m.batch_size),
+            _n(m.requests) + plus,
+            _n(m.stored) + plus,
+            _n(m.to_send) + plus,
+        )
     console.print(models)
     to_send = sum(m.to_send or 0 for m in report.models)
     stored = sum(m.stored or 0 for m in report.models)
     suffix = " (+ unknown for hub datasets)" if any(m.partial for m in report.models) else ""
-    console.print(f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.", soft_wrap=True)
+    console.print(
+        f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.",
+        soft_wrap=True,
+    )

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
@@ -131,7 +131,7 @@ class Engine:
         self.shapes: list[Shape] = list(dict.fromkeys(ctx.shape for ctx in self.request_contexts.values()))
         self.encodings = frozenset(ctx.kind.audio_encoding for ctx in self.request_contexts.values())
         self.n_samples = 0
-        self._records = None
+        self._records: TextIO | None = None
         self._example_pool: list[Sample] = []
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
         self._assembler: PromptAssembler | None = None
@@ -146,12 +146,14 @@ class Engine:
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
-            self._assembler = PromptAssembler(self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool)
+            self._assembler = PromptAssembler(
+                self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
+            )
             with self.records_path.open("w", encoding="utf-8") as self._records:
                 await self._run_samples()
         except UserError as error:
             result.error = str(error)
-        except Exception as error:  # noqa: BLE001 - one failing engine must not take the run down
+        except Exception as error:
             log.exception("engine %s failed", self.spec.id)
             result.error = f"{type(error).__name__}: {error}"
         result.n_samples = self.n_samples
@@ -159,7 +161,9 @@ class Engine:
         for name, acc in self.accumulators.items():
             # bootstrap CIs are CPU work: off the loop, so other engines keep their endpoints busy
             scored = await asyncio.to_thread(acc.result, seed=self.seed) if acc.n else None
-            result.models[name] = ModelResult(model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failures))
+            result.models[name] = ModelResult(
+                model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failures)
+            )
         return result
 
     async def _run_samples(self) -> None:
@@ -198,7 +202,9 @@ class Engine:
         future = self._example_audio.get(example.id)
         if future is None:
             assert example.audio is not None
-            future = asyncio.ensure_future(run_audio_job(prepare_example_audio, example.audio, self.shapes, self.encodings))
+            future = asyncio.ensure_future(
+                run_audio_job(prepare_example_audio, example.audio, self.shapes, self.encodings)
+            )
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
 
@@ -206,7 +212,11 @@ class Engine:
         """Decode the sample's audio once and cut it for every model, in a worker process."""
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
-            prepared = await run_audio_job(prepare_turn_audio, audio, self.shapes, self.encodings) if audio else PreparedAudio({})
+            prepared = (
+                await run_audio_job(prepare_turn_audio, audio, self.shapes, self.encodings)
+                if audio
+                else PreparedAudio({})
+            )
         except (ValueError, OSError, RuntimeError) as error:
             return failed(FailureReason.AUDIO, f"could not decode audio: {error}")
         for index, ((turn, _), example) in enumerate(zip(prompt.examples, examples)):
@@ -214,22 +224,33 @@ class Engine:
                 try:
                     prepared.adopt(example_key(index), await self._example(example), -1)
                 except (ValueError, OSError, RuntimeError) as error:
-                    return failed(FailureReason.AUDIO, f"could not decode the audio of in-context example {example.id}: {error}")
+                    return failed(
+                        FailureReason.AUDIO, f"could not decode the audio of in-context example {example.id}: {error}"
+                    )
         return prepared
 
     def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
         if self._assembler is None:
-            self._assembler = PromptAssembler(self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool)
+            self._assembler = PromptAssembler(
+                self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
+            )
         return self._assembler.build(sample)
 
     async def _sample(self, sample: Sample) -> None:
         prompt, examples = self._build_prompt(sample)
         audio_error = sample.meta.pop("audio_error", None)
         if audio_error is not None:
-            prepared: PreparedAudio | Outcome = failed(FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}")
+            prepared: PreparedAudio | Outcome = failed(
+                FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}"
+            )
         else:
             prepared = await self._prepare(prompt, examples)
-        if sample.audio is not None and "duration" not in sample.meta and isinstance(prepared, PreparedAudio) and 0 in prepared:
+        if (
+            sample.audio is not None
+            and "duration" not in sample.meta
+            and isinstance(prepared, PreparedAudio)
+            and 0 in prepared
+        ):
             sample.meta["duration"] = prepared.seconds[0]
         if len(self.models) == 1:
             # a gather over one awaitable costs a Task and a future per sample: measurable at thousands of req/s
@@ -252,7 +273,9 @@ class Engine:
         for turn in range(n_turns):
             requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
             if not requests:
-                return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
+                return failed(
+                    FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio"
+                )
             if len(requests) == 1:
                 outcomes = [await client.submit(requests[0], use_store=self.use_store)]
             else:
@@ -266,10 +289,19 @@ class Engine:
                 where = [f"turn {turn + 1}/{n_turns}"] if n_turns > 1 else []
                 where += [f"chunk {bad + 1}/{len(requests)}"] if len(requests) > 1 else []
                 error = f"{', '.join(where)}: {failure.error}" if where else failure.error
-                return failed(failure.failure or FailureReason.ERROR, error or "", status=failure.status, attempts=attempts, latency=total_latency, replica=failure.replica)
+                return failed(
+                    failure.failure or FailureReason.ERROR,
+                    error or "",
+                    status=failure.status,
+                    attempts=attempts,
+                    latency=total_latency,
+                    replica=failure.replica,
+                )
             text = joined_answer([o.text for o in outcomes])
             cached = cached and all(o.cached for o in outcomes)
-            outcome = Outcome(text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached)
+            outcome = Outcome(
+                text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached
+            )
             if turn + 1 < n_turns:
                 history, history_audio = history_after(prompt, turn, history, history_audio, prepared, ctx, text)
         return outcome
@@ -278,12 +310,18 @@ class Engine:
         outcome = prepared if isinstance(prepared, Outcome) else await self._conversation(model, prompt, prepared)
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
         scored = await score_into_record(
-            record, self.accumulators[model.name], self.metric, sample,
+            record,
+            self.accumulators[model.name],
+            self.metric,
+            sample,
             response=outcome.text if outcome.ok else None,
             prediction=self.postprocessor.process(outcome.text or "") if outcome.ok else None,
-            failure=outcome.failure, error=outcome.error,
+            failure=outcome.failure,
+            error=outcome.error,
         )
-        record.update(latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica)
+        record.update(
+            latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica
+        )
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
         if prompt.info:
@@ -295,7 +333,10 @@ class Engine:
 
 
 def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:
-    """One result row per (engine, model); a pair whose share of failed samples exceeds ``max_failure_rate`` is unreliable."""
+    """One result row per (engine, model).
+
+    A pair whose share of failed samples exceeds ``max_failure_rate`` is marked unreliable.
+    """
     rows = []
     for res in results:
         spec = res.spec

@@ -21,10 +21,23 @@ from evalkit.util.redact import MASK
 MANIFEST = "run.json"
 MANIFEST_FORMAT = 1
 #: model fields that change how a request travels, never what it answers: a resume may change them
-_TRANSPORT_FIELDS = frozenset({
-    "url", "auth_token", "batch_size", "timeout", "retry_attempts", "delay", "requests_per_minute", "tokens_per_minute", "launch", "deadline",
-})
-_JUDGE_TRANSPORT_FIELDS = frozenset({"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"})
+_TRANSPORT_FIELDS = frozenset(
+    {
+        "url",
+        "auth_token",
+        "batch_size",
+        "timeout",
+        "retry_attempts",
+        "delay",
+        "requests_per_minute",
+        "tokens_per_minute",
+        "launch",
+        "deadline",
+    }
+)
+_JUDGE_TRANSPORT_FIELDS = frozenset(
+    {"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"}
+)
 
 
 def config_as_given(config: Config) -> dict[str, Any]:
@@ -117,7 +130,14 @@ def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, A
     fresh_models = current.get("models") or []
     for entry in data.get("models") or []:
         info = entry.get("info", {}) if isinstance(entry, dict) else {}
-        match = next((m for m in fresh_models if m["info"].get("name") == info.get("name") and m["info"].get("model") == info.get("model")), None)
+        match = next(
+            (
+                m
+                for m in fresh_models
+                if m["info"].get("name") == info.get("name") and m["info"].get("model") == info.get("model")
+            ),
+            None,
+        )
         entry["info"] = _unmask(info, match["info"] if match else None)
     for key, value in data.items():
         if key != "models":
@@ -131,5 +151,7 @@ def _unmask(saved: Any, fresh: Any) -> Any:
     if isinstance(saved, dict):
         return {k: _unmask(v, fresh.get(k) if isinstance(fresh, dict) else None) for k, v in saved.items()}
     if isinstance(saved, list):
-        return [_unmask(v, fresh[i] if isinstance(fresh, list) and i < len(fresh) else None) for i, v in enumerate(saved)]
+        return [
+            _unmask(v, fresh[i] if isinstance(fresh, list) and i < len(fresh) else None) for i, v in enumerate(saved)
+        ]
     return saved

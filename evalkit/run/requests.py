@@ -54,7 +54,10 @@ def _prefix(prompt: Prompt, audio: PreparedAudio, ctx: RequestContext) -> tuple[
     for index, (example, answer) in enumerate(prompt.examples):
         key = example_key(index)
         pieces = audio.parts(key, ctx.chunk_size, "truncate") if key in audio else []
-        prefix += [{"role": "user", "content": _user_content(example.text, len(example_audio), len(pieces))}, {"role": "assistant", "content": answer}]
+        prefix += [
+            {"role": "user", "content": _user_content(example.text, len(example_audio), len(pieces))},
+            {"role": "assistant", "content": answer},
+        ]
         example_audio += pieces
     return prefix, example_audio
 
@@ -80,18 +83,43 @@ def turn_requests(
     pieces: list[AudioPart] = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
     if ctx.kind == RequestKind.TRANSCRIPTION:
         return [
-            ModelRequest(kind=RequestKind.TRANSCRIPTION, model=ctx.model, audio=[piece], params=ctx.params, language=ctx.language, repeat=repeat)
+            ModelRequest(
+                kind=RequestKind.TRANSCRIPTION,
+                model=ctx.model,
+                audio=[piece],
+                params=ctx.params,
+                language=ctx.language,
+                repeat=repeat,
+            )
             for piece in pieces
         ]
     prefix, example_audio = _prefix(prompt, audio, ctx)
     earlier = [*example_audio, *history_audio]
     if not pieces:
         messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 0)}]
-        return [ModelRequest(kind=RequestKind.CHAT, model=ctx.model, messages=messages, audio=earlier, params=ctx.params, repeat=repeat)]
+        return [
+            ModelRequest(
+                kind=RequestKind.CHAT,
+                model=ctx.model,
+                messages=messages,
+                audio=earlier,
+                params=ctx.params,
+                repeat=repeat,
+            )
+        ]
     requests = []
     for piece in pieces:
         messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 1)}]
-        requests.append(ModelRequest(kind=RequestKind.CHAT, model=ctx.model, messages=messages, audio=[*earlier, piece], params=ctx.params, repeat=repeat))
+        requests.append(
+            ModelRequest(
+                kind=RequestKind.CHAT,
+                model=ctx.model,
+                messages=messages,
+                audio=[*earlier, piece],
+                params=ctx.params,
+                repeat=repeat,
+            )
+        )
     return requests
 
 

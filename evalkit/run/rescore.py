@@ -97,7 +97,9 @@ class RescoreOutcome:
 def read_run_meta(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "results.json"
     if not path.is_file():
-        raise UserError(f"{run_dir}: not a finished run (no results.json); re-scoring needs the run's results and records")
+        raise UserError(
+            f"{run_dir}: not a finished run (no results.json); re-scoring needs the run's results and records"
+        )
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as error:
@@ -218,7 +220,9 @@ def judge_properties(config: Config, meta: dict[str, Any], config_path: str | Pa
                 return props
     props = config.judge_properties
     if props is not None and props.judge_api_key == "***":
-        log.warning("the judge's API key is masked in results.json; pass the config file to re-score with a keyed judge")
+        log.warning(
+            "the judge's API key is masked in results.json; pass the config file to re-score with a keyed judge"
+        )
         props = props.model_copy(update={"judge_api_key": None})
     return props
 
@@ -260,17 +264,26 @@ async def _rescore_dataset(
                     sample.meta.setdefault("duration", record["duration"])
                 response = record.get("response")
                 prepared.append((record, sample, None if response is None else postprocessor.process(str(response))))
-            lines = [new_record(sample, str(record.get("model")), spec.name, metric_name) for record, sample, _ in prepared]
+            lines = [
+                new_record(sample, str(record.get("model")), spec.name, metric_name) for record, sample, _ in prepared
+            ]
             for line, (record, _, _) in zip(lines, prepared):
                 line["reference"] = record.get("reference")
-            await asyncio.gather(*(
-                score_into_record(
-                    line, accumulators[str(record.get("model"))], metric, sample,
-                    response=record.get("response"), prediction=prediction,
-                    failure=record.get("failure"), error=record.get("error"),
+            await asyncio.gather(
+                *(
+                    score_into_record(
+                        line,
+                        accumulators[str(record.get("model"))],
+                        metric,
+                        sample,
+                        response=record.get("response"),
+                        prediction=prediction,
+                        failure=record.get("failure"),
+                        error=record.get("error"),
+                    )
+                    for line, (record, sample, prediction) in zip(lines, prepared)
                 )
-                for line, (record, sample, prediction) in zip(lines, prepared)
-            ))
+            )
             for line, (record, _, _) in zip(lines, prepared):
                 for key in _KEPT:
                     if key in record:
@@ -283,7 +296,9 @@ async def _rescore_dataset(
     result.n_samples = len({str(r.get("sample_id")) for r in records})
     for name, acc in accumulators.items():
         summary = await asyncio.to_thread(acc.result, seed=seed) if acc.n else None
-        result.models[name] = ModelResult(model=name, result=summary, n_failed=acc.n_failed, failure_reasons=dict(acc.failures))
+        result.models[name] = ModelResult(
+            model=name, result=summary, n_failed=acc.n_failed, failure_reasons=dict(acc.failures)
+        )
     result.seconds = time.perf_counter() - started
     return result
 
@@ -324,7 +339,10 @@ async def arescore(
     if cls.needs_judge:
         props = judge_properties(config, meta, config_path)
         if props is None:
-            raise ConfigError(f"metric {canonical!r} needs an LLM judge: the run's config has no `judge_properties` (pass a config file that has one)")
+            raise ConfigError(
+                f"metric {canonical!r} needs an LLM judge: the run's config has no `judge_properties` (pass a config "
+                "file that has one)"
+            )
         from evalkit.clients.judge import JudgeClient
         from evalkit.clients.store import ResponseStore
 
@@ -338,11 +356,15 @@ async def arescore(
         for dataset, (path, records) in sorted(chosen.items()):
             spec = catalog.datasets.get(dataset)
             if spec is None:
-                outcome.skipped[dataset] = "not in the runspecs found from here (its postprocessor and language are unknown)"
+                outcome.skipped[dataset] = (
+                    "not in the runspecs found from here (its postprocessor and language are unknown)"
+                )
                 continue
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting:
-                outcome.skipped[dataset] = f"metric {canonical!r} does not fit task {spec.task} (fitting: {', '.join(fitting)})"
+                outcome.skipped[dataset] = (
+                    f"metric {canonical!r} does not fit task {spec.task} (fitting: {', '.join(fitting)})"
+                )
                 continue
             language = target_language(spec.language)
             instance = cls(language=language, judge=judge) if cls.needs_judge else cls(language=language)
@@ -361,10 +383,14 @@ async def arescore(
                 else:
                     lost = len(wanted) - len(samples)
                     if lost:
-                        outcome.notes[dataset] = f"{lost} sample ids of the records are no longer in the dataset; scored from their records"
+                        outcome.notes[dataset] = (
+                            f"{lost} sample ids of the records are no longer in the dataset; scored from their records"
+                        )
             out_path = run_dir / "rescore" / f"{dataset}__{canonical}.jsonl" if write else None
             log.info("re-scoring %s (%s) with %s", dataset, path.name, canonical)
-            results.append(await _rescore_dataset(spec, canonical, instance, records, samples, out_path, config.filters.seed))
+            results.append(
+                await _rescore_dataset(spec, canonical, instance, records, samples, out_path, config.filters.seed)
+            )
     finally:
         if judge is not None:
             outcome.judge = {"model": judge.model, "sent": judge.client.sent, "store_hits": judge.client.store_hits}
@@ -381,13 +407,15 @@ async def arescore(
     outcome.seconds = time.perf_counter() - started
     if write:
         path = run_dir / f"rescore_{canonical}.json"
-        path.write_text(json.dumps(outcome.payload(run_dir), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        path.write_text(
+            json.dumps(outcome.payload(run_dir), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+        )
     return outcome
 
 
 def _run(coro: Any) -> Any:
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
@@ -438,11 +466,17 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
             console.print(f"{outcome.metric}: {what}: {note}")
         failed = failed or not outcome.rows or any(r.error for r in outcome.rows)
         judge = outcome.judge
-        asked = f"; judge {judge['model']}: {judge['sent']} requests, {judge['store_hits']} from the store" if judge else ""
-        console.print(f"{outcome.metric}: written to {path / f'rescore_{outcome.metric}.json'} (0 model requests{asked})")
+        asked = (
+            f"; judge {judge['model']}: {judge['sent']} requests, {judge['store_hits']} from the store" if judge else ""
+        )
+        console.print(
+            f"{outcome.metric}: written to {path / f'rescore_{outcome.metric}.json'} (0 model requests{asked})"
+        )
     if output is not None:
         combined = {"run_dir": str(path), "rescores": [o.payload(path) for o in outcomes]}
-        Path(output).write_text(json.dumps(combined, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        Path(output).write_text(
+            json.dumps(combined, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
+        )
     return 1 if failed else 0
 
 

@@ -97,14 +97,23 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
     for info in model.replicas:
         for url in info.urls:
             protocol = EndpointProtocol(
-                base_url=url, kind=model.kind, auth_token=info.auth_token, api_version=info.api_version, deployment=info.model
+                base_url=url,
+                kind=model.kind,
+                auth_token=info.auth_token,
+                api_version=info.api_version,
+                deployment=info.model,
             )
             pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
     info = model.info
     policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=info.deadline)  # None: derived from timeout
     return ModelClient(
-        model.name, pools, policy, store=store, delay_ms=info.delay,
-        requests_per_minute=info.requests_per_minute, tokens_per_minute=info.tokens_per_minute,
+        model.name,
+        pools,
+        policy,
+        store=store,
+        delay_ms=info.delay,
+        requests_per_minute=info.requests_per_minute,
+        tokens_per_minute=info.tokens_per_minute,
     )
 
 
@@ -170,7 +179,9 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
             )
         saved_store = resumed.get("store") or {}
         if options.no_cache:
-            raise UserError(f"--resume {run_dir}: resuming takes finished answers from the response store; drop --no-cache")
+            raise UserError(
+                f"--resume {run_dir}: resuming takes finished answers from the response store; drop --no-cache"
+            )
         if saved_store.get("path") and not config.cache.path:
             store_path = Path(saved_store["path"])
         if saved_store.get("refresh_since") is not None:
@@ -184,12 +195,18 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
         "status": "running",
         "started": dt.datetime.now().isoformat(timespec="seconds"),
         "started_unix": started_unix,
-        "resumed": [*((resumed or {}).get("resumed") or []), dt.datetime.now().isoformat(timespec="seconds")] if resumed else [],
+        "resumed": [*((resumed or {}).get("resumed") or []), dt.datetime.now().isoformat(timespec="seconds")]
+        if resumed
+        else [],
         "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
         "command": list(sys.argv),
         "fingerprint": fingerprint,
         "config": redact(config_as_given(config)),
-        "store": {"enabled": use_store, "path": str(store_path.resolve()) if use_store else None, "refresh_since": refresh_since},
+        "store": {
+            "enabled": use_store,
+            "path": str(store_path.resolve()) if use_store else None,
+            "refresh_since": refresh_since,
+        },
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),
     }
@@ -213,8 +230,19 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
 
     try:
         engines = [
-            Engine(spec, plan.models, clients, config.filters, run_dir / "records", prompt_context=prompt_context_for(config, spec.dataset, spec.models), window=options.window,
-                   progress=progress, use_store=store is not None, seed=config.filters.seed, metric_factory=make_metric)
+            Engine(
+                spec,
+                plan.models,
+                clients,
+                config.filters,
+                run_dir / "records",
+                prompt_context=prompt_context_for(config, spec.dataset, spec.models),
+                window=options.window,
+                progress=progress,
+                use_store=store is not None,
+                seed=config.filters.seed,
+                metric_factory=make_metric,
+            )
             for spec in plan.engines
         ]
         with quiet_garbage_collector():
@@ -252,6 +280,11 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     manifest.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
     write_manifest(run_dir, manifest)
     return RunOutcome(
-        run_dir=run_dir, rows=rows, engines=results, seconds=seconds,
-        requests_sent=sum(c.sent for c in clients.values()), store_hits=sum(c.store_hits for c in clients.values()), meta=meta,
+        run_dir=run_dir,
+        rows=rows,
+        engines=results,
+        seconds=seconds,
+        requests_sent=sum(c.sent for c in clients.values()),
+        store_hits=sum(c.store_hits for c in clients.values()),
+        meta=meta,
     )

@@ -496,9 +496,7 @@ def _parse_language(value: str | None, backend: Backend) -> str | None:
         raise RequestError(400, f"language must be one language, not the pair {value!r}", param="language")
     if backend.languages is not None and code not in backend.languages:
         known = ", ".join(sorted(backend.languages))
-        raise RequestError(
-            400, f"model {backend.model_id!r} transcribes {known}, not {value!r}", param="language"
-        )
+        raise RequestError(400, f"model {backend.model_id!r} transcribes {known}, not {value!r}", param="language")
     return code
 
 
@@ -512,7 +510,8 @@ def _decode_upload(data: bytes) -> np.ndarray:
 async def _read_form(request: web.Request) -> tuple[bytes | None, dict[str, str]]:
     if not request.content_type.startswith("multipart/"):
         raise RequestError(
-            400, f"expected a multipart/form-data body with a file field, got {request.content_type or 'no content type'}"
+            400,
+            f"expected a multipart/form-data body with a file field, got {request.content_type or 'no content type'}",
         )
     limit = request.app[STATE].max_body_bytes
     if request.content_length is not None and request.content_length > limit:
@@ -551,7 +550,9 @@ async def transcriptions(request: web.Request) -> web.StreamResponse:
         try:
             float(fields["temperature"])
         except ValueError:
-            raise RequestError(400, f"temperature must be a number, got {fields['temperature']!r}", param="temperature") from None
+            raise RequestError(
+                400, f"temperature must be a number, got {fields['temperature']!r}", param="temperature"
+            ) from None
     language = _parse_language(fields.get("language"), backend)
     audio = await _off_loop(request, _decode_upload, file_data)
     text: str = await _submit(batcher, TranscriptionJob(audio, language))

@@ -15,6 +15,7 @@ timeouts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import Counter, deque
@@ -134,10 +135,8 @@ class DynamicBatcher(Generic[T, R]):
         self._closed = True
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
         while self._waiting:
             _, future = self._waiting.popleft()

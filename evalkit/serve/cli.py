@@ -57,23 +57,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default: %(default)s)")
     parser.add_argument("--port-file", metavar="PATH", help="write the chosen port here once the model is loaded")
-    parser.add_argument("--max-batch-size", type=int, default=8, metavar="N", help="largest batch (default: %(default)s)")
     parser.add_argument(
-        "--batch-wait-ms", type=float, default=5.0, metavar="MS",
+        "--max-batch-size", type=int, default=8, metavar="N", help="largest batch (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=float,
+        default=5.0,
+        metavar="MS",
         help="how long to gather a batch before running it (default: %(default)s)",
     )
     parser.add_argument(
-        "--max-queue", type=int, default=256, metavar="N",
+        "--max-queue",
+        type=int,
+        default=256,
+        metavar="N",
         help="requests waiting beyond this are refused with 503 + Retry-After (default: %(default)s)",
     )
     parser.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: %(default)s)")
     parser.add_argument(
-        "--dtype", metavar="TYPE",
+        "--dtype",
+        metavar="TYPE",
         help="transformers: weight and compute dtype, e.g. float32, bfloat16, float16, auto (default: float32)",
     )
-    parser.add_argument("--grammar", metavar="FILE", help="pocketsphinx: only recognise the sentences in FILE (one per line)")
     parser.add_argument(
-        "--shutdown-timeout", type=float, default=10.0, metavar="S",
+        "--grammar", metavar="FILE", help="pocketsphinx: only recognise the sentences in FILE (one per line)"
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
         help="seconds in-flight requests get to finish on SIGTERM (default: %(default)s)",
     )
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])

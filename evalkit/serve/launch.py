@@ -162,14 +162,32 @@ def server_command(info: ModelInfo, port: int | None, port_file: Path | None = N
     if launch.backend == "vllm":
         assert port is not None
         return [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(launch.model_path), "--served-model-name", info.model,
-            "--host", "127.0.0.1", "--port", str(port), *launch.args,
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(launch.model_path),
+            "--served-model-name",
+            info.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *launch.args,
         ]
     # evalkit is the server's only client, and when it stops the server it wants no answer still being computed
     command = [
-        sys.executable, "-m", "evalkit.serve", "--backend", str(launch.backend), "--model-id", info.model,
-        "--host", "127.0.0.1", "--shutdown-timeout", "0",
+        sys.executable,
+        "-m",
+        "evalkit.serve",
+        "--backend",
+        str(launch.backend),
+        "--model-id",
+        info.model,
+        "--host",
+        "127.0.0.1",
+        "--shutdown-timeout",
+        "0",
     ]
     if port_file is not None:
         command += ["--port", "0", "--port-file", str(port_file)]
@@ -257,7 +275,12 @@ def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
     with starting.open("wb") as handle:
         try:
             process = subprocess.Popen(
-                argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=_child_env(info), start_new_session=True
+                argv,
+                stdout=handle,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=_child_env(info),
+                start_new_session=True,
             )
         except OSError as error:
             starting.unlink(missing_ok=True)
@@ -265,8 +288,14 @@ def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
     log_path = log_dir / f"server-{_safe_name(info.name)}-{process.pid}.log"
     os.replace(starting, log_path)  # the server keeps writing to the renamed file
     server = LaunchedServer(
-        model=info.name, backend=backend, process=process, log_path=log_path, command=command,
-        secrets=_launch_secrets(info), port=port, port_file=port_file,
+        model=info.name,
+        backend=backend,
+        process=process,
+        log_path=log_path,
+        command=command,
+        secrets=_launch_secrets(info),
+        port=port,
+        port_file=port_file,
     )
     server.write_info()
     log.info("started %s for %s (pid %d), log %s", backend, info.name, process.pid, log_path)
@@ -293,7 +322,13 @@ async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float) -> 
             if server.port is not None and await _answers(session, server, model_id):
                 server.ready_seconds = round(time.monotonic() - server.started, 3)
                 server.write_info()
-                log.info("%s server for %s ready at %s after %.1f s", server.backend, server.model, server.url, server.ready_seconds)
+                log.info(
+                    "%s server for %s ready at %s after %.1f s",
+                    server.backend,
+                    server.model,
+                    server.url,
+                    server.ready_seconds,
+                )
                 return
             await asyncio.sleep(0.25)
     where = f"at {server.url}" if server.port else "(it reported no port)"
@@ -332,10 +367,18 @@ async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedSer
             await _wait_ready(server, info.model, info.launch.startup_timeout)
             return server
         except LaunchError:
-            lost_port = server.port_file is None and server.process.poll() is not None and _ADDRESS_IN_USE.search(server.tail(60))
+            lost_port = (
+                server.port_file is None
+                and server.process.poll() is not None
+                and _ADDRESS_IN_USE.search(server.tail(60))
+            )
             if not lost_port or attempt == PORT_RETRIES:
                 raise
-            log.warning("models: %s: port %s was taken before vLLM bound it; starting it again on another port", info.name, server.port)
+            log.warning(
+                "models: %s: port %s was taken before vLLM bound it; starting it again on another port",
+                info.name,
+                server.port,
+            )
             stop_servers([server])
     raise AssertionError("unreachable")
 
@@ -364,7 +407,7 @@ def group_members(pgid: int) -> list[int] | None:
             stat = (entry / "stat").read_text()
         except OSError:  # gone meanwhile
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp ...
         if len(fields) > 2 and fields[0] not in ("Z", "X") and fields[2] == str(pgid):
             members.append(int(entry.name))
     return members
@@ -395,7 +438,13 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> No
         for server in running:
             if _group_alive(server):
                 server.killed = True
-                log.warning("models: %s: the %s server (pid %d) did not stop within %g s; killed", server.model, server.backend, server.pid, grace)
+                log.warning(
+                    "models: %s: the %s server (pid %d) did not stop within %g s; killed",
+                    server.model,
+                    server.backend,
+                    server.pid,
+                    grace,
+                )
                 _signal_group(server, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.process.wait(timeout=5)
@@ -417,7 +466,11 @@ async def _watch(servers: list[LaunchedServer]) -> None:
                 reported.add(server.pid)
                 log.error(
                     "models: %s: the %s server (pid %d) exited with code %s during the run; its output ends with:\n%s",
-                    server.model, server.backend, server.pid, server.process.returncode, server.tail(),
+                    server.model,
+                    server.backend,
+                    server.pid,
+                    server.process.returncode,
+                    server.tail(),
                 )
 
 
@@ -458,10 +511,10 @@ def _stop_on_termination(servers: list[LaunchedServer]) -> Iterator[list[int]]:
     try:
         yield received
     finally:
-        for sig, previous in installed.items():
+        for signum, previous in installed.items():
             with contextlib.suppress(Exception):
-                loop.remove_signal_handler(sig)
-                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+                loop.remove_signal_handler(signum)
+                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
 
 
 @contextlib.asynccontextmanager

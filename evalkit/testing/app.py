@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import hashlib
 import hmac
 import secrets
@@ -100,9 +101,12 @@ class TestServerApp:
         if token is None:
             return True
         auth = request.headers.get("Authorization")
-        if auth is not None and auth[:7].lower() == "bearer ":
-            if hmac.compare_digest(auth[7:].strip().encode(), token.encode()):
-                return True
+        if (
+            auth is not None
+            and auth[:7].lower() == "bearer "
+            and hmac.compare_digest(auth[7:].strip().encode(), token.encode())
+        ):
+            return True
         key = request.headers.get("api-key")
         return key is not None and hmac.compare_digest(key.strip().encode(), token.encode())
 
@@ -186,7 +190,9 @@ class TestServerApp:
             resp = web.Response(body=_MALFORMED_BODY, content_type=JSON) if fault == "malformed" else make_ok()
             st.count_status(resp.status)
             if self.log is not None:
-                self.log.write("completed", seq, path, model, sha, resp.status, fault, **(log_extra() if log_extra else {}))
+                self.log.write(
+                    "completed", seq, path, model, sha, resp.status, fault, **(log_extra() if log_extra else {})
+                )
             return resp
         finally:
             st.in_flight -= 1
@@ -221,10 +227,8 @@ class TestServerApp:
         raw = await request.read()
         seq = self._next_seq()
         body: Any = None
-        try:
+        with contextlib.suppress(ValueError):
             body = loads(raw)
-        except ValueError:
-            pass
         model = request.match_info.get("deployment")
         if model is None and isinstance(body, dict) and isinstance(body.get("model"), str):
             model = body["model"]
@@ -250,7 +254,7 @@ class TestServerApp:
         user = chat.last_user_index(messages)
         user_text = messages[user].text if user is not None else ""
         if self.answers.rules:
-            audio_fps = fingerprints.get(user, []) if user is not None else []  # type: ignore[arg-type]
+            audio_fps = fingerprints.get(user, []) if user is not None else []
             if not audio_fps:
                 audio_fps = [fp for fps in fingerprints.values() for fp in fps]
             answer = self.answers.resolve(model, user_text, chat.system_text(messages), audio_fps)
@@ -268,7 +272,9 @@ class TestServerApp:
                 options = body.get("stream_options")
                 include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
                 payload = chat.stream_body(chat_id, created, model, content, finish, n_choices, usage, include_usage)
-                return web.Response(body=payload, content_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                return web.Response(
+                    body=payload, content_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+                )
             payload = chat.completion_body(chat_id, created, model, content, finish, n_choices, usage)
             return web.Response(body=payload, content_type=JSON)
 

@@ -158,14 +158,20 @@ def stream_body(
     events: list[bytes] = []
     for i in range(n):
         delta = {"role": "assistant", "content": content}
-        events.append(dumps({**base, "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": None}]}))
-        events.append(dumps({**base, "choices": [{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish}]}))
+        events.append(
+            dumps({**base, "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": None}]})
+        )
+        events.append(
+            dumps({**base, "choices": [{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish}]})
+        )
     if include_usage:
         events.append(dumps({**base, "choices": [], "usage": usage_}))
     return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 
 
-def log_record(body: dict[str, Any], messages: list[Message], fingerprints: dict[int, list[str]], content: str) -> dict[str, Any]:
+def log_record(
+    body: dict[str, Any], messages: list[Message], fingerprints: dict[int, list[str]], content: str
+) -> dict[str, Any]:
     """What the request log keeps of a chat request: params and message texts, audio as fingerprints."""
     params = {k: v for k, v in body.items() if k not in ("messages", "model")}
     for key in ("temperature", "max_tokens", "top_p", "seed"):

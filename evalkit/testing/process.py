@@ -8,6 +8,7 @@ what the client does when the server dies. The handle speaks plain
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -34,17 +35,13 @@ LISTENING_PREFIX = "LISTENING "
 def _terminate(proc: subprocess.Popen[bytes], timeout: float) -> int | None:
     """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""
     if proc.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait()
     return proc.returncode
 
@@ -140,10 +137,8 @@ class TestServer:
     def kill(self) -> int | None:
         """SIGKILL now (a crash, as a test of the client's recovery sees it)."""
         if self.process.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         return self.process.wait()
 
     def __enter__(self) -> TestServer:
@@ -181,7 +176,7 @@ def _read_listening_line(proc: subprocess.Popen[bytes], timeout: float) -> str |
                 line, buf = buf.split(b"\n", 1)
                 text = line.decode("utf-8", errors="replace").strip()
                 if text.startswith(LISTENING_PREFIX):
-                    return text[len(LISTENING_PREFIX):].strip()
+                    return text[len(LISTENING_PREFIX) :].strip()
 
 
 def start_test_server(
@@ -224,9 +219,21 @@ def start_test_server(
     root = _package_root()
     child_env["PYTHONPATH"] = root + (os.pathsep + child_env["PYTHONPATH"] if child_env.get("PYTHONPATH") else "")
     stderr_path = tmpdir / "stderr.log"
-    cmd = [sys.executable, "-m", "evalkit.testing.server", "--script", str(script_path), "--host", host, "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evalkit.testing.server",
+        "--script",
+        str(script_path),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     with open(stderr_path, "wb") as stderr_file:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_file, env=child_env)
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_file, env=child_env
+        )
     try:
         url = _read_listening_line(proc, startup_timeout)
     except BaseException:

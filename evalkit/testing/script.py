@@ -205,7 +205,9 @@ class _Checker:
             if not _HEX64.match(fingerprint):
                 self.fail(f"{loc}.audio_fingerprint", "must be 64 hex characters (a sha256 from audio_fingerprint())")
         model = self.text(value.get("model"), f"{loc}.model")
-        return AnswerRuleSpec(answer=answer, match=match, system_match=system_match, audio_fingerprint=fingerprint, model=model)
+        return AnswerRuleSpec(
+            answer=answer, match=match, system_match=system_match, audio_fingerprint=fingerprint, model=model
+        )
 
     def faults(self, value: Any, loc: str) -> FaultSpec | None:
         if value is None:
@@ -446,7 +448,9 @@ def read_script_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def script_dict(source: Mapping[str, Any] | str | Path | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def script_dict(
+    source: Mapping[str, Any] | str | Path | None, overrides: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The raw script mapping from a dict/path/None, with overrides (None values skipped) applied."""
     if source is None:
         data: dict[str, Any] = {}

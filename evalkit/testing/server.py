@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvloop
     except ImportError:
-        uvloop = None  # type: ignore[assignment]
+        uvloop = None
     try:
         if uvloop is not None:
             uvloop.run(serve(script, args.host, args.port, args.port_file))

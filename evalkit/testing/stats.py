@@ -13,7 +13,17 @@ class Stats:
     ``queued`` those waiting for one. /_stats and /_reset_stats are not counted.
     """
 
-    __slots__ = ("requests", "by_path", "by_status", "faults", "in_flight", "max_in_flight", "queued", "max_queued", "since")
+    __slots__ = (
+        "requests",
+        "by_path",
+        "by_status",
+        "faults",
+        "in_flight",
+        "max_in_flight",
+        "queued",
+        "max_queued",
+        "since",
+    )
 
     def __init__(self) -> None:
         self.in_flight = 0

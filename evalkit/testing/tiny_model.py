@@ -90,56 +90,163 @@ _REQUIRED_FILES = {
 # the tiny Whisper: decoding stops after this many tokens, so its tests stay fast
 WHISPER_MAX_LENGTH = 12
 WHISPER_SPECIAL_TOKENS = [
-    "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|translate|>",
-    "<|startoflm|>", "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>",
+    "<|startoftranscript|>",
+    "<|en|>",
+    "<|transcribe|>",
+    "<|translate|>",
+    "<|startoflm|>",
+    "<|startofprev|>",
+    "<|nocaptions|>",
+    "<|notimestamps|>",
 ]
 
 # ---------------------------------------------------------------- training text
 
 _SUBJECTS = [
-    "the old fisherman", "a young teacher", "my neighbour", "the small robot", "our team",
-    "the farmer", "a curious child", "the city council", "every student", "the pilot",
-    "her brother", "the museum guide", "a tired doctor", "the baker", "two engineers",
-    "the quiet cat", "a travelling musician", "the river", "the morning train", "the committee",
+    "the old fisherman",
+    "a young teacher",
+    "my neighbour",
+    "the small robot",
+    "our team",
+    "the farmer",
+    "a curious child",
+    "the city council",
+    "every student",
+    "the pilot",
+    "her brother",
+    "the museum guide",
+    "a tired doctor",
+    "the baker",
+    "two engineers",
+    "the quiet cat",
+    "a travelling musician",
+    "the river",
+    "the morning train",
+    "the committee",
 ]
 _VERBS = [
-    "found", "carried", "painted", "repaired", "described", "measured", "forgot", "planted",
-    "opened", "sold", "explained", "borrowed", "counted", "watched", "answered", "built",
-    "cleaned", "followed", "wrote", "heard",
+    "found",
+    "carried",
+    "painted",
+    "repaired",
+    "described",
+    "measured",
+    "forgot",
+    "planted",
+    "opened",
+    "sold",
+    "explained",
+    "borrowed",
+    "counted",
+    "watched",
+    "answered",
+    "built",
+    "cleaned",
+    "followed",
+    "wrote",
+    "heard",
 ]
 _OBJECTS = [
-    "a wooden boat", "the broken clock", "three red apples", "a long letter", "the blue door",
-    "a map of the island", "the heavy box", "a strange noise", "the last question", "fresh bread",
-    "the garden wall", "an old song", "the weather report", "a paper kite", "the missing key",
-    "a cup of tea", "the school bus", "a bright lamp", "the empty bottle", "a new bridge",
+    "a wooden boat",
+    "the broken clock",
+    "three red apples",
+    "a long letter",
+    "the blue door",
+    "a map of the island",
+    "the heavy box",
+    "a strange noise",
+    "the last question",
+    "fresh bread",
+    "the garden wall",
+    "an old song",
+    "the weather report",
+    "a paper kite",
+    "the missing key",
+    "a cup of tea",
+    "the school bus",
+    "a bright lamp",
+    "the empty bottle",
+    "a new bridge",
 ]
 _PLACES = [
-    "near the harbour", "in the kitchen", "behind the library", "at the station", "on the hill",
-    "under the bridge", "in a small village", "by the window", "across the street",
-    "inside the museum", "at the market", "in the forest", "on the roof", "beside the lake",
+    "near the harbour",
+    "in the kitchen",
+    "behind the library",
+    "at the station",
+    "on the hill",
+    "under the bridge",
+    "in a small village",
+    "by the window",
+    "across the street",
+    "inside the museum",
+    "at the market",
+    "in the forest",
+    "on the roof",
+    "beside the lake",
 ]
 _TIMES = [
-    "yesterday", "last winter", "every morning", "before dinner", "on Monday", "after the storm",
-    "at midnight", "in 1998", "twice a week", "this afternoon", "during the holidays", "at 7:30",
+    "yesterday",
+    "last winter",
+    "every morning",
+    "before dinner",
+    "on Monday",
+    "after the storm",
+    "at midnight",
+    "in 1998",
+    "twice a week",
+    "this afternoon",
+    "during the holidays",
+    "at 7:30",
 ]
 _ADJECTIVES = [
-    "quick", "gentle", "careful", "noisy", "bright", "patient", "strange", "honest", "clever",
-    "cold", "warm", "ancient", "simple", "happy", "serious",
+    "quick",
+    "gentle",
+    "careful",
+    "noisy",
+    "bright",
+    "patient",
+    "strange",
+    "honest",
+    "clever",
+    "cold",
+    "warm",
+    "ancient",
+    "simple",
+    "happy",
+    "serious",
 ]
 _QUESTIONS = [
-    "What time does the shop open?", "Where did you put the keys?", "How far is the station?",
-    "Why is the sky blue?", "Who wrote this letter?", "Can you help me with my homework?",
-    "How many people live in the city?", "What is the capital of France?",
-    "Which road leads to the coast?", "When will the rain stop?", "Is it going to be sunny?",
-    "Could you repeat the last sentence, please?", "What does this word mean?",
-    "How do you say thank you in Spanish?", "Did you hear the news today?",
+    "What time does the shop open?",
+    "Where did you put the keys?",
+    "How far is the station?",
+    "Why is the sky blue?",
+    "Who wrote this letter?",
+    "Can you help me with my homework?",
+    "How many people live in the city?",
+    "What is the capital of France?",
+    "Which road leads to the coast?",
+    "When will the rain stop?",
+    "Is it going to be sunny?",
+    "Could you repeat the last sentence, please?",
+    "What does this word mean?",
+    "How do you say thank you in Spanish?",
+    "Did you hear the news today?",
 ]
 _ANSWERS = [
-    "The shop opens at nine o'clock.", "I put them on the table.", "It is about two miles away.",
-    "Sunlight is scattered by the air.", "Paris is the capital of France.",
-    "Of course, I will help you.", "The rain should stop soon.", "Yes, it will be sunny.",
-    "Nobody knows the answer yet.", "That word means happy.", "Take the road to the left.",
-    "About 250,000 people live there.", "I did not hear anything.", "You say gracias.",
+    "The shop opens at nine o'clock.",
+    "I put them on the table.",
+    "It is about two miles away.",
+    "Sunlight is scattered by the air.",
+    "Paris is the capital of France.",
+    "Of course, I will help you.",
+    "The rain should stop soon.",
+    "Yes, it will be sunny.",
+    "Nobody knows the answer yet.",
+    "That word means happy.",
+    "Take the road to the left.",
+    "About 250,000 people live there.",
+    "I did not hear anything.",
+    "You say gracias.",
 ]
 
 
@@ -261,9 +368,7 @@ def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.float32).eval()
     _fill_weights(model, seed)
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD]
-    )
+    model.generation_config = GenerationConfig(bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD])
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
     # the template also lives in tokenizer_config.json, for readers (older
@@ -364,7 +469,13 @@ def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=f".tiny-{kind}-", dir=folder.parent))
     try:
         n_params, vocab_size = _BUILDERS[kind](staging, seed)
-        marker = {"recipe": RECIPE_VERSION, "kind": kind, "seed": seed, "parameters": n_params, "vocab_size": vocab_size}
+        marker = {
+            "recipe": RECIPE_VERSION,
+            "kind": kind,
+            "seed": seed,
+            "parameters": n_params,
+            "vocab_size": vocab_size,
+        }
         (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         names = sorted(p.name for p in staging.iterdir() if p.name != MARKER_FILE)
         for name in [*names, MARKER_FILE]:

@@ -83,5 +83,9 @@ def response(answer: str, response_format: str, duration: float, fields: dict[st
         }
         return web.Response(body=dumps(payload), content_type=JSON)
     if response_format == "srt":
-        return web.Response(text=f"1\n00:00:00,000 --> {_timestamp(duration, ',')}\n{answer}\n\n", content_type="text/plain")
-    return web.Response(text=f"WEBVTT\n\n00:00:00.000 --> {_timestamp(duration, '.')}\n{answer}\n\n", content_type="text/vtt")
+        return web.Response(
+            text=f"1\n00:00:00,000 --> {_timestamp(duration, ',')}\n{answer}\n\n", content_type="text/plain"
+        )
+    return web.Response(
+        text=f"WEBVTT\n\n00:00:00.000 --> {_timestamp(duration, '.')}\n{answer}\n\n", content_type="text/vtt"
+    )

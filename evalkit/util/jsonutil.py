@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+_orjson: Any
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised only without the optional dependency

@@ -15,13 +15,19 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-SECRET_KEYS = frozenset({"auth_token", "judge_api_key", "api_key", "authorization", "api-key", "token", "password", "secret"})
+SECRET_KEYS = frozenset(
+    {"auth_token", "judge_api_key", "api_key", "authorization", "api-key", "token", "password", "secret"}
+)
 #: a key whose name has one of these words as a part (``hf_token``, ``OPENAI_API_KEY``, ``db-password``) holds a secret;
 #: ``max_tokens`` or ``tokens_per_minute`` do not (``tokens`` is not ``token``)
-SECRET_WORDS = frozenset({"token", "secret", "password", "passwd", "key", "apikey", "authorization", "credential", "credentials"})
+SECRET_WORDS = frozenset(
+    {"token", "secret", "password", "passwd", "key", "apikey", "authorization", "credential", "credentials"}
+)
 _WORD_SPLIT = re.compile(r"[_\-. ]+")
 #: query parameters that carry credentials in URLs (Azure SAS ``sig``, Google ``key``, ...)
-SECRET_QUERY = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "password", "secret", "code"})
+SECRET_QUERY = frozenset(
+    {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "password", "secret", "code"}
+)
 URL_KEYS = frozenset({"url", "judge_api_endpoint"})
 MASK = "***"
 _MIN_SECRET = 4
@@ -36,13 +42,17 @@ def is_secret_key(key: Any) -> bool:
 def redact(node: Any) -> Any:
     """A copy of a config tree with secret-bearing keys masked and credentials in URLs removed."""
     if isinstance(node, dict):
-        out = {}
+        out: dict[Any, Any] = {}
         for key, value in node.items():
             name = str(key).lower()
             if is_secret_key(key) and value:
                 out[key] = MASK
             elif name in URL_KEYS:
-                out[key] = [redact_url(v) if isinstance(v, str) else v for v in value] if isinstance(value, list) else (redact_url(value) if isinstance(value, str) else redact(value))
+                out[key] = (
+                    [redact_url(v) if isinstance(v, str) else v for v in value]
+                    if isinstance(value, list)
+                    else (redact_url(value) if isinstance(value, str) else redact(value))
+                )
             else:
                 out[key] = redact(value)
         return out
@@ -147,7 +157,7 @@ class SecretFilter(logging.Filter):
             return True
         try:
             message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken format string is not ours to raise
+        except Exception:
             message = str(record.msg)
         record.msg, record.args = self._pattern.sub(MASK, message), None
         if record.exc_info:

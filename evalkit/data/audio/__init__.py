@@ -1,1 +1,4 @@
-"""Audio, carried encoded: decode (soundfile + soxr), pcm (16 kHz pieces cut once for every model), workers (the process pool)."""
+"""Audio, carried encoded until needed.
+
+decode: soundfile + soxr; pcm: 16 kHz pieces cut once for every model; workers: the process pool.
+"""

@@ -268,9 +268,7 @@ def audio_from_value(value: Any, base_dir: str | os.PathLike[str] | None = None)
         path = value.get("path")
         if path:
             return Audio(path=_resolve(path, base_dir))
-        raise AudioDecodeError(
-            f"audio value has neither bytes, array nor path (keys: {sorted(map(str, value))})"
-        )
+        raise AudioDecodeError(f"audio value has neither bytes, array nor path (keys: {sorted(map(str, value))})")
     if value is None:
         raise AudioDecodeError("audio value is missing (None)")
     raise AudioDecodeError(

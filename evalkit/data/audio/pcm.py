@@ -60,7 +60,6 @@ class AudioPart:
         return self.b64
 
 
-
 def pcm16_of(audio: Audio) -> bytes:
     """Decode any supported audio to 16 kHz mono little-endian int16 PCM (blocking; run in a thread)."""
     import numpy as np
@@ -133,7 +132,9 @@ class PreparedAudio:
             self._parts[cache_key] = found
         return found
 
-    def build(self, shapes: Iterable[Shape], release_pcm: bool = True, encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
+    def build(
+        self, shapes: Iterable[Shape], release_pcm: bool = True, encodings: frozenset[str] = ALL_ENCODINGS
+    ) -> PreparedAudio:
         """Make every piece ``shapes`` need, in ``encodings`` (blocking: run it off the loop); then drop the PCM."""
         wanted = list(dict.fromkeys(shapes))
         for key in list(self.pcm_by_turn):
@@ -160,15 +161,23 @@ def example_key(index: int) -> int:
     return -(index + 1)
 
 
-def prepare_turn_audio(audio_by_turn: dict[int, Audio], shapes: list[Shape], encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
+def prepare_turn_audio(
+    audio_by_turn: dict[int, Audio], shapes: list[Shape], encodings: frozenset[str] = ALL_ENCODINGS
+) -> PreparedAudio:
     """Decode a sample's audio once and cut it for every shape (blocking: what a worker process runs).
 
     Raises ValueError/OSError/RuntimeError (AudioDecodeError is a ValueError)
     when the audio cannot be read; the engine records that sample as failed.
     """
-    return PreparedAudio({index: pcm16_of(audio) for index, audio in audio_by_turn.items()}).build(shapes, encodings=encodings)
+    return PreparedAudio({index: pcm16_of(audio) for index, audio in audio_by_turn.items()}).build(
+        shapes, encodings=encodings
+    )
 
 
-def prepare_example_audio(audio: Audio, shapes: Iterable[Shape], encodings: frozenset[str] = ALL_ENCODINGS) -> PreparedAudio:
+def prepare_example_audio(
+    audio: Audio, shapes: Iterable[Shape], encodings: frozenset[str] = ALL_ENCODINGS
+) -> PreparedAudio:
     """An in-context example's audio, truncated for every chunk size (key -1); blocking."""
-    return PreparedAudio({-1: pcm16_of(audio)}).build([(chunk_size, "truncate") for chunk_size, _ in shapes], encodings=encodings)
+    return PreparedAudio({-1: pcm16_of(audio)}).build(
+        [(chunk_size, "truncate") for chunk_size, _ in shapes], encodings=encodings
+    )

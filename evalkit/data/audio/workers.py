@@ -11,6 +11,7 @@ processes cannot be started or a worker dies).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -46,10 +47,8 @@ def _worker_init(owner_pid: int) -> None:
     it never sees EOF when evalkit is killed (kill -9); a watchdog thread
     ends it once the owner is gone, and the forkserver follows.
     """
-    try:
+    with contextlib.suppress(AttributeError, OSError):  # no nice() on Windows; not allowed in some sandboxes
         os.nice(5)
-    except (AttributeError, OSError):  # no nice() on Windows; not allowed in some sandboxes
-        pass
     threading.Thread(target=_exit_with_owner, args=(owner_pid,), daemon=True, name="evalkit-owner-watch").start()
 
 
@@ -87,7 +86,9 @@ def _audio_pool() -> Executor | None:
                 context = multiprocessing.get_context(method)
                 if method == "forkserver":
                     context.set_forkserver_preload(["evalkit.data.audio.pcm"])
-                pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),))
+                pool = ProcessPoolExecutor(
+                    max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
+                )
                 warm = [pool.submit(os.getpid) for _ in range(workers)]
                 for future in warm:
                     future.result(timeout=120)

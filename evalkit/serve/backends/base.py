@@ -58,7 +58,7 @@ class Backend(ABC):
     #: reported as prompt audio tokens per second of input audio (override with the model's rate)
     audio_tokens_per_second: float = 25.0
 
-    def check_chat(self, item: ChatInput) -> None:
+    def check_chat(self, item: ChatInput) -> None:  # noqa: B027 - an optional hook: accepting everything is the default
         """Refuse a request early (raise InputError) so it costs no batch slot; runs on the event loop."""
 
     def count_tokens(self, text: str) -> int:

@@ -71,7 +71,9 @@ class PocketsphinxBackend(Backend):
         config: dict[str, Any] = {"loglevel": "FATAL"}
         if model_path:
             if not Path(model_path).is_dir():
-                raise UserError(f"--model {model_path}: not a directory (expected a pocketsphinx acoustic model folder)")
+                raise UserError(
+                    f"--model {model_path}: not a directory (expected a pocketsphinx acoustic model folder)"
+                )
             config["hmm"] = os.fspath(model_path)
         self._decoder = pocketsphinx.Decoder(**config)
         # The decoder is not thread-safe; the server calls from one worker thread,
@@ -151,7 +153,7 @@ class PocketsphinxBackend(Backend):
 
     def close(self) -> None:
         with self._lock:
-            self._decoder = None  # type: ignore[assignment]
+            self._decoder = None
 
 
 def _last_user_audio(messages: list[dict[str, Any]]) -> list[np.ndarray]:

@@ -32,7 +32,8 @@ BACKENDS: dict[str, BackendSpec] = {
             "evalkit.serve.backends.pocketsphinx_backend:PocketsphinxBackend",
             needs_model=False,
             extra="serve",
-            summary="CMU PocketSphinx English ASR, CPU only, model shipped in the wheel (--grammar FILE for closed sets)",
+            summary="CMU PocketSphinx English ASR, CPU only, model shipped in the wheel (--grammar FILE for closed "
+            "sets)",
         ),
         BackendSpec(
             "transformers",
@@ -67,7 +68,9 @@ def load_backend_class(name: str) -> type[Backend]:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
-            raise UserError(f"backend {name!r} is not available in this installation ({module_name} is missing)") from None
+            raise UserError(
+                f"backend {name!r} is not available in this installation ({module_name} is missing)"
+            ) from None
         raise UserError(
             f"backend {name!r} needs the package {exc.name!r}: pip install 'evalkit[{spec.extra}]'"
         ) from None

@@ -131,7 +131,9 @@ def _torch_dtype(name: str) -> Any:
     try:
         return getattr(torch, _DTYPES[name.lower()])
     except KeyError:
-        raise UserError(f"unknown dtype {name!r}: use one of auto, {', '.join(sorted(set(_DTYPES.values())))}") from None
+        raise UserError(
+            f"unknown dtype {name!r}: use one of auto, {', '.join(sorted(set(_DTYPES.values())))}"
+        ) from None
 
 
 def _dtype_kwarg() -> str:
@@ -142,6 +144,9 @@ def _dtype_kwarg() -> str:
 
 class TransformersBackend(Backend):
     """A local transformers model answering batches of chat or transcription requests."""
+
+    #: set by the loader of the model's kind (``_init_*``); None once closed
+    model: Any
 
     def __init__(
         self,
@@ -170,7 +175,6 @@ class TransformersBackend(Backend):
         config = self._load(transformers.AutoConfig.from_pretrained)
         self.kind = detect_kind(config)
         self.config = config
-        self.model: Any = None
         self.tokenizer: Any = None
         self.processor: Any = None
         if self.kind == KIND_CAUSAL_LM:
@@ -191,7 +195,8 @@ class TransformersBackend(Backend):
             hint = (
                 ""
                 if hub_downloads_allowed()
-                else f"; only local folders and the local Hugging Face cache are used (set {HUB_DOWNLOAD_ENV}=1 to download)"
+                else f"; only local folders and the local Hugging Face cache are used (set {HUB_DOWNLOAD_ENV}=1 to "
+                "download)"
             )
             raise UserError(f"cannot load model {self.model_path!r}: {exc}{hint}") from exc
 
@@ -264,7 +269,9 @@ class TransformersBackend(Backend):
             indices = [runnable[i] for i in group]
             for start in range(0, len(indices), self.max_batch_size):
                 chunk = indices[start : start + self.max_batch_size]
-                texts = self._generate_chat([inputs[i].messages for i in chunk], [inputs[i].params for i in chunk], params)
+                texts = self._generate_chat(
+                    [inputs[i].messages for i in chunk], [inputs[i].params for i in chunk], params
+                )
                 for i, text in zip(chunk, texts):
                     results[i] = text
         return results
@@ -382,7 +389,11 @@ class TransformersBackend(Backend):
         arrays = [np.asarray(a, dtype=np.float32).reshape(-1) for a in audios]
         long_form = any(len(a) > WHISPER_WINDOW_SECONDS * SAMPLING_RATE for a in arrays)
         # the mask tells generate() where each clip's padding starts (and silences its warning)
-        feature_kwargs: dict[str, Any] = {"sampling_rate": SAMPLING_RATE, "return_tensors": "pt", "return_attention_mask": True}
+        feature_kwargs: dict[str, Any] = {
+            "sampling_rate": SAMPLING_RATE,
+            "return_tensors": "pt",
+            "return_attention_mask": True,
+        }
         if long_form:
             feature_kwargs.update(truncation=False, padding="longest")
         features = self.processor(arrays, **feature_kwargs)
