@@ -56,7 +56,14 @@ class Results:
         rows, meta = load_results(run_dir)
         sent = sum(int(v.get("sent", 0)) for v in (meta.get("requests") or {}).values())
         hits = sum(int(v.get("store_hits", 0)) for v in (meta.get("requests") or {}).values())
-        return cls(rows=rows, run_dir=Path(run_dir), meta=meta, seconds=float(meta.get("seconds") or 0.0), requests_sent=sent, store_hits=hits)
+        return cls(
+            rows=rows,
+            run_dir=Path(run_dir),
+            meta=meta,
+            seconds=float(meta.get("seconds") or 0.0),
+            requests_sent=sent,
+            store_hits=hits,
+        )
 
     def __iter__(self) -> Iterator[ResultRow]:
         return iter(self.rows)
@@ -66,14 +73,17 @@ class Results:
 
     @property
     def models(self) -> list[str]:
+        """Model names in the order they appear in the results."""
         return list(dict.fromkeys(r.model for r in self.rows))
 
     @property
     def datasets(self) -> list[str]:
+        """Dataset names (and aggregate labels) in the order they appear."""
         return list(dict.fromkeys(r.dataset for r in self.rows))
 
     @property
     def metrics(self) -> list[str]:
+        """Canonical metric names in the order they appear."""
         return list(dict.fromkeys(r.metric for r in self.rows))
 
     @property
@@ -93,12 +103,17 @@ class Results:
         for row in self.rows:
             if (row.dataset, row.metric, row.model) == (dataset, metric, model):
                 return row
-        for value, known, what in ((dataset, self.datasets, "dataset"), (metric, self.metrics, "metric"), (model, self.models, "model")):
+        for value, known, what in (
+            (dataset, self.datasets, "dataset"),
+            (metric, self.metrics, "metric"),
+            (model, self.models, "model"),
+        ):
             if value not in known:
                 raise KeyError(f"no {what} {value!r} in these results{did_you_mean(value, known)}")
         raise KeyError(f"no result for ({dataset!r}, {metric!r}, {model!r})")
 
     def score(self, dataset: str, metric: str, model: str | None = None) -> float | None:
+        """The score of :meth:`get`'s row; None when nothing was scored."""
         return self.get(dataset, metric, model).score
 
     def to_dicts(self) -> list[dict[str, Any]]:
@@ -106,6 +121,7 @@ class Results:
         return [r.as_dict() for r in self.rows]
 
     def to_markdown(self) -> str:
+        """The results as the Markdown table results.md carries."""
         from evalkit.report.tables import markdown_table
 
         return markdown_table(self.rows)
@@ -163,7 +179,10 @@ def apply_overrides(
         names = list(dict.fromkeys(e.info.name for e in config.models))
         for name in models:
             if name not in names:
-                raise ConfigError(f"--model: {name!r} is not a model of the config{did_you_mean(name, names)}. Models: {', '.join(names)}")
+                raise ConfigError(
+                    f"--model: {name!r} is not a model of the config{did_you_mean(name, names)}. Models: "
+                    f"{', '.join(names)}"
+                )
         config.models = [e for e in config.models if e.info.name in models]
     if datasets or metrics:
         config.dataset_metric = _select_pairs(config, datasets, metrics)
@@ -178,7 +197,9 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
         for name in metrics:
             if canonical_metric(name, infos) not in infos:
                 known = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
-                raise ConfigError(f"--metric: {name!r} is not a metric{did_you_mean(name, known)}. Run `evalkit list metrics`.")
+                raise ConfigError(
+                    f"--metric: {name!r} is not a metric{did_you_mean(name, known)}. Run `evalkit list metrics`."
+                )
     wanted_metrics = {canonical_metric(m, infos) for m in metrics or []}
     pairs = list(config.dataset_metric)
     if datasets and metrics:
@@ -187,7 +208,10 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
         chosen = [(d, m) for d, m in pairs if canonical_metric(m, infos) in wanted_metrics]
         if not chosen:
             used = ", ".join(dict.fromkeys(m for _, m in pairs))
-            raise ConfigError(f"--metric: no dataset_metric pair of the config uses {', '.join(metrics)} (the config uses {used}); add --dataset to pair it")
+            raise ConfigError(
+                f"--metric: no dataset_metric pair of the config uses {', '.join(metrics)} (the config uses {used}); "
+                "add --dataset to pair it"
+            )
         return chosen
     assert datasets is not None
     chosen = [(d, m) for d, m in pairs if d in datasets]
@@ -199,7 +223,7 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
         for name in missing:
             specs = catalog.resolve(name, "--dataset")
             task = catalog.tasks[specs[0].task]
-            metric = task.default_metric or (catalog.fitting_metrics(specs[0]) or [None])[0]
+            metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
             if metric is None:
                 raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
             chosen.append((name, metric))
@@ -267,8 +291,12 @@ async def evaluate_async(config: Any, **overrides: Any) -> Results:
         if progress is not None:
             progress.close()
     return Results(
-        rows=outcome.rows, run_dir=outcome.run_dir, meta=outcome.meta, seconds=outcome.seconds,
-        requests_sent=outcome.requests_sent, store_hits=outcome.store_hits,
+        rows=outcome.rows,
+        run_dir=outcome.run_dir,
+        meta=outcome.meta,
+        seconds=outcome.seconds,
+        requests_sent=outcome.requests_sent,
+        store_hits=outcome.store_hits,
     )
 
 

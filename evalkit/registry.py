@@ -3,11 +3,14 @@
 A registry is a plain decorator; third-party packages add entries through the
 ``evalkit.plugins`` entry-point group, whose entries are imported once on the
 first lookup (importing the module runs its ``@register`` decorators).
+Built-in entries may instead be *lazy* ("module:attribute" from a static
+table), so looking one up imports only its own module.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
 from typing import Generic, TypeVar
 
@@ -31,60 +34,89 @@ def load_plugins() -> None:
 class Registry(Generic[T]):
     """A name -> object map with aliases and "did you mean" errors."""
 
-    def __init__(self, kind: str, builtin_modules: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        builtin_modules: tuple[str, ...] = (),
+        lazy: Iterable[tuple[str, tuple[str, ...], str]] = (),
+    ) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
+        #: name -> "module:attribute", imported on first lookup (so a lookup imports one module, not all)
+        self._lazy: dict[str, str] = {}
         self._builtin_modules = builtin_modules
         self._builtins_loaded = False
+        for name, aliases, target in lazy:
+            self._lazy[name] = target
+            self._add_aliases(name, aliases)
+
+    def _add_aliases(self, name: str, aliases: Iterable[str]) -> None:
+        for alias in aliases:
+            if self._aliases.get(alias, name) != name or alias in self._items or alias in self._lazy:
+                raise ValueError(f"{self.kind} alias {alias!r} of {name!r} is already taken")
+            self._aliases[alias] = name
 
     def register(self, name: str, *aliases: str) -> Callable[[T], T]:
+        """The decorator a plugin registers its class (or function) with, under ``name`` and ``aliases``."""
+
         def decorator(obj: T) -> T:
-            if name in self._items and self._items[name] is not obj:
+            if name in self._lazy or (name in self._items and self._items[name] is not obj):
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
             self._items[name] = obj
-            for alias in aliases:
-                self._aliases[alias] = name
+            self._add_aliases(name, aliases)
             return obj
 
         return decorator
 
+    def _resolve(self, name: str) -> T | None:
+        """The object registered as ``name`` (a canonical name), importing a lazy entry's module once."""
+        if name not in self._items and name in self._lazy:
+            module, _, attribute = self._lazy[name].partition(":")
+            self._items[name] = getattr(importlib.import_module(module), attribute)
+        return self._items.get(name)
+
     def _ensure_loaded(self) -> None:
         if not self._builtins_loaded:
             self._builtins_loaded = True
-            import importlib
-
             for module in self._builtin_modules:
                 importlib.import_module(module)
         load_plugins()
 
     def canonical(self, name: str) -> str:
+        """The canonical name of ``name`` (itself when it is no alias): the one place aliases are resolved."""
         self._ensure_loaded()
         return self._aliases.get(name, name)
 
     def __contains__(self, name: object) -> bool:
         self._ensure_loaded()
-        return isinstance(name, str) and self.canonical(name) in self._items
+        return isinstance(name, str) and self.canonical(name) in self._known()
+
+    def _known(self) -> set[str]:
+        return {*self._items, *self._lazy}
 
     def get(self, name: str, *, where: str = "") -> T:
         """Look a name up; an unknown name raises ConfigError naming ``where``."""
         self._ensure_loaded()
         key = self._aliases.get(name, name)
-        if key not in self._items:
+        found = self._resolve(key)
+        if found is None:
             hint = did_you_mean(name, self.names())
             prefix = f"{where}: " if where else ""
-            raise ConfigError(
-                f"{prefix}unknown {self.kind} {name!r}{hint}. Known: {', '.join(sorted(self._items))}"
-            )
-        return self._items[key]
+            raise ConfigError(f"{prefix}unknown {self.kind} {name!r}{hint}. Known: {', '.join(sorted(self._known()))}")
+        return found
 
     def names(self, include_aliases: bool = True) -> list[str]:
+        """Every registered name, sorted; aliases too unless ``include_aliases`` is False."""
         self._ensure_loaded()
-        names = list(self._items)
+        names = list(self._known())
         if include_aliases:
             names += list(self._aliases)
         return sorted(names)
 
     def items(self) -> Iterator[tuple[str, T]]:
+        """Every entry, lazy ones imported."""
         self._ensure_loaded()
+        for name in self._lazy:
+            self._resolve(name)
         return iter(sorted(self._items.items()))

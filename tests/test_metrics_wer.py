@@ -13,7 +13,26 @@ from evalkit.errors import ConfigError
 from evalkit.metrics.base import METRICS
 from evalkit.processing.normalizers import asr_normalizer
 
-WORDS = "the a cat Dog sat on mat, Mr. Smith paid $20 colour it's hello world! quickly 2 two".split()
+WORDS = [
+    "the",
+    "a",
+    "cat",
+    "Dog",
+    "sat",
+    "on",
+    "mat,",
+    "Mr.",
+    "Smith",
+    "paid",
+    "$20",
+    "colour",
+    "it's",
+    "hello",
+    "world!",
+    "quickly",
+    "2",
+    "two",
+]
 HANZI = list("我你他是的了在有人这中大来上国个到说们为子和")
 
 

@@ -7,6 +7,7 @@ file metadata only.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -54,14 +55,23 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
     if name not in catalog.datasets:
         raise _unknown("dataset", name, catalog.datasets, catalog, infos)
     spec = catalog.datasets[name]
-    fields = {k: v for k, v in spec.model_dump(by_alias=False).items() if k not in _SKIP_FIELDS and v not in (None, {}, [])}
+    fields = {
+        k: v for k, v in spec.model_dump(by_alias=False).items() if k not in _SKIP_FIELDS and v not in (None, {}, [])
+    }
     fields["source"] = spec.source
     metrics = _fitting(catalog, spec, infos)
     usable = [m for m in metrics if m["installed"]] or metrics
     example = next((m["name"] for m in usable if m["default"]), usable[0]["name"] if usable else "METRIC")
     return {
-        "kind": "dataset", "name": name, "task": spec.task, "category": spec.category, "description": spec.description or "",
-        "runspec": spec.file, "rows": local_row_count(spec) if spec.path is not None else None, "fields": fields, "metrics": metrics,
+        "kind": "dataset",
+        "name": name,
+        "task": spec.task,
+        "category": spec.category,
+        "description": spec.description or "",
+        "runspec": spec.file,
+        "rows": local_row_count(spec) if spec.path is not None else None,
+        "fields": fields,
+        "metrics": metrics,
         "example": f"dataset_metric:\n  - [{name}, {example}]",
     }
 
@@ -73,13 +83,27 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
         names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
         raise _unknown("metric", name, names, catalog, infos)
     info = infos[canonical]
+    from evalkit.metrics import METRICS  # the full docstring is worth importing one metric module for
+
+    description = inspect.cleandoc(METRICS.get(canonical).__doc__ or "") or info.summary
     tasks = [t for t in catalog.tasks.values() if canonical in {canonical_metric(m, infos) for m in t.metrics}]
-    datasets = [d for d, spec in catalog.datasets.items() if canonical in {canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)}]
+    datasets = [
+        d
+        for d, spec in catalog.datasets.items()
+        if canonical in {canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)}
+    ]
     target = tasks[0].name if tasks else "DATASET"
     return {
-        "kind": "metric", "name": canonical, "aliases": list(info.aliases), "better": "higher" if info.higher_is_better else "lower",
-        "ci_method": info.ci_method, "needs_judge": info.needs_judge, "description": info.doc, "module": info.module,
-        "tasks": [{"name": t.name, "category": t.category, "datasets": len(t.datasets)} for t in tasks], "datasets": len(datasets),
+        "kind": "metric",
+        "name": canonical,
+        "aliases": list(info.aliases),
+        "better": "higher" if info.higher_is_better else "lower",
+        "ci_method": info.ci_method,
+        "needs_judge": info.needs_judge,
+        "description": description,
+        "module": info.module,
+        "tasks": [{"name": t.name, "category": t.category, "datasets": len(t.datasets)} for t in tasks],
+        "datasets": len(datasets),
         "example": f"dataset_metric:\n  - [{target}, {canonical}]",
     }
 
@@ -90,12 +114,23 @@ def task_info(name: str, catalog: Any) -> dict[str, Any]:
         raise _unknown("task", name, catalog.tasks, catalog, infos)
     task = catalog.tasks[name]
     metrics = [canonical_metric(m, infos) for m in task.metrics]
-    default = canonical_metric(task.default_metric, infos) if task.default_metric else (metrics[0] if metrics else "METRIC")
+    default = (
+        canonical_metric(task.default_metric, infos) if task.default_metric else (metrics[0] if metrics else "METRIC")
+    )
     return {
-        "kind": "task", "name": name, "category": task.category, "description": task.description, "runspec": task.file,
+        "kind": "task",
+        "name": name,
+        "category": task.category,
+        "description": task.description,
+        "runspec": task.file,
         "metrics": [{"name": m, "default": m == default, "installed": m in infos} for m in metrics],
         "datasets": [
-            {"name": d, "language": catalog.datasets[d].language, "modality": catalog.datasets[d].modality, "source": catalog.datasets[d].hf_repo or "local"}
+            {
+                "name": d,
+                "language": catalog.datasets[d].language,
+                "modality": catalog.datasets[d].modality,
+                "source": catalog.datasets[d].hf_repo or "local",
+            }
             for d in task.datasets
         ],
         "example": f"dataset_metric:\n  - [{name}, {default}]   # every dataset of the task",
@@ -127,7 +162,13 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
     from rich.text import Text
 
     console = Console(highlight=False)
-    where = f", {data['category']}/{data['task']}" if data["kind"] == "dataset" else f", {data['category']}" if data["kind"] == "task" else ""
+    where = (
+        f", {data['category']}/{data['task']}"
+        if data["kind"] == "dataset"
+        else f", {data['category']}"
+        if data["kind"] == "task"
+        else ""
+    )
     console.print(Text.assemble((data["name"], "bold"), f"  ({data['kind']}{where})"))
     if data.get("description"):
         console.print(data["description"], markup=False)
@@ -152,7 +193,10 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         table.add_row("95% CI", data["ci_method"])
         table.add_row("needs judge", "yes" if data["needs_judge"] else "no")
         table.add_row("defined in", data["module"])
-        table.add_row("fits", f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]))
+        table.add_row(
+            "fits",
+            f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]),
+        )
         console.print(table)
     else:
         console.print(f"metrics that fit: {_metric_list(data['metrics'])}", markup=False)

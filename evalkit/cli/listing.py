@@ -1,16 +1,15 @@
 """What `evalkit list` and `evalkit info` show: rows about datasets, tasks, categories, metrics, models, processors.
 
 Listing must start in well under a second, so nothing here imports numpy,
-datasets, aiohttp or torch. Metrics are the hard case: their modules import
-numpy and sacrebleu, so the built-in metrics are read from their source with
-``ast`` (the ``@METRICS.register(...)`` decorators and class attributes)
-instead of being imported. tests/test_cli.py checks that this static view
-equals the imported registry. When third-party plugins are installed, their
-metrics can only be known by importing, so the real registry is used then.
+datasets, aiohttp or torch. Metrics come from the static table in
+:mod:`evalkit.metrics.table` (their modules import numpy and sacrebleu);
+when plugins are installed, their metrics can only be known by importing,
+so the registry is read then.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors"
 # ---------------------------------------------------------------- catalog rows
 
 
-def _catalog(runspecs_dirs: Iterable[str] = ()):  # type: ignore[no-untyped-def]
+def _catalog(runspecs_dirs: Iterable[str] = ()) -> Any:
     from evalkit.catalog import load_catalog
 
     return load_catalog(list(runspecs_dirs))
@@ -39,7 +38,7 @@ def _language_set(language: str) -> set[str]:
         source, target = split_pair(language)
     except ValueError:
         return {language}
-    return {source, target}
+    return {source} if target is None else {source, target}
 
 
 def _wanted_language(language: str | None) -> str | None:
@@ -82,7 +81,9 @@ def _dataset_metrics(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> l
     return [canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)]
 
 
-def _selection(filters: Filters, runspecs_dirs: Iterable[str]):  # type: ignore[no-untyped-def]
+def _selection(
+    filters: Filters, runspecs_dirs: Iterable[str]
+) -> tuple[Any, dict[str, MetricInfo], str | None, str | None]:
     """The catalogue, the metric infos, and the checked --metric / --language of a listing."""
     catalog = _catalog(runspecs_dirs)
     infos = metric_infos()
@@ -108,8 +109,14 @@ def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[di
             continue
         rows.append(
             {
-                "name": name, "task": spec.task, "category": spec.category, "language": spec.language, "modality": spec.modality,
-                "source": spec.hf_repo if spec.hf_repo else "local", "metrics": metrics, "description": spec.description or "",
+                "name": name,
+                "task": spec.task,
+                "category": spec.category,
+                "language": spec.language,
+                "modality": spec.modality,
+                "source": spec.hf_repo if spec.hf_repo else "local",
+                "metrics": metrics,
+                "description": spec.description or "",
             }
         )
     return rows
@@ -121,7 +128,9 @@ def _check_metric(metric: str | None, infos: dict[str, MetricInfo]) -> str | Non
     canonical = canonical_metric(metric, infos)
     if canonical not in infos:
         names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
-        raise UserError(f"--metric: {metric!r} is not a metric{did_you_mean(metric, names)}. Run `evalkit list metrics`.")
+        raise UserError(
+            f"--metric: {metric!r} is not a metric{did_you_mean(metric, names)}. Run `evalkit list metrics`."
+        )
     return canonical
 
 
@@ -137,13 +146,22 @@ def task_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[
         if metric and metric not in metrics:
             continue
         specs = [catalog.datasets[d] for d in task.datasets]
-        specs = [s for s in specs if (not language or language in _language_set(s.language)) and _modality_matches(s.modality, filters.modality)]
+        specs = [
+            s
+            for s in specs
+            if (not language or language in _language_set(s.language))
+            and _modality_matches(s.modality, filters.modality)
+        ]
         if (language or filters.modality) and not specs:
             continue
         rows.append(
             {
-                "name": name, "category": task.category, "datasets": len(specs), "metrics": metrics,
-                "default_metric": task.default_metric or (metrics[0] if metrics else ""), "languages": sorted({s.language for s in specs}),
+                "name": name,
+                "category": task.category,
+                "datasets": len(specs),
+                "metrics": metrics,
+                "default_metric": task.default_metric or (metrics[0] if metrics else ""),
+                "languages": sorted({s.language for s in specs}),
                 "description": task.description,
             }
         )
@@ -159,7 +177,12 @@ def category_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[d
         if filters.category and name != filters.category:
             continue
         specs = [catalog.datasets[d] for t in tasks for d in catalog.tasks[t].datasets]
-        specs = [s for s in specs if (not language or language in _language_set(s.language)) and _modality_matches(s.modality, filters.modality)]
+        specs = [
+            s
+            for s in specs
+            if (not language or language in _language_set(s.language))
+            and _modality_matches(s.modality, filters.modality)
+        ]
         if (language or filters.modality) and not specs:
             continue
         rows.append({"name": name, "tasks": sorted(tasks), "datasets": len(specs)})
@@ -192,8 +215,13 @@ def metric_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dic
             continue
         rows.append(
             {
-                "name": name, "aliases": list(info.aliases), "better": "higher" if info.higher_is_better else "lower", "ci": info.ci_method,
-                "judge": info.needs_judge, "tasks": sorted(used_by.get(name, [])), "description": info.summary,
+                "name": name,
+                "aliases": list(info.aliases),
+                "better": "higher" if info.higher_is_better else "lower",
+                "ci": info.ci_method,
+                "judge": info.needs_judge,
+                "tasks": sorted(used_by.get(name, [])),
+                "description": info.summary,
             }
         )
     return rows
@@ -208,7 +236,9 @@ def _processor_rows(registry: Any) -> list[dict[str, Any]]:
     rows = []
     for name, obj in registry.items():
         doc = (getattr(obj, "__doc__", "") or "").strip()
-        rows.append({"name": name, "aliases": sorted(aliases.get(name, [])), "description": doc.splitlines()[0] if doc else ""})
+        rows.append(
+            {"name": name, "aliases": sorted(aliases.get(name, [])), "description": doc.splitlines()[0] if doc else ""}
+        )
     return rows
 
 
@@ -224,7 +254,9 @@ def postprocessor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> l
     return _with_usage(_processor_rows(POSTPROCESSORS), "postprocessor", runspecs_dirs, POSTPROCESSORS)
 
 
-def _with_usage(rows: list[dict[str, Any]], field_name: str, runspecs_dirs: Iterable[str], registry: Any) -> list[dict[str, Any]]:
+def _with_usage(
+    rows: list[dict[str, Any]], field_name: str, runspecs_dirs: Iterable[str], registry: Any
+) -> list[dict[str, Any]]:
     catalog = _catalog(runspecs_dirs)
     counts: dict[str, int] = {}
     for spec in catalog.datasets.values():
@@ -252,19 +284,29 @@ def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[st
             endpoints = sum(len(i.urls) for i in infos) or len([i for i in infos if i.launch is not None])
             rows.append(
                 {
-                    "name": name, "inference_type": info.inference_type, "model": info.model, "endpoints": endpoints,
-                    "batch_size": sum(i.batch_size for i in infos), "source": str(path), "notes": "",
+                    "name": name,
+                    "inference_type": info.inference_type,
+                    "model": info.model,
+                    "endpoints": endpoints,
+                    "batch_size": sum(i.batch_size for i in infos),
+                    "source": str(path),
+                    "notes": "",
                 }
             )
     try:
         from evalkit.serve.backends.registry import BACKENDS
-    except Exception:  # noqa: BLE001 - the serve extra is optional; listing config models still works
+    except Exception:
         BACKENDS = {}
     for name, spec in sorted(BACKENDS.items()):
         rows.append(
             {
-                "name": name, "inference_type": "local", "model": "(--model PATH)" if spec.needs_model else "(built in)", "endpoints": 0,
-                "batch_size": "", "source": f"evalkit serve --backend {name}", "notes": f"pip extra [{spec.extra}]; {spec.summary}",
+                "name": name,
+                "inference_type": "local",
+                "model": "(--model PATH)" if spec.needs_model else "(built in)",
+                "endpoints": 0,
+                "batch_size": "",
+                "source": f"evalkit serve --backend {name}",
+                "notes": f"pip extra [{spec.extra}]; {spec.summary}",
             }
         )
     return rows
@@ -303,7 +345,6 @@ def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
     if fmt == "csv":
         import csv
-        import io
 
         buffer = io.StringIO()
         fields = list(dict.fromkeys(k for row in rows for k in row)) or TABLE_COLUMNS[kind]
@@ -316,22 +357,24 @@ def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}", title_justify="left", show_lines=False)
+    table = Table(
+        title=f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}", title_justify="left", show_lines=False
+    )
     for column in TABLE_COLUMNS[kind]:
         table.add_column(column, overflow="fold", no_wrap=column in _NO_WRAP)
     for row in rows:
         table.add_row(*(Text(_cell(row.get(c))) for c in TABLE_COLUMNS[kind]))  # data, never markup
-    console = Console(width=width, record=True, force_terminal=False, color_system=None, highlight=False, soft_wrap=False, file=_NullFile())
+    console = Console(
+        width=width,
+        record=True,
+        force_terminal=False,
+        color_system=None,
+        highlight=False,
+        soft_wrap=False,
+        file=io.StringIO(),  # recorded for export_text, never printed
+    )
     console.print(table)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
-
-
-class _NullFile:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
 
 
 ROW_FUNCTIONS = {

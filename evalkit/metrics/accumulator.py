@@ -198,7 +198,9 @@ class ScoreAccumulator:
             out[name] = {"score": mean, "ci_low": low, "ci_high": high, "n": int(finite.size)}
         return out
 
-    def _summarize(self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int) -> tuple[float, float, float]:
+    def _summarize(
+        self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
+    ) -> tuple[float, float, float]:
         if rows.shape[0] == 0:
             return math.nan, math.nan, math.nan
         value = float(self.metric.corpus(rows.sum(axis=0)))

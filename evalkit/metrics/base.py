@@ -18,6 +18,7 @@ import numpy as np
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.metrics.table import BUILTIN_METRICS
 from evalkit.registry import Registry
 
 
@@ -50,7 +51,7 @@ class MetricResult:
 
 
 class Metric(ABC):
-    """Base class of all metrics; subclasses register with ``@METRICS.register(name)``."""
+    """Base class of all metrics; a plugin's subclass registers with ``@METRICS.register(name, *aliases)``."""
 
     name: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
@@ -116,15 +117,7 @@ def reference_strings(reference: Any) -> list[str]:
     return [reference if isinstance(reference, str) else str(reference)]
 
 
+#: built-ins come lazily from the static table (evalkit/metrics/table.py); plugins register with the decorator
 METRICS: Registry[type[Metric]] = Registry(
-    "metric",
-    builtin_modules=(
-        "evalkit.metrics.wer",
-        "evalkit.metrics.bleu",
-        "evalkit.metrics.exact_match",
-        "evalkit.metrics.text_overlap",
-        "evalkit.metrics.choice",
-        "evalkit.metrics.judge",
-        "evalkit.metrics.rubric",
-    ),
+    "metric", lazy=((info.name, info.aliases, info.target) for info in BUILTIN_METRICS)
 )

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,6 @@ from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.languages import SPACELESS, normalize_language, target_language
 from evalkit.metrics.base import (
-    METRICS,
     Metric,
     SampleScore,
     check_options,
@@ -52,7 +51,7 @@ _LOG_ZERO = -9999999999.0  # what sacrebleu's my_log returns for log(0)
 _CJK_TER = frozenset({"zh", "ja", "yue"})
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tokenizer_available(name: str) -> bool:
     try:
         BLEU(tokenize=name)
@@ -227,7 +226,6 @@ class _SacreMetric(Metric):
         return {"language": self.language, "signature": self.signature()}
 
 
-@METRICS.register("bleu", "sacrebleu")
 class Bleu(_SacreMetric):
     """Corpus BLEU (sacrebleu defaults: exp smoothing, 4-grams, language-chosen tokenizer).
 
@@ -279,7 +277,6 @@ class Bleu(_SacreMetric):
         return {"tokenizer": self.tokenizer, **super().describe()}
 
 
-@METRICS.register("chrf")
 class ChrF(_SacreMetric):
     """Corpus chrF (sacrebleu defaults: character 6-grams, beta 2, whitespace ignored).
 
@@ -310,7 +307,6 @@ class ChrF(_SacreMetric):
         return chrf_from_stats(totals, self.char_order, self.word_order, self.beta, self.eps_smoothing)
 
 
-@METRICS.register("chrf++", "chrfpp")
 class ChrFPlusPlus(ChrF):
     """chrF++: chrF with word uni- and bigrams (``word_order=2``)."""
 
@@ -318,7 +314,6 @@ class ChrFPlusPlus(ChrF):
     default_word_order = 2
 
 
-@METRICS.register("ter")
 class Ter(_SacreMetric):
     """Corpus TER (sacrebleu's Tercom re-implementation), 0-100, lower is better.
 

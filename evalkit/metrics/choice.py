@@ -42,7 +42,7 @@ from typing import Any
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
-from evalkit.metrics.base import METRICS, Metric, SampleScore, check_options
+from evalkit.metrics.base import Metric, SampleScore, check_options
 
 LETTERS = string.ascii_uppercase
 
@@ -101,7 +101,9 @@ def extract_choice(response: str, choices: list[str] | None = None) -> int | Non
         if after.isalnum():
             continue
         if letter.islower() and not (
-            m.group("open") or m.group("close") or after in ("", ".", ",", ";", ":", "!")
+            m.group("open")
+            or m.group("close")
+            or after in ("", ".", ",", ";", ":", "!")
             or (after.isspace() and letter not in "ai")
         ):
             continue
@@ -111,9 +113,7 @@ def extract_choice(response: str, choices: list[str] | None = None) -> int | Non
     if explicit is not None:
         return explicit
 
-    marked = [
-        _letter_index(m.group("a") or m.group("b") or m.group("c"), n) for m in _MARKED.finditer(text)
-    ]
+    marked = [_letter_index(m.group("a") or m.group("b") or m.group("c"), n) for m in _MARKED.finditer(text)]
     marked = [i for i in marked if i is not None]
     if marked:
         return marked[-1]
@@ -153,9 +153,9 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
         return {index} if index >= 0 and (total is None or index < total) else set()
     value = str(reference).strip()
     if len(value) == 1 and value.isalpha():
-        index = _letter_index(value, n)
-        if index is not None:
-            return {index}
+        letter = _letter_index(value, n)
+        if letter is not None:
+            return {letter}
     if value.isdigit():
         return resolve_reference(int(value), choices, index_base)
     if choices:
@@ -167,7 +167,6 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
     return set()
 
 
-@METRICS.register("mcq_accuracy", "multiple_choice_accuracy", "mc_accuracy")
 class MultipleChoiceAccuracy(Metric):
     """1 when the option extracted from the response is a correct one, else 0."""
 

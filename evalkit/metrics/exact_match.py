@@ -23,7 +23,6 @@ from typing import Any
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import (
-    METRICS,
     Metric,
     SampleScore,
     check_options,
@@ -47,7 +46,6 @@ def normalize_answer(text: str) -> str:
     return text[start:end]
 
 
-@METRICS.register("exact_match", "accuracy", "em")
 class ExactMatch(Metric):
     """1 when the normalized prediction equals a normalized reference, else 0."""
 

@@ -27,7 +27,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -37,7 +37,6 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import (
-    METRICS,
     Metric,
     SampleScore,
     check_options,
@@ -107,14 +106,16 @@ def _check_template(text: Any, where: str, allowed: tuple[str, ...], required: t
         raise ConfigError(f"{where}: expected a non-empty text")
     used = set(_PLACEHOLDER.findall(text))
     for name in sorted(used - set(allowed)):
-        raise ConfigError(f"{where}: unknown placeholder {{{name}}}{did_you_mean(name, allowed)}; known: {', '.join(allowed)}")
+        raise ConfigError(
+            f"{where}: unknown placeholder {{{name}}}{did_you_mean(name, allowed)}; known: {', '.join(allowed)}"
+        )
     for name in required:
         if name not in used:
             raise ConfigError(f"{where}: the prompt must contain {{{name}}}")
     return text
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read_prompt_file(path: str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -156,7 +157,9 @@ def load_judge_prompt(
     data = _read_prompt_file(file)
     for key in data:
         if key not in _FILE_KEYS:
-            raise ConfigError(f"{file}: unknown key {key!r}{did_you_mean(str(key), _FILE_KEYS)}; known: {', '.join(_FILE_KEYS)}")
+            raise ConfigError(
+                f"{file}: unknown key {key!r}{did_you_mean(str(key), _FILE_KEYS)}; known: {', '.join(_FILE_KEYS)}"
+            )
     no_ref_required = tuple(f for f in required if f != "reference")
     system = _check_template(data["system"], f"{file}: system", fields, ()) if data.get("system") is not None else None
     if "user" not in data:
@@ -174,7 +177,10 @@ def load_judge_prompt(
             raise ConfigError(f"{where}: expected a mapping with some of {', '.join(_OVERRIDE_KEYS)}")
         for field in entry:
             if field not in _OVERRIDE_KEYS:
-                raise ConfigError(f"{where}: unknown key {field!r}{did_you_mean(str(field), _OVERRIDE_KEYS)}; known: {', '.join(_OVERRIDE_KEYS)}")
+                raise ConfigError(
+                    f"{where}: unknown key {field!r}{did_you_mean(str(field), _OVERRIDE_KEYS)}; known: "
+                    f"{', '.join(_OVERRIDE_KEYS)}"
+                )
     variant = "default"
     picked = _pick_override(models, prompt_model)
     if picked is not None:
@@ -191,8 +197,13 @@ def load_judge_prompt(
             user += str(suffix)
             no_ref = no_ref + str(suffix) if no_ref is not None else None
     return JudgePrompt(
-        name=name, file=file, description=str(data.get("description") or ""), system=system, user=user,
-        user_no_reference=no_ref, variant=variant,
+        name=name,
+        file=file,
+        description=str(data.get("description") or ""),
+        system=system,
+        user=user,
+        user_no_reference=no_ref,
+        variant=variant,
     )
 
 
@@ -295,7 +306,9 @@ class JudgeMetric(Metric):
         super().__init__(language, **options)
         self.judge = judge
         prompt_model = getattr(judge, "prompt_model", None) if judge is not None else None
-        self.prompt = load_judge_prompt(self.prompt_name or self.name, prompt_model, fields=self.prompt_fields, required=self.prompt_required)
+        self.prompt = load_judge_prompt(
+            self.prompt_name or self.name, prompt_model, fields=self.prompt_fields, required=self.prompt_required
+        )
 
     @property
     def judge_model(self) -> str | None:
@@ -303,22 +316,35 @@ class JudgeMetric(Metric):
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         """Judges answer over the network: only :meth:`ascore` can score."""
-        return SampleScore(None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} scores through ascore() with a judge"})
+        return SampleScore(
+            None,
+            failure=FailureReason.JUDGE_UNAVAILABLE,
+            details={"error": f"{self.name} scores through ascore() with a judge"},
+        )
 
     async def ask_judge(self, messages: list[dict[str, Any]]) -> tuple[str | None, SampleScore | None]:
         """(the judge's text, None) or (None, a failed SampleScore with the judge's reason)."""
         if self.judge is None:
-            return None, SampleScore(None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} needs judge_properties"})
+            return None, SampleScore(
+                None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} needs judge_properties"}
+            )
         outcome = await self.judge.ask(messages)
         if not outcome.ok:
             reason = f"judge_{outcome.failure or 'error'}"
-            return None, SampleScore(None, failure=reason, details={"error": outcome.error, "judge_model": self.judge_model})
+            return None, SampleScore(
+                None, failure=reason, details={"error": outcome.error, "judge_model": self.judge_model}
+            )
         return outcome.text or "", None
 
     def parse_failure(self, error: VerdictError, text: str) -> SampleScore:
         return SampleScore(
-            None, failure=FailureReason.JUDGE_PARSE,
-            details={"error": f"unreadable judge verdict: {error}", "judge_model": self.judge_model, "judge_response": clipped(text)},
+            None,
+            failure=FailureReason.JUDGE_PARSE,
+            details={
+                "error": f"unreadable judge verdict: {error}",
+                "judge_model": self.judge_model,
+                "judge_response": clipped(text),
+            },
         )
 
     def describe(self) -> dict[str, Any]:
@@ -341,7 +367,11 @@ class _VerdictJudge(JudgeMetric):
 
     async def ascore(self, prediction: str, sample: Sample) -> SampleScore:
         reference = reference_text(sample)
-        fields = {"question": question_text(sample), "reference": reference or "(none given)", "candidate": candidate_text(prediction)}
+        fields = {
+            "question": question_text(sample),
+            "reference": reference or "(none given)",
+            "candidate": candidate_text(prediction),
+        }
         text, failed = await self.ask_judge(self.prompt.messages(fields, has_reference=bool(reference)))
         if failed is not None:
             return failed
@@ -361,7 +391,6 @@ class _VerdictJudge(JudgeMetric):
         return SampleScore(value, (value, 1.0), details=details)
 
 
-@METRICS.register("llm_judge_binary", "judge_binary")
 class LLMJudgeBinary(_VerdictJudge):
     """1 when the judge says the response is correct, else 0; the corpus value is the accuracy."""
 
@@ -375,7 +404,6 @@ class LLMJudgeBinary(_VerdictJudge):
         return {**super().describe(), "scale": "0/1 verdict, mean"}
 
 
-@METRICS.register("llm_judge_detailed", "judge_detailed")
 class LLMJudgeDetailed(_VerdictJudge):
     """The judge's 0-5 rating x 20, so the corpus mean reads on 0-100."""
 

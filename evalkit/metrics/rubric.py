@@ -44,7 +44,7 @@ from typing import Any
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
-from evalkit.metrics.base import METRICS, SampleScore
+from evalkit.metrics.base import SampleScore
 from evalkit.metrics.judge import JudgeMetric, candidate_text, clipped, question_text
 from evalkit.metrics.verdict import VerdictError, parse_met
 
@@ -140,7 +140,9 @@ def criteria_of(sample: Sample) -> list[Criterion]:
         if isinstance(reference, (list, tuple)) and reference and all(isinstance(r, dict) for r in reference):
             value = reference
         else:
-            raise RubricError(f"no rubric: expected criteria in meta[{RUBRIC_KEYS[0]!r}] (map the column with extra_columns)")
+            raise RubricError(
+                f"no rubric: expected criteria in meta[{RUBRIC_KEYS[0]!r}] (map the column with extra_columns)"
+            )
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -159,7 +161,9 @@ def _ratio(achieved: float, possible: float) -> float | None:
     return min(1.0, max(0.0, achieved / possible))
 
 
-def rubric_score(criteria: list[Criterion], met: list[bool], example_tags: tuple[str, ...] = ()) -> tuple[float | None, dict[str, Any]]:
+def rubric_score(
+    criteria: list[Criterion], met: list[bool], example_tags: tuple[str, ...] = ()
+) -> tuple[float | None, dict[str, Any]]:
     """(sample score or None when no criterion has positive points, per-tag breakdown)."""
     achieved = sum(c.points for c, m in zip(criteria, met) if m)
     possible = sum(c.points for c in criteria if c.points > 0)
@@ -180,7 +184,6 @@ def rubric_score(criteria: list[Criterion], met: list[bool], example_tags: tuple
     return score, {"achieved": achieved, "possible": possible, "tags": tags}
 
 
-@METRICS.register("rubric_evaluation", "rubric", "healthbench_rubric")
 class RubricEvaluation(JudgeMetric):
     """Points of the criteria the judge finds met, over the positive points, clipped to [0, 1]."""
 
@@ -190,8 +193,15 @@ class RubricEvaluation(JudgeMetric):
     prompt_required = ("candidate", "criterion")
     bounds = (0.0, 1.0)
 
-    async def _judge(self, criterion: Criterion, question: str, candidate: str) -> tuple[dict[str, Any], SampleScore | None]:
-        fields = {"question": question, "candidate": candidate, "criterion": criterion.text, "points": f"{criterion.points:+g}"}
+    async def _judge(
+        self, criterion: Criterion, question: str, candidate: str
+    ) -> tuple[dict[str, Any], SampleScore | None]:
+        fields = {
+            "question": question,
+            "candidate": candidate,
+            "criterion": criterion.text,
+            "points": f"{criterion.points:+g}",
+        }
         text, failed = await self.ask_judge(self.prompt.messages(fields))
         row: dict[str, Any] = {"criterion": criterion.text, "points": criterion.points, "tags": list(criterion.tags)}
         if failed is not None:
@@ -201,7 +211,11 @@ class RubricEvaluation(JudgeMetric):
             verdict = parse_met(text)
         except VerdictError as error:
             return row, self.parse_failure(error, text)
-        row.update(met=verdict.value == 1.0, explanation=verdict.explanation, judge_response=clipped(text, _CRITERION_RESPONSE_LIMIT))
+        row.update(
+            met=verdict.value == 1.0,
+            explanation=verdict.explanation,
+            judge_response=clipped(text, _CRITERION_RESPONSE_LIMIT),
+        )
         return row, None
 
     async def ascore(self, prediction: str, sample: Sample) -> SampleScore:
@@ -210,14 +224,19 @@ class RubricEvaluation(JudgeMetric):
         except RubricError as error:
             return SampleScore(None, failure=FailureReason.RUBRIC_INVALID, details={"error": str(error)})
         if not any(c.points > 0 for c in criteria):
-            return SampleScore(None, failure=FailureReason.RUBRIC_INVALID, details={"error": "no criterion has positive points"})
+            return SampleScore(
+                None, failure=FailureReason.RUBRIC_INVALID, details={"error": "no criterion has positive points"}
+            )
         question, candidate = question_text(sample), candidate_text(prediction)
         judged = await asyncio.gather(*(self._judge(c, question, candidate) for c in criteria))
         failures = [failed for _, failed in judged if failed is not None]
         if failures:
             first = failures[0]
-            error = (first.details or {}).get("error")
-            details = {**(first.details or {}), "error": f"{len(failures)} of {len(criteria)} criteria not judged; first: {error}"}
+            first_error = (first.details or {}).get("error")
+            details = {
+                **(first.details or {}),
+                "error": f"{len(failures)} of {len(criteria)} criteria not judged; first: {first_error}",
+            }
             return SampleScore(None, failure=first.failure, details=details)
         rows = [row for row, _ in judged]
         example_tags = tuple(str(t) for t in (sample.meta.get("example_tags") or ()) if t is not None)
@@ -232,4 +251,8 @@ class RubricEvaluation(JudgeMetric):
         return {tag: entry["score"] for tag, entry in tags.items() if entry.get("score") is not None}
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "scale": "achieved / positive points, clipped to [0, 1], mean", "per_tag": "details.subscores"}
+        return {
+            **super().describe(),
+            "scale": "achieved / positive points, clipped to [0, 1], mean",
+            "per_tag": "details.subscores",
+        }

@@ -1,129 +1,147 @@
-"""What each metric is, without importing it: name, aliases, direction, CI method, whether it needs a judge.
+"""The built-in metrics in one static table: name, class, aliases, direction, CI method, whether a judge is needed.
 
-Listing and report rendering must stay fast, so they read this instead of
-importing the metric modules (numpy, sacrebleu). Plugins' metrics can only be
-known by importing, so the imported registry is used when plugins are installed.
+Listing, `evalkit info` and report rendering read this table instead of
+importing the metric modules (numpy, sacrebleu), so they stay fast; the
+metric registry registers the built-ins from it lazily, so a run imports
+only the metrics it uses. Names and aliases are written here and nowhere
+else; tests/test_metric_table.py checks each class's attributes against its
+row. Plugins' metrics can only be known by importing them, so the imported
+registry is read when plugins are installed.
 """
 
 from __future__ import annotations
 
-import ast
-from dataclasses import dataclass, field
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
-
-_METRIC_DEFAULTS = {"higher_is_better": True, "ci_method": "normal", "needs_judge": False}
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 
 
 @dataclass(frozen=True)
 class MetricInfo:
+    """What a metric is, known without importing it."""
+
     name: str
+    #: "module:Class"
+    target: str
     aliases: tuple[str, ...] = ()
     higher_is_better: bool = True
+    #: "normal" (means of per-sample scores) or "bootstrap" (corpus statistics)
     ci_method: str = "normal"
     needs_judge: bool = False
-    doc: str = ""
-    module: str = ""
+    #: one line for listings (the class docstring's first line)
+    summary: str = ""
 
     @property
-    def summary(self) -> str:
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+    def module(self) -> str:
+        return self.target.partition(":")[0]
 
 
-@dataclass
-class _ClassInfo:
-    name: str
-    module: str
-    bases: list[str]
-    attrs: dict[str, Any]
-    doc: str
-    registered: list[tuple[str, ...]] = field(default_factory=list)
+def _m(
+    name: str, target: str, *aliases: str, lower: bool = False, ci: str = "normal", judge: bool = False, summary: str
+) -> MetricInfo:
+    return MetricInfo(name, target, tuple(sorted(aliases)), not lower, ci, judge, summary)
 
 
-def _register_names(decorator: ast.expr) -> tuple[str, ...] | None:
-    """("name", "alias", ...) for ``@METRICS.register("name", "alias")``, else None."""
-    if not isinstance(decorator, ast.Call):
-        return None
-    func = decorator.func
-    if not (isinstance(func, ast.Attribute) and func.attr == "register" and isinstance(func.value, ast.Name) and func.value.id == "METRICS"):
-        return None
-    names = tuple(a.value for a in decorator.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-    return names or None
-
-
-def _scan_module(path: Path, module: str) -> tuple[dict[str, _ClassInfo], dict[str, tuple[str, str]]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    classes: dict[str, _ClassInfo] = {}
-    imports: dict[str, tuple[str, str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module:
-            for alias in node.names:
-                imports[alias.asname or alias.name] = (node.module, alias.name)
-        elif isinstance(node, ast.ClassDef):
-            attrs: dict[str, Any] = {}
-            for stmt in node.body:
-                target, value = None, None
-                if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                    target, value = stmt.targets[0].id, stmt.value
-                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-                    target, value = stmt.target.id, stmt.value
-                if target in _METRIC_DEFAULTS and isinstance(value, ast.Constant):
-                    attrs[target] = value.value
-            bases = [b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else "" for b in node.bases]
-            info = _ClassInfo(node.name, module, bases, attrs, ast.get_docstring(node) or "")
-            info.registered = [n for n in (_register_names(d) for d in node.decorator_list) if n]
-            classes[node.name] = info
-    return classes, imports
-
-
-@lru_cache(maxsize=1)
-def _static_metrics() -> dict[str, MetricInfo]:
-    package = Path(__file__).resolve().parent
-    modules: dict[str, tuple[dict[str, _ClassInfo], dict[str, tuple[str, str]]]] = {}
-    for path in sorted(package.glob("*.py")):
-        modules[f"evalkit.metrics.{path.stem}"] = _scan_module(path, f"evalkit.metrics.{path.stem}")
-
-    def attribute(cls: _ClassInfo, key: str, depth: int = 0) -> Any:
-        if key in cls.attrs:
-            return cls.attrs[key]
-        if depth > 20:
-            return _METRIC_DEFAULTS[key]
-        classes, imports = modules[cls.module]
-        for base in cls.bases:
-            parent = classes.get(base)
-            if parent is None and base in imports:
-                mod, name = imports[base]
-                parent = modules.get(mod, ({}, {}))[0].get(name)
-            if parent is not None:
-                value = attribute(parent, key, depth + 1)
-                if value is not _MISSING:
-                    return value
-        return _METRIC_DEFAULTS[key] if depth == 0 else _MISSING
-
-    out: dict[str, MetricInfo] = {}
-    for module, (classes, _) in modules.items():
-        for cls in classes.values():
-            for names in cls.registered:
-                values = {key: attribute(cls, key) for key in _METRIC_DEFAULTS}
-                out[names[0]] = MetricInfo(names[0], tuple(sorted(names[1:])), bool(values["higher_is_better"]), str(values["ci_method"]), bool(values["needs_judge"]), cls.doc, module)
-    return out
-
-
-_MISSING = object()
+BUILTIN_METRICS: tuple[MetricInfo, ...] = (
+    _m(
+        "word_error_rate",
+        "evalkit.metrics.wer:WordErrorRate",
+        "wer",
+        lower=True,
+        ci="bootstrap",
+        summary="Corpus WER (CER for spaceless languages) on Whisper-normalized text.",
+    ),
+    _m(
+        "cer",
+        "evalkit.metrics.wer:CharacterErrorRate",
+        "character_error_rate",
+        lower=True,
+        ci="bootstrap",
+        summary="Corpus CER: always character level (spaces count as characters, as in jiwer.cer).",
+    ),
+    _m(
+        "bleu",
+        "evalkit.metrics.bleu:Bleu",
+        "sacrebleu",
+        ci="bootstrap",
+        summary="Corpus BLEU (sacrebleu defaults: exp smoothing, 4-grams, language-chosen tokenizer).",
+    ),
+    _m(
+        "chrf",
+        "evalkit.metrics.bleu:ChrF",
+        ci="bootstrap",
+        summary="Corpus chrF (sacrebleu defaults: character 6-grams, beta 2, whitespace ignored).",
+    ),
+    _m(
+        "chrf++",
+        "evalkit.metrics.bleu:ChrFPlusPlus",
+        "chrfpp",
+        ci="bootstrap",
+        summary="chrF++: chrF with word uni- and bigrams (``word_order=2``).",
+    ),
+    _m(
+        "ter",
+        "evalkit.metrics.bleu:Ter",
+        lower=True,
+        ci="bootstrap",
+        summary="Corpus TER (sacrebleu's Tercom re-implementation), 0-100, lower is better.",
+    ),
+    _m(
+        "exact_match",
+        "evalkit.metrics.exact_match:ExactMatch",
+        "accuracy",
+        "em",
+        summary="1 when the normalized prediction equals a normalized reference, else 0.",
+    ),
+    _m(
+        "f1",
+        "evalkit.metrics.text_overlap:TokenF1",
+        "token_f1",
+        "squad_f1",
+        summary="Mean of per-sample SQuAD token F1 (best reference).",
+    ),
+    _m(
+        "mcq_accuracy",
+        "evalkit.metrics.choice:MultipleChoiceAccuracy",
+        "multiple_choice_accuracy",
+        "mc_accuracy",
+        summary="1 when the option extracted from the response is a correct one, else 0.",
+    ),
+    _m(
+        "llm_judge_binary",
+        "evalkit.metrics.judge:LLMJudgeBinary",
+        "judge_binary",
+        judge=True,
+        summary="1 when the judge says the response is correct, else 0; the corpus value is the accuracy.",
+    ),
+    _m(
+        "llm_judge_detailed",
+        "evalkit.metrics.judge:LLMJudgeDetailed",
+        "judge_detailed",
+        judge=True,
+        summary="The judge's 0-5 rating x 20, so the corpus mean reads on 0-100.",
+    ),
+    _m(
+        "rubric_evaluation",
+        "evalkit.metrics.rubric:RubricEvaluation",
+        "rubric",
+        "healthbench_rubric",
+        judge=True,
+        summary="Points of the criteria the judge finds met, over the positive points, clipped to [0, 1].",
+    ),
+)
 
 
 def _plugins_installed() -> bool:
-    from importlib.metadata import entry_points
-
     return bool(list(entry_points(group="evalkit.plugins")))
 
 
 def _imported_metrics() -> dict[str, MetricInfo]:
+    """The registry's view: built-ins from the table, plugins' metrics from their classes."""
     import inspect
 
-    from evalkit.metrics import METRICS
+    from evalkit.metrics.base import METRICS
 
+    builtin = {info.name: info for info in BUILTIN_METRICS}
     aliases: dict[str, list[str]] = {}
     for name in METRICS.names(include_aliases=True):
         canonical = METRICS.canonical(name)
@@ -131,20 +149,31 @@ def _imported_metrics() -> dict[str, MetricInfo]:
             aliases.setdefault(canonical, []).append(name)
     out = {}
     for name, cls in METRICS.items():
+        if name in builtin:
+            out[name] = builtin[name]
+            continue
+        doc = inspect.cleandoc(cls.__doc__ or "")
         out[name] = MetricInfo(
-            name, tuple(sorted(aliases.get(name, []))), bool(cls.higher_is_better), str(cls.ci_method), bool(cls.needs_judge), inspect.cleandoc(cls.__doc__ or ""), cls.__module__
+            name,
+            f"{cls.__module__}:{cls.__qualname__}",
+            tuple(sorted(aliases.get(name, []))),
+            bool(cls.higher_is_better),
+            str(cls.ci_method),
+            bool(cls.needs_judge),
+            doc.splitlines()[0] if doc else "",
         )
     return out
 
 
 def metric_infos(*, imported: bool = False) -> dict[str, MetricInfo]:
-    """Every registered metric by canonical name; static unless plugins (or ``imported``) need the registry."""
+    """Every metric by canonical name: the static table, or the registry when plugins (or ``imported``) need it."""
     if imported or _plugins_installed():
         return _imported_metrics()
-    return dict(_static_metrics())
+    return {info.name: info for info in BUILTIN_METRICS}
 
 
 def canonical_metric(name: str, infos: dict[str, MetricInfo]) -> str:
+    """The canonical name of ``name`` among ``infos`` (``name`` itself when it is unknown)."""
     for info in infos.values():
         if name == info.name or name in info.aliases:
             return info.name

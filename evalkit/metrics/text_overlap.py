@@ -30,7 +30,6 @@ from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.languages import is_spaceless, normalize_language, target_language
 from evalkit.metrics.base import (
-    METRICS,
     Metric,
     SampleScore,
     check_options,
@@ -66,7 +65,6 @@ def token_f1(prediction: list[str], reference: list[str]) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
-@METRICS.register("f1", "token_f1", "squad_f1")
 class TokenF1(Metric):
     """Mean of per-sample SQuAD token F1 (best reference)."""
 

@@ -45,10 +45,56 @@ MET_KEYS = ("criteria_met", "criterion_met", "met", "verdict", "result", "judgem
 BINARY_LABELS = ("final verdict", "verdict", "judgement", "judgment", "score", "grade")
 SCALE_LABELS = ("final verdict", "verdict", "final score", "score", "rating", "grade", "judgement", "judgment")
 MET_LABELS = ("criteria_met", "criterion_met", "criteria met", "criterion met", "verdict", "judgement", "judgment")
-EXPLANATION_KEYS = ("explanation", "reason", "reasoning", "rationale", "justification", "explain", "comment", "feedback")
+EXPLANATION_KEYS = (
+    "explanation",
+    "reason",
+    "reasoning",
+    "rationale",
+    "justification",
+    "explain",
+    "comment",
+    "feedback",
+)
 
-_TRUE_WORDS = frozenset({"1", "yes", "y", "true", "correct", "right", "pass", "passed", "met", "accept", "accepted", "consistent", "equivalent", "match", "matches"})
-_FALSE_WORDS = frozenset({"0", "no", "n", "false", "incorrect", "wrong", "fail", "failed", "not met", "unmet", "reject", "rejected", "inconsistent", "not equivalent", "no match", "mismatch"})
+_TRUE_WORDS = frozenset(
+    {
+        "1",
+        "yes",
+        "y",
+        "true",
+        "correct",
+        "right",
+        "pass",
+        "passed",
+        "met",
+        "accept",
+        "accepted",
+        "consistent",
+        "equivalent",
+        "match",
+        "matches",
+    }
+)
+_FALSE_WORDS = frozenset(
+    {
+        "0",
+        "no",
+        "n",
+        "false",
+        "incorrect",
+        "wrong",
+        "fail",
+        "failed",
+        "not met",
+        "unmet",
+        "reject",
+        "rejected",
+        "inconsistent",
+        "not equivalent",
+        "no match",
+        "mismatch",
+    }
+)
 
 _REASONING = "think|thinking|reasoning|analysis|thought"
 _BLOCK = re.compile(rf"<(?P<tag>{_REASONING})>.*?</(?P=tag)>", re.DOTALL | re.IGNORECASE)
@@ -293,7 +339,9 @@ _LABEL_SEP = r"\W{0,3}\s*(?:is|was|of|=|:|-)?\s*[*_`\"'\[(]*\s*"
 
 
 def _labelled(text: str, keys: Sequence[str]) -> Iterator[str]:
-    labels = "|".join(re.escape(k).replace("_", "[ _]").replace("\\ ", "[ _]") for k in sorted(keys, key=len, reverse=True))
+    labels = "|".join(
+        re.escape(k).replace("_", "[ _]").replace("\\ ", "[ _]") for k in sorted(keys, key=len, reverse=True)
+    )
     pattern = re.compile(rf"(?<![A-Za-z])(?:{labels})(?![A-Za-z]){_LABEL_SEP}{_VALUE}", re.IGNORECASE)
     for match in pattern.finditer(text):
         yield match.group("value")

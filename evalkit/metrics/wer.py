@@ -31,7 +31,6 @@ from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.languages import is_spaceless, normalize_language, target_language
 from evalkit.metrics.base import (
-    METRICS,
     Metric,
     SampleScore,
     check_options,
@@ -42,7 +41,6 @@ from evalkit.processing.normalizers import asr_normalizer
 Level = Literal["word", "character"]
 
 
-@METRICS.register("word_error_rate", "wer")
 class WordErrorRate(Metric):
     """Corpus WER (CER for spaceless languages) on Whisper-normalized text.
 
@@ -109,7 +107,6 @@ class WordErrorRate(Metric):
         return {"normalizer": self.normalizer_name, "level": self.level, "language": self.language}
 
 
-@METRICS.register("cer", "character_error_rate")
 class CharacterErrorRate(WordErrorRate):
     """Corpus CER: always character level (spaces count as characters, as in jiwer.cer)."""
 

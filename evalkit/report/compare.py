@@ -38,10 +38,11 @@ class Comparison:
         """True when the CIs overlap, False when they are disjoint, None when either is missing."""
         if self.a is None or self.b is None:
             return None
-        bounds = (self.a.ci_low, self.a.ci_high, self.b.ci_low, self.b.ci_high)
-        if any(v is None or not math.isfinite(v) for v in bounds):
+        a_low, a_high, b_low, b_high = self.a.ci_low, self.a.ci_high, self.b.ci_low, self.b.ci_high
+        if a_low is None or a_high is None or b_low is None or b_high is None:
             return None
-        a_low, a_high, b_low, b_high = bounds  # type: ignore[misc]
+        if not all(math.isfinite(v) for v in (a_low, a_high, b_low, b_high)):
+            return None
         return not (a_high < b_low or b_high < a_low)
 
     def verdict(self, higher_is_better: bool | None) -> str:
@@ -61,12 +62,18 @@ class Comparison:
 
     def as_dict(self, higher_is_better: bool | None) -> dict[str, Any]:
         return {
-            "dataset": self.dataset, "metric": self.metric, "model": self.model,
-            "score_a": None if self.a is None else self.a.score, "ci_a": None if self.a is None else [self.a.ci_low, self.a.ci_high],
+            "dataset": self.dataset,
+            "metric": self.metric,
+            "model": self.model,
+            "score_a": None if self.a is None else self.a.score,
+            "ci_a": None if self.a is None else [self.a.ci_low, self.a.ci_high],
             "n_a": None if self.a is None else self.a.n,
-            "score_b": None if self.b is None else self.b.score, "ci_b": None if self.b is None else [self.b.ci_low, self.b.ci_high],
+            "score_b": None if self.b is None else self.b.score,
+            "ci_b": None if self.b is None else [self.b.ci_low, self.b.ci_high],
             "n_b": None if self.b is None else self.b.n,
-            "diff": self.diff, "ci_overlap": self.overlap, "verdict": self.verdict(higher_is_better),
+            "diff": self.diff,
+            "ci_overlap": self.overlap,
+            "verdict": self.verdict(higher_is_better),
         }
 
 
@@ -83,7 +90,7 @@ def _directions(comparisons: list[Comparison]) -> dict[str, bool | None]:
         from evalkit.metrics.table import metric_infos
 
         infos = metric_infos()
-    except Exception:  # noqa: BLE001 - without directions the verdict says "differs"
+    except Exception:
         infos = {}
     return {c.metric: (infos[c.metric].higher_is_better if c.metric in infos else None) for c in comparisons}
 
@@ -98,15 +105,28 @@ def _cells(c: Comparison, direction: bool | None) -> list[str]:
     diff = c.diff
     overlap = {True: "yes", False: "no", None: "-"}[c.overlap]
     return [
-        c.dataset, c.metric, c.model, fmt(c.a.score) if c.a else "-", ci(c.a), fmt(c.b.score) if c.b else "-", ci(c.b),
-        "-" if diff is None else f"{diff:+.4f}", overlap, c.verdict(direction),
+        c.dataset,
+        c.metric,
+        c.model,
+        fmt(c.a.score) if c.a else "-",
+        ci(c.a),
+        fmt(c.b.score) if c.b else "-",
+        ci(c.b),
+        "-" if diff is None else f"{diff:+.4f}",
+        overlap,
+        c.verdict(direction),
     ]
 
 
 def render_comparison(comparisons: list[Comparison], fmt_name: str, label_a: str, label_b: str) -> str:
     directions = _directions(comparisons)
     if fmt_name == "json":
-        return json.dumps({"a": label_a, "b": label_b, "rows": [c.as_dict(directions[c.metric]) for c in comparisons]}, indent=2) + "\n"
+        return (
+            json.dumps(
+                {"a": label_a, "b": label_b, "rows": [c.as_dict(directions[c.metric]) for c in comparisons]}, indent=2
+            )
+            + "\n"
+        )
     rows = [_cells(c, directions[c.metric]) for c in comparisons]
     if fmt_name == "csv":
         buffer = io.StringIO()

@@ -27,8 +27,10 @@ GROUP_TITLES = {"audio_length": "by audio length", "accent": "by accent", "gende
 _MAX_GROUP_VALUES = 24
 
 _CSS = """
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1000px; color: #1d1d1f; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1000px;
+       color: #1d1d1f; padding: 0 16px; }
+h1 { font-size: 22px; margin-bottom: 4px; }
+h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
 h3 { font-size: 15px; margin: 18px 0 6px; }
 .meta { color: #555; font-size: 13px; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0 12px; }
@@ -40,7 +42,12 @@ svg.chart { display: block; margin: 6px 0 18px; }
 """
 
 
-def _table(headers: list[str], rows: Iterable[list[str]], numeric: frozenset[int] | set[int] = frozenset(), row_classes: list[str] | None = None) -> str:
+def _table(
+    headers: list[str],
+    rows: Iterable[list[str]],
+    numeric: frozenset[int] | set[int] = frozenset(),
+    row_classes: list[str] | None = None,
+) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = []
     for r, cells in enumerate(rows):
@@ -60,7 +67,7 @@ def _direction(metric: str) -> bool | None:
         # during a run the registry is already imported: reading it beats parsing metric sources again
         info = metric_infos(imported="evalkit.metrics.base" in sys.modules).get(metric)
         return None if info is None else info.higher_is_better
-    except Exception:  # noqa: BLE001 - a missing direction only drops a caption
+    except Exception:
         return None
 
 
@@ -72,20 +79,48 @@ def results_section(rows: list[ResultRow]) -> str:
     def cells(r: ResultRow) -> list[str]:
         known = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (r.ci_low, r.ci_high))
         ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if known else "-"
-        flag = ' <span class="flag" title="failure rate above max_failure_rate, or the engine failed">!</span>' if r.unreliable else ""
-        return [escape(r.dataset), escape(r.task), escape(r.metric), escape(r.model), fmt(r.score) + flag, ci, str(r.n), str(r.n_failed), f"{r.failure_rate:.1%}"]
+        flag = (
+            ' <span class="flag" title="failure rate above max_failure_rate, or the engine failed">!</span>'
+            if r.unreliable
+            else ""
+        )
+        return [
+            escape(r.dataset),
+            escape(r.task),
+            escape(r.metric),
+            escape(r.model),
+            fmt(r.score) + flag,
+            ci,
+            str(r.n),
+            str(r.n_failed),
+            f"{r.failure_rate:.1%}",
+        ]
 
     html = "<h2>Results</h2>"
-    html += '<p class="note">Scores with 95% confidence intervals. <span class="flag">!</span> marks a result whose failure rate exceeds <code>max_failure_rate</code> or whose engine failed.</p>'
-    html += _table(headers, [cells(r) for r in dataset_rows], {4, 5, 6, 7, 8}, ["unreliable" if r.unreliable else "" for r in dataset_rows])
+    html += (
+        '<p class="note">Scores with 95% confidence intervals. <span class="flag">!</span> marks a result whose '
+        "failure rate exceeds <code>max_failure_rate</code> or whose engine failed.</p>"
+    )
+    html += _table(
+        headers,
+        [cells(r) for r in dataset_rows],
+        {4, 5, 6, 7, 8},
+        ["unreliable" if r.unreliable else "" for r in dataset_rows],
+    )
     if aggregates:
-        html += "<h3>Aggregates</h3>" + _table(headers, [cells(r) for r in aggregates], {4, 5, 6, 7, 8}, ["unreliable" if r.unreliable else "" for r in aggregates])
+        html += "<h3>Aggregates</h3>" + _table(
+            headers,
+            [cells(r) for r in aggregates],
+            {4, 5, 6, 7, 8},
+            ["unreliable" if r.unreliable else "" for r in aggregates],
+        )
     return html
 
 
 def _point(score: float | None, low: float | None, high: float | None, note: str = "") -> Point | None:
     if score is None or not isinstance(score, (int, float)) or not math.isfinite(score):
         return None
+
     def finite(value: Any) -> float | None:
         return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
@@ -114,7 +149,9 @@ def metric_charts(rows: list[ResultRow]) -> str:
             continue
         direction = _direction(metric)
         caption = {True: " (higher is better)", False: " (lower is better)", None: ""}[direction]
-        parts.append(bar_chart(groups, models, points, title=f"{metric}{caption}", axis_label=f"{metric}, 95% CI whiskers"))
+        parts.append(
+            bar_chart(groups, models, points, title=f"{metric}{caption}", axis_label=f"{metric}, 95% CI whiskers")
+        )
     return "".join(parts)
 
 
@@ -139,9 +176,22 @@ def group_charts(rows: list[ResultRow]) -> str:
                         points[(label, r.model)] = point
             if not points or len(labels) > _MAX_GROUP_VALUES:
                 continue
-            parts.append(bar_chart(labels, models, points, title=f"{dataset} · {metric} {title}", axis_label=metric, label_width=180, css_class=f"chart group-{group}"))
+            parts.append(
+                bar_chart(
+                    labels,
+                    models,
+                    points,
+                    title=f"{dataset} · {metric} {title}",
+                    axis_label=metric,
+                    label_width=180,
+                    css_class=f"chart group-{group}",
+                )
+            )
     if not parts:
-        return "<h2>Scores by audio length</h2><p class='note'>No per-group results (text-only datasets, or no durations known).</p>"
+        return (
+            "<h2>Scores by audio length</h2><p class='note'>No per-group results (text-only datasets, or no "
+            "durations known).</p>"
+        )
     return "<h2>Scores by audio length and speaker groups</h2>" + "".join(parts)
 
 
@@ -191,9 +241,25 @@ def latency_section(records_dir: Path) -> str:
     rows = []
     for model, values in latencies.items():
         values.sort()
-        rows.append([escape(model), str(len(values)), *(f"{quantile(values, q):.3f}" for q in (0.5, 0.9, 0.99)), f"{sum(values) / len(values):.3f}", f"{values[-1]:.3f}", str(cached.get(model, 0))])
-    html += _table(["model", "answers", "p50 (s)", "p90 (s)", "p99 (s)", "mean (s)", "max (s)", "from store"], rows, {1, 2, 3, 4, 5, 6, 7})
-    html += '<p class="note">Latency of a sample\'s answer as the engine saw it (all attempts and chunks), answers from the response store excluded.</p>'
+        rows.append(
+            [
+                escape(model),
+                str(len(values)),
+                *(f"{quantile(values, q):.3f}" for q in (0.5, 0.9, 0.99)),
+                f"{sum(values) / len(values):.3f}",
+                f"{values[-1]:.3f}",
+                str(cached.get(model, 0)),
+            ]
+        )
+    html += _table(
+        ["model", "answers", "p50 (s)", "p90 (s)", "p99 (s)", "mean (s)", "max (s)", "from store"],
+        rows,
+        {1, 2, 3, 4, 5, 6, 7},
+    )
+    html += (
+        '<p class="note">Latency of a sample\'s answer as the engine saw it (all attempts and chunks), answers '
+        "from the response store excluded.</p>"
+    )
     html += histograms(latencies, title="Latency distribution", unit="s")
     return html
 
@@ -227,11 +293,31 @@ def failure_section(rows: list[ResultRow]) -> str:
         reasons = sorted({k[0] for k in counts}, key=lambda x: -sum(v for (r, _), v in counts.items() if r == x))
         models = list(dict.fromkeys(m for _, m in counts))
         points = {key: Point(float(v)) for key, v in counts.items()}
-        html += bar_chart(reasons, models, points, title="Failed samples by reason", axis_label="samples (a dataset counted once per model)", label_width=180, css_class="chart failures")
-        detail = [[escape(r.dataset), escape(r.metric), escape(r.model), escape(", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items())))] for r in rows if r.kind == "dataset" and r.failure_reasons]
+        html += bar_chart(
+            reasons,
+            models,
+            points,
+            title="Failed samples by reason",
+            axis_label="samples (a dataset counted once per model)",
+            label_width=180,
+            css_class="chart failures",
+        )
+        detail = [
+            [
+                escape(r.dataset),
+                escape(r.metric),
+                escape(r.model),
+                escape(", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items()))),
+            ]
+            for r in rows
+            if r.kind == "dataset" and r.failure_reasons
+        ]
         html += _table(["dataset", "metric", "model", "reasons"], detail)
     if errors:
-        html += "<h3>Engine errors</h3>" + _table(["dataset", "metric", "model", "error"], [[escape(r.dataset), escape(r.metric), escape(r.model), escape(r.error or "")] for r in errors])
+        html += "<h3>Engine errors</h3>" + _table(
+            ["dataset", "metric", "model", "error"],
+            [[escape(r.dataset), escape(r.metric), escape(r.model), escape(r.error or "")] for r in errors],
+        )
     return html
 
 
@@ -240,16 +326,28 @@ def details_section(meta: dict[str, Any]) -> str:
     requests = meta.get("requests") or {}
     if requests:
         rows = [
-            [escape(name), *(str(info.get(k, "")) for k in ("sent", "store_hits", "deduplicated", "retried", "rate_limited")), escape(json.dumps(info.get("replicas", {})))]
+            [
+                escape(name),
+                *(str(info.get(k, "")) for k in ("sent", "store_hits", "deduplicated", "retried", "rate_limited")),
+                escape(json.dumps(info.get("replicas", {}))),
+            ]
             for name, info in requests.items()
         ]
-        html += _table(["model", "sent", "store hits", "de-duplicated", "retried", "rate limited", "answers per replica"], rows, {1, 2, 3, 4, 5})
+        html += _table(
+            ["model", "sent", "store hits", "de-duplicated", "retried", "rate limited", "answers per replica"],
+            rows,
+            {1, 2, 3, 4, 5},
+        )
     versions = meta.get("versions") or {}
     if versions:
         html += '<p class="meta">' + escape(", ".join(f"{k} {v}" for k, v in versions.items())) + "</p>"
     config = meta.get("config")
     if config:
-        html += "<details><summary>Configuration (secrets masked)</summary><pre>" + escape(json.dumps(redact(config), indent=2)) + "</pre></details>"
+        html += (
+            "<details><summary>Configuration (secrets masked)</summary><pre>"
+            + escape(json.dumps(redact(config), indent=2))
+            + "</pre></details>"
+        )
     return html
 
 

@@ -9,7 +9,7 @@ the numbers are in the document, not only in pixels.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
@@ -197,7 +197,7 @@ def count_into(values: Sequence[float], edges: Sequence[float]) -> list[int]:
     return counts
 
 
-def histograms(series: dict[str, Sequence[float]], *, title: str, unit: str = "s", width: int = 880) -> str:
+def histograms(series: Mapping[str, Sequence[float]], *, title: str, unit: str = "s", width: int = 880) -> str:
     """Small multiples: one histogram row per series on a shared x axis (log-spaced when wide)."""
     names = list(series)
     edges, log_scale = histogram_bins([v for vs in series.values() for v in vs])

@@ -1,0 +1,92 @@
+"""The static metric table is the truth about built-in metrics; classes, registry and listings agree with it."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit.errors import ConfigError
+from evalkit.metrics import METRICS, Metric
+from evalkit.metrics.table import BUILTIN_METRICS, canonical_metric, metric_infos
+from evalkit.registry import Registry
+
+METRICS_DIR = Path(__file__).resolve().parent.parent / "evalkit" / "metrics"
+
+
+@pytest.mark.parametrize("info", BUILTIN_METRICS, ids=lambda i: i.name)
+def test_each_row_matches_its_class(info) -> None:
+    module, _, attribute = info.target.partition(":")
+    cls = getattr(importlib.import_module(module), attribute)
+    assert issubclass(cls, Metric) and not inspect.isabstract(cls)
+    assert (cls.name, cls.higher_is_better, cls.ci_method, cls.needs_judge) == (
+        info.name,
+        info.higher_is_better,
+        info.ci_method,
+        info.needs_judge,
+    )
+    assert inspect.cleandoc(cls.__doc__ or "").splitlines()[0] == info.summary
+    assert METRICS.get(info.name) is cls
+    assert all(METRICS.get(alias) is cls and METRICS.canonical(alias) == info.name for alias in info.aliases)
+
+
+def test_every_concrete_metric_class_has_a_row() -> None:
+    """A class added to evalkit/metrics without a row would be unreachable by name."""
+    in_table = {i.target for i in BUILTIN_METRICS}
+    found = set()
+    for path in sorted(METRICS_DIR.glob("*.py")):
+        module = importlib.import_module(f"evalkit.metrics.{path.stem}")
+        for name, obj in vars(module).items():
+            concrete = inspect.isclass(obj) and issubclass(obj, Metric) and not inspect.isabstract(obj)
+            if concrete and obj.__module__ == module.__name__ and not name.startswith("_") and obj.name:
+                found.add(f"{module.__name__}:{name}")
+    assert found == in_table
+
+
+def test_names_and_aliases_are_written_once() -> None:
+    """No metric module registers itself any more: the table is the only place a built-in name appears."""
+    for path in METRICS_DIR.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "register":
+                pytest.fail(f"{path.name}:{node.lineno} registers a metric by decorator")
+    names = [n for i in BUILTIN_METRICS for n in (i.name, *i.aliases)]
+    assert len(names) == len(set(names))
+
+
+def test_static_view_equals_the_imported_registry() -> None:
+    assert metric_infos() == metric_infos(imported=True)
+    assert canonical_metric("wer", metric_infos()) == METRICS.canonical("wer") == "word_error_rate"
+
+
+def test_looking_up_one_metric_imports_only_its_module() -> None:
+    code = (
+        "import sys\n"
+        "from evalkit.metrics import METRICS\n"
+        "METRICS.get('em')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('evalkit.metrics.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    loaded = set(eval(out))
+    assert "evalkit.metrics.exact_match" in loaded
+    assert not loaded & {"evalkit.metrics.bleu", "evalkit.metrics.wer", "evalkit.metrics.judge"}
+
+
+def test_a_plugin_registers_with_the_decorator_and_cannot_take_a_builtin_name() -> None:
+    registry: Registry[type] = Registry("metric", lazy=[("builtin", ("b",), "evalkit.metrics.exact_match:ExactMatch")])
+
+    @registry.register("mine", "my_alias")
+    class Mine:
+        pass
+
+    assert registry.get("my_alias") is Mine and registry.names() == ["b", "builtin", "mine", "my_alias"]
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register("builtin")(Mine)
+    with pytest.raises(ValueError, match="already taken"):
+        registry.register("other", "b")(Mine)
+    with pytest.raises(ConfigError, match='did you mean "mine"'):
+        registry.get("mien")
