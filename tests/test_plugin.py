@@ -103,3 +103,18 @@ def test_a_plugin_metric_is_listed_and_scores_a_run(tmp_path: Path, server: Any)
     results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
     (row,) = results["results"]
     assert row["metric"] == "exact_length" and row["n"] == 5 and row["score"] == pytest.approx(2 / 5)
+
+
+def test_old_import_paths_users_rely_on_still_work() -> None:
+    """The layout moved modules; the entry point and the plugin registries kept their import paths."""
+    import evalkit
+    import evalkit.plugin as plugin
+    from evalkit.api import evaluate
+    from evalkit.metrics import METRICS, Metric
+    from evalkit.metrics.base import SampleScore
+    from evalkit.processing.postprocessors import POSTPROCESSORS
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    assert evalkit.evaluate is evaluate
+    assert (plugin.METRICS, plugin.Metric, plugin.SampleScore) == (METRICS, Metric, SampleScore)
+    assert (plugin.PREPROCESSORS, plugin.POSTPROCESSORS) == (PREPROCESSORS, POSTPROCESSORS)
