@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,19 +25,14 @@ from pydantic import (
 
 from evalkit.envvars import expand_tree
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.util.enums import StrEnum
 from evalkit.util.redact import is_secret_key
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
 
 
-class RequestKind(str, Enum):
+class RequestKind(StrEnum):
     """The wire format a model is asked in; every inference type but ``transcription`` speaks chat."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
     CHAT = "chat"
     TRANSCRIPTION = "transcription"

@@ -12,17 +12,11 @@ run folders read the same; README's list of reasons is tested against this one.
 
 from __future__ import annotations
 
-from enum import Enum
+from evalkit.util.enums import StrEnum
 
 
-class FailureReason(str, Enum):
+class FailureReason(StrEnum):
     """A reason class; ``str(reason)`` and JSON give the plain value."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
     #: no answer within the attempt's timeout (the last attempt's)
     TIMEOUT = "timeout"
