@@ -126,9 +126,9 @@ class ModelInfo(_Strict):
     )
     api_version: str | None = Field(
         None,
-        description="Azure OpenAI api-version, e.g. 2024-10-21; setting it selects Azure routing "
-        "(/openai/deployments/<model>/... "
-        "with ?api-version=). Absent: plain OpenAI-style URLs.",
+        description="Azure OpenAI api-version, e.g. 2024-10-21; on an `openai` entry it selects Azure routing "
+        "(/openai/deployments/<model>/... with ?api-version= and the api-key header). Ignored, with a warning, on "
+        "other inference types. Absent: plain OpenAI-style URLs.",
     )
     batch_size: int = Field(
         8,
@@ -250,6 +250,15 @@ class ModelInfo(_Strict):
         if self.url is None:
             return []
         return [self.url] if isinstance(self.url, str) else list(self.url)
+
+    @property
+    def azure_api_version(self) -> str | None:
+        """The api-version that selects Azure routing: only ``openai`` entries are Azure deployments.
+
+        LALMEval's README marks ``api_version`` mandatory, so its users set it on
+        vllm and transcription entries too, where Azure URLs would answer 404.
+        """
+        return self.api_version if self.inference_type == "openai" else None
 
     @property
     def request_kind(self) -> RequestKind:

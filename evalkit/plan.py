@@ -150,11 +150,26 @@ def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
     return wanted in {source, target}
 
 
+def _warn_ignored_api_versions(config: Config, source: str) -> None:
+    for i, entry in enumerate(config.models):
+        info = entry.info
+        if info.api_version is not None and info.azure_api_version is None:
+            log.warning(
+                "%s: models[%d] (%s): api_version is ignored: Azure routing applies to inference_type openai only, "
+                "this entry is %s",
+                source,
+                i,
+                info.name,
+                info.inference_type,
+            )
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     catalog = catalog or load_catalog(config.runspec_dirs)
     models = _group_models(config)
     _check_names(config, catalog, source)
+    _warn_ignored_api_versions(config, source)
     check_prompt_names(config, source)
     wanted_language = None
     if config.filters.language:

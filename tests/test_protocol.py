@@ -84,3 +84,71 @@ def test_azure_round_trip_against_loopback_server(tmp_path: Path, make_server) -
     results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
     row = results["results"][0]
     assert row["n"] == 5 and row["n_failed"] == 0 and row["score"] == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("inference_type", ["vllm", "transcription"])
+def test_api_version_on_a_non_openai_entry_is_ignored_with_a_warning(
+    tmp_path: Path, make_server, inference_type: str
+) -> None:
+    """LALMEval's README marks api_version mandatory; on a vllm entry it must not switch to Azure URLs (vLLM: 404)."""
+    import subprocess
+    import sys
+
+    server = make_server(
+        {"require_auth": "tok-1", "answers": [{"match": "France", "answer": "Paris"}]}, request_log=True
+    )
+    pairs = [["tiny_qa", "exact_match"]] if inference_type == "vllm" else [["tiny_asr", "word_error_rate"]]
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": pairs,
+            "models": [
+                {
+                    "info": {
+                        "name": "served",
+                        "inference_type": inference_type,
+                        "url": server.base_url,
+                        "model": "test-model",
+                        "api_version": "2024-10-21",
+                        "auth_token": "tok-1",
+                        "batch_size": 2,
+                    }
+                }
+            ],
+            "runspecs_dir": str(FIXTURES / "runspecs"),
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    if inference_type == "transcription":
+        pytest.importorskip("soundfile")
+        from helpers import tone_wav
+
+        data = tmp_path / "asr"
+        data.mkdir()
+        (data / "a.wav").write_bytes(tone_wav(440.0, 1.0))
+        (data / "rows.jsonl").write_text(json.dumps({"id": "a", "audio": "a.wav", "text": "hello"}) + "\n")
+        spec = {
+            "_task": {"description": "test", "metrics": ["word_error_rate"]},
+            "tiny_asr": {
+                "path": str(data / "rows.jsonl"),
+                "language": "en",
+                "audio_column": "audio",
+                "target_column": "text",
+                "id_column": "id",
+            },
+        }
+        specs = tmp_path / "specs" / "tones"
+        specs.mkdir(parents=True)
+        (specs / "tone_asr.json").write_text(json.dumps(spec))
+        text = config.read_text().replace(str(FIXTURES / "runspecs"), str(tmp_path / "specs"))
+        config.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    tail = "chat/completions" if inference_type == "vllm" else "audio/transcriptions"
+    assert {e["path"] for e in server.log_events("completed")} == {f"/v1/{tail}"}
+    assert "models[0] (served): api_version is ignored" in proc.stderr
+    assert f"this entry is {inference_type}" in proc.stderr
+    results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
+    assert results["results"][0]["n_failed"] == 0

@@ -100,7 +100,7 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
                 base_url=url,
                 kind=model.kind,
                 auth_token=info.auth_token,
-                api_version=info.api_version,
+                api_version=info.azure_api_version,
                 deployment=info.model,
             )
             pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
