@@ -29,6 +29,12 @@ from evalkit.util.enums import StrEnum
 from evalkit.util.redact import is_secret_key
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
+AggregateMethod = Literal["macro", "micro"]
+
+
+def aggregate_entry(entry: tuple[Any, ...]) -> tuple[str, list[str], str]:
+    """(metric, names, method) of an ``aggregate`` entry written with or without its method."""
+    return entry[0], list(entry[1]), entry[2] if len(entry) > 2 else "macro"
 
 
 class RequestKind(StrEnum):
@@ -466,11 +472,11 @@ class Config(_Strict):
         default_factory=Filters,
         description="Which samples run and how they are prompted; absent: every sample, no add-ons.",
     )
-    aggregate: list[tuple[str, list[str]]] = Field(
+    aggregate: list[tuple[str, list[str]] | tuple[str, list[str], AggregateMethod]] = Field(
         default_factory=list,
-        description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the macro "
-        "average "
-        "of those datasets' scores and its CI (default none).",
+        description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the "
+        "average of those datasets' scores and its CI: macro (each dataset counts once, the default) or, with a "
+        "third element `micro`, weighted by dataset size (samples; reference length for WER/CER/TER). Default none.",
     )
     temperature_overrides: list[TemperatureOverride] = Field(
         default_factory=list,

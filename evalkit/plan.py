@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
-from evalkit.config import Config, ModelInfo, RequestKind
+from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
 from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.languages import normalize_language, split_pair
@@ -225,7 +225,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             engine = EngineSpec(dataset=spec, metric=canonical, models=list(models))
             engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)
-    for i, (metric, datasets) in enumerate(config.aggregate):
+    for i, entry in enumerate(config.aggregate):
+        metric, datasets, _ = aggregate_entry(entry)
         if metric not in METRICS:
             raise ConfigError(
                 f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}"

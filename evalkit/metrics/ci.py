@@ -84,31 +84,51 @@ def bootstrap_ci(
     return float(low), float(high)
 
 
-def combine(results: list[MetricResult]) -> MetricResult:
+def combine(
+    results: list[MetricResult],
+    *,
+    method: str = "macro",
+    weights: list[float] | None = None,
+    bounds: tuple[float | None, float | None] = (None, None),
+) -> MetricResult:
     """One ``aggregate`` row from per-dataset results of the same metric.
 
-    The score is the macro average over datasets (each dataset counts once,
-    whatever its size). Datasets are independent samples, so the standard
-    error of the average is ``sqrt(Σ se_i²) / m`` with ``se_i`` each dataset's
-    CI half-width divided by 1.96 (for an asymmetric bootstrap interval, the
-    mean of its two half-widths); the CI is ``score ± 1.96·se``. A dataset
-    without a finite score is left out of the average (counted in
-    ``details["excluded"]``); one without a finite CI makes the CI NaN.
-    ``n`` is the total number of scored samples.
+    ``macro`` averages the datasets (each counts once, whatever its size);
+    ``micro`` weights each by ``weights`` (its sample count, or for WER/CER/TER
+    its reference length, which makes the average the pooled corpus value).
+    Datasets are independent samples, so the standard error of a weighted
+    average is ``sqrt(Σ (w_i/W)² se_i²)``, with ``se_i`` each dataset's CI
+    half-width over 1.96 (an asymmetric bootstrap interval: the mean of its two
+    half-widths); the CI is ``score ± 1.96·se``, clipped to the metric's
+    ``bounds`` (an accuracy interval never leaves [0, 1]). A dataset without a
+    finite score is left out (counted in ``details["excluded"]``); one without
+    a finite CI makes the CI NaN. ``n`` is the total number of scored samples.
     """
-    usable = [r for r in results if math.isfinite(r.score)]
+    if method not in ("macro", "micro"):
+        raise ValueError(f"aggregation method {method!r}: expected macro or micro")
+    given = [1.0] * len(results) if method == "macro" or weights is None else [float(w) for w in weights]
+    usable = [(r, w) for r, w in zip(results, given) if math.isfinite(r.score) and w > 0]
     m = len(usable)
+    label = "macro average" if method == "macro" else "micro average (weighted by size)"
     details: dict[str, Any] = {
-        "method": "macro average; CI from the datasets' standard errors",
+        "method": f"{label}; CI from the datasets' standard errors",
         "datasets": m,
         "excluded": len(results) - m,
     }
     n = int(sum(r.n for r in results))
     if m == 0:
-        return MetricResult(math.nan, math.nan, math.nan, n, "macro", details)
-    score = float(np.mean([r.score for r in usable]))
-    halves = np.array([(r.ci_high - r.ci_low) / 2.0 for r in usable], dtype=float)
+        return MetricResult(math.nan, math.nan, math.nan, n, method, details)
+    share = np.array([w for _, w in usable], dtype=float)
+    share /= share.sum()
+    score = float(np.dot(share, [r.score for r, _ in usable]))
+    halves = np.array([(r.ci_high - r.ci_low) / 2.0 for r, _ in usable], dtype=float)
     if not np.all(np.isfinite(halves)):
-        return MetricResult(score, math.nan, math.nan, n, "macro", details)
-    se = math.sqrt(float(np.sum((halves / Z95) ** 2))) / m
-    return MetricResult(score, score - Z95 * se, score + Z95 * se, n, "macro", details)
+        return MetricResult(score, math.nan, math.nan, n, method, details)
+    se = math.sqrt(float(np.sum((share * halves / Z95) ** 2)))
+    low, high = score - Z95 * se, score + Z95 * se
+    floor, ceiling = bounds
+    if floor is not None:
+        low = max(low, floor)
+    if ceiling is not None:
+        high = min(high, ceiling)
+    return MetricResult(score, low, high, n, method, details)

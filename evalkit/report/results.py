@@ -12,6 +12,7 @@ import logging
 import math
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
@@ -57,26 +58,71 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]], resolve: Any) -> list[ResultRow]:
-    """One row per (aggregate entry, model): the datasets' scores combined with their CIs."""
+#: details keys of a dataset row that hold its corpus denominator: a micro average weighted by them is the pooled value
+_SIZE_KEYS = ("reference_words", "reference_characters", "ref_length")
+
+
+def _member_label(name: str, members: list[str], ran: set[str]) -> str | None:
+    """How one name of an aggregate entry reads in its row: dropped when none of its datasets ran."""
+    done = [d for d in members if d in ran]
+    if not done:
+        return None
+    return name if len(done) == len(members) else f"{name} ({len(done)} of {len(members)})"
+
+
+def aggregate_rows(
+    rows: list[ResultRow], aggregate: list[tuple[Any, ...]], resolve: Callable[[str], list[Any]]
+) -> list[ResultRow]:
+    """One row per (aggregate entry, model of the run): the datasets' scores combined with their CIs.
+
+    The label names only what was combined (a member dataset that was not run
+    is left out of it and listed in ``details["missing"]``); a member that
+    failed, had an engine error or no score marks the row unreliable; an entry
+    with nothing to combine still gets a row, with its reason in ``error``.
+    """
+    from evalkit.config import aggregate_entry
     from evalkit.metrics import METRICS, MetricResult
     from evalkit.metrics.ci import combine
 
+    models = list(dict.fromkeys(r.model for r in rows if r.kind == "dataset"))
     out = []
-    for metric, names in aggregate:
+    for entry in aggregate:
+        metric, names, method = aggregate_entry(entry)
         metric = METRICS.canonical(metric)
-        datasets = {spec.name for name in names for spec in resolve(name)}
-        models = sorted({r.model for r in rows if r.metric == metric and r.dataset in datasets})
+        bounds = METRICS.get(metric).bounds
+        resolved = {name: list(dict.fromkeys(spec.name for spec in resolve(name))) for name in names}
+        members = list(dict.fromkeys(d for found in resolved.values() for d in found))
         for model in models:
-            chosen = [
-                r
+            ran = {
+                r.dataset: r
                 for r in rows
-                if r.metric == metric and r.model == model and r.dataset in datasets and r.score is not None
+                if r.kind == "dataset" and r.metric == metric and r.model == model and r.dataset in members
+            }
+            scored = [ran[d] for d in members if d in ran and ran[d].score is not None]
+            missing = [d for d in members if d not in ran]
+            parts = [_member_label(name, resolved[name], set(ran)) for name in names]
+            label = "+".join(p for p in parts if p) or "+".join(names)
+            weights = [
+                float(next((r.details[k] for k in _SIZE_KEYS if isinstance(r.details.get(k), (int, float))), r.n))
+                for r in scored
             ]
-            if not chosen:
-                continue
-            combined = combine([MetricResult(r.score, r.ci_low, r.ci_high, r.n, "", {}) for r in chosen])  # type: ignore[arg-type]
-            label = "+".join(names)
+            combined = combine(
+                [MetricResult(r.score, r.ci_low, r.ci_high, r.n, "", {}) for r in scored],  # type: ignore[arg-type]
+                method=method,
+                weights=weights,
+                bounds=bounds,
+            )
+            n_failed = sum(r.n_failed for r in ran.values())
+            total = combined.n + n_failed
+            error = None
+            if not scored:
+                what = ", ".join(members) or "(no dataset)"
+                error = f"nothing to combine: no dataset of {'+'.join(names)} was scored with {metric} ({what})"
+                log.warning("aggregate %s / %s / %s: %s", "+".join(names), metric, model, error)
+            elif missing:
+                log.warning(
+                    "aggregate %s / %s / %s: %s not run, left out", "+".join(names), metric, model, ", ".join(missing)
+                )
             out.append(
                 ResultRow(
                     dataset=label,
@@ -84,15 +130,21 @@ def aggregate_rows(rows: list[ResultRow], aggregate: list[tuple[str, list[str]]]
                     category="",
                     metric=metric,
                     model=model,
-                    score=combined.score,
-                    ci_low=combined.ci_low,
-                    ci_high=combined.ci_high,
+                    score=combined.score if scored else None,
+                    ci_low=combined.ci_low if scored else None,
+                    ci_high=combined.ci_high if scored else None,
                     n=combined.n,
-                    n_failed=sum(r.n_failed for r in chosen),
-                    failure_rate=0.0,
-                    unreliable=any(r.unreliable for r in chosen),
+                    n_failed=n_failed,
+                    failure_rate=n_failed / total if total else 0.0,
+                    unreliable=not scored or any(r.unreliable or r.error or r.score is None for r in ran.values()),
                     seconds=0.0,
-                    details={"datasets": sorted(r.dataset for r in chosen), "method": combined.ci_method},
+                    details={
+                        "datasets": [r.dataset for r in scored],
+                        "missing": missing,
+                        "method": combined.ci_method,
+                        "weights": dict(zip([r.dataset for r in scored], weights)) if method == "micro" else None,
+                    },
+                    error=error,
                     kind="aggregate",
                 )
             )
