@@ -304,14 +304,19 @@ class Catalog:
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     categories: dict[str, list[str]] = field(default_factory=dict)
     roots: list[Path] = field(default_factory=list)
+    #: other names of datasets (alias -> dataset): the names LALMEval and KARMA users type, see dataset_aliases
+    aliases: dict[str, str] = field(default_factory=dict)
 
     def all_names(self) -> list[str]:
-        return sorted({*self.datasets, *self.tasks, *self.categories})
+        """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
+        return sorted({*self.datasets, *self.aliases, *self.tasks, *self.categories})
 
     def resolve(self, name: str, where: str = "") -> list[DatasetSpec]:
-        """Datasets selected by a dataset name, a task stem or a category folder."""
+        """Datasets selected by a dataset name or alias, a task stem or a category folder."""
         if name in self.datasets:
             return [self.datasets[name]]
+        if name in self.aliases:
+            return [self.datasets[self.aliases[name]]]
         if name in self.tasks:
             return [self.datasets[d] for d in self.tasks[name].datasets]
         if name in self.categories:
@@ -381,7 +386,46 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
             continue
         for path in _runspec_files(root):
             _add_file(catalog, path)
+    catalog.aliases = dataset_aliases(catalog)
     return catalog
+
+
+def dataset_aliases(catalog: Catalog) -> dict[str, str]:
+    """The names other tools give catalogue datasets, derived from each entry's hub coordinates.
+
+    - the hub repo id, and its last part, for a repo that only one entry reads
+      (``AudioLLMs/alpaca_audio_test``, ``alpaca_audio_test``: LALMEval's and KARMA's names);
+    - LALMEval's ``<subset>_<split>_<audio|text>`` for an entry with a subset and a split
+      (``sd-qa_ind_s_audio``).
+
+    An alias never shadows a dataset, task or category name, and one two entries
+    would share is left out rather than guessed.
+    """
+    taken = {*catalog.datasets, *catalog.tasks, *catalog.categories}
+    candidates: dict[str, set[str]] = {}
+    for name, spec in catalog.datasets.items():
+        names = []
+        if spec.hf_repo:
+            if spec.subset is None:
+                names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
+            if spec.subset and spec.split:
+                names.append(f"{spec.subset}_{spec.split}_{'text' if spec.modality == 'text' else 'audio'}")
+        for alias in names:
+            candidates.setdefault(alias, set()).add(name)
+    repo_users: dict[str, int] = {}
+    for spec in catalog.datasets.values():
+        if spec.hf_repo:
+            repo_users[spec.hf_repo] = repo_users.get(spec.hf_repo, 0) + 1
+    out = {}
+    for alias, owners in candidates.items():
+        if alias in taken or len(owners) != 1:
+            continue
+        owner = next(iter(owners))
+        repo = catalog.datasets[owner].hf_repo
+        if repo and alias in (repo, repo.rsplit("/", 1)[-1]) and repo_users[repo] != 1:
+            continue
+        out[alias] = owner
+    return out
 
 
 def _add_file(catalog: Catalog, path: Path) -> None:

@@ -32,6 +32,17 @@ InferenceType = Literal["openai", "vllm", "transcription", "local"]
 AggregateMethod = Literal["macro", "micro"]
 
 
+def _quoted_pair(text: str, index: int) -> list[str]:
+    """``"[name, metric]"`` -> ``["name", "metric"]``; any other string is a mistake named with its position."""
+    inner = text.strip()
+    parts = [part.strip().strip("'\"").strip() for part in inner[1:-1].split(",")]
+    if not (inner.startswith("[") and inner.endswith("]")) or len(parts) != 2 or not all(parts):
+        raise ValueError(
+            f'[{index}] {text!r} is not a [dataset, metric] pair; write [name, metric] or "[name, metric]"'
+        )
+    return parts
+
+
 def aggregate_entry(entry: tuple[Any, ...]) -> tuple[str, list[str], str]:
     """(metric, names, method) of an ``aggregate`` entry written with or without its method."""
     return entry[0], list(entry[1]), entry[2] if len(entry) > 2 else "macro"
@@ -462,8 +473,18 @@ class Config(_Strict):
     dataset_metric: list[tuple[str, str]] = Field(
         min_length=1,
         description="Mandatory: [name, metric] pairs; the name is a dataset, a task (runspec file stem) or a category "
-        "(runspecs folder). One engine runs per (dataset, metric) pair.",
+        '(runspecs folder). One engine runs per (dataset, metric) pair. LALMEval\'s quoted form "[name, metric]" '
+        "is accepted too.",
     )
+
+    @field_validator("dataset_metric", mode="before")
+    @classmethod
+    def _quoted_pairs(cls, value: Any) -> Any:
+        """LALMEval's README writes pairs as one string, ``"[your_dataset_name, metric_name]"``: read it as a pair."""
+        if not isinstance(value, list):
+            return value
+        return [_quoted_pair(item, i) if isinstance(item, str) else item for i, item in enumerate(value)]
+
     models: list[ModelEntry] = Field(
         min_length=1,
         description="Mandatory: the models evaluated, each an `info:` block; entries sharing a name are replicas.",

@@ -16,7 +16,7 @@ from evalkit.errors import ConfigError
 _PATTERN = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def expand_string(value: str, env: Mapping[str, str], where: str) -> str:
+def _expand(value: str, env: Mapping[str, str], where: str, missing: list[str]) -> str:
     def replace(match: re.Match[str]) -> str:
         if match.group(0) == "$$":
             return "$"
@@ -26,19 +26,42 @@ def expand_string(value: str, env: Mapping[str, str], where: str) -> str:
             return env[name]
         if default is not None:
             return default
-        raise ConfigError(
-            f"{where}: environment variable ${{{name}}} is not set (export {name}=... or write ${{{name}:-default}})"
-        )
+        missing.append(f"{where}: environment variable ${{{name}}} is not set")
+        return match.group(0)
 
     return _PATTERN.sub(replace, value)
 
 
+def _hint(missing: list[str]) -> str:
+    return "\n".join(missing) + "\n(export each, e.g. export NAME=..., or write ${NAME:-default})"
+
+
+def expand_string(value: str, env: Mapping[str, str], where: str) -> str:
+    """``value`` with every variable expanded; ConfigError listing every unset one."""
+    missing: list[str] = []
+    out = _expand(value, env, where, missing)
+    if missing:
+        raise ConfigError(_hint(missing))
+    return out
+
+
 def expand_tree(node: Any, env: Mapping[str, str], where: str) -> Any:
-    """Return a copy of ``node`` with every string expanded; ``where`` names the position."""
+    """A copy of ``node`` with every string expanded; ConfigError listing every unset variable at once.
+
+    ``where`` names the position, so each missing variable is reported with the key that uses it.
+    """
+    missing: list[str] = []
+    out = _expand_tree(node, env, where, missing)
+    if missing:
+        raise ConfigError(_hint(missing))
+    return out
+
+
+def _expand_tree(node: Any, env: Mapping[str, str], where: str, missing: list[str]) -> Any:
     if isinstance(node, str):
-        return expand_string(node, env, where) if "$" in node else node
+        return _expand(node, env, where, missing) if "$" in node else node
     if isinstance(node, list):
-        return [expand_tree(item, env, f"{where}[{i}]") for i, item in enumerate(node)]
+        return [_expand_tree(item, env, f"{where}[{i}]", missing) for i, item in enumerate(node)]
     if isinstance(node, dict):
-        return {key: expand_tree(value, env, f"{where}.{key}") for key, value in node.items()}
+        return {key: _expand_tree(value, env, f"{where}.{key}", missing) for key, value in node.items()}
     return node
