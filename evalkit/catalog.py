@@ -216,8 +216,8 @@ class DatasetSpec(BaseModel):
     in_context: dict[str, Any] | None = Field(
         None,
         description="In-context examples shown before each sample: {split or path, k (default 1), choice "
-        "(first|random, "
-        "default first), pool_size (default 100)}; absent: none.",
+        "(first | random, seeded | similar, alias topk_text: BM25 over the texts; default first), pool_size "
+        "(default 100)}; absent: none.",
     )
     description: str | None = Field(
         None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty."

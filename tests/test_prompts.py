@@ -19,9 +19,10 @@ import soundfile as sf
 import yaml
 from helpers import ROOT, model_entry, write_config
 
-from evalkit.catalog import DatasetSpec
+from evalkit.catalog import DatasetSpec, load_catalog
 from evalkit.config import load_config
 from evalkit.data.audio.pcm import PreparedAudio
+from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, RunspecError
 from evalkit.plan import build_plan
 from evalkit.prompts import examples as icl
@@ -175,8 +176,14 @@ def test_instruction_pool_and_in_context_examples_are_sent_and_recorded(tmp_path
         info = record["prompt"]
         # recorded: the pool, the template index and the examples, as evalkit's own functions choose them
         template, index = instruction_for(dataset, sid, 3)
-        expected_examples = [s.id for s in icl.choose(dataset, example_pools[dataset.name], sid, 3)]
-        assert info == {"pool": "asr_instructions", "template": index, "examples": expected_examples}
+        expected_examples = [s.id for s in icl.choose(dataset, example_pools[dataset.name], Sample(id=sid), 3)]
+        choice = "random" if dataset.name == "espeak_pool_random" else "first"
+        assert info == {
+            "pool": "asr_instructions",
+            "template": index,
+            "examples": expected_examples,
+            "example_choice": choice,
+        }
         assert sid not in info["examples"] and set(info["examples"]) <= set(pool_ids)
         if dataset.name == "espeak_pool_fixed":
             assert index == 2 and info["examples"] == [next(i for i in pool_ids if i != sid)]
@@ -258,3 +265,62 @@ def test_a_model_may_have_no_system_prompt_when_the_default_has_one() -> None:
     assert with_default[0].messages[0] == {"role": "system", "content": "default system"}
     assert without[0].messages == [{"role": "user", "content": "hi"}]
     assert own[0].messages[0] == {"role": "system", "content": "mine"}
+
+
+def _similar_runspecs(tmp_path: Path) -> Path:
+    pool = [
+        ("p1", "Which river flows through Paris?", "Seine"),
+        ("p2", "How many legs does a spider have?", "eight"),
+        ("p3", "What is the capital city of France?", "Paris"),
+        ("p4", "What colour is a ripe banana?", "yellow"),
+    ]
+    questions = [("q1", "What is the capital of Italy?", "Rome"), ("q2", "How many legs does an ant have?", "six")]
+    for name, rows in (("pool", pool), ("questions", questions)):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "".join(json.dumps({"id": i, "q": q, "a": a}) + "\n" for i, q, a in rows)
+        )
+    spec = {
+        "_task": {"description": "similar examples", "metrics": ["exact_match"]},
+        "similar_qa": {
+            "path": str(tmp_path / "questions.jsonl"),
+            "language": "en",
+            "modality": "text",
+            "id_column": "id",
+            "textual_input_column": "q",
+            "target_column": "a",
+            "in_context": {"path": str(tmp_path / "pool.jsonl"), "k": 2, "choice": "topk_text"},
+        },
+    }
+    folder = tmp_path / "runspecs" / "icl"
+    folder.mkdir(parents=True)
+    (folder / "similar.json").write_text(json.dumps(spec))
+    return tmp_path / "runspecs"
+
+
+def test_in_context_examples_chosen_by_similarity_are_sent_and_recorded(tmp_path: Path, make_server) -> None:
+    """ChEF's topk_text: the pool questions sharing the most (BM25-weighted) words come first."""
+    server = make_server(request_log=True)
+    _, records = run(
+        tmp_path,
+        {
+            "dataset_metric": [["similar_qa", "exact_match"]],
+            "models": [model_entry("m", server.base_url)],
+            "runspecs_dir": str(_similar_runspecs(tmp_path)),
+        },
+    )
+    chosen = {r["sample_id"]: r["prompt"]["examples"] for r in records}
+    assert {r["prompt"]["example_choice"] for r in records} == {"similar"}
+    # "capital" is shared by p3 only ("What is", "the", "of" are stop words); "legs", "many", "have" by p2 only
+    assert chosen["q1"][0] == "p3" and chosen["q2"][0] == "p2"
+    sent = [e["messages"] for e in server.log_events("completed")]
+    italy = next(m for m in sent if m[-1]["text"].endswith("capital of Italy?"))
+    assert italy[0]["text"].endswith("What is the capital city of France?") and italy[1]["text"] == "Paris"
+
+
+def test_similar_needs_a_text_column(tmp_path: Path) -> None:
+    spec = json.loads((_similar_runspecs(tmp_path) / "icl" / "similar.json").read_text())
+    del spec["similar_qa"]["textual_input_column"]
+    (tmp_path / "runspecs" / "icl" / "similar.json").write_text(json.dumps(spec))
+    dataset = load_catalog([tmp_path / "runspecs"]).datasets["similar_qa"]
+    with pytest.raises(RunspecError, match="'similar' compares texts, and this dataset has no text column"):
+        icl.load_pool(dataset)

@@ -61,10 +61,11 @@ class PromptAssembler:
         prompt = self.preprocessor.build(sample, self.context)
         chosen: list[Sample] = []
         if self.example_pool:
-            chosen = icl.choose(self.spec, self.example_pool, sample.id, self.seed)
+            chosen = icl.choose(self.spec, self.example_pool, sample, self.seed)
             if template is not None:
                 chosen = [dataclasses.replace(example, instruction=template) for example in chosen]
             prompt.examples = [self.preprocessor.example(example, self.context) for example in chosen]
             info["examples"] = [example.id for example in chosen]
+            info["example_choice"] = icl.choice_name(self.spec)
         prompt.info.update(info)
         return prompt, chosen
