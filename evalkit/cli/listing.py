@@ -330,7 +330,7 @@ TABLE_COLUMNS = {
 
 
 #: columns kept on one line (identifiers people copy into configs)
-_NO_WRAP = {"name", "source", "checked", "task", "language", "modality", "inference_type", "model"}
+_NO_WRAP = {"name", "checked", "task", "language", "modality", "inference_type", "model"}
 
 
 def _cell(value: Any) -> str:
