@@ -14,7 +14,7 @@ a locale. The rules, applied in order:
 2. both halves are known languages ("en-de", "EN-DE", "english-german"):
    a pair -> "en-de", except a few locales whose region code is also a
    language code and whose pair reading is implausible (``pt-br``: Breton,
-   ``zh-tw``: Twi, ``ms-my``: Burmese);
+   ``zh-tw``: Twi, ``ms-my``: Burmese, ``ff-sn``: Shona for FLEURS' Fula of Senegal);
 3. the second subtag is a region code ("en_us", "de-at"): a locale -> "en";
 4. anything else is an error.
 
@@ -67,6 +67,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "et": ("Estonian", ("est", "ekk")),
     "eu": ("Basque", ("eus", "baq")),
     "fa": ("Persian", ("fas", "per", "pes", "farsi")),
+    "ff": ("Fula", ("ful", "fulah", "fulani", "pulaar")),
     "fi": ("Finnish", ("fin",)),
     "fr": ("French", ("fra", "fre", "francais", "français")),
     "fy": ("Western Frisian", ("fry", "frisian")),
@@ -86,6 +87,8 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ja": ("Japanese", ("jpn",)),
     "jv": ("Javanese", ("jav",)),
     "ka": ("Georgian", ("kat", "geo")),
+    "kam": ("Kamba", ("kikamba",)),
+    "kea": ("Kabuverdianu", ("cape verdean creole",)),
     "kk": ("Kazakh", ("kaz",)),
     "km": ("Khmer", ("khm", "cambodian")),
     "kn": ("Kannada", ("kan",)),
@@ -98,6 +101,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ln": ("Lingala", ("lin",)),
     "lo": ("Lao", ("lao", "laotian")),
     "lt": ("Lithuanian", ("lit",)),
+    "luo": ("Luo", ("dholuo",)),
     "lv": ("Latvian", ("lav", "lvs")),
     "mi": ("Maori", ("mri", "mao", "māori")),
     "mk": ("Macedonian", ("mkd", "mac")),
@@ -112,6 +116,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "nl": ("Dutch", ("nld", "dut", "flemish")),
     "nn": ("Norwegian Nynorsk", ("nno", "nynorsk")),
     "no": ("Norwegian", ("nor",)),
+    "nso": ("Northern Sotho", ("sepedi", "pedi", "sesotho sa leboa")),
     "ny": ("Nyanja", ("nya", "chichewa", "chewa")),
     "oc": ("Occitan", ("oci",)),
     "om": ("Oromo", ("orm", "gaz")),
@@ -352,7 +357,7 @@ _REGIONS: frozenset[str] = frozenset(
 )
 
 # "xx-yy" read as a locale although both halves are language codes.
-_LOCALE_NOT_PAIR: frozenset[tuple[str, str]] = frozenset({("pt", "br"), ("zh", "tw"), ("ms", "my")})
+_LOCALE_NOT_PAIR: frozenset[tuple[str, str]] = frozenset({("pt", "br"), ("zh", "tw"), ("ms", "my"), ("ff", "sn")})
 
 _SCRIPT_RE = re.compile(r"^[A-Za-z]{4}$")
 _REGION_RE = re.compile(r"^(?:[A-Za-z]{2}|\d{3})$")

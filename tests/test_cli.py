@@ -349,12 +349,26 @@ def test_list_datasets_with_filters_and_formats(capsys) -> None:
     assert main(["list", "datasets", "--task", "asr", "--format", "csv"]) == 0
     csv_lines = capsys.readouterr().out.splitlines()
     assert (
-        csv_lines[0].startswith("name,task,category,language,modality,source,metrics")
+        csv_lines[0].startswith("name,task,category,language,modality,source,checked,checked_url,metrics")
         and len(csv_lines) == len(asr) + 1
     )
     assert main(["list", "datasets", "--task", "asr"]) == 0
     table = capsys.readouterr().out
     assert f"{len(asr)} datasets" in table and "librispeech_test_clean" in table and "┃ name" in table
+    assert "┃ checked" in table  # the provenance column of the table view
+
+
+def test_list_datasets_shows_where_and_when_each_entry_was_checked(capsys) -> None:
+    rows = {r["name"]: r for r in _json_out(capsys, ["list", "datasets", "--format", "json"])}
+    hub = [r for r in rows.values() if r["source"] != "local"]
+    assert hub and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["checked"]) for r in hub)
+    assert all(r["checked_url"].startswith("https://") for r in hub)
+    assert rows["espeak_en_asr"]["checked"] == "" and rows["espeak_en_asr"]["checked_url"] == ""
+    assert main(["list", "datasets", "--task", "audio_mcq", "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split(",")
+    mmau = next(line for line in lines if line.startswith("mmau_test_mini,"))
+    assert "lmms-lab/mmau" in mmau and rows["mmau_test_mini"]["checked"] in mmau and "checked_url" in header
 
 
 def test_list_filter_mistakes_exit_2(capsys) -> None:
@@ -423,6 +437,16 @@ def test_info_dataset_metric_task(capsys) -> None:
     assert main(["info", "dataset", "espeak_en_asr"]) == 0
     out = capsys.readouterr().out
     assert "audio_column" in out and "word_error_rate (default)" in out and "- [espeak_en_asr, word_error_rate]" in out
+
+    assert data["checked"] is None  # a local entry: nothing to check against the hub
+    hub = _json_out(capsys, ["info", "dataset", "mmau_test_mini", "--format", "json"])
+    assert hub["fields"]["source"] == "lmms-lab/mmau" and "checked" not in hub["fields"]
+    assert set(hub["checked"]) == {"url", "date", "what"} and hub["checked"]["url"].startswith(
+        "https://huggingface.co/"
+    )
+    assert main(["info", "dataset", "mmau_test_mini"]) == 0
+    out = capsys.readouterr().out
+    assert f"checked               {hub['checked']['date']} against" in out and "what was checked" in out
 
     metric = _json_out(capsys, ["info", "metric", "wer", "--format", "json"])
     assert (

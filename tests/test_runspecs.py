@@ -115,6 +115,20 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "DynamicSuperb/SpeakerCounting_LibriTTS-TestClean": "dynamic_superb_speaker_counting",
     "DynamicSuperb/InstrumentSourceClassification_Nsynth": "dynamic_superb",
     "DynamicSuperb/SpoofDetection_ASVspoof2015": "dynamic_superb",
+    "DynamicSuperb/SceneFakeDetection_SceneFake": "dynamic_superb",
+    "DynamicSuperb/FraudRobocallRecognition_Robocall": "dynamic_superb",
+    "DynamicSuperb/FraudRobocallRecognition_Promo": "dynamic_superb",
+    "DynamicSuperb/ChildrenSongTranscriptVerification_CSD": "dynamic_superb",
+    "DynamicSuperb/HEARPercussionInstrumentsClassification_BeijingOperaPercussion-Fold1": "dynamic_superb",
+    "DynamicSuperb/HEAREnvironmentalSoundClassification_ESC50-Fold3": "dynamic_superb",
+    "DynamicSuperb/PTBRSpeechRecognition_CORAA": "dynamic_superb",
+    # MMAU (lmms-lab parquet release): question, choices as one JSON-list string, answer text
+    "lmms-lab/mmau": "mmau",
+    # SAKURA: one repo per track, single- and multi-hop instruction/answer columns
+    "SLLM-multi-hop/AnimalQA": "sakura",
+    "SLLM-multi-hop/EmotionQA": "sakura",
+    "SLLM-multi-hop/GenderQA": "sakura",
+    "SLLM-multi-hop/LanguageQA": "sakura",
     # AudioBench releases: context (audio), instruction, answer
     "AudioLLMs/peoples_speech_test_v2": "audiobench",
     "AudioLLMs/aishell_asr_zh_test_v1": "audiobench",
@@ -154,6 +168,7 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     ("hlt-lab/voicebench", "ifeval"): "voicebench_ifeval",
     ("hlt-lab/voicebench", "alpacaeval"): "voicebench_prompt",
     ("hlt-lab/voicebench", "alpacaeval_full"): "voicebench_prompt",
+    ("hlt-lab/voicebench", "alpacaeval_speaker"): "voicebench_prompt",
     ("hlt-lab/voicebench", "commoneval"): "voicebench_prompt",
     ("hlt-lab/voicebench", "wildvoice"): "voicebench_prompt",
     ("hlt-lab/voicebench", "advbench"): "voicebench_prompt",

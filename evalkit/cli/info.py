@@ -17,7 +17,7 @@ from evalkit.metrics.table import MetricInfo, canonical_metric, metric_infos
 
 INFO_KINDS = ("dataset", "metric", "task")
 
-_SKIP_FIELDS = {"name", "task", "category", "description", "metrics", "file"}
+_SKIP_FIELDS = {"name", "task", "category", "description", "metrics", "file", "checked"}
 
 
 def _unknown(kind: str, name: str, known: Iterable[str], catalog: Any, infos: dict[str, MetricInfo]) -> UserError:
@@ -71,6 +71,7 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
         "runspec": spec.file,
         "rows": local_row_count(spec) if spec.path is not None else None,
         "fields": fields,
+        "checked": spec.checked.model_dump() if spec.checked is not None else None,
         "metrics": metrics,
         "example": f"dataset_metric:\n  - [{name}, {example}]",
     }
@@ -181,6 +182,12 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
             table.add_row(key, Text(json.dumps(value) if isinstance(value, (dict, list)) else str(value)))
         if data["rows"] is not None:
             table.add_row("rows", f"{data['rows']} (before filters)")
+        checked = data.get("checked")
+        if checked:
+            table.add_row("checked", Text(f"{checked['date']} against {checked['url']}"))
+            table.add_row("what was checked", Text(checked["what"]))
+        elif data["fields"].get("hf_repo"):
+            table.add_row("checked", "never checked against the hub")
         table.add_row("runspec", Text(data["runspec"]))
         table.add_row("metrics that fit", _metric_list(data["metrics"]))
         console.print(table)

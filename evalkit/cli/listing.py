@@ -115,6 +115,8 @@ def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[di
                 "language": spec.language,
                 "modality": spec.modality,
                 "source": spec.hf_repo if spec.hf_repo else "local",
+                "checked": spec.checked.date if spec.checked else "",
+                "checked_url": spec.checked.url if spec.checked else "",
                 "metrics": metrics,
                 "description": spec.description or "",
             }
@@ -317,7 +319,7 @@ def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[st
 
 #: columns shown in the table view per kind (json/csv carry every field)
 TABLE_COLUMNS = {
-    "datasets": ["name", "task", "language", "modality", "source", "metrics"],
+    "datasets": ["name", "task", "language", "modality", "source", "checked", "metrics"],
     "tasks": ["name", "category", "datasets", "default_metric", "metrics", "description"],
     "categories": ["name", "datasets", "tasks"],
     "metrics": ["name", "aliases", "better", "ci", "judge", "description"],
@@ -328,7 +330,7 @@ TABLE_COLUMNS = {
 
 
 #: columns kept on one line (identifiers people copy into configs)
-_NO_WRAP = {"name", "source", "task", "language", "modality", "inference_type", "model"}
+_NO_WRAP = {"name", "checked", "task", "language", "modality", "inference_type", "model"}
 
 
 def _cell(value: Any) -> str:
