@@ -19,9 +19,6 @@ from typing import Any
 from evalkit.errors import UserError, did_you_mean
 from evalkit.metrics.table import MetricInfo, canonical_metric, metric_infos
 
-KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors")
-
-
 # ---------------------------------------------------------------- catalog rows
 
 

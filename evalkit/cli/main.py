@@ -21,7 +21,7 @@ from evalkit.errors import UserError
 
 T = TypeVar("T")
 
-LIST_KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors")
+LIST_KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors", "all")
 FORMATS = ("table", "json", "csv")
 
 
@@ -103,9 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument(
         "--config", "-c", help="config whose models `list models` shows (default ./config.yaml when present)"
     )
-    info = sub.add_parser("info", help="details of one dataset, metric or task, with an example config line")
-    info.add_argument("kind", choices=["dataset", "metric", "task"])
-    info.add_argument("name")
+    info = sub.add_parser(
+        "info", help="details of one dataset, metric, task or model (with an example config line), or of the system"
+    )
+    info.add_argument("kind", choices=["dataset", "metric", "task", "model", "system"])
+    info.add_argument("name", nargs="?", help="the dataset, metric, task or model (not for `system`)")
+    info.add_argument("--config", "-c", help="config whose models `info model` looks in (default ./config.yaml)")
     info.add_argument("--format", "-f", choices=["table", "json"], default="table")
     info.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
@@ -244,15 +247,35 @@ def cmd_list(args: argparse.Namespace) -> int:
     filters = listing.Filters(
         category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality
     )
-    if args.what == "models":
-        rows = listing.model_rows(filters, args.config)
+    kinds = [k for k in LIST_KINDS if k != "all"] if args.what == "all" else [args.what]
+    everything: dict[str, list[dict[str, Any]]] = {}
+    for kind in kinds:
+        if kind == "models":
+            everything[kind] = listing.model_rows(filters, args.config)
+        else:
+            everything[kind] = listing.ROW_FUNCTIONS[kind](filters, args.runspecs_dir)
+    if args.what == "all" and args.format == "json":
+        sys.stdout.write(json.dumps(everything, indent=2, ensure_ascii=False) + "\n")
+    elif args.what == "all" and args.format == "csv":
+        raise UserError("list all: csv holds one kind of row; use --format json, or list one kind")
     else:
-        rows = listing.ROW_FUNCTIONS[args.what](filters, args.runspecs_dir)
-    sys.stdout.write(listing.render(args.what, rows, args.format, width=_table_width()))
+        sys.stdout.write("\n".join(listing.render(k, everything[k], args.format, width=_table_width()) for k in kinds))
     return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.kind == "system":
+        from evalkit.cli import system
+
+        system.render(system.system_info(), args.format)
+        return 0
+    if not args.name:
+        raise UserError(f"info {args.kind}: give the {args.kind}'s name (evalkit info {args.kind} NAME)")
+    if args.kind == "model":
+        from evalkit.cli import system
+
+        system.render(system.model_info(args.name, args.config), args.format)
+        return 0
     from evalkit.cli.info import describe, render_info
 
     render_info(describe(args.kind, args.name, args.runspecs_dir), args.format)
