@@ -53,6 +53,8 @@ class RequestKind(StrEnum):
 
     CHAT = "chat"
     TRANSCRIPTION = "transcription"
+    #: the legacy completions API, asked with echo + logprobs to score options by likelihood
+    COMPLETION = "completion"
 
     @property
     def audio_encoding(self) -> str:

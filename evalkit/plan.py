@@ -164,6 +164,29 @@ def _warn_ignored_api_versions(config: Config, source: str) -> None:
             )
 
 
+#: inference types whose servers offer the completions API with echo + logprobs
+_LIKELIHOOD_TYPES = ("vllm", "openai")
+
+
+def _check_likelihood(engines: list[EngineSpec], models: dict[str, ModelPlan], source: str) -> None:
+    """Likelihood metrics need a choices column and servers with the completions API; say so before any request."""
+    for engine in engines:
+        if METRICS.get(engine.metric).scoring != "loglikelihood":
+            continue
+        if engine.dataset.choices_column is None:
+            raise ConfigError(
+                f"{source}: metric {engine.metric!r} scores each option of a multiple-choice sample; dataset "
+                f"{engine.dataset.name!r} has no choices_column ({engine.dataset.file})"
+            )
+        for name in engine.models:
+            kind = models[name].info.inference_type
+            if kind not in _LIKELIHOOD_TYPES:
+                raise ConfigError(
+                    f"{source}: metric {engine.metric!r} asks /v1/completions for log-probabilities; model {name!r} is "
+                    f"inference_type {kind}, which does not offer it (use vllm or openai)"
+                )
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     catalog = catalog or load_catalog(config.runspec_dirs)
@@ -233,6 +256,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             )
         for name in datasets:
             catalog.resolve(name, f"{source}: aggregate[{i}]")
+    _check_likelihood(engines, models, source)
     if config.judge_properties is None:
         for engine in engines:
             if METRICS.get(engine.metric).needs_judge:

@@ -83,6 +83,7 @@ class EndpointPool:
     def __init__(self, protocol: EndpointProtocol, connections: int, timeout: float) -> None:
         self.protocol = protocol
         self.url = protocol.url
+        self._urls = {kind: protocol.url_for(kind) for kind in WIRE_FORMATS}
         self.name = redact_url(protocol.base_url)
         self.timeout = timeout
         self._connections = connections
@@ -126,7 +127,7 @@ class EndpointPool:
         started = time.perf_counter()
         timeout = aiohttp.ClientTimeout(total=limit)
         try:
-            ctx = session.post(self.url, timeout=timeout, **wire.post_arguments(request))
+            ctx = session.post(self._urls[request.kind], timeout=timeout, **wire.post_arguments(request))
             async with ctx as response:
                 body = await response.read()
                 status = response.status

@@ -39,10 +39,21 @@ class EndpointProtocol:
 
     @property
     def url(self) -> str:
-        """The request URL; a query already in the base URL is kept after the path."""
+        """The URL of this endpoint's own kind of request."""
+        return self.url_for(self.kind)
+
+    def url_for(self, kind: RequestKind) -> str:
+        """The request URL of ``kind``; a query already in the base URL is kept after the path.
+
+        A base URL that already names one wire path (``.../chat/completions``) is read as its
+        endpoint's base, so the same model can also be asked for log-probabilities.
+        """
         parts = urlsplit(self.base_url)
         base = parts.path.rstrip("/")
-        tail = WIRE_FORMATS[self.kind].path
+        tail = WIRE_FORMATS[kind].path
+        own = WIRE_FORMATS[self.kind].path
+        if kind != self.kind and base.endswith("/" + own):
+            base = base[: -len(own) - 1]
         if base.endswith("/" + tail):
             path = base
         elif self.api_version is not None and "/openai/deployments/" not in base:
@@ -175,7 +186,62 @@ class TranscriptionWire(WireFormat):
         return extract_transcription(payload)
 
 
+class CompletionWire(WireFormat):
+    """``/completions`` asked with ``echo`` and ``logprobs``: the prompt's own token log-probabilities.
+
+    The answer's text is not used; :func:`continuation_logprob` reads the
+    log-probabilities from the raw answer, which the store keeps.
+    """
+
+    path = "completions"
+
+    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
+        body = {"model": request.model, "prompt": request.prompt or "", **request.params}
+        return {"data": jsonutil.dumps_bytes(body), "headers": {"Content-Type": "application/json"}}
+
+    def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
+        _prompt_logprobs(payload)  # a 200 without them is a parse failure, not an answer
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        return "", usage if isinstance(usage, dict) else {}
+
+
+def _prompt_logprobs(payload: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    try:
+        logprobs = payload["choices"][0]["logprobs"]
+        tokens, values, offsets = logprobs["tokens"], logprobs["token_logprobs"], logprobs["text_offset"]
+    except (KeyError, IndexError, TypeError):
+        raise ParseError(
+            f"no choices[0].logprobs with tokens, token_logprobs and text_offset: {str(payload)[:200]} "
+            "(the server must support echo with logprobs on /v1/completions)"
+        ) from None
+    if not (len(tokens) == len(values) == len(offsets)):
+        raise ParseError("choices[0].logprobs: tokens, token_logprobs and text_offset differ in length")
+    return tokens, values, offsets
+
+
+def continuation_logprob(payload: Any, start: int, end: int) -> tuple[float, int]:
+    """Sum and count of the log-probabilities of the prompt tokens starting in ``[start, end)`` characters.
+
+    The prompt was echoed (context + continuation) with one generated token
+    after it; tokens starting before ``start`` belong to the context, from
+    ``end`` on to the generation. A continuation token without a
+    log-probability (the very first token of a prompt has none) is a parse error.
+    """
+    _, values, offsets = _prompt_logprobs(payload)
+    total, count = 0.0, 0
+    for value, offset in zip(values, offsets):
+        if start <= int(offset) < end:
+            if value is None:
+                raise ParseError(f"no log-probability for the continuation token at character {offset}")
+            total += float(value)
+            count += 1
+    if count == 0:
+        raise ParseError(f"no prompt token starts in characters {start}..{end} of the echoed prompt")
+    return total, count
+
+
 WIRE_FORMATS: dict[RequestKind, WireFormat] = {
     RequestKind.CHAT: ChatWire(),
     RequestKind.TRANSCRIPTION: TranscriptionWire(),
+    RequestKind.COMPLETION: CompletionWire(),
 }

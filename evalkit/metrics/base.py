@@ -63,6 +63,9 @@ class Metric(ABC):
     bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
     #: the metric needs an LLM judge endpoint (set on the engine by the plan)
     needs_judge: ClassVar[bool] = False
+    #: how the engine gets the prediction: "generate" (the model's answer) or "loglikelihood"
+    #: (each of the sample's choices scored through the completions endpoint; see metrics/likelihood.py)
+    scoring: ClassVar[str] = "generate"
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         self.language = language

@@ -107,6 +107,23 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="1 when the option extracted from the response is a correct one, else 0.",
     ),
     _m(
+        "loglikelihood_accuracy",
+        "evalkit.metrics.likelihood:LoglikelihoodAccuracy",
+        "ppl_accuracy",
+        "mcq_loglikelihood",
+        summary="1 when the option with the highest log-likelihood is a correct one, else 0.",
+    ),
+    _m(
+        "loglikelihood_accuracy_per_token",
+        "evalkit.metrics.likelihood:LoglikelihoodAccuracyPerToken",
+        summary="1 when the option with the highest mean log-likelihood per token is a correct one, else 0.",
+    ),
+    _m(
+        "loglikelihood_accuracy_per_char",
+        "evalkit.metrics.likelihood:LoglikelihoodAccuracyPerChar",
+        summary="1 when the option with the highest log-likelihood per character is a correct one, else 0.",
+    ),
+    _m(
         "llm_judge_binary",
         "evalkit.metrics.judge:LLMJudgeBinary",
         "judge_binary",

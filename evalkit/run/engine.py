@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
+from evalkit.clients.protocol import ParseError, continuation_logprob
 from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.pcm import (
     PreparedAudio,
@@ -52,6 +53,8 @@ from evalkit.run.requests import (
     RequestContext,
     history_after,
     joined_answer,
+    likelihood_context,
+    likelihood_requests,
     turn_requests,
 )
 from evalkit.run.scoring import new_record, score_into_record
@@ -306,8 +309,47 @@ class Engine:
                 history, history_audio = history_after(prompt, turn, history, history_audio, prepared, ctx, text)
         return outcome
 
+    async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt) -> Outcome:
+        """Every option's log-likelihood after the prompt, as the JSON prediction metrics/likelihood.py reads."""
+        choices = [str(c) for c in sample.meta.get("choices") or []]
+        if not choices:
+            return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")
+        context = likelihood_context(prompt)
+        if context is None:
+            return failed(FailureReason.UNSUPPORTED, f"{model.name}: the completions API takes text only, not audio")
+        client = self.clients[model.name]
+        asked = likelihood_requests(context, choices, self.request_contexts[model.name].model)
+        outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r, _, _ in asked)))
+        attempts = sum(o.attempts for o in outcomes)
+        latency = max(o.latency for o in outcomes)
+        stats: dict[str, list[float]] = {"logprobs": [], "tokens": [], "chars": []}
+        for index, ((_, start, end), outcome) in enumerate(zip(asked, outcomes)):
+            if not outcome.ok:
+                reason = outcome.failure or FailureReason.ERROR
+                return failed(reason, f"option {index + 1}/{len(choices)}: {outcome.error}", attempts=attempts)
+            try:
+                total, count = continuation_logprob(outcome.raw, start, end)
+            except ParseError as error:
+                return failed(FailureReason.PARSE, f"option {index + 1}/{len(choices)}: {error}", attempts=attempts)
+            stats["logprobs"].append(total)
+            stats["tokens"].append(count)
+            stats["chars"].append(end - start - 1)
+        return Outcome(
+            text=jsonutil.dumps({**stats, "context": context}),
+            latency=latency,
+            attempts=attempts,
+            replica=outcomes[-1].replica,
+            cached=all(o.cached for o in outcomes),
+        )
+
     async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:
-        outcome = prepared if isinstance(prepared, Outcome) else await self._conversation(model, prompt, prepared)
+        likelihood = self.metric.scoring == "loglikelihood"
+        if isinstance(prepared, Outcome):
+            outcome = prepared
+        elif likelihood:
+            outcome = await self._likelihood(model, sample, prompt)
+        else:
+            outcome = await self._conversation(model, prompt, prepared)
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
         scored = await score_into_record(
             record,
@@ -315,7 +357,11 @@ class Engine:
             self.metric,
             sample,
             response=outcome.text if outcome.ok else None,
-            prediction=self.postprocessor.process(outcome.text or "") if outcome.ok else None,
+            prediction=None
+            if not outcome.ok
+            else outcome.text
+            if likelihood
+            else self.postprocessor.process(outcome.text or ""),
             failure=outcome.failure,
             error=outcome.error,
         )

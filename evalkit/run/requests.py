@@ -151,3 +151,32 @@ def history_after(
     first = len(example_audio) + len(history_audio)
     message = {"role": "user", "content": _user_content(prompt.turns[turn].text, first, len(pieces))}
     return [*history, message, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
+
+
+#: what a likelihood request asks: the echoed prompt's log-probabilities and one token (servers refuse 0)
+LIKELIHOOD_PARAMS = {"max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+
+
+def likelihood_context(prompt: Prompt) -> str | None:
+    """The text an option continues (system, examples with their answers, the question, "Answer:"); None with audio.
+
+    The completions API takes text only, so a prompt with audio cannot be scored this way.
+    """
+    if any(turn.audio is not None for turn in prompt.turns) or any(t.audio is not None for t, _ in prompt.examples):
+        return None
+    parts = [prompt.system] if prompt.system else []
+    parts += [f"{turn.text or ''}\nAnswer: {answer}" for turn, answer in prompt.examples]
+    parts.append("\n".join(turn.text or "" for turn in prompt.turns) + "\nAnswer:")
+    return "\n\n".join(parts)
+
+
+def likelihood_requests(context: str, choices: list[str], model: str) -> list[tuple[ModelRequest, int, int]]:
+    """One completions request per option, with the character span of `` <option>`` in its prompt."""
+    out = []
+    for choice in choices:
+        continuation = f" {choice}"
+        request = ModelRequest(
+            kind=RequestKind.COMPLETION, model=model, prompt=context + continuation, params=dict(LIKELIHOOD_PARAMS)
+        )
+        out.append((request, len(context), len(context) + len(continuation)))
+    return out

@@ -17,6 +17,7 @@ import binascii
 import contextlib
 import hashlib
 import hmac
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -301,6 +302,74 @@ class TestServerApp:
                 result[i] = fps
         return result
 
+    # -- completions (echo + logprobs, for likelihood scoring) ----------------------------
+
+    async def completions(self, request: web.Request) -> web.Response:
+        """Legacy completions: the prompt echoed with per-token log-probabilities, then one token " the".
+
+        Tokens are whitespace-led words (as GPT-style tokenizers cut English); a
+        word's log-probability comes from the script's ``token_logprobs``, else -1.0;
+        the first token has none, as on vLLM and OpenAI.
+        """
+        path = request.path
+        self.stats.count_request(path)
+        raw = await request.read()
+        seq = self._next_seq()
+        body: Any = None
+        with contextlib.suppress(ValueError):
+            body = loads(raw)
+        model = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+        sha = hashlib.sha256(raw).hexdigest() if self.hash_bodies else None
+        if self.log is not None:
+            self.log.write("received", seq, path, model, sha)
+        if not self._authorized(request):
+            return self._error(seq, path, model, sha, 401)
+        if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+            return self._error(seq, path, model, sha, 400, "`prompt` must be a string.", "prompt")
+        rejected = self._check_model(seq, path, model, sha)
+        if rejected is not None:
+            return rejected
+        assert model is not None
+        prompt: str = body["prompt"]
+        table = self.script.spec.token_logprobs
+        tokens: list[str] = []
+        offsets: list[int] = []
+        values: list[float | None] = []
+        for match in re.finditer(r"\s*\S+", prompt):
+            tokens.append(match.group())
+            offsets.append(match.start())
+            values.append(table.get(match.group().strip(), -1.0))
+        if values:
+            values[0] = None
+        echo = body.get("echo") is True
+        text = (prompt if echo else "") + " the"
+        if body.get("logprobs") is not None:
+            tokens, offsets, values = (tokens, offsets, values) if echo else ([], [], [])
+            logprobs: dict[str, Any] | None = {
+                "tokens": [*tokens, " the"],
+                "token_logprobs": [*values, -1.0],
+                "text_offset": [*offsets, len(prompt)],
+                "top_logprobs": None,
+            }
+        else:
+            logprobs = None
+
+        def make_ok() -> web.Response:
+            payload = {
+                "id": f"cmpl-{self.id_prefix}{seq:08x}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}],
+                "usage": chat.usage(len(tokens), 1),
+            }
+            return web.Response(body=dumps(payload), content_type=JSON)
+
+        def log_extra() -> dict[str, Any]:
+            return {"prompt": prompt}
+
+        return await self.serve(request, seq, path, model, sha, make_ok, log_extra if self.log is not None else None)
+
     # -- transcriptions -----------------------------------------------------------------
 
     async def transcriptions(self, request: web.Request) -> web.Response:
@@ -429,6 +498,7 @@ def build_app(script: Script | Mapping[str, Any] | str | Path | None = None, **o
     r = app.router
     r.add_post("/v1/chat/completions", handlers.chat_completions)
     r.add_post("/openai/deployments/{deployment}/chat/completions", handlers.chat_completions)
+    r.add_post("/v1/completions", handlers.completions)
     r.add_post("/v1/audio/transcriptions", handlers.transcriptions)
     r.add_post("/openai/deployments/{deployment}/audio/transcriptions", handlers.transcriptions)
     r.add_get("/v1/models", handlers.models)

@@ -23,6 +23,8 @@ A script, every key optional::
       - {audio_fingerprint: "<64 hex>", answer: hello}    # see evalkit.testing.audio_fingerprint
       - {model: judge-model, match: Score, answer: "8"}   # only for this requested model
     answer_file: null          # JSON {fingerprint_or_text: answer}, appended as rules
+    token_logprobs: {}         # /v1/completions with echo+logprobs: word -> log-probability of
+                               # its token (tokens are whitespace-led words); others get -1.0
     faults: {seed: 0, rates: {"500": 0.1, "429": 0.05, hang: 0.02, malformed: 0.02, drop: 0.01},
              retry_after: 1, hang_seconds: 30}
     request_log: null          # JSONL path; one line per received/fault/completed event
@@ -99,6 +101,7 @@ class ScriptSpec:
     default_answer: str = ECHO
     answers: tuple[AnswerRuleSpec, ...] = ()
     answer_file: Path | None = None
+    token_logprobs: dict[str, float] = field(default_factory=dict)
     faults: FaultSpec | None = None
     request_log: Path | None = None
 
@@ -264,6 +267,16 @@ class _Checker:
             if not answer_file.is_file():
                 self.fail("answer_file", f"{str(answer_file)!r} does not exist")
         request_log = data.get("request_log")
+        logprobs_raw = data.get("token_logprobs") or {}
+        token_logprobs: dict[str, float] = {}
+        if not isinstance(logprobs_raw, Mapping):
+            self.fail("token_logprobs", "expected a mapping of word -> log-probability")
+        else:
+            for word, value in logprobs_raw.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value <= 0:
+                    token_logprobs[str(word)] = float(value)
+                else:
+                    self.fail(f"token_logprobs.{word}", f"expected a log-probability (a number <= 0), got {value!r}")
         return ScriptSpec(
             model=self.text(data.get("model", "test-model"), "model", optional=False) or "test-model",
             strict_model=self.boolean(data.get("strict_model", False), "strict_model"),
@@ -274,6 +287,7 @@ class _Checker:
             default_answer=self.text(data.get("default_answer", ECHO), "default_answer", optional=False) or "",
             answers=tuple(r for r in rules if r is not None),
             answer_file=answer_file,
+            token_logprobs=token_logprobs,
             faults=self.faults(data.get("faults"), "faults"),
             request_log=Path(request_log) if request_log is not None else None,
         )
