@@ -444,10 +444,11 @@ class CacheSettings(_Strict):
 class Config(_Strict):
     """The whole of config.yaml."""
 
-    dataset_metric: list[tuple[str, str]] = Field(
+    dataset_metric: list[tuple[str, str] | tuple[str, str, dict[str, Any]]] = Field(
         min_length=1,
-        description="Mandatory: [name, metric] pairs; the name is a dataset, a task (runspec file stem) or a category "
-        "(runspecs folder). One engine runs per (dataset, metric) pair.",
+        description="Mandatory: [name, metric] pairs, or [name, metric, {option: value}] with the metric's options "
+        '(e.g. {"normalizer": "basic"} for word_error_rate); the name is a dataset, a task (runspec file stem) or a '
+        "category (runspecs folder). One engine runs per (dataset, metric) pair.",
     )
     models: list[ModelEntry] = Field(
         min_length=1,
@@ -502,6 +503,26 @@ class Config(_Strict):
         description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: "
         "5%).",
     )
+
+    @field_validator("dataset_metric", mode="before")
+    @classmethod
+    def _pair_shape(cls, value: Any) -> Any:
+        """One clear message per malformed entry instead of one per shape of the union."""
+        if not isinstance(value, list):
+            return value
+        for i, entry in enumerate(value):
+            ok = isinstance(entry, (list, tuple)) and len(entry) in (2, 3)
+            ok = ok and all(isinstance(part, str) for part in entry[:2])
+            if not ok or (len(entry) == 3 and not isinstance(entry[2], dict)):
+                raise ValueError(
+                    f"entry {i}: expected [name, metric] or [name, metric, {{option: value}}], got {entry!r}"
+                )
+        return value
+
+    @property
+    def pairs(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``dataset_metric`` as (name, metric, options) triples; options are {} when an entry gives none."""
+        return [(entry[0], entry[1], dict(entry[2]) if len(entry) > 2 else {}) for entry in self.dataset_metric]
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

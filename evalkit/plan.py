@@ -13,8 +13,8 @@ from typing import Any
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind
 from evalkit.data.files import require_local_source
-from evalkit.errors import ConfigError, RunspecError, did_you_mean
-from evalkit.languages import normalize_language, split_pair
+from evalkit.errors import ConfigError, RunspecError, UserError, did_you_mean
+from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, pools
@@ -46,6 +46,8 @@ class EngineSpec:
     models: list[str]
     #: generation parameters per model, overrides resolved
     params: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: the metric's options from the config (``[name, metric, {option: value}]``), checked by the metric itself
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -150,6 +152,17 @@ def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
     return wanted in {source, target}
 
 
+def check_metric_options(metric: str, options: dict[str, Any], spec: DatasetSpec, where: str) -> None:
+    """Build the metric once with the config's options, so an unknown option or a bad value stops the run now."""
+    cls = METRICS.get(metric)
+    try:
+        cls(language=target_language(spec.language), **options)
+    except UserError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: metric {metric!r}: bad option value: {error}") from None
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     catalog = catalog or load_catalog(config.runspec_dirs)
@@ -163,8 +176,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         except ValueError as error:
             raise ConfigError(f"{source}: filters.language: {error}") from None
     engines: list[EngineSpec] = []
-    seen: set[tuple[str, str]] = set()
-    for i, (name, metric) in enumerate(config.dataset_metric):
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, (name, metric, options) in enumerate(config.pairs):
         where = f"{source}: dataset_metric[{i}]"
         if metric not in METRICS:
             raise ConfigError(
@@ -205,9 +218,15 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:
+                if seen[(spec.name, canonical)] != options:
+                    raise ConfigError(
+                        f"{where}: {spec.name} x {canonical} is listed twice with different metric options; one "
+                        "engine runs per dataset-metric pair"
+                    )
                 continue
-            seen.add((spec.name, canonical))
-            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models))
+            seen[(spec.name, canonical)] = options
+            check_metric_options(canonical, options, spec, where)
+            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models), options=dict(options))
             engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)
     for i, (metric, datasets) in enumerate(config.aggregate):

@@ -226,7 +226,9 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     def make_metric(spec: EngineSpec) -> Metric:
         cls = METRICS.get(spec.metric)
         language = target_language(spec.dataset.language)
-        return cls(language=language, judge=judge) if cls.needs_judge else cls(language=language)
+        if cls.needs_judge:
+            return cls(language=language, judge=judge, **spec.options)
+        return cls(language=language, **spec.options)
 
     try:
         engines = [
