@@ -241,6 +241,11 @@ class DatasetSpec(BaseModel):
         description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
         "config and the model; absent: the task's.",
     )
+    system_prompt: str | None = Field(
+        None,
+        description="The system message of every request of this dataset, before the config's filters.system_prompts; "
+        "absent: only the config's (none by default).",
+    )
     prompt_pool: str | None = Field(
         None,
         description="Name of a pool of instruction templates (evalkit/prompts/pools.yaml) that replaces each sample's "

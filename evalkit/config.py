@@ -441,6 +441,29 @@ class CacheSettings(_Strict):
     )
 
 
+class PromptOverrides(_Strict):
+    """Prompts written in the config, above prompts_dir and the package's; each entry replaces or adds one name."""
+
+    add_ons: dict[str, Any] | None = Field(
+        None,
+        description="Add-ons by name, each {text, by_dataset, by_task, by_category} as in "
+        "evalkit/prompts/add_ons.yaml; absent: none added.",
+    )
+    system_prompts: dict[str, Any] | None = Field(
+        None,
+        description="System prompts by name, each {text, by_model, by_dataset, by_task, by_category} as in "
+        "evalkit/prompts/system_prompts.yaml; absent: none added.",
+    )
+    pools: dict[str, list[str]] | None = Field(
+        None, description="Instruction pools by name, each a list of templates (as pools.yaml); absent: none added."
+    )
+    judges: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="Judge prompts by metric name (llm_judge_binary, ...), each {system, user, user_no_reference, "
+        "models} as in evalkit/prompts/judges/*.yaml; absent: the package's.",
+    )
+
+
 class Config(_Strict):
     """The whole of config.yaml."""
 
@@ -486,6 +509,23 @@ class Config(_Strict):
         description="Folders of your own runspecs (<folder>/<category>/<task>.json), one or a list, relative to the "
         "working "
         "directory; evalkit's runspecs and ./runspecs are always read. Absent: no extra folders.",
+    )
+    prompts_dir: str | None = Field(
+        None,
+        description="A folder of your own prompts: any of add_ons.yaml, system_prompts.yaml, pools.yaml and "
+        "judges/<metric>.yaml, in the package's formats; an entry replaces the package's entry of the same name or "
+        "adds one. Absent: the package's prompts.",
+    )
+    prompts: PromptOverrides | None = Field(
+        None,
+        description="Prompts written inline (add_ons, system_prompts, pools, judges), above prompts_dir and the "
+        "package's; absent: none.",
+    )
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python modules imported before planning (importable: installed or on PYTHONPATH), so their "
+        "@METRICS/@PREPROCESSORS/@POSTPROCESSORS registrations count, alongside the evalkit.plugins entry points "
+        "(default none).",
     )
     output_dir: str = Field(
         "runs",

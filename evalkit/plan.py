@@ -13,12 +13,13 @@ from typing import Any
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind
 from evalkit.data.files import require_local_source
-from evalkit.errors import ConfigError, RunspecError, UserError, did_you_mean
+from evalkit.errors import ConfigError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
-from evalkit.prompts.library import check_prompt_choice, check_prompt_names, pools
+from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
+from evalkit.registry import import_plugin_modules
 
 log = logging.getLogger("evalkit")
 
@@ -152,11 +153,25 @@ def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
     return wanted in {source, target}
 
 
-def check_metric_options(metric: str, options: dict[str, Any], spec: DatasetSpec, where: str) -> None:
-    """Build the metric once with the config's options, so an unknown option or a bad value stops the run now."""
+def judge_prompt_for(metric: str, judges: dict[str, Any]) -> Any:
+    """The run's judge prompt (a file path or an inline mapping) for a judge metric; None for other metrics."""
     cls = METRICS.get(metric)
+    if not cls.needs_judge:
+        return None
+    return judges.get(getattr(cls, "prompt_name", "") or metric)
+
+
+def check_metric_options(
+    metric: str, options: dict[str, Any], spec: DatasetSpec, where: str, judge_prompt: Any = None
+) -> None:
+    """Build the metric once with the config's options, so an unknown option or a bad value stops the run now.
+
+    A judge metric is built with the run's judge prompt too, so a broken override in prompts_dir stops it here.
+    """
+    cls = METRICS.get(metric)
+    extra = {"judge_prompt": judge_prompt} if cls.needs_judge else {}
     try:
-        cls(language=target_language(spec.language), **options)
+        cls(language=target_language(spec.language), **extra, **options)
     except UserError as error:
         raise ConfigError(f"{where}: {error}") from None
     except (TypeError, ValueError) as error:
@@ -165,10 +180,12 @@ def check_metric_options(metric: str, options: dict[str, Any], spec: DatasetSpec
 
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
+    import_plugin_modules(config.plugins, f"{source}: plugins")
     catalog = catalog or load_catalog(config.runspec_dirs)
     models = _group_models(config)
     _check_names(config, catalog, source)
     check_prompt_names(config, source)
+    library = library_for(config, source)
     wanted_language = None
     if config.filters.language:
         try:
@@ -209,12 +226,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     continue
             if spec.path is not None:
                 require_local_source(spec)
-            if spec.prompt_pool is not None and spec.prompt_pool not in pools():
-                raise RunspecError(
-                    f"{spec.file}: {spec.name}.prompt_pool: unknown pool "
-                    f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}"
-                )
-            check_prompt_choice(spec)
+            check_prompt_choice(spec, library.pools)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:
@@ -225,7 +237,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     )
                 continue
             seen[(spec.name, canonical)] = options
-            check_metric_options(canonical, options, spec, where)
+            check_metric_options(canonical, options, spec, where, judge_prompt_for(canonical, library.judges))
             engine = EngineSpec(dataset=spec, metric=canonical, models=list(models), options=dict(options))
             engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)

@@ -83,3 +83,90 @@ def test_an_unknown_metric_option_is_exit_2_naming_it(tmp_path: Path) -> None:
         tmp_path, runspecs, [model_entry("m", "http://127.0.0.1:9/v1")], [["synth_qa", "exact_match", "x"]]
     )
     _user_error(_evalkit(["validate", str(bad_shape)], tmp_path), "dataset_metric", "[name, metric, {option: value}]")
+
+
+# -- prompts from the user's side -----------------------------------------------------------------------
+
+
+def _predictions(tmp_path: Path) -> list[str]:
+    (records,) = (tmp_path / "runs").glob("*/records/synth_qa__exact_match.jsonl")
+    return [json.loads(line)["prediction"] for line in records.read_text().splitlines()]
+
+
+def test_prompts_dir_and_inline_prompts_override_and_add_without_touching_the_package(
+    tmp_path: Path, echo: Any
+) -> None:
+    runspecs = text_set(tmp_path, 3)
+    spec_file = runspecs / "text" / "synth_qa.json"
+    spec = json.loads(spec_file.read_text())
+    spec["synth_qa"]["prompt_pool"] = "my_pool"
+    spec["synth_qa"]["prompt_choice"] = 0
+    spec_file.write_text(json.dumps(spec))
+    mine = tmp_path / "my_prompts"
+    mine.mkdir()
+    (mine / "add_ons.yaml").write_text("shout: {text: FROM THE FOLDER}\nwhisper: {text: quietly please}\n")
+    (mine / "pools.yaml").write_text("my_pool: ['Pool template from my folder.']\n")
+    config = config_for(
+        tmp_path,
+        runspecs,
+        [model_entry("m", echo.base_url)],
+        prompts_dir=str(mine),
+        prompts={"add_ons": {"shout": {"text": "INLINE WINS"}}},
+        filters={"user_prompt_add_ons": ["shout", "whisper"]},
+    )
+    run(config)
+    for prediction in _predictions(tmp_path):
+        assert prediction.startswith("Pool template from my folder.\n\nINLINE WINS\n\nquietly please"), prediction
+        assert "FROM THE FOLDER" not in prediction
+
+
+def test_a_runspec_system_prompt_reaches_every_request_of_its_dataset(tmp_path: Path, echo: Any) -> None:
+    runspecs = text_set(tmp_path, 3)
+    spec_file = runspecs / "text" / "synth_qa.json"
+    spec = json.loads(spec_file.read_text())
+    spec["synth_qa"]["system_prompt"] = "You are a pirate."
+    spec_file.write_text(json.dumps(spec))
+    run(config_for(tmp_path, runspecs, [model_entry("m", echo.base_url)]))
+    assert _predictions(tmp_path) == ["Arr"] * 3
+
+
+def test_a_judge_prompt_from_prompts_dir_replaces_the_packaged_one(tmp_path: Path) -> None:
+    mine = tmp_path / "my_prompts"
+    (mine / "judges").mkdir(parents=True)
+    (mine / "judges" / "llm_judge_binary.yaml").write_text("user: 'MY JUDGE: {question} / {reference} / {candidate}'\n")
+    from evalkit.plan import judge_prompt_for
+    from evalkit.prompts.library import library_for
+
+    config = load_config(
+        config_for(tmp_path, ROOT / "runspecs", [model_entry("m", "http://127.0.0.1:9/v1")], prompts_dir=str(mine))
+    )
+    prompt = judge_prompt_for("llm_judge_binary", library_for(config).judges)
+    assert prompt == str(mine / "judges" / "llm_judge_binary.yaml")
+    broken = tmp_path / "broken"
+    (broken / "judges").mkdir(parents=True)
+    (broken / "judges" / "llm_judge_binary.yaml").write_text("user: 'no placeholders'\n")
+    bad = config_for(
+        tmp_path,
+        ROOT / "runspecs",
+        [model_entry("m", "http://127.0.0.1:9/v1")],
+        [["basic_qa", "llm_judge_binary"]],
+        prompts_dir=str(broken),
+        judge_properties={"judge_model": "j", "judge_api_endpoint": "http://127.0.0.1:9/v1"},
+    )
+    _user_error(_evalkit(["validate", str(bad)], tmp_path), "llm_judge_binary.yaml", "{question}")
+
+
+def test_a_missing_prompts_dir_or_an_unknown_prompt_is_exit_2_naming_it(tmp_path: Path) -> None:
+    runspecs = text_set(tmp_path, 3)
+    missing = config_for(
+        tmp_path, runspecs, [model_entry("m", "http://127.0.0.1:9/v1")], prompts_dir=str(tmp_path / "nowhere")
+    )
+    _user_error(_evalkit(["validate", str(missing)], tmp_path), "prompts_dir", "nowhere", "is not a folder")
+    unknown = config_for(
+        tmp_path,
+        runspecs,
+        [model_entry("m", "http://127.0.0.1:9/v1")],
+        prompts={"add_ons": {"mine": {"text": "x"}}},
+        filters={"user_prompt_add_ons": ["mien"]},
+    )
+    _user_error(_evalkit(["validate", str(unknown)], tmp_path), "unknown prompt 'mien'", '"mine"')
