@@ -135,6 +135,11 @@ class DatasetSpec(BaseModel):
         "to the runspec file, or pkg://<package>/<path> inside an installed Python package; give exactly one of "
         "hf_repo and path.",
     )
+    revision: str | None = Field(
+        None,
+        description="The hub dataset's git revision that is read (a commit sha, tag or branch), so a rerun reads the "
+        "same data; absent: the main branch as it is at run time. Only with hf_repo.",
+    )
     subset: str | None = Field(
         None, description="The hub dataset's configuration (subset) name; absent: its default configuration."
     )
@@ -288,6 +293,8 @@ class DatasetSpec(BaseModel):
     def _one_source(self) -> DatasetSpec:
         if (self.hf_repo is None) == (self.path is None):
             raise ValueError("needs exactly one of `hf_repo` (a hub dataset) or `path` (a local file or folder)")
+        if self.revision is not None and self.hf_repo is None:
+            raise ValueError("`revision` pins a hub dataset: it needs `hf_repo`")
         return self
 
     @property

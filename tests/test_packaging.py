@@ -192,3 +192,11 @@ def test_every_main_dependency_is_imported_by_the_package_and_test_only_ones_are
         assert module not in package_imports, f"{module} is a test dependency but evalkit imports it"
         assert module in test_imports, f"{module} is in the test extra but no test imports it"
     assert "sniffio" not in package_imports | main
+
+
+def test_a_revision_pins_only_a_hub_dataset(tmp_path: Path) -> None:
+    hub = {"hf_repo": "acme/tiny_asr", "revision": "v1.0", "language": "en", "audio_column": "audio"}
+    assert load_catalog([_write_runspec(tmp_path / "hub", hub)], cwd=tmp_path).datasets["my_asr"].revision == "v1.0"
+    local = {"path": "x.parquet", "revision": "v1.0", "language": "en"}
+    with pytest.raises(RunspecError, match="my_asr: `revision` pins a hub dataset: it needs `hf_repo`"):
+        load_catalog([_write_runspec(tmp_path / "local", local)], cwd=tmp_path)
