@@ -189,7 +189,7 @@ def apply_overrides(
     return config
 
 
-def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[tuple[str, str]]:
+def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:
     from evalkit.metrics.table import canonical_metric, metric_infos
 
     infos = metric_infos()
@@ -201,20 +201,20 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
                     f"--metric: {name!r} is not a metric{did_you_mean(name, known)}. Run `evalkit list metrics`."
                 )
     wanted_metrics = {canonical_metric(m, infos) for m in metrics or []}
-    pairs = list(config.dataset_metric)
+    pairs = list(config.dataset_metric)  # [name, metric] or [name, metric, options]: options stay with their pair
     if datasets and metrics:
         return [(d, m) for d in datasets for m in metrics]
     if metrics:
-        chosen = [(d, m) for d, m in pairs if canonical_metric(m, infos) in wanted_metrics]
+        chosen: list[Any] = [p for p in pairs if canonical_metric(p[1], infos) in wanted_metrics]
         if not chosen:
-            used = ", ".join(dict.fromkeys(m for _, m in pairs))
+            used = ", ".join(dict.fromkeys(p[1] for p in pairs))
             raise ConfigError(
                 f"--metric: no dataset_metric pair of the config uses {', '.join(metrics)} (the config uses {used}); "
                 "add --dataset to pair it"
             )
         return chosen
     assert datasets is not None
-    chosen = [(d, m) for d, m in pairs if d in datasets]
+    chosen = [p for p in pairs if p[0] in datasets]
     missing = [d for d in datasets if d not in {p[0] for p in chosen}]
     if missing:
         from evalkit.catalog import load_catalog

@@ -2,12 +2,19 @@
 
 Runspecs are read from, in order: the runspecs that ship with evalkit, the
 ``runspecs/`` folder of the working directory, and every folder named by the
-config's ``runspecs_dir``. A dataset name defined twice anywhere is an error,
-so a private dataset can never silently shadow a public one.
+config's ``runspecs_dir``. A dataset name defined twice with two different
+definitions is an error, so a private dataset can never silently shadow a
+public one; the same definition found twice (the installed catalogue and a
+checkout's ``runspecs/``) is read once.
+
+The shipped runspecs live at the top of the repository (``runspecs/``); the
+wheel carries them inside the package (``evalkit/runspecs/``, mapped in
+``setup.py``), so an installed evalkit finds them there first.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,7 +25,39 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalkit.errors import RunspecError, did_you_mean
 
-SHIPPED_RUNSPECS = Path(__file__).resolve().parent.parent / "runspecs"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _shipped_runspecs() -> Path:
+    """The catalogue that ships with evalkit: inside the installed package, else the checkout's top-level folder."""
+    packaged = _PACKAGE_DIR / "runspecs"
+    return packaged if packaged.is_dir() else _PACKAGE_DIR.parent / "runspecs"
+
+
+SHIPPED_RUNSPECS = _shipped_runspecs()
+
+#: a runspec ``path`` inside an installed Python package: ``pkg://<package>/<path in the package>``
+PACKAGE_PATH_PREFIX = "pkg://"
+
+
+def resolve_runspec_path(runspec_file: str | Path, path: str) -> Path:
+    """A runspec's local ``path``: relative to the runspec file, or ``pkg://package/...`` inside a package.
+
+    The ``pkg://`` form lets a runspec name data that ships in a package
+    (evalkit's speech set: ``pkg://evalkit/assets/speech/espeak_en/data.parquet``),
+    wherever the runspec and the package are installed.
+    """
+    if not path.startswith(PACKAGE_PATH_PREFIX):
+        return (Path(runspec_file).parent / path).resolve()
+    package, _, inner = path[len(PACKAGE_PATH_PREFIX) :].partition("/")
+    try:
+        found = importlib.util.find_spec(package) if package.isidentifier() else None
+    except (ImportError, ValueError):
+        found = None
+    locations = list(found.submodule_search_locations or []) if found is not None else []
+    if not locations:
+        raise RunspecError(f"{runspec_file}: path {path!r}: {package!r} is not an installed Python package")
+    return (Path(locations[0]) / inner).resolve()
 
 
 class GenerationSettings(BaseModel):
@@ -93,8 +132,13 @@ class DatasetSpec(BaseModel):
     path: str | None = Field(
         None,
         description="A local dataset file or folder (parquet, jsonl, json, csv, tsv, or an audio folder), relative "
-        "to the "
-        "runspec file; give exactly one of hf_repo and path.",
+        "to the runspec file, or pkg://<package>/<path> inside an installed Python package; give exactly one of "
+        "hf_repo and path.",
+    )
+    revision: str | None = Field(
+        None,
+        description="The hub dataset's git revision that is read (a commit sha, tag or branch), so a rerun reads the "
+        "same data; absent: the main branch as it is at run time. Only with hf_repo.",
     )
     subset: str | None = Field(
         None, description="The hub dataset's configuration (subset) name; absent: its default configuration."
@@ -202,6 +246,11 @@ class DatasetSpec(BaseModel):
         description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
         "config and the model; absent: the task's.",
     )
+    system_prompt: str | None = Field(
+        None,
+        description="The system message of every request of this dataset, before the config's filters.system_prompts; "
+        "absent: only the config's (none by default).",
+    )
     prompt_pool: str | None = Field(
         None,
         description="Name of a pool of instruction templates (evalkit/prompts/pools.yaml) that replaces each sample's "
@@ -244,15 +293,16 @@ class DatasetSpec(BaseModel):
     def _one_source(self) -> DatasetSpec:
         if (self.hf_repo is None) == (self.path is None):
             raise ValueError("needs exactly one of `hf_repo` (a hub dataset) or `path` (a local file or folder)")
+        if self.revision is not None and self.hf_repo is None:
+            raise ValueError("`revision` pins a hub dataset: it needs `hf_repo`")
         return self
 
     @property
     def source(self) -> str:
-        """The hub id, or the local path resolved against the runspec file."""
+        """The hub id, or the local path resolved against the runspec file (or a package, ``pkg://``)."""
         if self.hf_repo is not None:
             return self.hf_repo
-        base = Path(self.file).parent
-        return str((base / str(self.path)).resolve())
+        return str(resolve_runspec_path(self.file, str(self.path)))
 
 
 @dataclass
@@ -306,6 +356,8 @@ class Catalog:
     roots: list[Path] = field(default_factory=list)
     #: other names of datasets (alias -> dataset): the names LALMEval and KARMA users type, see dataset_aliases
     aliases: dict[str, str] = field(default_factory=dict)
+    #: each dataset's entry as written, to tell the same definition read twice from a conflicting one
+    raw_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def all_names(self) -> list[str]:
         """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
@@ -461,8 +513,12 @@ def _add_file(catalog: Catalog, path: Path) -> None:
         if not isinstance(entry, dict):
             raise RunspecError(f"{path}: {name}: expected an object of dataset properties")
         if name in catalog.datasets:
-            other = catalog.datasets[name].file
-            raise RunspecError(f"{path}: dataset {name!r} is already defined in {other}; dataset names must be unique")
+            known = catalog.datasets[name]
+            if known.task == task_name and known.category == category and catalog.raw_entries.get(name) == entry:
+                continue  # the same definition read twice (installed catalogue and a checkout): not a conflict
+            raise RunspecError(
+                f"{path}: dataset {name!r} is already defined differently in {known.file}; dataset names must be unique"
+            )
         try:
             spec = DatasetSpec.model_validate(
                 {**entry, "name": name, "task": task_name, "category": category, "file": str(path)}
@@ -470,4 +526,5 @@ def _add_file(catalog: Catalog, path: Path) -> None:
         except ValidationError as error:
             raise RunspecError(_format_runspec_error(error, path, name)) from None
         catalog.datasets[name] = spec
+        catalog.raw_entries[name] = entry
         task.datasets.append(name)

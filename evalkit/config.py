@@ -469,23 +469,39 @@ class CacheSettings(_Strict):
     )
 
 
+class PromptOverrides(_Strict):
+    """Prompts written in the config, above prompts_dir and the package's; each entry replaces or adds one name."""
+
+    add_ons: dict[str, Any] | None = Field(
+        None,
+        description="Add-ons by name, each {text, by_dataset, by_task, by_category} as in "
+        "evalkit/prompts/add_ons.yaml; absent: none added.",
+    )
+    system_prompts: dict[str, Any] | None = Field(
+        None,
+        description="System prompts by name, each {text, by_model, by_dataset, by_task, by_category} as in "
+        "evalkit/prompts/system_prompts.yaml; absent: none added.",
+    )
+    pools: dict[str, list[str]] | None = Field(
+        None, description="Instruction pools by name, each a list of templates (as pools.yaml); absent: none added."
+    )
+    judges: dict[str, dict[str, Any]] | None = Field(
+        None,
+        description="Judge prompts by metric name (llm_judge_binary, ...), each {system, user, user_no_reference, "
+        "models} as in evalkit/prompts/judges/*.yaml; absent: the package's.",
+    )
+
+
 class Config(_Strict):
     """The whole of config.yaml."""
 
-    dataset_metric: list[tuple[str, str]] = Field(
+    dataset_metric: list[tuple[str, str] | tuple[str, str, dict[str, Any]]] = Field(
         min_length=1,
-        description="Mandatory: [name, metric] pairs; the name is a dataset, a task (runspec file stem) or a category "
-        '(runspecs folder). One engine runs per (dataset, metric) pair. LALMEval\'s quoted form "[name, metric]" '
-        "is accepted too.",
+        description="Mandatory: [name, metric] pairs, or [name, metric, {option: value}] with the metric's options "
+        '(e.g. {"normalizer": "basic"} for word_error_rate); the name is a dataset, a task (runspec file stem) or a '
+        "category (runspecs folder). One engine runs per (dataset, metric) pair. LALMEval's quoted form "
+        '"[name, metric]" is accepted too.',
     )
-
-    @field_validator("dataset_metric", mode="before")
-    @classmethod
-    def _quoted_pairs(cls, value: Any) -> Any:
-        """LALMEval's README writes pairs as one string, ``"[your_dataset_name, metric_name]"``: read it as a pair."""
-        if not isinstance(value, list):
-            return value
-        return [_quoted_pair(item, i) if isinstance(item, str) else item for i, item in enumerate(value)]
 
     models: list[ModelEntry] = Field(
         min_length=1,
@@ -524,6 +540,23 @@ class Config(_Strict):
         "working "
         "directory; evalkit's runspecs and ./runspecs are always read. Absent: no extra folders.",
     )
+    prompts_dir: str | None = Field(
+        None,
+        description="A folder of your own prompts: any of add_ons.yaml, system_prompts.yaml, pools.yaml and "
+        "judges/<metric>.yaml, in the package's formats; an entry replaces the package's entry of the same name or "
+        "adds one. Absent: the package's prompts.",
+    )
+    prompts: PromptOverrides | None = Field(
+        None,
+        description="Prompts written inline (add_ons, system_prompts, pools, judges), above prompts_dir and the "
+        "package's; absent: none.",
+    )
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="Python modules imported before planning (importable: installed or on PYTHONPATH), so their "
+        "@METRICS/@PREPROCESSORS/@POSTPROCESSORS registrations count, alongside the evalkit.plugins entry points "
+        "(default none).",
+    )
     output_dir: str = Field(
         "runs",
         description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the working "
@@ -540,6 +573,30 @@ class Config(_Strict):
         description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: "
         "5%).",
     )
+
+    @field_validator("dataset_metric", mode="before")
+    @classmethod
+    def _pair_shape(cls, value: Any) -> Any:
+        """One clear message per malformed entry instead of one per shape of the union.
+
+        LALMEval's README writes pairs as one string, ``"[your_dataset_name, metric_name]"``: read as a pair.
+        """
+        if not isinstance(value, list):
+            return value
+        value = [_quoted_pair(item, i) if isinstance(item, str) else item for i, item in enumerate(value)]
+        for i, entry in enumerate(value):
+            ok = isinstance(entry, (list, tuple)) and len(entry) in (2, 3)
+            ok = ok and all(isinstance(part, str) for part in entry[:2])
+            if not ok or (len(entry) == 3 and not isinstance(entry[2], dict)):
+                raise ValueError(
+                    f"entry {i}: expected [name, metric] or [name, metric, {{option: value}}], got {entry!r}"
+                )
+        return value
+
+    @property
+    def pairs(self) -> list[tuple[str, str, dict[str, Any]]]:
+        """``dataset_metric`` as (name, metric, options) triples; options are {} when an entry gives none."""
+        return [(entry[0], entry[1], dict(entry[2]) if len(entry) > 2 else {}) for entry in self.dataset_metric]
 
     @model_validator(mode="after")
     def _unique_names(self) -> Config:

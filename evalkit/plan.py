@@ -13,12 +13,13 @@ from typing import Any
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
-from evalkit.errors import ConfigError, RunspecError, did_you_mean
-from evalkit.languages import normalize_language, split_pair
+from evalkit.errors import ConfigError, UserError, did_you_mean
+from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
-from evalkit.prompts.library import check_prompt_choice, check_prompt_names, pools
+from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
+from evalkit.registry import import_plugin_modules
 
 log = logging.getLogger("evalkit")
 
@@ -46,6 +47,8 @@ class EngineSpec:
     models: list[str]
     #: generation parameters per model, overrides resolved
     params: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: the metric's options from the config (``[name, metric, {option: value}]``), checked by the metric itself
+    options: dict[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -187,13 +190,40 @@ def _check_likelihood(engines: list[EngineSpec], models: dict[str, ModelPlan], s
                 )
 
 
+def judge_prompt_for(metric: str, judges: dict[str, Any]) -> Any:
+    """The run's judge prompt (a file path or an inline mapping) for a judge metric; None for other metrics."""
+    cls = METRICS.get(metric)
+    if not cls.needs_judge:
+        return None
+    return judges.get(getattr(cls, "prompt_name", "") or metric)
+
+
+def check_metric_options(
+    metric: str, options: dict[str, Any], spec: DatasetSpec, where: str, judge_prompt: Any = None
+) -> None:
+    """Build the metric once with the config's options, so an unknown option or a bad value stops the run now.
+
+    A judge metric is built with the run's judge prompt too, so a broken override in prompts_dir stops it here.
+    """
+    cls = METRICS.get(metric)
+    extra = {"judge_prompt": judge_prompt} if cls.needs_judge else {}
+    try:
+        cls(language=target_language(spec.language), **extra, **options)
+    except UserError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: metric {metric!r}: bad option value: {error}") from None
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
+    import_plugin_modules(config.plugins, f"{source}: plugins")
     catalog = catalog or load_catalog(config.runspec_dirs)
     models = _group_models(config)
     _check_names(config, catalog, source)
     _warn_ignored_api_versions(config, source)
     check_prompt_names(config, source)
+    library = library_for(config, source)
     wanted_language = None
     if config.filters.language:
         try:
@@ -201,8 +231,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         except ValueError as error:
             raise ConfigError(f"{source}: filters.language: {error}") from None
     engines: list[EngineSpec] = []
-    seen: set[tuple[str, str]] = set()
-    for i, (name, metric) in enumerate(config.dataset_metric):
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
+    for i, (name, metric, options) in enumerate(config.pairs):
         where = f"{source}: dataset_metric[{i}]"
         if metric not in METRICS:
             raise ConfigError(
@@ -234,18 +264,19 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     continue
             if spec.path is not None:
                 require_local_source(spec)
-            if spec.prompt_pool is not None and spec.prompt_pool not in pools():
-                raise RunspecError(
-                    f"{spec.file}: {spec.name}.prompt_pool: unknown pool "
-                    f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}"
-                )
-            check_prompt_choice(spec)
+            check_prompt_choice(spec, library.pools)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             if (spec.name, canonical) in seen:
+                if seen[(spec.name, canonical)] != options:
+                    raise ConfigError(
+                        f"{where}: {spec.name} x {canonical} is listed twice with different metric options; one "
+                        "engine runs per dataset-metric pair"
+                    )
                 continue
-            seen.add((spec.name, canonical))
-            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models))
+            seen[(spec.name, canonical)] = options
+            check_metric_options(canonical, options, spec, where, judge_prompt_for(canonical, library.judges))
+            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models), options=dict(options))
             engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)
     for i, entry in enumerate(config.aggregate):

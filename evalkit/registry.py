@@ -31,6 +31,23 @@ def load_plugins() -> None:
         ep.load()
 
 
+def import_plugin_modules(modules: Iterable[str], where: str = "plugins") -> None:
+    """Import the plain modules a config names in ``plugins:``; a module that cannot be imported is a ConfigError."""
+    for i, module in enumerate(modules):
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            missing = f" (no module named {error.name!r})" if error.name and error.name != module else ""
+            raise ConfigError(
+                f"{where}[{i}]: cannot import plugin module {module!r}{missing}: install it or put its folder on "
+                "PYTHONPATH"
+            ) from None
+        except Exception as error:
+            raise ConfigError(
+                f"{where}[{i}]: importing plugin module {module!r} failed: {type(error).__name__}: {error}"
+            ) from None
+
+
 class Registry(Generic[T]):
     """A name -> object map with aliases and "did you mean" errors."""
 

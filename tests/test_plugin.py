@@ -118,3 +118,45 @@ def test_old_import_paths_users_rely_on_still_work() -> None:
     assert evalkit.evaluate is evaluate
     assert (plugin.METRICS, plugin.Metric, plugin.SampleScore) == (METRICS, Metric, SampleScore)
     assert (plugin.PREPROCESSORS, plugin.POSTPROCESSORS) == (PREPROCESSORS, POSTPROCESSORS)
+
+
+def test_a_config_plugins_entry_imports_a_plain_module_without_an_entry_point(tmp_path: Path, server: Any) -> None:
+    """The second route: no distribution, no entry point; the config names the module and evalkit imports it."""
+    site = tmp_path / "site"
+    (site / "length_pkg").mkdir(parents=True)
+    (site / "length_pkg" / "__init__.py").write_text("")
+    (site / "length_pkg" / "metrics.py").write_text(PLUGIN)
+    base = {
+        "dataset_metric": [["tiny_qa", "exact_length"]],
+        "models": [model_entry("m", server.base_url)],
+        "runspecs_dir": [str(_runspecs(tmp_path))],
+        "output_dir": str(tmp_path / "runs"),
+    }
+    without = write_config(tmp_path / "without.yaml", base)
+    refused = _evalkit(["validate", str(without)], tmp_path, site)
+    assert refused.returncode == 2 and "unknown metric 'exact_length'" in refused.stderr, refused.stderr
+
+    config = write_config(tmp_path / "config.yaml", {**base, "plugins": ["length_pkg.metrics"]})
+    ran = _evalkit(["run", str(config), "--quiet"], tmp_path, site)
+    assert ran.returncode == 0, ran.stderr
+    results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
+    (row,) = results["results"]
+    assert row["metric"] == "exact_length" and row["n"] == 5 and row["score"] == pytest.approx(2 / 5)
+
+
+def test_an_unknown_or_broken_plugin_module_is_exit_2_naming_it(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "broken_plugin.py").write_text("raise RuntimeError('half-written plugin')\n")
+    base = {
+        "dataset_metric": [["basic_qa", "exact_match"]],
+        "models": [model_entry("m", "http://127.0.0.1:9/v1")],
+    }
+    for module, needle in (
+        ("no_such_plugin_module", "cannot import plugin module 'no_such_plugin_module'"),
+        ("broken_plugin", "RuntimeError: half-written plugin"),
+    ):
+        config = write_config(tmp_path / "config.yaml", {**base, "plugins": [module]})
+        result = _evalkit(["validate", str(config)], tmp_path, site)
+        assert result.returncode == 2, result.stderr
+        assert "plugins[0]" in result.stderr and needle in result.stderr and "Traceback" not in result.stderr

@@ -21,6 +21,8 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 
+from evalkit.catalog import resolve_runspec_path
+
 REPO = Path(__file__).resolve().parent.parent
 RUNSPECS = REPO / "runspecs"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "runspec_structures"
@@ -333,7 +335,7 @@ def test_task_names_are_unique_across_categories() -> None:
 @pytest.mark.parametrize("item", [i for i in ENTRIES if "path" in i[2]], ids=_entry_id)
 def test_local_paths_exist(item: tuple[Path, str, dict[str, Any]]) -> None:
     path, name, entry = item
-    target = (path.parent / entry["path"]).resolve()
+    target = resolve_runspec_path(path, entry["path"])
     if target == ESPEAK.resolve() and not target.exists():
         pytest.skip("the shipped espeak speech set is not committed yet")
     assert target.exists(), f"{path}: {name}.path -> {target} does not exist"
@@ -483,7 +485,7 @@ def test_local_entry_loads(item: tuple[Path, str, dict[str, Any]]) -> None:
 
     path, name, entry = item
     spec = _catalog(load_catalog).datasets[name]
-    target = (path.parent / entry["path"]).resolve()
+    target = resolve_runspec_path(path, entry["path"])
     if target == ESPEAK.resolve():
         # the espeak layout is checked against its fixture always, and against the real file once it ships
         _check_samples(spec, FIXTURES / "espeak_en.parquet")

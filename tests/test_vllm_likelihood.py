@@ -113,7 +113,7 @@ def test_vllm_option_logprobs_equal_transformers(tmp_path: Path) -> None:
         .read_text()
         .splitlines()
     ]
-    assert len(records) == len(ROWS) and all(r["failure"] is None for r in records), records
+    assert len(records) == len(ROWS) and all(r.get("failure") is None for r in records), records
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, torch_dtype="float32")
     tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)

@@ -100,6 +100,8 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
     import datasets
 
     kwargs: dict[str, Any] = {"split": spec.split, "streaming": True}
+    if spec.revision is not None:
+        kwargs["revision"] = spec.revision
     if spec.data_files is not None:
         kwargs["data_files"] = spec.data_files
     try:
@@ -109,14 +111,15 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
             try:
                 dataset = datasets.load_dataset(source, spec.subset, **kwargs)
             except RuntimeError as error:
-                if "scripts are no longer supported" not in str(error):
+                if "scripts are no longer supported" not in str(error) or spec.revision is not None:
                     raise
                 # a script-based dataset (e.g. google/fleurs): the hub's parquet conversion
                 # has the same configs and columns
                 dataset = datasets.load_dataset(source, spec.subset, revision="refs/convert/parquet", **kwargs)
     except Exception as error:
         raise RunspecError(
-            f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}): {error}"
+            f"{spec.file}: {spec.name}: could not load {source!r} ({spec.subset=}, {spec.split=}, {spec.revision=}): "
+            f"{error}"
         ) from None
     features = getattr(dataset, "features", None) or {}
     for column, feature in list(features.items()):

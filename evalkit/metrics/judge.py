@@ -146,15 +146,22 @@ def load_judge_prompt(
     fields: tuple[str, ...] = ("question", "reference", "candidate"),
     required: tuple[str, ...] = ("question", "reference", "candidate"),
     path: str | Path | None = None,
+    data: dict[str, Any] | None = None,
 ) -> JudgePrompt:
     """Read ``<name>.yaml`` (or ``path``), check it, and resolve the override for ``prompt_model``.
 
     ``fields`` are the placeholders a template may use, ``required`` those the
     ``user`` template must use (the no-reference template needs them minus
-    ``reference``). Problems raise ConfigError naming the file and key.
+    ``reference``). ``data`` is an inline prompt of the same format (config ``prompts.judges``).
+    Problems raise ConfigError naming the file and key.
     """
-    file = str(Path(path) if path is not None else PROMPTS_DIR / f"{name}.yaml")
-    data = _read_prompt_file(file)
+    if data is not None:
+        file = f"config prompts.judges.{name}"
+        if not isinstance(data, dict):
+            raise ConfigError(f"{file}: expected a mapping with system, user and (optionally) models")
+    else:
+        file = str(Path(path) if path is not None else PROMPTS_DIR / f"{name}.yaml")
+        data = _read_prompt_file(file)
     for key in data:
         if key not in _FILE_KEYS:
             raise ConfigError(
@@ -301,13 +308,27 @@ class JudgeMetric(Metric):
     prompt_fields: ClassVar[tuple[str, ...]] = ("question", "reference", "candidate")
     prompt_required: ClassVar[tuple[str, ...]] = ("question", "reference", "candidate")
 
-    def __init__(self, language: str | None = None, judge: JudgeLike | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        language: str | None = None,
+        judge: JudgeLike | None = None,
+        judge_prompt: str | Path | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        """``judge_prompt`` is the run's prompt (a YAML file or an inline mapping); None: the package's."""
         check_options(self.name, options, ())
         super().__init__(language, **options)
         self.judge = judge
         prompt_model = getattr(judge, "prompt_model", None) if judge is not None else None
+        inline = judge_prompt if isinstance(judge_prompt, dict) else None
+        path = judge_prompt if isinstance(judge_prompt, (str, Path)) else None
         self.prompt = load_judge_prompt(
-            self.prompt_name or self.name, prompt_model, fields=self.prompt_fields, required=self.prompt_required
+            self.prompt_name or self.name,
+            prompt_model,
+            fields=self.prompt_fields,
+            required=self.prompt_required,
+            path=path,
+            data=inline,
         )
 
     @property

@@ -36,7 +36,7 @@ class PromptAssembler:
         seed: int = 0,
         example_pool: Sequence[Sample] = (),
     ) -> None:
-        check_prompt_choice(spec)
+        check_prompt_choice(spec, {spec.prompt_pool: context.pool} if context.pool and spec.prompt_pool else None)
         self.spec = spec
         self.preprocessor = preprocessor
         self.context = context
@@ -54,7 +54,7 @@ class PromptAssembler:
         info: dict[str, Any] = dict(self._base_info)
         template: str | None = None
         if self.spec.prompt_pool is not None:
-            template, index = instruction_for(self.spec, sample.id, self.seed)
+            template, index = instruction_for(self.spec, sample.id, self.seed, self.context.pool)
             sample = dataclasses.replace(sample, instruction=template)
             info["pool"] = self.spec.prompt_pool
             info["template"] = index

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import itertools
 import random
-from pathlib import Path
 from typing import Any
 
-from evalkit.catalog import DatasetSpec
+from evalkit.catalog import DatasetSpec, resolve_runspec_path
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import RunspecError
@@ -74,7 +73,7 @@ def load_pool(spec: DatasetSpec) -> ExamplePool:
     settings = _settings(spec)
     size = int(settings.get("pool_size", 100))
     if "path" in settings:
-        source = str((Path(spec.file).parent / settings["path"]).resolve())
+        source = str(resolve_runspec_path(spec.file, str(settings["path"])))
         samples = iter_samples(spec, source_override=source)
     else:
         samples = iter_samples(spec.model_copy(update={"split": settings["split"]}))

@@ -1,6 +1,9 @@
-"""Named prompts shipped with evalkit: add-ons, system prompts and instruction pools.
+"""Named prompts: add-ons, system prompts, instruction pools and judge prompts.
 
-Names from config.yaml are looked up in the YAML files next to this module.
+The YAML files next to this module are the defaults. A config's
+``prompts_dir`` (a folder with any of add_ons.yaml, system_prompts.yaml,
+pools.yaml and judges/<metric>.yaml) and its inline ``prompts:`` override
+entries by name or add new ones, in that order, without editing the package.
 A name that does not exist stops the run at planning time with a
 suggestion; a name whose texts apply to none of an engine's dataset, task or
 category simply adds nothing there.
@@ -8,7 +11,9 @@ category simply adds nothing there.
 
 from __future__ import annotations
 
+import json
 import random
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -43,6 +48,80 @@ def pools() -> dict[str, list[str]]:
     return _load("pools.yaml")
 
 
+#: the library files a prompts_dir may hold, by the PromptLibrary field they fill
+_FILES = {"add_ons": "add_ons.yaml", "system_prompts": "system_prompts.yaml", "pools": "pools.yaml"}
+
+
+@dataclass(frozen=True)
+class PromptLibrary:
+    """The prompts one run uses: the package's, with the config's prompts_dir and inline prompts on top."""
+
+    add_ons: dict[str, Any]
+    system_prompts: dict[str, Any]
+    pools: dict[str, list[str]]
+    #: judge metric (prompt) name -> a YAML file path, or an inline mapping of the same format
+    judges: dict[str, Any]
+
+
+def shipped_library() -> PromptLibrary:
+    """The package's own prompts."""
+    judges = {path.stem: str(path) for path in sorted((_HERE / "judges").glob("*.yaml"))}
+    return PromptLibrary(add_ons(), system_prompts(), pools(), judges)
+
+
+def _read_user_file(path: Path, where: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"{where}: cannot read {path}: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: {path}: expected a mapping of prompt names")
+    return data
+
+
+def _check_pools(found: dict[str, Any], where: str) -> None:
+    for name, templates in found.items():
+        if not isinstance(templates, list) or not templates or not all(isinstance(t, str) for t in templates):
+            raise ConfigError(f"{where}: pool {name!r}: expected a non-empty list of instruction templates")
+
+
+def library_for(config: Config, source: str = "config") -> PromptLibrary:
+    """The run's prompt library; a missing prompts_dir or an unreadable file is a ConfigError naming it."""
+    overrides = config.prompts.model_dump(exclude_none=True) if config.prompts is not None else {}
+    return _library(config.prompts_dir, json.dumps(overrides, sort_keys=True), source)
+
+
+@cache
+def _library(prompts_dir: str | None, inline: str, source: str) -> PromptLibrary:
+    base = shipped_library()
+    parts: dict[str, dict[str, Any]] = {
+        "add_ons": dict(base.add_ons),
+        "system_prompts": dict(base.system_prompts),
+        "pools": dict(base.pools),
+        "judges": dict(base.judges),
+    }
+    if prompts_dir is not None:
+        folder = Path(prompts_dir)
+        where = f"{source}: prompts_dir"
+        if not folder.is_dir():
+            raise ConfigError(
+                f"{where}: {folder} is not a folder (it may hold {', '.join(_FILES.values())} and judges/)"
+            )
+        for field, file in _FILES.items():
+            if (folder / file).is_file():
+                found = _read_user_file(folder / file, where)
+                if field == "pools":
+                    _check_pools(found, f"{where}: {folder / file}")
+                parts[field].update(found)
+        for path in sorted((folder / "judges").glob("*.yaml")):
+            parts["judges"][path.stem] = str(path)
+    for field, found in json.loads(inline).items():
+        if field == "pools":
+            _check_pools(found, f"{source}: prompts.pools")
+        parts[field].update(found)
+    return PromptLibrary(**parts)
+
+
 def _specific_text(entry: dict[str, Any], spec: DatasetSpec, model: tuple[str, ...] = ()) -> str | None:
     """Most specific text of an entry for this dataset (and model): model > dataset > task > category > text."""
     by_model = entry.get("by_model") or {}
@@ -66,8 +145,9 @@ def _check(names: list[str], known: dict[str, Any], where: str) -> None:
 
 
 def check_prompt_names(config: Config, source: str = "config") -> None:
-    _check(config.filters.user_prompt_add_ons, add_ons(), f"{source}: filters.user_prompt_add_ons")
-    _check(config.filters.system_prompts, system_prompts(), f"{source}: filters.system_prompts")
+    library = library_for(config, source)
+    _check(config.filters.user_prompt_add_ons, library.add_ons, f"{source}: filters.user_prompt_add_ons")
+    _check(config.filters.system_prompts, library.system_prompts, f"{source}: filters.system_prompts")
 
 
 def _join(texts: list[str | None]) -> str | None:
@@ -78,14 +158,17 @@ def _join(texts: list[str | None]) -> str | None:
 def prompt_context_for(config: Config, spec: DatasetSpec, model_names: list[str]) -> PromptContext:
     """The PromptContext of one engine, with per-model system prompts where they differ."""
     check_prompt_names(config)
+    library = library_for(config)
     filters = config.filters
-    extras = [_specific_text(add_ons()[n], spec) for n in filters.user_prompt_add_ons]
-    chosen = [system_prompts()[n] for n in filters.system_prompts]
-    default_system = _join([_specific_text(entry, spec) for entry in chosen])
+    extras = [_specific_text(library.add_ons[n], spec) for n in filters.user_prompt_add_ons]
+    chosen = [library.system_prompts[n] for n in filters.system_prompts]
+    # the dataset's own system prompt (runspec `system_prompt`) first, then the config's named ones
+    default_system = _join([spec.system_prompt, *(_specific_text(entry, spec) for entry in chosen)])
     ids = {entry.info.name: entry.info.model for entry in config.models}
     by_model: dict[str, str | None] = {}
     for model in model_names:
-        text = _join([_specific_text(entry, spec, (model, ids.get(model, model))) for entry in chosen])
+        texts = [_specific_text(entry, spec, (model, ids.get(model, model))) for entry in chosen]
+        text = _join([spec.system_prompt, *texts])
         if text != default_system:
             by_model[model] = text
     return PromptContext(
@@ -94,20 +177,25 @@ def prompt_context_for(config: Config, spec: DatasetSpec, model_names: list[str]
         add_ons=[t for t in extras if t],
         add_on_names=[n for n, t in zip(filters.user_prompt_add_ons, extras) if t],
         system_prompt_names=list(filters.system_prompts),
+        pool=library.pools.get(spec.prompt_pool) if spec.prompt_pool is not None else None,
     )
 
 
-def check_prompt_choice(spec: DatasetSpec) -> None:
-    """A runspec's ``prompt_pool``/``prompt_choice`` name a pool and a template in it; RunspecError otherwise."""
+def check_prompt_choice(spec: DatasetSpec, known: dict[str, list[str]] | None = None) -> None:
+    """A runspec's ``prompt_pool``/``prompt_choice`` name a pool and a template in it; RunspecError otherwise.
+
+    ``known`` is the run's pools (:func:`library_for`); absent: the package's.
+    """
     if spec.prompt_pool is None:
         if spec.prompt_choice is not None:
             raise RunspecError(f"{spec.file}: {spec.name}.prompt_choice: needs a `prompt_pool` to choose from")
         return
-    pool = pools().get(spec.prompt_pool)
+    known = pools() if known is None else known
+    pool = known.get(spec.prompt_pool)
     if not pool:
         raise RunspecError(
             f"{spec.file}: {spec.name}.prompt_pool: unknown pool "
-            f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, pools())}"
+            f"{spec.prompt_pool!r}{did_you_mean(spec.prompt_pool, known)}"
         )
     _template_index(spec, len(pool), "")
 
@@ -129,16 +217,20 @@ def _template_index(spec: DatasetSpec, size: int, sample_id: str, seed: int = 0)
     return index
 
 
-def instruction_for(spec: DatasetSpec, sample_id: str, seed: int) -> tuple[str | None, int | None]:
+def instruction_for(
+    spec: DatasetSpec, sample_id: str, seed: int, pool: list[str] | None = None
+) -> tuple[str | None, int | None]:
     """The instruction template chosen from the dataset's pool for one sample, and its index.
 
     ``prompt_choice`` is a fixed index, or ``random`` (the default): a draw
     seeded by the run seed, the dataset and the sample id, so a rerun asks
     every sample the same way and two samples are asked independently.
+    ``pool`` is the run's templates of the dataset's pool (``PromptContext.pool``); absent: the package's.
     """
     if spec.prompt_pool is None:
         return None, None
-    check_prompt_choice(spec)
-    pool = pools()[spec.prompt_pool]
+    if pool is None:
+        check_prompt_choice(spec)
+        pool = pools()[spec.prompt_pool]
     index = _template_index(spec, len(pool), sample_id, seed)
     return pool[index], index

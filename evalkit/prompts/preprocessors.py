@@ -24,6 +24,8 @@ class PromptContext:
     add_ons: list[str] = field(default_factory=list)
     add_on_names: list[str] = field(default_factory=list)
     system_prompt_names: list[str] = field(default_factory=list)
+    #: the templates of the dataset's ``prompt_pool`` from the run's prompt library (None: the package's pools)
+    pool: list[str] | None = None
 
 
 class Preprocessor:

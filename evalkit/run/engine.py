@@ -113,7 +113,9 @@ class Engine:
         self.seed = seed
         dataset = spec.dataset
         self.language = target_language(dataset.language)
-        self.metric = metric_factory(spec) if metric_factory else METRICS.get(spec.metric)(language=self.language)
+        self.metric = (
+            metric_factory(spec) if metric_factory else METRICS.get(spec.metric)(language=self.language, **spec.options)
+        )
         self.preprocessor = PREPROCESSORS.get(dataset.preprocessor)()
         self.postprocessor = POSTPROCESSORS.get(dataset.postprocessor)()
         self.accumulators = {m.name: ScoreAccumulator(self.metric) for m in self.models}

@@ -31,8 +31,8 @@ from evalkit.config import Config
 from evalkit.errors import UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
-from evalkit.plan import EngineSpec, ModelPlan, Plan
-from evalkit.prompts.library import prompt_context_for
+from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
+from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
@@ -226,7 +226,10 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     def make_metric(spec: EngineSpec) -> Metric:
         cls = METRICS.get(spec.metric)
         language = target_language(spec.dataset.language)
-        return cls(language=language, judge=judge) if cls.needs_judge else cls(language=language)
+        if cls.needs_judge:
+            prompt = judge_prompt_for(spec.metric, library_for(config).judges)
+            return cls(language=language, judge=judge, judge_prompt=prompt, **spec.options)
+        return cls(language=language, **spec.options)
 
     try:
         engines = [
