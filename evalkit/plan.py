@@ -13,6 +13,7 @@ from typing import Any
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
+from evalkit.data.hubcache import hub_offline, require_stored
 from evalkit.errors import ConfigError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
@@ -264,6 +265,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     continue
             if spec.path is not None:
                 require_local_source(spec)
+            elif hub_offline():
+                require_stored(spec)
             check_prompt_choice(spec, library.pools)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")

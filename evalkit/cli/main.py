@@ -113,6 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
+    fetch = sub.add_parser(
+        "fetch", help="store hub datasets locally ahead of time, for runs and resumes without network"
+    )
+    fetch.add_argument("names", nargs="+", metavar="NAME", help="datasets, tasks or categories")
+    fetch.add_argument("--num-samples", type=int, metavar="N", help="only the first N rows of each (default: all)")
+    fetch.add_argument(
+        "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
     rep = sub.add_parser("report", help="re-render a run's results (one RUN_DIR) or compare two runs (RUN_A RUN_B)")
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--format", "-f", choices=["table", "json", "csv", "md"], default="table")
@@ -282,6 +290,35 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fetch(args: argparse.Namespace) -> int:
+    import itertools
+
+    from evalkit.catalog import load_catalog
+    from evalkit.data.hubcache import HubRowCache, hub_offline
+    from evalkit.data.loading import iter_rows
+
+    if args.num_samples is not None and args.num_samples < 1:
+        raise UserError("--num-samples: expected a positive number")
+    if hub_offline():
+        raise UserError("fetch: HF_HUB_OFFLINE is set; fetching needs the hub (unset it, or run where it is reachable)")
+    catalog = load_catalog(args.runspecs_dir)
+    specs = list({spec.name: spec for name in args.names for spec in catalog.resolve(name, "fetch")}.values())
+    for spec in specs:
+        if spec.hf_repo is None:
+            print(f"{spec.name}: local ({spec.source}), nothing to fetch")
+            continue
+        splits = [spec]
+        in_context = spec.in_context or {}
+        if "split" in in_context:  # the example pool's split is read by runs too
+            splits.append(spec.model_copy(update={"split": in_context["split"], "in_context": None}))
+        for part in splits:
+            rows = sum(1 for _ in itertools.islice(iter_rows(part), args.num_samples))
+            cache = HubRowCache(part)
+            state = "complete" if cache.meta().get("complete") else f"first {cache.meta().get('rows', rows)} rows"
+            print(f"{spec.name} ({part.split}): {rows} rows read, {state} stored in {cache.folder}")
+    return 0
+
+
 # ---------------------------------------------------------------- report / rescore
 
 
@@ -340,6 +377,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {
+    "fetch": cmd_fetch,
     "run": cmd_run,
     "validate": cmd_validate,
     "list": cmd_list,

@@ -22,6 +22,7 @@ from typing import Any
 from evalkit.catalog import DatasetSpec
 from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
 from evalkit.data.files import local_files, require_local_source
+from evalkit.data.hubcache import HubRowCache
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.errors import RunspecError
 
@@ -38,6 +39,9 @@ def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator
             for file in files:
                 yield from _iter_local_file(file)
             return
+    if spec.hf_repo is not None and source_override is None:
+        yield from HubRowCache(spec).rows(lambda: _iter_with_datasets(spec, source))
+        return
     yield from _iter_with_datasets(spec, source)
 
 
@@ -105,7 +109,7 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
     if spec.data_files is not None:
         kwargs["data_files"] = spec.data_files
     try:
-        if Path(source).is_dir():
+        if spec.path is not None and Path(source).is_dir():
             dataset = datasets.load_dataset("audiofolder", data_dir=source, **kwargs)
         else:
             try:
