@@ -496,11 +496,12 @@ class Config(_Strict):
         default_factory=CacheSettings, description="The response store; absent: on, at <output_dir>/responses.sqlite."
     )
     max_failure_rate: float = Field(
-        0.05,
+        0.2,
         ge=0,
         le=1,
-        description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: "
-        "5%).",
+        description="Fraction (0-1) of failed samples above which a model's result on a dataset-metric pair is "
+        "marked unreliable (!) and `evalkit run` exits with code 3 after writing everything (--allow-failures "
+        "keeps exit 0; --max-failure-rate overrides it) (default 0.2: 20%).",
     )
 
     @model_validator(mode="after")

@@ -241,13 +241,16 @@ def test_plain_progress_lines_when_not_a_terminal_and_quiet_silences_them(
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
-    assert "[evalkit] tiny_qa__exact_match · model-a: 5/5 done" in proc.stderr
+    assert "[evalkit] tiny_qa__exact_match · model-a: 5/5 samples done" in proc.stderr
     assert any(
-        line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 done, ") and "req/s, 0 failed" in line
+        line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 samples done, 0 failed, ")
+        and "samples/s" in line
         for line in lines
     )
     overall = [line for line in lines if line.startswith("[evalkit] overall: ")]
-    assert len(overall) >= 2 and overall[-1].startswith("[evalkit] overall: 26/26 done")
+    assert len(overall) >= 2 and overall[-1].startswith("[evalkit] overall: 26/26 samples done")
+    # the overall line counts requests apart from samples: metrics of one dataset share their requests
+    assert "; 16 requests sent, 0 answers from the response store;" in overall[-1]
     assert "results" in proc.stdout
 
     quiet = _run_subprocess(["run", str(config), "--quiet"], tmp_path)
@@ -320,7 +323,7 @@ def test_live_progress_on_a_terminal(tmp_path: Path, speech_runspecs) -> None:
     assert "[evalkit]" not in text  # not the plain lines
     assert re.search(r"tiny_qa__exact_match\s+model-a\s+.*5/5", text), text
     assert re.search(r"overall\s+.*5/5", text), text
-    assert "req/s" in text and "ETA" in text and "failed" in text
+    assert "samples/s" in text and "ETA" in text and "failed" in text and "requests sent" in text
 
 
 # ---------------------------------------------------------------- list / info / validate

@@ -61,7 +61,7 @@ def answer_fingerprint(config: Config) -> str:
     if isinstance(judge, dict):
         for key in _JUDGE_TRANSPORT_FIELDS:
             judge.pop(key, None)
-    for key in ("output_dir", "cache"):
+    for key in ("output_dir", "cache", "max_failure_rate"):  # where results go and how they are judged
         data.pop(key, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -1,0 +1,188 @@
+"""A run that tells the truth (issue 21): exit codes, failure reasons on the console, clean interrupts.
+
+Every test runs the real `evalkit` command in a subprocess against real test
+servers on loopback, as a user or a CI job would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, closed_port, config_for, model_entry, text_set
+
+
+def _evalkit(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def _run_dir(output: Path) -> Path:
+    (run_dir,) = [p for p in output.iterdir() if p.is_dir() and p.name != "server-logs"]
+    return run_dir
+
+
+# ---------------------------------------------------------------- 1 + 2: exit codes and reasons
+
+
+def test_too_many_failures_exit_3_after_writing_everything_with_reasons_per_model(tmp_path: Path, make_server) -> None:
+    runspecs = text_set(tmp_path, 6)
+    good = make_server({"model": "good"})
+    wrong_id = make_server({"model": "served-model", "strict_model": True})
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    models = [
+        model_entry("good", good.base_url),
+        model_entry("m1", dead),
+        model_entry("asr", wrong_id.base_url),
+    ]
+    config = config_for(tmp_path / "run", runspecs, models, pairs=[["synth_qa", "exact_match"], ["synth_qa", "bleu"]])
+
+    result = _evalkit(["run", "-c", str(config)], tmp_path)
+    assert result.returncode == 3, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    out = result.stdout
+    # after the table: reasons with counts per model and one example message each (a dataset counted once)
+    reasons = out.split("Failed samples by model and reason")[1].splitlines()[1:]
+    m1 = [line for line in reasons if line.strip().startswith("m1: ")]
+    # the dead endpoint: refused connections until its circuit opened, then endpoint_unavailable
+    assert sum(int(line.split()[1]) for line in m1) == 6 and {"connection:", "endpoint_unavailable:"} >= {
+        line.split()[3] for line in m1
+    }
+    assert all("cannot connect to 127.0.0.1" in line or "cannot connect to http://127.0.0.1" in line for line in m1)
+    (asr,) = [line for line in reasons if line.strip().startswith("asr: ")]
+    assert asr.strip().startswith("asr: 6 x http_404: HTTP 404: ") and "does not exist" in asr
+    assert not any(line.strip().startswith("good: ") for line in reasons)
+    assert "max_failure_rate 0.2" in result.stderr and "--allow-failures" in result.stderr
+    # everything was written before the exit code said so
+    run_dir = _run_dir(tmp_path / "run" / "runs")
+    results = json.loads((run_dir / "results.json").read_text())
+    rows = {(r["model"], r["metric"]): r for r in results["results"]}
+    assert rows[("m1", "exact_match")]["unreliable"] and not rows[("good", "exact_match")]["unreliable"]
+    assert rows[("asr", "bleu")]["failure_examples"]["http_404"].startswith("HTTP 404")
+    assert (run_dir / "report.html").is_file() and (run_dir / "results.md").is_file()
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+
+    allowed = _evalkit(["run", "-c", str(config), "--allow-failures"], tmp_path)
+    assert allowed.returncode == 0, allowed.stderr
+    assert "asr: 6 x http_404" in allowed.stdout and "--allow-failures" in allowed.stderr
+
+    lenient = _evalkit(["run", "-c", str(config), "--max-failure-rate", "1"], tmp_path)
+    assert lenient.returncode == 0 and "max_failure_rate" not in lenient.stderr
+
+    only_good = _evalkit(["run", "-c", str(config), "--model", "good"], tmp_path)
+    assert only_good.returncode == 0 and "Failed samples" not in only_good.stdout
+
+
+def test_max_failure_rate_from_the_config_and_flag_mistakes_name_the_flag(tmp_path: Path, make_server) -> None:
+    runspecs = text_set(tmp_path, 6)
+    flaky = make_server({"model": "m", "faults": {"seed": 2, "rates": {"500": 0.4}}})
+    config = config_for(
+        tmp_path / "run", runspecs, [model_entry("m", flaky.base_url, retry_attempts=0)], max_failure_rate=1.0
+    )
+    assert _evalkit(["run", str(config)], tmp_path).returncode == 0
+    strict = _evalkit(["run", str(config), "--max-failure-rate", "0"], tmp_path)
+    assert strict.returncode == 3 and "max_failure_rate 0 " in strict.stderr
+
+    for bad in ("2", "lots"):
+        wrong = _evalkit(["run", str(config), "--max-failure-rate", bad], tmp_path)
+        assert wrong.returncode == 2 and "--max-failure-rate" in wrong.stderr and "Traceback" not in wrong.stderr
+    wrong = _evalkit(["run", str(config), "--metric", "exact_mach"], tmp_path)
+    assert wrong.returncode == 2 and wrong.stderr.startswith("evalkit: error: --metric: 'exact_mach'")
+    assert "dataset_metric[" not in wrong.stderr
+
+
+def test_missing_audio_files_fail_the_run_with_the_audio_reason(tmp_path: Path, make_server) -> None:
+    (tmp_path / "runspecs" / "speech").mkdir(parents=True)
+    with (tmp_path / "clips.jsonl").open("w") as handle:
+        for i in range(3):
+            handle.write(json.dumps({"id": f"c{i}", "audio": f"audio/c{i}.wav", "text": "hello"}) + "\n")
+    spec = {
+        "_task": {"description": "asr", "metrics": ["word_error_rate"]},
+        "lost_clips": {
+            "path": "../../clips.jsonl",
+            "language": "en",
+            "modality": "audio",
+            "id_column": "id",
+            "audio_column": "audio",
+            "target_column": "text",
+        },
+    }
+    (tmp_path / "runspecs" / "speech" / "lost_asr.json").write_text(json.dumps(spec))
+    server = make_server()
+    config = config_for(
+        tmp_path / "run", tmp_path / "runspecs", [model_entry("m", server.base_url)], [["lost_clips", "wer"]]
+    )
+    result = _evalkit(["run", str(config)], tmp_path)
+    assert result.returncode == 3
+    assert "m: 3 x audio: " in result.stdout and "c0.wav" in result.stdout
+    readme = (ROOT / "README.md").read_text()
+    for code in ("| 0 |", "| 2 |", "| 3 |", "| 130 |", "| 143 |"):
+        assert code in readme, code
+
+
+# ---------------------------------------------------------------- 3: a clean interrupt
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env["EVALKIT_AUDIO_WORKERS"] = "2"  # the worker pool is what printed tracebacks on Ctrl-C
+    return subprocess.Popen(
+        [sys.executable, "-m", "evalkit", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+    )
+
+
+def _wait_until_asked(server: Any, output: Path, proc: subprocess.Popen[str], timeout: float = 60) -> Path:
+    """The run folder, once the server has received a request (the run is then mid-flight)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if server.stats()["requests"] and list(output.glob("*/run.json")):
+            time.sleep(0.3)
+            return next(output.glob("*/run.json")).parent
+        time.sleep(0.05)
+    raise AssertionError("no request arrived in time")
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_is_clean_marks_the_run_and_prints_the_resume_command(
+    tmp_path: Path, make_server, speech_runspecs: dict[str, Any], sig: int, code: int
+) -> None:
+    server = make_server({"latency_ms": 1500, "max_concurrency": 1})
+    config = config_for(
+        tmp_path / "run",
+        speech_runspecs["dir"],
+        [model_entry("m", server.base_url, batch_size=1)],
+        [["tiny_asr", "wer"], ["tiny_asr", "cer"]],
+    )
+    proc = _start(["run", "-c", str(config)], tmp_path)
+    run_dir = _wait_until_asked(server, tmp_path / "run" / "runs", proc)
+    os.killpg(proc.pid, sig)  # the whole group, as Ctrl-C in a terminal does
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == code, stderr
+    assert "Traceback" not in stdout + stderr and "KeyboardInterrupt" not in stdout + stderr, stderr
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "interrupted"
+    command = next(line.strip() for line in stderr.splitlines() if line.strip().startswith("evalkit run --resume"))
+    assert command == f"evalkit run --resume {shlex.quote(str(run_dir))}"
+
+    resumed = _evalkit([*shlex.split(command)[1:]], tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    results = json.loads((run_dir / "results.json").read_text())
+    assert all(r["n"] == 3 and r["n_failed"] == 0 for r in results["results"])
