@@ -152,7 +152,7 @@ def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
 
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
-    catalog = catalog or load_catalog(config.runspec_dirs)
+    catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
     models = _group_models(config)
     _check_names(config, catalog, source)
     check_prompt_names(config, source)

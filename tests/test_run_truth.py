@@ -186,3 +186,51 @@ def test_interrupt_is_clean_marks_the_run_and_prints_the_resume_command(
     assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
     results = json.loads((run_dir / "results.json").read_text())
     assert all(r["n"] == 3 and r["n_failed"] == 0 for r in results["results"])
+
+
+# ---------------------------------------------------------------- 4: paths relative to the config file
+
+
+def test_paths_in_a_config_are_relative_to_its_folder_from_any_working_directory(tmp_path: Path, make_server) -> None:
+    project = tmp_path / "project"
+    text_set(project / "private", 4)  # project/private/runspecs/text/synth_qa.json + data
+    text_set(project / "beside", 3, name="beside_qa")  # moved to project/sub/runspecs below
+    sub = project / "sub"
+    sub.mkdir()
+    (project / "beside" / "runspecs").rename(sub / "runspecs")
+    spec_file = sub / "runspecs" / "text" / "beside_qa.json"
+    spec = json.loads(spec_file.read_text())
+    spec["beside_qa"]["path"] = "../../../beside/data/beside_qa.jsonl"  # relative to the runspec file
+    spec_file.write_text(json.dumps(spec))
+    server = make_server()
+    data = {
+        "dataset_metric": [["synth_qa", "exact_match"], ["beside_qa", "exact_match"]],
+        "models": [model_entry("m", server.base_url)],
+        "runspecs_dir": "../private/runspecs",
+        "cache": {"path": "store/answers.sqlite"},
+    }
+    (sub / "config.yaml").write_text(json.dumps(data))  # JSON is YAML
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    from_afar = _evalkit(["run", "-c", str(Path("..") / "project" / "sub" / "config.yaml")], elsewhere)
+    assert from_afar.returncode == 0, from_afar.stderr
+    assert not list(elsewhere.iterdir())  # nothing landed in the working directory
+    run_dir = _run_dir(sub / "runs")
+    assert (sub / "store" / "answers.sqlite").is_file()
+    rows = json.loads((run_dir / "results.json").read_text())["results"]
+    assert {(r["dataset"], r["n"]) for r in rows} == {("synth_qa", 4), ("beside_qa", 3)}
+
+    inside = _evalkit(["run", "-c", "config.yaml"], sub)
+    assert inside.returncode == 0, inside.stderr
+    assert "0 requests sent, 4 answers from the response store" in inside.stdout  # the same store, found again
+
+    data["dataset_metric"] = [["synth_qq", "exact_match"]]
+    (sub / "config.yaml").write_text(json.dumps(data))
+    missing = _evalkit(["run", "-c", "project/sub/config.yaml"], tmp_path)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "'synth_qq' is not a dataset, task or category" in missing.stderr
+    assert 'did you mean "synth_qa"' in missing.stderr
+    searched = missing.stderr.split("Runspec folders searched: ")[1]
+    assert str(sub / "runspecs") in searched and str(project / "private" / "runspecs") in searched
+    assert str(ROOT / "runspecs") in searched

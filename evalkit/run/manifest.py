@@ -114,6 +114,8 @@ def plan_for_resume(run_dir: str | Path) -> Plan:
         config = Config.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"{Path(run_dir) / MANIFEST}")) from None
+    if source and Path(source).is_file():
+        config.anchor(Path(source).parent)  # the run's paths meant the config file's folder
     return build_plan(config, source=str(source))
 
 
