@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (
-    PrivateAttr,
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
