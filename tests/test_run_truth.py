@@ -234,3 +234,45 @@ def test_paths_in_a_config_are_relative_to_its_folder_from_any_working_directory
     searched = missing.stderr.split("Runspec folders searched: ")[1]
     assert str(sub / "runspecs") in searched and str(project / "private" / "runspecs") in searched
     assert str(ROOT / "runspecs") in searched
+
+
+# ---------------------------------------------------------------- 5: counts that name their unit
+
+
+def test_progress_summary_and_report_count_requests_samples_and_stored_answers_apart(
+    tmp_path: Path, make_server
+) -> None:
+    import re
+
+    runspecs = text_set(tmp_path, 20)
+    spec_file = runspecs / "text" / "synth_qa.json"
+    spec = json.loads(spec_file.read_text())
+    spec["_task"]["metrics"] = ["exact_match", "bleu", "f1"]
+    spec_file.write_text(json.dumps(spec))
+    server = make_server({"latency_ms": [40, 44], "seed": 1})
+    pairs = [["synth_qa", "exact_match"], ["synth_qa", "bleu"], ["synth_qa", "f1"]]
+    config = config_for(tmp_path / "run", runspecs, [model_entry("m", server.base_url)], pairs)
+
+    first = _evalkit(["run", str(config), "--progress-interval", "0"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    # 20 samples x 3 metrics = 60 rows, but 20 requests: metrics of a dataset share them
+    assert "20 requests sent, 0 answers from the response store, 40 requests shared by two pairs" in first.stdout
+    assert "60 samples scored and 0 failed over 3 dataset-metric pairs x 1 model" in first.stdout
+    assert "synth_qa__bleu · m: 20/20 samples done, 0 failed, " in first.stderr
+    last = [line for line in first.stderr.splitlines() if line.startswith("[evalkit] overall: ")][-1]
+    assert (
+        last.startswith("[evalkit] overall: 60/60 samples done, 0 failed, ") and "; 20 requests sent, 0 answers" in last
+    )
+    assert server.stats()["requests"] == 20
+
+    html = (_run_dir(tmp_path / "run" / "runs") / "report.html").read_text()
+    latency = html.split("Latency per model")[1]
+    assert "samples answered" in latency and "requests sent" in latency
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", latency.split("</table>")[0])
+    assert cells[:3] == ["m", "20", "20"]  # not 60 rows
+    # latencies 40-44 ms: every axis label of the histogram reads differently
+    edges = re.findall(r'class="bin-edge"[^>]*>([^<]+)<', latency)
+    assert len(edges) >= 5 and len(set(edges)) == len(edges), edges
+
+    again = _evalkit(["run", str(config)], tmp_path)
+    assert "0 requests sent, 20 answers from the response store, 40 requests shared" in again.stdout
