@@ -141,7 +141,7 @@ def test_dry_run_sends_nothing_then_sees_what_the_store_holds(tmp_path: Path, se
     out = capsys.readouterr().out
     assert len(_requests(server)) == before
     assert not (tmp_path / "runs" / "responses.sqlite").exists()  # a dry run creates no store either
-    assert "Nothing was sent" in out and "does not exist yet" in out
+    assert "No request was sent to a model" in out and "does not exist yet" in out
     # tiny_qa: 5 samples, 5 distinct requests per model, all to send
     assert re.search(r"tiny_qa__exact_match\s*│\s*model-a\s*│\s*5\s*│\s*5\s*│\s*0\s*│\s*5", out), out
     assert re.search(r"tiny_asr__word_error_rate\s*│\s*model-b\s*│\s*3\s*│\s*3\s*│\s*0\s*│\s*3", out), out

@@ -276,3 +276,50 @@ def test_progress_summary_and_report_count_requests_samples_and_stored_answers_a
 
     again = _evalkit(["run", str(config)], tmp_path)
     assert "0 requests sent, 20 answers from the response store, 40 requests shared" in again.stdout
+
+
+# ---------------------------------------------------------------- 6: a dry run checks what it can
+
+
+def test_dry_run_checks_local_files_and_what_each_endpoint_serves(tmp_path: Path, make_server) -> None:
+    from helpers import tone_wav
+
+    (tmp_path / "runspecs" / "speech").mkdir(parents=True)
+    (tmp_path / "audio").mkdir()
+    (tmp_path / "audio" / "c0.wav").write_bytes(tone_wav(300, 0.5))
+    with (tmp_path / "clips.jsonl").open("w") as handle:
+        for i in range(4):
+            handle.write(json.dumps({"id": f"c{i}", "audio": f"audio/c{i}.wav", "text": "hello"}) + "\n")
+    spec = {
+        "_task": {"description": "asr", "metrics": ["word_error_rate"]},
+        "some_clips": {
+            "path": "../../clips.jsonl",
+            "language": "en",
+            "modality": "audio",
+            "id_column": "id",
+            "audio_column": "audio",
+            "target_column": "text",
+        },
+    }
+    (tmp_path / "runspecs" / "speech" / "some_clips.json").write_text(json.dumps(spec))
+    right = make_server({"model": "m"})
+    wrong = make_server({"model": "pocketsphinx-en-us"})
+    dead = f"http://127.0.0.1:{closed_port()}/v1"
+    models = [model_entry("m", right.base_url), model_entry("asr", wrong.base_url), model_entry("down", dead)]
+    config = config_for(tmp_path / "run", tmp_path / "runspecs", models, [["some_clips", "wer"]])
+
+    result = _evalkit(["run", str(config), "--dry-run"], tmp_path)
+    assert result.returncode == 2, result.stderr  # a dataset names files that are not there
+    out = " ".join(result.stdout.split())
+    assert "some_clips" in out and "names 3 local file(s) that do not exist" in out
+    assert str(tmp_path / "audio" / "c1.wav") in out and str(tmp_path / "audio" / "c0.wav") not in out
+    assert "ok: m at " in out and "serves 'm'" in out
+    assert "warning: asr at " in out and "serves 'pocketsphinx-en-us', not the configured model 'asr'" in out
+    assert "warning: down at " in out and "does not answer GET /models" in out
+    for server in (right, wrong):  # only the model listing was asked
+        assert set(server.stats()["by_path"]) <= {"/v1/models"}, server.stats()
+
+    (tmp_path / "clips.jsonl").write_text(json.dumps({"id": "c0", "audio": "audio/c0.wav", "text": "hi"}) + "\n")
+    fine = _evalkit(["run", str(config), "--dry-run", "--model", "m"], tmp_path)
+    assert fine.returncode == 0, fine.stdout + fine.stderr
+    assert "do not exist" not in fine.stdout and "warning" not in fine.stdout

@@ -52,7 +52,9 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the plan, sample and request counts and what the response store holds; send nothing",
+        help="print the plan, sample and request counts and what the response store holds; check that local "
+        "files exist (exit 2 if not) and that each endpoint serves its model id (GET /models); send no request "
+        "to a model",
     )
     p.add_argument(
         "--resume",
@@ -206,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache)
         )
         print_dry_run(report, plan)
-        return 0
+        return int(report.exit_code)
     from evalkit.api import run_options
     from evalkit.report.console import print_results
     from evalkit.report.progress import expected_totals, make_progress
