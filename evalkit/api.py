@@ -185,7 +185,16 @@ def apply_overrides(
                 )
         config.models = [e for e in config.models if e.info.name in models]
     if datasets or metrics:
+        before = set(config.dataset_metric)
         config.dataset_metric = _select_pairs(config, datasets, metrics)
+        config._pair_labels = [
+            None
+            if pair in before
+            else f"--dataset {pair[0]} --metric {pair[1]}"
+            if metrics
+            else f"--dataset {pair[0]} (its task's default metric {pair[1]})"
+            for pair in config.dataset_metric
+        ]
     return config
 
 

@@ -516,6 +516,13 @@ class Config(_Strict):
         return self
 
     _base_dir: Path | None = PrivateAttr(None)
+    #: per dataset_metric pair, what made it when a command-line flag did ("--dataset X --metric Y"), else None
+    _pair_labels: list[str | None] | None = PrivateAttr(None)
+
+    @property
+    def pair_labels(self) -> list[str | None] | None:
+        """Where each dataset_metric pair came from, for error messages (None: the config file)."""
+        return self._pair_labels
 
     @property
     def base_dir(self) -> Path:

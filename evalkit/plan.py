@@ -140,6 +140,12 @@ def _check_names(config: Config, catalog: Catalog, source: str) -> None:
                 )
 
 
+def declared_fit(metric: str, spec: DatasetSpec) -> bool:
+    """Whether the metric's class declares the dataset's task (or category, or "*") among its ``tasks``."""
+    declared = getattr(METRICS.get(metric), "tasks", ()) or ()
+    return "*" in declared or spec.task in declared or spec.category in declared
+
+
 def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
     try:
         if normalize_language(spec.language) == wanted:
@@ -164,8 +170,10 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             raise ConfigError(f"{source}: filters.language: {error}") from None
     engines: list[EngineSpec] = []
     seen: set[tuple[str, str]] = set()
+    labels = config.pair_labels
     for i, (name, metric) in enumerate(config.dataset_metric):
-        where = f"{source}: dataset_metric[{i}]"
+        label = labels[i] if labels is not None and i < len(labels) else None
+        where = label or f"{source}: dataset_metric[{i}]"
         if metric not in METRICS:
             raise ConfigError(
                 f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "
@@ -175,7 +183,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         specs = catalog.resolve(name, where)
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
-            if fitting and canonical not in fitting:
+            if fitting and canonical not in fitting and not declared_fit(canonical, spec):
                 if len(specs) == 1:
                     raise ConfigError(
                         f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting "

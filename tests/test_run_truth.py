@@ -323,3 +323,69 @@ def test_dry_run_checks_local_files_and_what_each_endpoint_serves(tmp_path: Path
     fine = _evalkit(["run", str(config), "--dry-run", "--model", "m"], tmp_path)
     assert fine.returncode == 0, fine.stdout + fine.stderr
     assert "do not exist" not in fine.stdout and "warning" not in fine.stdout
+
+
+# ---------------------------------------------------------------- 7: documented customisation
+
+
+PLUGIN = '''
+from evalkit.plugin import METRICS, FailureReason, Metric, Sample, SampleScore
+
+
+@METRICS.register("answer_words")
+class AnswerWords(Metric):
+    """1 when the answer has as many words as the reference."""
+
+    bounds = (0.0, 1.0)
+    tasks = ("text_qa",)  # fits every dataset of the text_qa task, whatever its runspec lists
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        if not sample.reference:
+            return SampleScore(None, failure=FailureReason.NO_REFERENCE)
+        same = float(len(prediction.split()) == len(str(sample.reference).split()))
+        return SampleScore(same, (same, 1.0))
+'''
+
+
+def test_a_plugin_metric_declaring_its_task_runs_on_a_catalogue_dataset_and_flag_errors_name_the_flag(
+    tmp_path: Path, make_server
+) -> None:
+    site = tmp_path / "site"
+    (site / "words_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "words_plugin.py").write_text(PLUGIN)
+    (site / "words_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: words-plugin\nVersion: 1.0\n"
+    )
+    (site / "words_plugin-1.0.dist-info" / "entry_points.txt").write_text("[evalkit.plugins]\nwords = words_plugin\n")
+    server = make_server()  # echoes the question: never as many words as the short answers
+    data = {
+        "dataset_metric": [["basic_qa", "answer_words"]],  # the shipped text_qa set; its runspec is untouched
+        "models": [model_entry("m", server.base_url)],
+        "filters": {"num_samples": 4},
+    }
+    (tmp_path / "config.yaml").write_text(json.dumps(data))
+    env_path = os.pathsep.join([str(site), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": env_path}
+
+    def evalkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "evalkit", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    result = evalkit("run", "config.yaml")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads((_run_dir(tmp_path / "runs") / "results.json").read_text())["results"]
+    assert [(r["dataset"], r["metric"], r["n"]) for r in rows] == [("basic_qa", "answer_words", 4)]
+
+    # a metric that fits no declared task kind is still refused, and the flags that chose the pair are named
+    refused = evalkit("run", "config.yaml", "--dataset", "espeak_en_asr", "--metric", "answer_words")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.startswith("evalkit: error: --dataset espeak_en_asr --metric answer_words: metric")
+    assert "does not fit dataset 'espeak_en_asr'" in refused.stderr and "dataset_metric[" not in refused.stderr
+
+    serve_help = evalkit("serve", "--help")
+    assert serve_help.returncode == 0 and "--model-id" in serve_help.stdout
+    assert "pocketsphinx-en-us" in " ".join(serve_help.stdout.split())
+    readme = (ROOT / "README.md").read_text()
+    assert "## Your own metric" in readme and '[project.entry-points."evalkit.plugins"]' in readme
+    assert "tasks = (" in readme and '"textual_input_column"' in readme

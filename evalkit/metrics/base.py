@@ -63,6 +63,10 @@ class Metric(ABC):
     bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
     #: the metric needs an LLM judge endpoint (set on the engine by the plan)
     needs_judge: ClassVar[bool] = False
+    #: the task kinds the metric fits beyond the tasks whose runspecs list it: task names (runspec file
+    #: stems, e.g. "asr", "text_qa"), categories (e.g. "speech_recognition") or "*" for every task. A
+    #: dataset_metric pair naming the metric on a catalogue dataset of such a task is accepted as is.
+    tasks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         self.language = language
