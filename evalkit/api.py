@@ -185,7 +185,16 @@ def apply_overrides(
                 )
         config.models = [e for e in config.models if e.info.name in models]
     if datasets or metrics:
+        before = set(config.dataset_metric)
         config.dataset_metric = _select_pairs(config, datasets, metrics)
+        config._pair_labels = [
+            None
+            if pair in before
+            else f"--dataset {pair[0]} --metric {pair[1]}"
+            if metrics
+            else f"--dataset {pair[0]} (its task's default metric {pair[1]})"
+            for pair in config.dataset_metric
+        ]
     return config
 
 
@@ -219,7 +228,7 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
     if missing:
         from evalkit.catalog import load_catalog
 
-        catalog = load_catalog(config.runspec_dirs)
+        catalog = load_catalog(config.runspec_dirs, cwd=config.base_dir)
         for name in missing:
             specs = catalog.resolve(name, "--dataset")
             task = catalog.tasks[specs[0].task]
@@ -238,9 +247,10 @@ def _set_config_fields(config: Config, fields: dict[str, Any]) -> Config:
     data = config.model_dump(mode="python")
     data.update(fields)
     try:
-        return Config.model_validate(data)
+        updated = Config.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, "evaluate() overrides")) from None
+    return updated.anchor(config.base_dir) if config._base_dir is not None else updated
 
 
 def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:

@@ -1,11 +1,11 @@
 """Runspec discovery: dataset name, task (file stem) and category (folder) resolution.
 
 Runspecs are read from, in order: the runspecs that ship with evalkit, the
-``runspecs/`` folder of the working directory, and every folder named by the
-config's ``runspecs_dir``. A dataset name defined twice with two different
-definitions is an error, so a private dataset can never silently shadow a
-public one; the same definition found twice (the installed catalogue and a
-checkout's ``runspecs/``) is read once.
+``runspecs/`` folder beside the config file (the working directory's without
+one), and every folder named by the config's ``runspecs_dir``. A dataset name
+defined twice with two different definitions is an error, so a private dataset
+can never silently shadow a public one; the same definition found twice (the
+installed catalogue and a checkout's ``runspecs/``) is read once.
 
 The shipped runspecs live at the top of the repository (``runspecs/``); the
 wheel carries them inside the package (``evalkit/runspecs/``, mapped in
@@ -374,9 +374,10 @@ class Catalog:
         if name in self.categories:
             return [self.datasets[d] for task in self.categories[name] for d in self.tasks[task].datasets]
         prefix = f"{where}: " if where else ""
+        searched = ", ".join(str(root) + ("" if root.is_dir() else " (absent)") for root in self.roots)
         raise RunspecError(
             f"{prefix}{name!r} is not a dataset, task or category{did_you_mean(name, self.all_names())}. "
-            f"Run `evalkit list datasets` to see the catalogue."
+            f"Runspec folders searched: {searched}. Run `evalkit list datasets` to see the catalogue."
         )
 
     def fitting_metrics(self, spec: DatasetSpec) -> list[str]:

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -464,7 +465,7 @@ class CacheSettings(_Strict):
     )
     path: str | None = Field(
         None,
-        description="The SQLite file of the store, relative to the working directory; absent: "
+        description="The SQLite file of the store, relative to the config file's folder; absent: "
         "<output_dir>/responses.sqlite.",
     )
 
@@ -537,8 +538,8 @@ class Config(_Strict):
     runspecs_dir: str | list[str] | None = Field(
         None,
         description="Folders of your own runspecs (<folder>/<category>/<task>.json), one or a list, relative to the "
-        "working "
-        "directory; evalkit's runspecs and ./runspecs are always read. Absent: no extra folders.",
+        "config file's folder; evalkit's runspecs and the runspecs/ folder beside the config file are always read. "
+        "Absent: no extra folders.",
     )
     prompts_dir: str | None = Field(
         None,
@@ -559,19 +560,20 @@ class Config(_Strict):
     )
     output_dir: str = Field(
         "runs",
-        description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the working "
-        "directory "
-        "(default runs); --output-dir overrides it.",
+        description="Folder of the run folders (<timestamp>_<id>/) and the response store, relative to the config "
+        "file's folder (default runs beside the config file); --output-dir overrides it (relative to the working "
+        "directory).",
     )
     cache: CacheSettings = Field(
         default_factory=CacheSettings, description="The response store; absent: on, at <output_dir>/responses.sqlite."
     )
     max_failure_rate: float = Field(
-        0.05,
+        0.2,
         ge=0,
         le=1,
-        description="Fraction (0-1) of failed samples above which a result is marked unreliable (!) (default 0.05: "
-        "5%).",
+        description="Fraction (0-1) of failed samples above which a model's result on a dataset-metric pair is "
+        "marked unreliable (!) and `evalkit run` exits with code 3 after writing everything (--allow-failures "
+        "keeps exit 0; --max-failure-rate overrides it) (default 0.2: 20%).",
     )
 
     @field_validator("dataset_metric", mode="before")
@@ -606,6 +608,47 @@ class Config(_Strict):
             if info.name in seen and seen[info.name] != info.model:
                 raise ValueError(f"two models are named {info.name!r} with different `model` ids")
             seen[info.name] = info.model
+        return self
+
+    _base_dir: Path | None = PrivateAttr(None)
+    #: per dataset_metric pair, what made it when a command-line flag did ("--dataset X --metric Y"), else None
+    _pair_labels: list[str | None] | None = PrivateAttr(None)
+
+    @property
+    def pair_labels(self) -> list[str | None] | None:
+        """Where each dataset_metric pair came from, for error messages (None: the config file)."""
+        return self._pair_labels
+
+    @property
+    def base_dir(self) -> Path:
+        """The folder relative paths of this config mean: the config file's, else the working directory."""
+        return self._base_dir if self._base_dir is not None else Path.cwd()
+
+    def anchor(self, folder: str | Path) -> Config:
+        """Make the config's relative paths relative to ``folder`` (the config file's), as absolute paths.
+
+        ``runspecs_dir``, ``output_dir``, ``cache.path`` and a ``launch.model_path`` that names
+        a local folder there; ``./runspecs`` is then looked for in ``folder`` too. So
+        ``evalkit run -c sub/config.yaml`` does from anywhere what ``cd sub && evalkit run`` does.
+        """
+        base = Path(folder).resolve()
+        self._base_dir = base
+
+        def absolute(value: str) -> str:
+            path = Path(value).expanduser()
+            return str(path if path.is_absolute() else base / path)
+
+        if isinstance(self.runspecs_dir, str):
+            self.runspecs_dir = absolute(self.runspecs_dir)
+        elif self.runspecs_dir is not None:
+            self.runspecs_dir = [absolute(d) for d in self.runspecs_dir]
+        self.output_dir = absolute(self.output_dir)
+        if self.cache.path:
+            self.cache.path = absolute(self.cache.path)
+        for entry in self.models:
+            launch = entry.info.launch
+            if launch is not None and launch.model_path and (base / launch.model_path).exists():
+                launch.model_path = absolute(launch.model_path)
         return self
 
     @property
@@ -697,4 +740,6 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(f"{path}:{where}: not valid YAML: {problem}") from None
-    return parse_config(data, str(path), env)
+    config = parse_config(data, str(path), env)
+    config.anchor(path.parent)
+    return config

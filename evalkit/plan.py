@@ -144,6 +144,12 @@ def _check_names(config: Config, catalog: Catalog, source: str) -> None:
                 )
 
 
+def declared_fit(metric: str, spec: DatasetSpec) -> bool:
+    """Whether the metric's class declares the dataset's task (or category, or "*") among its ``tasks``."""
+    declared = getattr(METRICS.get(metric), "tasks", ()) or ()
+    return "*" in declared or spec.task in declared or spec.category in declared
+
+
 def _language_matches(spec: DatasetSpec, wanted: str) -> bool:
     try:
         if normalize_language(spec.language) == wanted:
@@ -219,7 +225,7 @@ def check_metric_options(
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     import_plugin_modules(config.plugins, f"{source}: plugins")
-    catalog = catalog or load_catalog(config.runspec_dirs)
+    catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
     models = _group_models(config)
     _check_names(config, catalog, source)
     _warn_ignored_api_versions(config, source)
@@ -233,8 +239,10 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             raise ConfigError(f"{source}: filters.language: {error}") from None
     engines: list[EngineSpec] = []
     seen: dict[tuple[str, str], dict[str, Any]] = {}
+    labels = config.pair_labels
     for i, (name, metric, options) in enumerate(config.pairs):
-        where = f"{source}: dataset_metric[{i}]"
+        label = labels[i] if labels is not None and i < len(labels) else None
+        where = label or f"{source}: dataset_metric[{i}]"
         if metric not in METRICS:
             raise ConfigError(
                 f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "
@@ -244,7 +252,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         specs = catalog.resolve(name, where)
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
-            if fitting and canonical not in fitting:
+            if fitting and canonical not in fitting and not declared_fit(canonical, spec):
                 if len(specs) == 1:
                     raise ConfigError(
                         f"{where}: metric {metric!r} does not fit dataset {spec.name!r} (task {spec.task}); fitting "

@@ -141,7 +141,7 @@ def test_dry_run_sends_nothing_then_sees_what_the_store_holds(tmp_path: Path, se
     out = capsys.readouterr().out
     assert len(_requests(server)) == before
     assert not (tmp_path / "runs" / "responses.sqlite").exists()  # a dry run creates no store either
-    assert "Nothing was sent" in out and "does not exist yet" in out
+    assert "No request was sent to a model" in out and "does not exist yet" in out
     # tiny_qa: 5 samples, 5 distinct requests per model, all to send
     assert re.search(r"tiny_qa__exact_match\s*│\s*model-a\s*│\s*5\s*│\s*5\s*│\s*0\s*│\s*5", out), out
     assert re.search(r"tiny_asr__word_error_rate\s*│\s*model-b\s*│\s*3\s*│\s*3\s*│\s*0\s*│\s*3", out), out
@@ -241,13 +241,16 @@ def test_plain_progress_lines_when_not_a_terminal_and_quiet_silences_them(
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.splitlines()
     assert "\x1b[" not in proc.stderr  # no terminal control codes in a log
-    assert "[evalkit] tiny_qa__exact_match · model-a: 5/5 done" in proc.stderr
+    assert "[evalkit] tiny_qa__exact_match · model-a: 5/5 samples done" in proc.stderr
     assert any(
-        line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 done, ") and "req/s, 0 failed" in line
+        line.startswith("[evalkit] tiny_asr__word_error_rate · model-b: 3/3 samples done, 0 failed, ")
+        and "samples/s" in line
         for line in lines
     )
     overall = [line for line in lines if line.startswith("[evalkit] overall: ")]
-    assert len(overall) >= 2 and overall[-1].startswith("[evalkit] overall: 26/26 done")
+    assert len(overall) >= 2 and overall[-1].startswith("[evalkit] overall: 26/26 samples done")
+    # the overall line counts requests apart from samples: metrics of one dataset share their requests
+    assert "; 16 requests sent, 0 answers from the response store;" in overall[-1]
     assert "results" in proc.stdout
 
     quiet = _run_subprocess(["run", str(config), "--quiet"], tmp_path)
@@ -320,7 +323,7 @@ def test_live_progress_on_a_terminal(tmp_path: Path, speech_runspecs) -> None:
     assert "[evalkit]" not in text  # not the plain lines
     assert re.search(r"tiny_qa__exact_match\s+model-a\s+.*5/5", text), text
     assert re.search(r"overall\s+.*5/5", text), text
-    assert "req/s" in text and "ETA" in text and "failed" in text
+    assert "samples/s" in text and "ETA" in text and "failed" in text and "requests sent" in text
 
 
 # ---------------------------------------------------------------- list / info / validate

@@ -51,7 +51,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, speech_runspecs: dict[str,
                 "output_dir": str(tmp / "runs"),
             },
         )
-        assert main(["run", str(config), "--quiet"]) == 0
+        assert main(["run", str(config), "--quiet", "--allow-failures"]) == 0  # the flaky model fails often
     finally:
         good.stop()
         flaky.stop()

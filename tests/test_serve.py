@@ -241,6 +241,30 @@ def test_chat_with_input_audio(servers: dict[str, ServeProcess], speech: Path) -
     assert usage["total_tokens"] == usage["prompt_tokens"] + 3
 
 
+def test_max_tokens_cut_chat_and_transcription_and_usage_counts_what_was_generated(
+    servers: dict[str, ServeProcess], speech: Path
+) -> None:
+    wav = espeak(speech, "open the door")
+    url = servers["grammar"].url
+    body = {"model": GRAMMAR_MODEL_ID, "messages": audio_message(wav), "max_completion_tokens": 2, "temperature": 0}
+    status, answer = run(_with_session(chat, url, body))
+    assert status == 200, answer
+    choice = answer["choices"][0]
+    assert choice["message"]["content"] == "open the" and choice["finish_reason"] == "length"
+    assert answer["usage"]["completion_tokens"] == 2  # the words recognised and kept, pocketsphinx's tokens
+
+    async def both(session: aiohttp.ClientSession) -> list[Any]:
+        return [
+            await transcribe(session, url, wav, model=GRAMMAR_MODEL_ID, max_completion_tokens="2"),
+            await transcribe(session, url, wav, model=GRAMMAR_MODEL_ID),
+            await transcribe(session, url, wav, model=GRAMMAR_MODEL_ID, max_completion_tokens="none"),
+        ]
+
+    (cut_status, _, cut), (_, _, whole), (bad_status, _, bad) = run(_with_session(both))
+    assert cut_status == 200 and cut["text"] == "open the" and whole["text"] == "open the door"
+    assert bad_status == 400 and "max_completion_tokens" in json.dumps(bad)
+
+
 def test_chat_stream_returns_server_sent_events(servers: dict[str, ServeProcess], speech: Path) -> None:
     wav = espeak(speech, "turn on the light")
 

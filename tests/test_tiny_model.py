@@ -163,6 +163,28 @@ def test_each_answer_keeps_its_own_max_tokens(backend) -> None:
     assert backend.count_tokens(short) <= 3 < backend.count_tokens(long)
 
 
+def _ids(encoded: object) -> list[int]:
+    """Token ids from apply_chat_template(tokenize=True): a list, or a BatchEncoding in recent transformers."""
+    return list(encoded["input_ids"] if not isinstance(encoded, list) else encoded)  # type: ignore[index]
+
+
+def test_usage_counts_the_chat_template_and_the_generated_ids(backend) -> None:
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there"}]
+    short, long = backend.chat_batch(
+        [ChatInput(messages, GenerationParams(max_tokens=3)), ChatInput(messages[1:], GenerationParams(max_tokens=16))]
+    )
+    # prompt tokens are those the model read: the rendered template with its special tokens, as vLLM reports them
+    rendered = _ids(backend.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+    assert (
+        short.prompt_tokens == len(rendered) > backend.count_tokens("Be brief.") + backend.count_tokens("Hello there")
+    )
+    alone = _ids(backend.tokenizer.apply_chat_template(messages[1:], add_generation_prompt=True, tokenize=True))
+    assert long.prompt_tokens == len(alone)  # left padding in the batch is not counted
+    # completion tokens are the generated ids (never more than max_tokens), not the answer re-tokenised
+    assert short.completion_tokens == 3
+    assert 1 <= long.completion_tokens <= 16
+
+
 def test_seeded_sampling_is_reproducible(backend) -> None:
     def sample(seed: int, others: int = 0) -> str:
         batch = [_chat("Hello there", max_tokens=16, temperature=5.0, seed=seed)]

@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from evalkit.errors import UserError
+from evalkit.errors import RunInterrupted, UserError
 
 T = TypeVar("T")
 
@@ -52,12 +52,26 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--dry-run",
         action="store_true",
-        help="print the plan, sample and request counts and what the response store holds; send nothing",
+        help="print the plan, sample and request counts and what the response store holds; check that local "
+        "files exist (exit 2 if not) and that each endpoint serves its model id (GET /models); send no request "
+        "to a model",
     )
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
         help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)",
+    )
+    p.add_argument(
+        "--max-failure-rate",
+        type=_failure_rate,
+        metavar="RATE",
+        help="override max_failure_rate (0-1, default 0.2): a model whose share of failed samples on a "
+        "dataset-metric pair exceeds it makes the run exit with code 3, after everything is written",
+    )
+    p.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even when results exceed max_failure_rate (they are still marked ! and listed)",
     )
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the response store")
     p.add_argument("--refresh-cache", action="store_true", help="ask every request again and overwrite stored answers")
@@ -70,6 +84,16 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quiet", "-q", action="store_true", help="no progress, only the final table")
     p.add_argument("--verbose", "-v", action="store_true", help="print the plan first, and debug logging")
+
+
+def _failure_rate(value: str) -> float:
+    try:
+        rate = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number (a fraction from 0 to 1, e.g. 0.2)") from None
+    if not 0 <= rate <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a fraction from 0 to 1 (e.g. 0.2 for 20%)")
+    return rate
 
 
 def _filter_args(p: argparse.ArgumentParser) -> None:
@@ -177,8 +201,15 @@ def _plan(args: argparse.Namespace) -> Any:
     return plan
 
 
+def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
+    """Flags that change how results are judged, not what runs (so --resume accepts them too)."""
+    if args.max_failure_rate is not None:
+        plan.config.max_failure_rate = args.max_failure_rate
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     plan = _plan(args)
+    _apply_run_flags(plan, args)
     if args.verbose:
         _print_plan(plan)
     if args.dry_run:
@@ -188,7 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             dry_run(plan, output_dir=args.output_dir, no_cache=args.no_cache, refresh_cache=args.refresh_cache)
         )
         print_dry_run(report, plan)
-        return 0
+        return int(report.exit_code)
     from evalkit.api import run_options
     from evalkit.report.console import print_results
     from evalkit.report.progress import expected_totals, make_progress
@@ -203,7 +234,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     with progress:
         outcome = _run_async(execute(plan, options))
     print_results(outcome)
-    return 1 if any(e.error for e in outcome.engines) else 0
+    return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
+
+
+def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> int:
+    """1: an engine failed; 3: a result failed on more than max_failure_rate of its samples; else 0."""
+    from evalkit.report.results import over_failure_limit
+
+    if any(e.error for e in outcome.engines):
+        return 1
+    over = over_failure_limit(outcome.rows, max_failure_rate)
+    if not over:
+        return 0
+    listed = "; ".join(f"{r.model} on {r.dataset} x {r.metric}: {r.n_failed}/{r.n + r.n_failed}" for r in over[:10])
+    more = f" and {len(over) - 10} more" if len(over) > 10 else ""
+    verdict = "exit code 0 (--allow-failures)" if allow_failures else "exit code 3 (--allow-failures: exit 0)"
+    print(
+        f"evalkit: {len(over)} result{'s' * (len(over) != 1)} failed on more than max_failure_rate "
+        f"{max_failure_rate:g} of their samples ({listed}{more}); everything was written; {verdict}",
+        file=sys.stderr,
+    )
+    return 0 if allow_failures else 3
 
 
 def _print_plan(plan: Any) -> None:
@@ -376,6 +427,24 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- main
 
 
+def _report_interrupt(interrupted: RunInterrupted) -> None:
+    """Say what was kept and the exact command that finishes the run."""
+    import shlex
+    import signal
+
+    name = signal.Signals(interrupted.signum).name if interrupted.signum in signal.valid_signals() else "signal"
+    run_dir = interrupted.run_dir
+    if run_dir is None:
+        print(f"evalkit: interrupted ({name}) before the run folder was made; nothing to resume", file=sys.stderr)
+        return
+    print(
+        f"evalkit: interrupted ({name}); {Path(str(run_dir)) / 'run.json'} has status 'interrupted'. "
+        "Resume it with (stored answers are not asked again):\n"
+        f"  evalkit run --resume {shlex.quote(str(run_dir))}",
+        file=sys.stderr,
+    )
+
+
 COMMANDS = {
     "fetch": cmd_fetch,
     "run": cmd_run,
@@ -417,6 +486,9 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except RunInterrupted as interrupted:
+        _report_interrupt(interrupted)
+        return interrupted.exit_code
     except KeyboardInterrupt:
         print("evalkit: interrupted", file=sys.stderr)
         return 130

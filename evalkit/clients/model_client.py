@@ -166,7 +166,11 @@ class ModelClient:
         self._store_warned = False
         self._last_fault: Attempt | None = None
         self.sent = 0
+        #: answers the response store held from before this client started (earlier runs)
         self.store_hits = 0
+        #: answers the store gave back that this run had already asked for (another pair of the same dataset)
+        self.reused = 0
+        self.started_unix = time.time()
         self.deduplicated = 0
         self.rate_limited = 0
         self.retried = 0
@@ -183,6 +187,7 @@ class ModelClient:
         return {
             "sent": self.sent,
             "store_hits": self.store_hits,
+            "reused": self.reused,
             "deduplicated": self.deduplicated,
             "retried": self.retried,
             "rate_limited": self.rate_limited,
@@ -221,14 +226,18 @@ class ModelClient:
         try:
             if use_store and self.store is not None:
                 try:
-                    stored = await self.store.get(store_key)
+                    found = await self.store.get_with_time(store_key)
                 except Exception as error:
                     if not self._store_warned:
                         self._store_warned = True
                         log.warning("response store read failed (asking the endpoint): %s", error)
-                    stored = None
-                if stored is not None:
-                    self.store_hits += 1
+                    found = None
+                if found is not None:
+                    stored, created = found
+                    if created >= self.started_unix:
+                        self.reused += 1
+                    else:
+                        self.store_hits += 1
                     outcome = Outcome(
                         text=stored["text"], raw=stored.get("raw"), cached=True, usage=stored.get("usage") or {}
                     )

@@ -104,19 +104,27 @@ class ResponseStore:
 
     async def get(self, key: str) -> dict[str, Any] | None:
         """A stored response, or None (also for one stored before ``refresh_since``)."""
+        found = await self.get_with_time(key)
+        return found[0] if found is not None else None
+
+    async def get_with_time(self, key: str) -> tuple[dict[str, Any], float] | None:
+        """A stored response and when it was stored (unix time), or None as :meth:`get`."""
         if self._db is None:
             return None
         pending = self._pending.get(key)
         if pending is not None:
-            return jsonutil.loads(pending[1])
+            return jsonutil.loads(pending[1]), float(pending[2])
         args: tuple[str] | tuple[str, float]
         if self.refresh_since is None:
-            sql, args = "SELECT response FROM responses WHERE key = ?", (key,)
+            sql, args = "SELECT response, created FROM responses WHERE key = ?", (key,)
         else:
-            sql, args = "SELECT response FROM responses WHERE key = ? AND created >= ?", (key, self.refresh_since)
+            sql, args = (
+                "SELECT response, created FROM responses WHERE key = ? AND created >= ?",
+                (key, self.refresh_since),
+            )
         async with self._db.execute(sql, args) as cursor:
             row = await cursor.fetchone()
-        return jsonutil.loads(row[0]) if row else None
+        return (jsonutil.loads(row[0]), float(row[1])) if row else None
 
     def put(self, key: str, model: str, response: dict[str, Any]) -> asyncio.Future[None]:
         """Queue a response for the next commit; the returned future resolves once it is committed."""

@@ -91,6 +91,8 @@ class ScoreAccumulator:
         self._subscores: dict[str, array[float]] = {}
         self._subscore_hook = getattr(metric, "subscores", None)
         self.failures: Counter[str] = Counter()
+        #: one message per failure reason (the first seen), for the console and results.json
+        self.failure_examples: dict[str, str] = {}
 
     @property
     def n(self) -> int:
@@ -101,9 +103,14 @@ class ScoreAccumulator:
     def n_failed(self) -> int:
         return sum(self.failures.values())
 
-    def add_failure(self, reason: str) -> None:
-        """Count a sample that could not be scored (request failed, unparseable verdict, ...)."""
+    def add_failure(self, reason: str, message: str | None = None) -> None:
+        """Count a sample that could not be scored (request failed, unparseable verdict, ...).
+
+        ``message`` (the error's text) is kept as the reason's example when it is the first one.
+        """
         self.failures[str(reason)] += 1
+        if message and str(reason) not in self.failure_examples:
+            self.failure_examples[str(reason)] = message
 
     def add(self, score: SampleScore, groups: dict[str, str] | None = None, order: float | None = None) -> None:
         """Add one sample's score; a score carrying ``failure`` is counted as a failure instead.

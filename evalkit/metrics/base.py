@@ -66,6 +66,10 @@ class Metric(ABC):
     #: how the engine gets the prediction: "generate" (the model's answer) or "loglikelihood"
     #: (each of the sample's choices scored through the completions endpoint; see metrics/likelihood.py)
     scoring: ClassVar[str] = "generate"
+    #: the task kinds the metric fits beyond the tasks whose runspecs list it: task names (runspec file
+    #: stems, e.g. "asr", "text_qa"), categories (e.g. "speech_recognition") or "*" for every task. A
+    #: dataset_metric pair naming the metric on a catalogue dataset of such a task is accepted as is.
+    tasks: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         self.language = language

@@ -1,4 +1,4 @@
-"""The results table printed at the end of a run and by `evalkit report`."""
+"""The results table printed at the end of a run and by `evalkit report`, with the failures behind it."""
 
 from __future__ import annotations
 
@@ -8,8 +8,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evalkit.report.results import ResultRow
+from evalkit.report.results import ResultRow, failures_by_model
 from evalkit.report.tables import HEADERS, table_rows
+
+#: longest example message shown per failure reason (the records hold the whole text)
+_EXAMPLE_CHARS = 240
 
 
 def _console() -> Console:
@@ -26,15 +29,58 @@ def print_table(rows: list[ResultRow], title: str, console: Console | None = Non
     console.print(table)
 
 
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _EXAMPLE_CHARS else text[: _EXAMPLE_CHARS - 1] + "…"
+
+
+def failure_lines(rows: list[ResultRow]) -> list[str]:
+    """``model: N x reason: example`` per model and reason, most frequent first (a dataset counted once)."""
+    lines = []
+    for model, reasons in failures_by_model(rows).items():
+        for reason, count, example in reasons:
+            lines.append(f"{model}: {count} x {reason}" + (f": {_one_line(example)}" if example else ""))
+    return lines
+
+
+def print_failures(rows: list[ResultRow], console: Console | None = None) -> None:
+    """The failure reasons behind the table's `failed` column, with one example message each."""
+    lines = failure_lines(rows)
+    if not lines:
+        return
+    console = console or _console()
+    console.print("Failed samples by model and reason (one example each; every message is in the records):")
+    for line in lines:
+        console.print(Text("  " + line), soft_wrap=True)
+
+
+def summary_line(outcome: Any) -> str:
+    """What the run did, each number with its unit: requests, stored answers, samples scored."""
+    dataset_rows = [r for r in outcome.rows if r.kind == "dataset"]
+    scored = sum(r.n for r in dataset_rows)
+    failed = sum(r.n_failed for r in dataset_rows)
+    pairs = len({(r.dataset, r.metric) for r in dataset_rows})
+    models = len({r.model for r in dataset_rows})
+    reused = getattr(outcome, "reused", 0)
+    text = f"{outcome.requests_sent} requests sent, {outcome.store_hits} answers from the response store"
+    if reused:
+        text += f", {reused} requests shared by two pairs of this run (asked once)"
+    text += (
+        f"; {scored} samples scored and {failed} failed over {pairs} dataset-metric pair{'s' * (pairs != 1)} x "
+        f"{models} model{'s' * (models != 1)}; {outcome.seconds:.1f} s."
+    )
+    return text
+
+
 def print_results(outcome: Any, console: Console | None = None) -> None:
-    """The table of a finished run (a RunOutcome), engine errors, and where everything was written."""
+    """The table of a finished run (a RunOutcome), its failures, engine errors, and where everything was written."""
     console = console or _console()
     print_table(outcome.rows, f"evalkit results — {outcome.run_dir}", console)
+    print_failures(outcome.rows, console)
     for engine in outcome.engines:
         if engine.error:
             console.print(Text.assemble((f"engine {engine.spec.id} failed:", "red"), f" {engine.error}"))
+    console.print(Text(summary_line(outcome)), soft_wrap=True)
     console.print(
-        f"{outcome.requests_sent} requests sent, {outcome.store_hits} answered by the response store, "
-        f"{outcome.seconds:.1f} s. "
-        f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"
+        Text(f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"), soft_wrap=True
     )

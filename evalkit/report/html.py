@@ -218,22 +218,38 @@ def quantile(sorted_values: list[float], q: float) -> float:
 
 
 def latencies_by_model(records_dir: Path) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Latency (s) of answers that reached an endpoint, per model; and how many came from the store."""
+    """Latency (s) per sample answered by an endpoint, per model; and how many samples the store answered.
+
+    Metrics on one dataset share their requests, so each (dataset, sample) counts
+    once per model however many metric records it has.
+    """
+    # (model, dataset, sample) -> its latency when an endpoint answered it in any metric's record, else None
+    per_sample: dict[tuple[str, str, str], float | None] = {}
+    for record in iter_records(records_dir):
+        key = (str(record.get("model", "?")), str(record.get("dataset", "")), str(record.get("sample_id", "")))
+        latency = record.get("latency")
+        answered = (
+            not record.get("cached") and isinstance(latency, (int, float)) and latency > 0 and math.isfinite(latency)
+        )
+        if answered and per_sample.get(key) is None:
+            per_sample[key] = float(latency)  # type: ignore[arg-type]
+        elif key not in per_sample and record.get("cached"):
+            per_sample[key] = None
+        elif key not in per_sample:
+            per_sample[key] = math.nan  # no latency (failed before a request): neither answered nor stored
     latencies: dict[str, list[float]] = defaultdict(list)
     cached: dict[str, int] = defaultdict(int)
-    for record in iter_records(records_dir):
-        model = str(record.get("model", "?"))
-        if record.get("cached"):
+    for (model, _, _), value in per_sample.items():
+        if value is None:
             cached[model] += 1
-            continue
-        latency = record.get("latency")
-        if isinstance(latency, (int, float)) and latency > 0 and math.isfinite(latency):
-            latencies[model].append(float(latency))
+        elif not math.isnan(value):
+            latencies[model].append(value)
     return dict(latencies), dict(cached)
 
 
-def latency_section(records_dir: Path) -> str:
+def latency_section(records_dir: Path, meta: dict[str, Any] | None = None) -> str:
     latencies, cached = latencies_by_model(records_dir)
+    requests = (meta or {}).get("requests") or {}
     html = "<h2>Latency per model</h2>"
     if not latencies:
         note = " All answers came from the response store." if cached else ""
@@ -241,10 +257,12 @@ def latency_section(records_dir: Path) -> str:
     rows = []
     for model, values in latencies.items():
         values.sort()
+        sent = requests.get(model, {}).get("sent")
         rows.append(
             [
                 escape(model),
                 str(len(values)),
+                "" if sent is None else str(sent),
                 *(f"{quantile(values, q):.3f}" for q in (0.5, 0.9, 0.99)),
                 f"{sum(values) / len(values):.3f}",
                 f"{values[-1]:.3f}",
@@ -252,13 +270,24 @@ def latency_section(records_dir: Path) -> str:
             ]
         )
     html += _table(
-        ["model", "answers", "p50 (s)", "p90 (s)", "p99 (s)", "mean (s)", "max (s)", "from store"],
+        [
+            "model",
+            "samples answered",
+            "requests sent",
+            "p50 (s)",
+            "p90 (s)",
+            "p99 (s)",
+            "mean (s)",
+            "max (s)",
+            "samples from store",
+        ],
         rows,
-        {1, 2, 3, 4, 5, 6, 7},
+        {1, 2, 3, 4, 5, 6, 7, 8},
     )
     html += (
-        '<p class="note">Latency of a sample\'s answer as the engine saw it (all attempts and chunks), answers '
-        "from the response store excluded.</p>"
+        '<p class="note">Latency of a sample\'s answer as the engine saw it (all attempts and chunks), one per '
+        "dataset sample and model however many metrics score it; answers from the response store excluded. "
+        "Requests sent count HTTP requests, retries and the chunks of long audio included.</p>"
     )
     html += histograms(latencies, title="Latency distribution", unit="s")
     return html
@@ -362,7 +391,7 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
     body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
-    body += latency_section(records_dir) if records_dir is not None else ""
+    body += latency_section(records_dir, meta) if records_dir is not None else ""
     body += failure_section(rows) + details_section(meta)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'

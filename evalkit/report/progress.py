@@ -1,8 +1,11 @@
 """Live progress: a rich display on a terminal, plain periodic lines otherwise (CI logs stay readable).
 
-The runner calls a progress object once per answered (engine, model,
-sample) with ``ok``; that call only bumps counters, so it costs nothing
-next to a request. Rendering happens elsewhere: rich's refresh thread
+The runner calls a progress object once per finished (engine, model,
+sample) with ``ok`` (scored, or failed); that call only bumps counters, so it
+costs nothing next to a request. Lines count samples of a dataset-metric
+pair; the overall line adds the requests sent and the answers the response
+store gave (from the runner's request counter), since a request can serve
+several pairs and a sample can need several requests. Rendering happens elsewhere: rich's refresh thread
 redraws the live table a few times a second, and the plain variant writes
 one line per engine x model (plus an overall line) every ``interval``
 seconds and once more at the end.
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -65,6 +69,8 @@ class Progress:
         self.started = time.monotonic()
         self._last = self.started
         self._closed = False
+        #: () -> (requests sent, answers from the store); set by the runner
+        self.request_counter: Callable[[], tuple[int, int]] | None = None
 
     # -- counting (called by the engines, on the event loop)
 
@@ -86,7 +92,7 @@ class Progress:
     # -- numbers shared by both renderings
 
     def rate(self, line: _Line) -> float:
-        """Answers per second since the run started (engines start together, so this is comparable across lines)."""
+        """Samples per second since the run started (engines start together, so this is comparable across lines)."""
         elapsed = (
             line.last if line.total is not None and line.done >= line.total and line.last else time.monotonic()
         ) - self.started
@@ -109,15 +115,24 @@ class Progress:
 
     def describe(self, line: _Line) -> str:
         total = "?" if line.total is None else str(line.total)
-        text = f"{line.done}/{total} done, {self.rate(line):.1f} req/s, {line.failed} failed"
+        text = f"{line.done}/{total} samples done, {line.failed} failed, {self.rate(line):.1f} samples/s"
         eta = self.eta(line)
         if eta is not None:
             text += f", ETA {_duration(eta)}"
         return text
 
+    def requests(self) -> str:
+        """``N requests sent, M answers from the store`` when the runner gave a counter, else ''."""
+        if self.request_counter is None:
+            return ""
+        sent, stored = self.request_counter()
+        return f"{sent} requests sent, {stored} answers from the response store"
+
     def summary(self) -> str:
         elapsed = time.monotonic() - self.started
-        return f"[evalkit] overall: {self.describe(self.overall())}, {_duration(elapsed)} elapsed"
+        requests = self.requests()
+        requests = f"; {requests}" if requests else ""
+        return f"[evalkit] overall: {self.describe(self.overall())}{requests}; {_duration(elapsed)} elapsed"
 
     # -- plain rendering
 
@@ -184,8 +199,8 @@ class LiveProgress(Progress):
             ("engine", "left"),
             ("model", "left"),
             ("", "left"),
-            ("done", "right"),
-            ("req/s", "right"),
+            ("samples", "right"),
+            ("samples/s", "right"),
             ("failed", "right"),
             ("ETA", "right"),
         ):
@@ -194,7 +209,12 @@ class LiveProgress(Progress):
         for (engine, model), line in rows:
             table.add_row(*self._cells(Text(engine), Text(model), line, ProgressBar))
         table.add_row(*self._cells(Text("overall", style="bold"), Text(""), self.overall(), ProgressBar))
-        return table
+        requests = self.requests()
+        if not requests:
+            return table
+        from rich.console import Group
+
+        return Group(table, Text(requests, style="dim"))
 
     def _cells(self, engine: Any, model: Any, line: _Line, bar_cls: Any) -> list[Any]:
         total = line.total

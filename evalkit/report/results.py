@@ -41,6 +41,8 @@ class ResultRow:
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     kind: str = "dataset"  # or "aggregate"
+    #: failure reason -> one message it came with (the first seen)
+    failure_examples: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {k: _clean(v) for k, v in self.__dict__.items()}
@@ -148,6 +150,39 @@ def aggregate_rows(
                     kind="aggregate",
                 )
             )
+    return out
+
+
+def over_failure_limit(rows: list[ResultRow], max_failure_rate: float) -> list[ResultRow]:
+    """The model x dataset-metric results whose share of failed samples exceeds ``max_failure_rate``."""
+    return [r for r in rows if r.kind == "dataset" and r.failure_rate > max_failure_rate]
+
+
+def failures_by_model(rows: list[ResultRow]) -> dict[str, list[tuple[str, int, str]]]:
+    """model -> [(reason, failed samples, one example message)], most frequent reason first.
+
+    Metrics on one dataset share their requests, so a failed request shows up
+    in every metric's row: each dataset counts once per model and reason (its
+    largest count among the metrics).
+    """
+    per_dataset: dict[tuple[str, str, str], int] = {}
+    examples: dict[tuple[str, str], str] = {}
+    for r in rows:
+        if r.kind != "dataset":
+            continue
+        for reason, count in (r.failure_reasons or {}).items():
+            key = (r.model, reason, r.dataset)
+            per_dataset[key] = max(per_dataset.get(key, 0), int(count))
+            example = (r.failure_examples or {}).get(reason)
+            if example and (r.model, reason) not in examples:
+                examples[(r.model, reason)] = example
+    counts: dict[tuple[str, str], int] = {}
+    for (model, reason, _), count in per_dataset.items():
+        counts[(model, reason)] = counts.get((model, reason), 0) + count
+    order = {model: i for i, model in enumerate(dict.fromkeys(r.model for r in rows))}
+    out: dict[str, list[tuple[str, int, str]]] = {}
+    for (model, reason), count in sorted(counts.items(), key=lambda kv: (order[kv[0][0]], -kv[1], kv[0][1])):
+        out.setdefault(model, []).append((reason, count, examples.get((model, reason), "")))
     return out
 
 

@@ -62,6 +62,32 @@ def fmt_number(value: float) -> str:
     return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) >= 0.001 else f"{value:.1e}"
 
 
+def distinct_labels(values: Sequence[float]) -> list[str]:
+    """Labels for ``values`` with the fewest significant digits (at least 3) that tell neighbours apart.
+
+    Histogram edges can be close together (latencies from 1.201 s to 1.236 s):
+    three digits would print several edges as "1.2"; more digits are used until
+    every distinct value reads differently.
+    """
+    for digits in range(3, 10):
+        labels = [_significant(v, digits) for v in values]
+        if len(set(labels)) == len(set(values)):
+            return labels
+    return [repr(float(v)) for v in values]
+
+
+def _significant(value: float, digits: int) -> str:
+    if value == 0:
+        return "0"
+    if float(value).is_integer() and abs(value) < 1e9:
+        return str(int(value))
+    if abs(value) < 0.001:
+        return f"{value:.{digits - 2}e}"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
+    text = f"{value:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def _truncate(text: str, limit: int = 30) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -207,6 +233,7 @@ def histograms(series: Mapping[str, Sequence[float]], *, title: str, unit: str =
     parts = [f'<text x="0" y="16" {_FONT} font-size="14" font-weight="600">{escape(title)}</text>']
     n_bins = len(edges) - 1
     bin_w = plot_w / n_bins
+    labels = distinct_labels(edges)
     for r, name in enumerate(names):
         counts = count_into(series[name], edges)
         peak = max(counts) or 1
@@ -222,7 +249,7 @@ def histograms(series: Mapping[str, Sequence[float]], *, title: str, unit: str =
             if not count:
                 continue
             h = max(count / peak * (row_h - 4), 1.0)
-            tip = f"{name}: {count} in [{fmt_number(edges[b])}, {fmt_number(edges[b + 1])}) {unit}"
+            tip = f"{name}: {count} in [{labels[b]}, {labels[b + 1]}) {unit}"
             parts.append(
                 f'<rect class="bar" x="{label_w + b * bin_w + 0.5:.1f}" y="{y0 + row_h - h:.1f}" '
                 f'width="{max(bin_w - 1, 0.5):.1f}" '
@@ -230,11 +257,13 @@ def histograms(series: Mapping[str, Sequence[float]], *, title: str, unit: str =
             )
     bottom = top + len(names) * (row_h + gap) - gap
     step = max(1, n_bins // 6)
-    for b in range(0, n_bins + 1, step):
+    shown = list(range(0, n_bins + 1, step))
+    axis_labels = distinct_labels([edges[b] for b in shown])
+    for b, label in zip(shown, axis_labels):
         x = label_w + b * bin_w
         parts.append(
-            f'<text x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT} '
-            f'fill="#555">{escape(fmt_number(edges[b]))}</text>'
+            f'<text class="bin-edge" x="{x:.1f}" y="{bottom + 14}" text-anchor="middle" {_FONT} '
+            f'fill="#555">{escape(label)}</text>'
         )
     scale = "log scale" if log_scale else "linear scale"
     parts.append(

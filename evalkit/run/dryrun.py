@@ -11,7 +11,12 @@ so a multi-turn conversation continues as far as the store can take it.
 "to send" what it would ask the endpoints.
 
 Hub datasets are not touched ("unknown (hub)"): a dry run must be quick and
-offline. Module import is light: the cheap counting helpers are also used by
+offline. Two checks go further than the plan: every local file a dataset
+names (audio paths) must exist, and every endpoint is asked ``GET
+/v1/models`` (never a generation) to see that it answers and serves the
+configured model id. Missing files make the dry run exit 2; an endpoint
+that does not answer, or serves other ids, is a warning naming what it serves.
+Module import is light: the cheap counting helpers are also used by
 `evalkit info` and the live progress totals.
 """
 
@@ -71,8 +76,30 @@ class ModelEstimate:
 
 
 @dataclass
+class MissingFiles:
+    """Local files a dataset names that are not there."""
+
+    dataset: str
+    runspec: str
+    count: int = 0
+    examples: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EndpointCheck:
+    """What ``GET /v1/models`` said about one endpoint of a model."""
+
+    model: str
+    url: str
+    ok: bool
+    message: str
+
+
+@dataclass
 class DryRunReport:
     pairs: list[PairEstimate] = field(default_factory=list)
+    missing_files: list[MissingFiles] = field(default_factory=list)
+    endpoints: list[EndpointCheck] = field(default_factory=list)
     models: list[ModelEstimate] = field(default_factory=list)
     engines: int = 0
     store_path: str | None = None
@@ -85,7 +112,14 @@ class DryRunReport:
             "store": {"path": self.store_path, "state": self.store_state},
             "pairs": [{**p.__dict__, "to_send": p.to_send} for p in self.pairs],
             "models": [{**m.__dict__, "to_send": m.to_send} for m in self.models],
+            "missing_files": [m.__dict__ for m in self.missing_files],
+            "endpoints": [e.__dict__ for e in self.endpoints],
         }
+
+    @property
+    def exit_code(self) -> int:
+        """2 when a dataset names local files that are missing (a data mistake), else 0."""
+        return 2 if self.missing_files else 0
 
 
 def store_path_for(config: Config, output_dir: str | None = None) -> Path:
@@ -197,6 +231,8 @@ async def dry_run(
     plan: Plan, *, output_dir: str | None = None, no_cache: bool = False, refresh_cache: bool = False
 ) -> DryRunReport:
     """Count samples and requests per engine x model and look the keys up in the response store; sends nothing."""
+    import asyncio
+
     from evalkit.clients.store import ResponseStore
     from evalkit.errors import UserError
 
@@ -274,7 +310,97 @@ async def dry_run(
     finally:
         if store is not None:
             await store.close()
+    report.missing_files = await asyncio.to_thread(missing_local_files, plan)
+    report.endpoints = await check_endpoints(plan)
     return report
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _sample_paths(sample: Any) -> Any:
+    if sample.audio is not None and sample.audio.path is not None:
+        yield sample.audio.path
+    for turn in sample.turns or ():
+        if turn.audio is not None and turn.audio.path is not None:
+            yield turn.audio.path
+
+
+def missing_local_files(plan: Plan, examples: int = 5) -> list[MissingFiles]:
+    """Per local dataset of the plan: the files its samples name (audio paths) that do not exist."""
+    from evalkit.data.filters import apply_filters
+    from evalkit.data.loading import iter_samples
+
+    found: list[MissingFiles] = []
+    seen: set[str] = set()
+    for spec in plan.engines:
+        dataset = spec.dataset
+        if dataset.path is None or dataset.name in seen:
+            continue
+        seen.add(dataset.name)
+        missing = MissingFiles(dataset.name, dataset.file)
+        checked: set[str] = set()
+        for sample in apply_filters(iter_samples(dataset), plan.config.filters, dataset.name):
+            for path in _sample_paths(sample):
+                if path in checked:
+                    continue
+                checked.add(path)
+                if not Path(path).is_file():
+                    missing.count += 1
+                    if len(missing.examples) < examples:
+                        missing.examples.append(str(path))
+        if missing.count:
+            found.append(missing)
+    return found
+
+
+async def check_endpoints(plan: Plan, timeout: float = 5.0) -> list[EndpointCheck]:
+    """Ask every endpoint ``GET /v1/models``: does it answer, and does it serve the configured model id?"""
+    import asyncio
+
+    import aiohttp
+
+    from evalkit.clients.protocol import EndpointProtocol
+    from evalkit.util.redact import redact_url
+
+    jobs = []
+    for model in plan.models.values():
+        for info in model.replicas:
+            if info.launch is not None:
+                continue  # evalkit starts it at run time and checks it then
+            for url in info.urls:
+                protocol = EndpointProtocol(
+                    base_url=url, kind=model.kind, auth_token=info.auth_token, api_version=info.api_version
+                )
+                jobs.append((model.name, info.model, url, protocol))
+    if not jobs:
+        return []
+
+    async def one(session: aiohttp.ClientSession, name: str, model_id: str, url: str, protocol: Any) -> EndpointCheck:
+        shown = redact_url(url)
+        if protocol.api_version is not None:
+            return EndpointCheck(name, shown, True, "Azure OpenAI deployment: not checked (no /models listing)")
+        target = url.split("?", 1)[0].rstrip("/") + "/models"
+        try:
+            async with session.get(target, headers=protocol.headers) as response:
+                if response.status != 200:
+                    text = (await response.text())[:200]
+                    return EndpointCheck(name, shown, False, f"GET /models answered HTTP {response.status}: {text}")
+                payload = await response.json(content_type=None)
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError) as error:
+            return EndpointCheck(name, shown, False, f"does not answer GET /models: {error or type(error).__name__}")
+        data = payload.get("data") if isinstance(payload, dict) else None
+        ids = [str(m.get("id")) for m in data or [] if isinstance(m, dict) and m.get("id") is not None]
+        if model_id in ids:
+            return EndpointCheck(name, shown, True, f"serves {model_id!r}")
+        served = ", ".join(repr(i) for i in ids) or "no model"
+        return EndpointCheck(
+            name, shown, False, f"serves {served}, not the configured model {model_id!r} (models[].info.model)"
+        )
+
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    async with aiohttp.ClientSession(timeout=client_timeout) as session:
+        return list(await asyncio.gather(*(one(session, *job) for job in jobs)))
 
 
 def _n(value: int | None, note: str = "") -> str:
@@ -353,7 +479,23 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
     to_send = sum(m.to_send or 0 for m in report.models)
     stored = sum(m.stored or 0 for m in report.models)
     suffix = " (+ unknown for hub datasets)" if any(m.partial for m in report.models) else ""
+    for missing in report.missing_files:
+        console.print(
+            Text.assemble(
+                ("missing files: ", "red"),
+                f"{missing.dataset} ({missing.runspec}) names {missing.count} local file(s) that do not exist: "
+                + ", ".join(missing.examples)
+                + (" ..." if missing.count > len(missing.examples) else ""),
+            ),
+            soft_wrap=True,
+        )
+    for check in report.endpoints:
+        style, label = ("green", "ok") if check.ok else ("yellow", "warning")
+        console.print(
+            Text.assemble((f"{label}: ", style), f"{check.model} at {check.url}: {check.message}"), soft_wrap=True
+        )
     console.print(
-        f"Nothing was sent. A run would send {to_send:,} requests and take {stored:,} from the response store{suffix}.",
+        f"No request was sent to a model (only GET /models). A run would send {to_send:,} requests and take "
+        f"{stored:,} from the response store{suffix}.",
         soft_wrap=True,
     )

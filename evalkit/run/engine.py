@@ -71,6 +71,8 @@ class ModelResult:
     result: MetricResult | None
     n_failed: int = 0
     failure_reasons: dict[str, int] = field(default_factory=dict)
+    #: reason -> the first failure message seen with it
+    failure_examples: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -167,7 +169,11 @@ class Engine:
             # bootstrap CIs are CPU work: off the loop, so other engines keep their endpoints busy
             scored = await asyncio.to_thread(acc.result, seed=self.seed) if acc.n else None
             result.models[name] = ModelResult(
-                model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failures)
+                model=name,
+                result=scored,
+                n_failed=acc.n_failed,
+                failure_reasons=dict(acc.failures),
+                failure_examples=dict(acc.failure_examples),
             )
         return result
 
@@ -409,6 +415,7 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
                     unreliable=rate > max_failure_rate or res.error is not None,
                     seconds=round(res.seconds, 3),
                     failure_reasons=mres.failure_reasons,
+                    failure_examples=mres.failure_examples,
                     details={**res.metric_info, **(metric_result.details if metric_result else {})},
                     error=res.error,
                 )

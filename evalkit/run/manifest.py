@@ -61,7 +61,7 @@ def answer_fingerprint(config: Config) -> str:
     if isinstance(judge, dict):
         for key in _JUDGE_TRANSPORT_FIELDS:
             judge.pop(key, None)
-    for key in ("output_dir", "cache"):
+    for key in ("output_dir", "cache", "max_failure_rate"):  # where results go and how they are judged
         data.pop(key, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -114,6 +114,8 @@ def plan_for_resume(run_dir: str | Path) -> Plan:
         config = Config.model_validate(data)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error, f"{Path(run_dir) / MANIFEST}")) from None
+    if source and Path(source).is_file():
+        config.anchor(Path(source).parent)  # the run's paths meant the config file's folder
     return build_plan(config, source=str(source))
 
 

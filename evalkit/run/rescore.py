@@ -297,7 +297,11 @@ async def _rescore_dataset(
     for name, acc in accumulators.items():
         summary = await asyncio.to_thread(acc.result, seed=seed) if acc.n else None
         result.models[name] = ModelResult(
-            model=name, result=summary, n_failed=acc.n_failed, failure_reasons=dict(acc.failures)
+            model=name,
+            result=summary,
+            n_failed=acc.n_failed,
+            failure_reasons=dict(acc.failures),
+            failure_examples=dict(acc.failure_examples),
         )
     result.seconds = time.perf_counter() - started
     return result

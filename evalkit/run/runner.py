@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import gc
 import secrets
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
-from evalkit.errors import UserError
+from evalkit.errors import RunInterrupted, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
@@ -73,9 +74,13 @@ class RunOutcome:
     rows: list[ResultRow]
     engines: list[EngineResult]
     seconds: float
+    #: HTTP requests sent to the models' endpoints (retries included)
     requests_sent: int = 0
+    #: answers the response store held from earlier runs
     store_hits: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
+    #: answers one pair of this run took from another (same dataset, same request), not sent again
+    reused: int = 0
 
 
 def new_run_dir(output_dir: Path) -> Path:
@@ -145,21 +150,36 @@ def _store_path(config: Config, output_dir: Path) -> Path:
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
     from evalkit.data.audio.workers import shutdown_audio_workers
-    from evalkit.serve.launch import launched_servers
+    from evalkit.serve.launch import launched_servers, stop_on_signals
 
     config = plan.config
     hidden = secrets_of(config)
     output_dir = Path(options.output_dir or config.output_dir)
-    try:
-        with secrets_filtered(hidden):
-            async with launched_servers(plan, output_dir / "server-logs") as servers:
-                return await _execute(plan, options, hidden, servers)
-    finally:
-        # audio worker processes end with the run, also in long-lived hosts such as notebooks
-        shutdown_audio_workers()
+    state: dict[str, Any] = {}
+    with stop_on_signals(None, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
+        try:
+            with secrets_filtered(hidden):
+                async with launched_servers(plan, output_dir / "server-logs") as servers:
+                    return await _execute(plan, options, hidden, servers, state)
+        except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as error:
+            if isinstance(error, RunInterrupted) or not (received or isinstance(error, KeyboardInterrupt)):
+                raise  # a cancellation that is not a signal (a caller's timeout) stays a cancellation
+            signum = received[0] if received else int(signal.SIGINT)
+            raise RunInterrupted(state.get("run_dir"), signum) from None
+        finally:
+            # audio worker processes end with the run, also in long-lived hosts such as notebooks; a signal
+            # during this shutdown is still watched, so the workers are never left behind
+            await asyncio.shield(asyncio.to_thread(shutdown_audio_workers))
 
 
-async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: list[Any] | None = None) -> RunOutcome:
+async def _execute(
+    plan: Plan,
+    options: RunOptions,
+    hidden: list[str],
+    servers: list[Any] | None = None,
+    state: dict[str, Any] | None = None,
+) -> RunOutcome:
+    state = {} if state is None else state
     config = plan.config
     started = time.perf_counter()
     started_unix = time.time()
@@ -216,70 +236,89 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     manifest = scrub_tree(manifest, hidden)
     write_manifest(run_dir, manifest)
 
-    store = None
-    if use_store:
-        store = await ResponseStore(store_path, refresh_since=refresh_since).open()
-    clients = build_clients(plan, store)
-    judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
-    progress = options.progress or Progress(quiet=options.quiet)
-
-    def make_metric(spec: EngineSpec) -> Metric:
-        cls = METRICS.get(spec.metric)
-        language = target_language(spec.dataset.language)
-        if cls.needs_judge:
-            prompt = judge_prompt_for(spec.metric, library_for(config).judges)
-            return cls(language=language, judge=judge, judge_prompt=prompt, **spec.options)
-        return cls(language=language, **spec.options)
-
+    state["run_dir"] = run_dir
     try:
-        engines = [
-            Engine(
-                spec,
-                plan.models,
-                clients,
-                config.filters,
-                run_dir / "records",
-                prompt_context=prompt_context_for(config, spec.dataset, spec.models),
-                window=options.window,
-                progress=progress,
-                use_store=store is not None,
-                seed=config.filters.seed,
-                metric_factory=make_metric,
+        store = None
+        if use_store:
+            store = await ResponseStore(store_path, refresh_since=refresh_since).open()
+        clients = build_clients(plan, store)
+        judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
+        progress = options.progress or Progress(quiet=options.quiet)
+        if isinstance(progress, Progress):
+            progress.request_counter = lambda: (
+                sum(c.sent for c in clients.values()),
+                sum(c.store_hits for c in clients.values()),
             )
-            for spec in plan.engines
-        ]
-        with quiet_garbage_collector():
-            results = list(await asyncio.gather(*(engine.run() for engine in engines)))
-    finally:
-        for client in clients.values():
-            await client.close()
+
+        def make_metric(spec: EngineSpec) -> Metric:
+            cls = METRICS.get(spec.metric)
+            language = target_language(spec.dataset.language)
+            if cls.needs_judge:
+                prompt = judge_prompt_for(spec.metric, library_for(config).judges)
+                return cls(language=language, judge=judge, judge_prompt=prompt, **spec.options)
+            return cls(language=language, **spec.options)
+
+        try:
+            engines = [
+                Engine(
+                    spec,
+                    plan.models,
+                    clients,
+                    config.filters,
+                    run_dir / "records",
+                    prompt_context=prompt_context_for(config, spec.dataset, spec.models),
+                    window=options.window,
+                    progress=progress,
+                    use_store=store is not None,
+                    seed=config.filters.seed,
+                    metric_factory=make_metric,
+                )
+                for spec in plan.engines
+            ]
+            with quiet_garbage_collector():
+                results = list(await asyncio.gather(*(engine.run() for engine in engines)))
+        finally:
+            for client in clients.values():
+                await client.close()
+            if judge is not None:
+                await judge.close()
+            if store is not None:
+                await store.close()
+        for result in results:
+            if result.error:
+                result.error = scrub(result.error, hidden)
+        rows = rows_from_engines(results, config.max_failure_rate)
+        rows += aggregate_rows(rows, config.aggregate, plan.catalog.resolve)
+        seconds = time.perf_counter() - started
+        meta = {
+            "run_id": run_dir.name,
+            "finished": dt.datetime.now().isoformat(timespec="seconds"),
+            "seconds": round(seconds, 3),
+            "config_file": plan.source,
+            "config": manifest["config"],
+            "versions": package_versions(),
+            "requests": {name: c.stats() for name, c in clients.items()},
+            "servers": [server.describe() for server in servers or []],
+        }
         if judge is not None:
-            await judge.close()
-        if store is not None:
-            await store.close()
-    for result in results:
-        if result.error:
-            result.error = scrub(result.error, hidden)
-    rows = rows_from_engines(results, config.max_failure_rate)
-    rows += aggregate_rows(rows, config.aggregate, plan.catalog.resolve)
-    seconds = time.perf_counter() - started
-    meta = {
-        "run_id": run_dir.name,
-        "finished": dt.datetime.now().isoformat(timespec="seconds"),
-        "seconds": round(seconds, 3),
-        "config_file": plan.source,
-        "config": manifest["config"],
-        "versions": package_versions(),
-        "requests": {name: c.stats() for name, c in clients.items()},
-        "servers": [server.describe() for server in servers or []],
-    }
-    if judge is not None:
-        meta["requests"][judge.client.name] = judge.client.stats()
-    meta = scrub_tree(meta, hidden)
-    for row in rows:
-        if row.error:
-            row.error = scrub(row.error, hidden)
-    write_results(run_dir, rows, meta)
+            meta["requests"][judge.client.name] = judge.client.stats()
+        meta = scrub_tree(meta, hidden)
+        for row in rows:
+            if row.error:
+                row.error = scrub(row.error, hidden)
+            row.failure_examples = {k: scrub(v, hidden) for k, v in row.failure_examples.items()}
+        write_results(run_dir, rows, meta)
+    except BaseException as error:
+        # run.json tells the truth: an interrupted run is resumable, a crashed one says why
+        interrupted = isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, SystemExit))
+        manifest.update(
+            status="interrupted" if interrupted else "failed", stopped=dt.datetime.now().isoformat(timespec="seconds")
+        )
+        if not interrupted:
+            manifest["error"] = scrub(f"{type(error).__name__}: {error}", hidden)
+        with contextlib.suppress(OSError):
+            write_manifest(run_dir, manifest)
+        raise
     manifest.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
     write_manifest(run_dir, manifest)
     return RunOutcome(
@@ -290,4 +329,5 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
         requests_sent=sum(c.sent for c in clients.values()),
         store_hits=sum(c.store_hits for c in clients.values()),
         meta=meta,
+        reused=sum(c.reused + c.deduplicated for c in clients.values()),
     )

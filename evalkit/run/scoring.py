@@ -51,7 +51,7 @@ async def score_into_record(
     record.update(response=response, prediction=prediction)
     if prediction is None:
         reason = failure or FailureReason.ERROR
-        accumulator.add_failure(reason)
+        accumulator.add_failure(reason, error)
         record.update(score=None, failure=reason, error=error)
         return False
     score, crash = await score_sample(metric, prediction, sample)
@@ -60,6 +60,7 @@ async def score_into_record(
         record.update(score=score.score, details=score.details)
         return True
     reason = (score.failure if score is not None else None) or FailureReason.METRIC_ERROR
-    accumulator.add_failure(reason)
-    record.update(score=None, failure=reason, error=crash if score is None else (score.details or {}).get("error"))
+    message = crash if score is None else (score.details or {}).get("error")
+    accumulator.add_failure(reason, message if isinstance(message, str) else None)
+    record.update(score=None, failure=reason, error=message)
     return False

@@ -211,7 +211,17 @@ def _run_chat(backend: Backend, items: list[ChatInput]) -> list[ChatAnswer | Bas
                 elif part.get("type") == "audio":
                     audio_seconds += len(part["array"]) / TARGET_SR
         audio_tokens = backend.count_audio_tokens(audio_seconds) if audio_seconds else 0
-        results.append(ChatAnswer(answer, text_tokens + audio_tokens, audio_tokens, backend.count_tokens(answer)))
+        # the model's own counts when the backend has them (template and special tokens, generated ids)
+        prompt = getattr(answer, "prompt_tokens", None)
+        completion = getattr(answer, "completion_tokens", None)
+        results.append(
+            ChatAnswer(
+                str(answer),
+                prompt if prompt is not None else text_tokens + audio_tokens,
+                audio_tokens,
+                completion if completion is not None else backend.count_tokens(answer),
+            )
+        )
     return results
 
 
@@ -554,8 +564,20 @@ async def transcriptions(request: web.Request) -> web.StreamResponse:
                 400, f"temperature must be a number, got {fields['temperature']!r}", param="temperature"
             ) from None
     language = _parse_language(fields.get("language"), backend)
+    max_tokens = None
+    for key in ("max_completion_tokens", "max_tokens"):
+        if key in fields:
+            try:
+                max_tokens = int(fields[key])
+            except ValueError:
+                raise RequestError(400, f"{key} must be an integer, got {fields[key]!r}", param=key) from None
+            if max_tokens < 1:
+                raise RequestError(400, f"{key} must be at least 1, got {max_tokens}", param=key)
+            break
     audio = await _off_loop(request, _decode_upload, file_data)
     text: str = await _submit(batcher, TranscriptionJob(audio, language))
+    if max_tokens is not None and backend.count_tokens(text) > max_tokens:
+        text = backend.truncate(text, max_tokens)
     duration = len(audio) / TARGET_SR
     usage = {"type": "duration", "seconds": int(-(-duration // 1))}
     if response_format == "text":

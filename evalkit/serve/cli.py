@@ -47,13 +47,20 @@ def build_parser() -> argparse.ArgumentParser:
     backends = "\n".join(f"  {name:<13} {spec.summary}" for name, spec in sorted(BACKENDS.items()))
     parser = _Parser(
         prog=PROG,
-        description="Serve a local model over an OpenAI-compatible API with dynamic batching.",
+        description="Serve a local model over an OpenAI-compatible API with dynamic batching. Requests must name "
+        "the served model id (see --model-id): pocketsphinx serves 'pocketsphinx-en-us', transformers its --model "
+        "path, unless --model-id sets another.",
         epilog=f"backends:\n{backends}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--backend", required=True, help=f"one of: {', '.join(backend_names())}")
     parser.add_argument("--model", metavar="PATH", help="model directory (required by the transformers backend)")
-    parser.add_argument("--model-id", metavar="NAME", help="id reported by /v1/models and expected in requests")
+    parser.add_argument(
+        "--model-id",
+        metavar="NAME",
+        help="the served model id: reported by GET /v1/models and expected as the requests' `model` (a config's "
+        "models[].info.model). Default: 'pocketsphinx-en-us' for pocketsphinx, the --model path for transformers",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default: %(default)s)")
     parser.add_argument("--port-file", metavar="PATH", help="write the chosen port here once the model is loaded")

@@ -474,32 +474,57 @@ async def _watch(servers: list[LaunchedServer]) -> None:
                 )
 
 
-@contextlib.contextmanager
-def _stop_on_termination(servers: list[LaunchedServer]) -> Iterator[list[int]]:
-    """While servers run, SIGTERM and SIGHUP cancel the run (so they are stopped) instead of killing evalkit outright.
+@dataclass
+class _SignalWatch:
+    received: list[int]
+    servers: list[LaunchedServer]
 
-    Yields the list the received signal is put in. Only in the main thread of
-    a loop that supports signal handlers; elsewhere the default stays.
+
+#: the watch installed by the outermost :func:`stop_on_signals` (a run), shared by nested ones
+_active_watch: _SignalWatch | None = None
+
+
+@contextlib.contextmanager
+def stop_on_signals(
+    servers: list[LaunchedServer] | None = None,
+    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[list[int]]:
+    """While it is open, the signals cancel the current task (an orderly end) instead of killing evalkit outright.
+
+    Yields the list the received signal numbers are put in. A second signal
+    ends evalkit at once (exit 128 + signal), SIGKILLing the servers first, so
+    a stuck shutdown never keeps it alive. Nested uses share the outermost
+    watch (a run that starts servers watches SIGINT too). Only in the main
+    thread of a loop that supports signal handlers; elsewhere the defaults stay.
+    A signal that is ignored (``nohup``, a background job's SIGINT) stays ignored.
     """
+    global _active_watch
+    if _active_watch is not None:
+        if servers is not None and servers is not _active_watch.servers:
+            _active_watch.servers = servers
+        yield _active_watch.received
+        return
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
+    watch = _SignalWatch(received, servers if servers is not None else [])
     loop = asyncio.get_running_loop()
     task = asyncio.current_task()
     installed: dict[int, Any] = {}
 
     def on_signal(signum: int) -> None:
         if received:  # a second one: no orderly end, but no server left behind either
-            for server in servers:
+            for server in watch.servers:
                 _signal_group(server, signal.SIGKILL)
             os._exit(128 + signum)
         received.append(signum)
-        log.warning("%s: stopping the run and the servers it started", signal.Signals(signum).name)
+        if signum != signal.SIGINT:
+            log.warning("%s: stopping the run (and any server it started)", signal.Signals(signum).name)
         if task is not None:
             task.cancel()
 
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in signals:
         previous = signal.getsignal(sig)
         if previous is signal.SIG_IGN:  # nohup and friends: respect it
             continue
@@ -508,9 +533,11 @@ def _stop_on_termination(servers: list[LaunchedServer]) -> Iterator[list[int]]:
         except (NotImplementedError, RuntimeError, ValueError):
             continue
         installed[int(sig)] = previous
+    _active_watch = watch
     try:
         yield received
     finally:
+        _active_watch = None
         for signum, previous in installed.items():
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(signum)
@@ -534,7 +561,7 @@ async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIter
     log_dir.mkdir(parents=True, exist_ok=True)
     servers: list[LaunchedServer] = []
     watcher: asyncio.Task[None] | None = None
-    with _stop_on_termination(servers) as received:
+    with stop_on_signals(servers) as received:
         try:
             starting = [asyncio.ensure_future(_start_ready(info, log_dir, servers)) for info in entries]
             try:

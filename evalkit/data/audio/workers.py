@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -42,6 +43,10 @@ def audio_workers() -> int:
 def _worker_init(owner_pid: int) -> None:
     """Audio workers yield the CPU to the event loop and never outlive the evalkit process that owns them.
 
+    Ctrl-C in a terminal (and ``kill -TERM -PGID``) signals the whole process
+    group: the workers ignore SIGINT and SIGTERM, so they print no traceback
+    and keep their pool intact while evalkit shuts down in order and stops them.
+
     Decoding is throughput work, the loop's wake-ups are latency: hence nice 5.
     A worker forked by the forkserver holds both ends of its own call pipe, so
     it never sees EOF when evalkit is killed (kill -9); a watchdog thread
@@ -49,6 +54,9 @@ def _worker_init(owner_pid: int) -> None:
     """
     with contextlib.suppress(AttributeError, OSError):  # no nice() on Windows; not allowed in some sandboxes
         os.nice(5)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN)
     threading.Thread(target=_exit_with_owner, args=(owner_pid,), daemon=True, name="evalkit-owner-watch").start()
 
 
@@ -57,12 +65,24 @@ def _exit_with_owner(owner_pid: int, interval: float = 1.0) -> None:
 
     while True:
         time.sleep(interval)
-        try:
-            os.kill(owner_pid, 0)
-        except ProcessLookupError:
+        if not _alive(owner_pid):
             os._exit(0)
-        except PermissionError:  # the pid was reused by another user's process: the owner is gone
-            os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs: a zombie (exited, not yet reaped by its parent) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # the pid was reused by another user's process: the owner is gone
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return True  # no /proc (macOS): the signal test above is all there is
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 def _audio_pool() -> Executor | None:

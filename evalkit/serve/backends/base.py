@@ -24,6 +24,26 @@ class InputError(ValueError):
     """
 
 
+class Generated(str):
+    """An answer that carries the model's own token counts (a str, so plain-str backends keep working).
+
+    ``completion_tokens`` counts the generated token ids (the end-of-sequence
+    token included, as vLLM counts it), ``prompt_tokens`` the ids the model
+    read: the rendered chat template with its special tokens and any audio
+    placeholders. The server reports these in ``usage``; for a plain str it
+    falls back to :meth:`Backend.count_tokens` of the texts.
+    """
+
+    completion_tokens: int | None
+    prompt_tokens: int | None
+
+    def __new__(cls, text: str, completion_tokens: int | None = None, prompt_tokens: int | None = None) -> Generated:
+        self = super().__new__(cls, text)
+        self.completion_tokens = completion_tokens
+        self.prompt_tokens = prompt_tokens
+        return self
+
+
 @dataclass(slots=True)
 class GenerationParams:
     max_tokens: int = 256
@@ -64,6 +84,10 @@ class Backend(ABC):
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` for the usage counts; whitespace words unless the backend has a tokenizer."""
         return len(text.split())
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The first ``max_tokens`` tokens of ``text`` (as :meth:`count_tokens` counts them)."""
+        return " ".join(text.split()[:max_tokens])
 
     def count_audio_tokens(self, seconds: float) -> int:
         return math.ceil(seconds * self.audio_tokens_per_second)

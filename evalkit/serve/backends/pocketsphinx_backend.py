@@ -18,7 +18,7 @@ import numpy as np
 import pocketsphinx
 
 from evalkit.errors import UserError
-from evalkit.serve.backends.base import Backend, ChatInput, InputError
+from evalkit.serve.backends.base import Backend, ChatInput, Generated, InputError
 
 SAMPLE_RATE = 16000
 
@@ -148,7 +148,10 @@ class PocketsphinxBackend(Backend):
         answers: list[str] = []
         for item in inputs:
             parts = _last_user_audio(item.messages)
-            answers.append(" ".join(t for t in (self._recognize(a) for a in parts) if t))
+            words = " ".join(t for t in (self._recognize(a) for a in parts) if t).split()
+            # its tokens are the recognised words: max_tokens keeps the first ones, and usage counts them
+            kept = words[: max(1, item.params.max_tokens)]
+            answers.append(Generated(" ".join(kept), completion_tokens=len(kept)))
         return answers
 
     def close(self) -> None:

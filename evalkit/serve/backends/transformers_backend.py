@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from evalkit.errors import UserError
-from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams, InputError
+from evalkit.serve.backends.base import Backend, ChatInput, Generated, GenerationParams, InputError
 
 try:
     import torch
@@ -303,11 +303,36 @@ class TransformersBackend(Backend):
             output = self.model.generate(**encoded, **self._decoding_kwargs(params, max_new))
         prompt_len = encoded["input_ids"].shape[1]
         new_tokens = output[:, prompt_len:]
-        texts = []
-        for row, item in zip(new_tokens, per_item):
+        mask = encoded.get("attention_mask")
+        texts: list[str] = []
+        for index, (row, item) in enumerate(zip(new_tokens, per_item)):
             # a shorter max_tokens is the prefix of a longer greedy answer
-            texts.append(self._decode(row[: max(1, item.max_tokens)]))
+            ids = self._generated_ids(row[: max(1, item.max_tokens)])
+            prompt = int(mask[index].sum()) if mask is not None else int(encoded["input_ids"].shape[1])
+            texts.append(Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt))
         return texts
+
+    def _generated_ids(self, row: Any) -> Any:
+        """The ids the model generated for one answer: up to and including its first end-of-sequence id.
+
+        A batch pads shorter answers after their end with pad ids (often the EOS id
+        itself); those were never generated for this answer and are not counted.
+        """
+        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if eos is None and self.tokenizer is not None:
+            eos = self.tokenizer.eos_token_id
+        stops = set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
+        values = row.tolist()
+        for position, value in enumerate(values):
+            if value in stops:
+                return row[: position + 1]
+        return row
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        if self.tokenizer is None:
+            return super().truncate(text, max_tokens)
+        ids = self.tokenizer.encode(text, add_special_tokens=False)[:max_tokens]
+        return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _encode_text_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
         tok = self.tokenizer
