@@ -14,6 +14,7 @@ in-context example ids, add-on and system prompt names.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -36,7 +37,7 @@ from evalkit.data.audio.workers import run_audio_job
 from evalkit.data.filters import apply_filters
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
-from evalkit.errors import UserError
+from evalkit.errors import DiskFullError, UserError
 from evalkit.failures import FailureReason
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
@@ -56,6 +57,7 @@ from evalkit.run.requests import (
 )
 from evalkit.run.scoring import new_record, score_into_record
 from evalkit.util import jsonutil
+from evalkit.util.diskfull import disk_full, is_disk_full
 
 log = logging.getLogger("evalkit")
 
@@ -142,15 +144,15 @@ class Engine:
     async def run(self) -> EngineResult:
         started = time.perf_counter()
         result = EngineResult(spec=self.spec, metric_info=self.metric.describe())
-        self.records_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
             self._assembler = PromptAssembler(
                 self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
             )
-            with self.records_path.open("w", encoding="utf-8") as self._records:
-                await self._run_samples()
+            await self._run_recorded()
+        except DiskFullError:
+            raise  # the whole run stops: nothing more can be kept
         except UserError as error:
             result.error = str(error)
         except Exception as error:
@@ -165,6 +167,28 @@ class Engine:
                 model=name, result=scored, n_failed=acc.n_failed, failure_reasons=dict(acc.failures)
             )
         return result
+
+    async def _run_recorded(self) -> None:
+        """Run the samples into the records file; a full disk raises one DiskFullError naming it."""
+        try:
+            self.records_path.parent.mkdir(parents=True, exist_ok=True)
+            self._records = self.records_path.open("w", encoding="utf-8")
+        except OSError as error:
+            if is_disk_full(error):
+                raise disk_full(self.records_path) from None
+            raise
+        try:
+            await self._run_samples()
+            try:
+                self._records.close()
+            except OSError as error:
+                if is_disk_full(error):
+                    raise disk_full(self.records_path) from None
+                raise
+        finally:
+            if not self._records.closed:
+                with contextlib.suppress(OSError):  # already failing: a second full-disk error says nothing new
+                    self._records.close()
 
     async def _run_samples(self) -> None:
         iterator = self.planned_samples()
@@ -193,6 +217,9 @@ class Engine:
             if first_error:
                 break
         if pending:
+            if first_error and isinstance(first_error[0], DiskFullError):
+                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
+                    task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         if first_error:
             raise first_error[0]
@@ -327,7 +354,13 @@ class Engine:
         if prompt.info:
             record["prompt"] = prompt.info
         assert self._records is not None
-        self._records.write(jsonutil.dumps(record) + "\n")
+        line = jsonutil.dumps(record) + "\n"
+        try:
+            self._records.write(line)
+        except OSError as error:
+            if is_disk_full(error):
+                raise disk_full(self.records_path, len(line.encode())) from None
+            raise
         if self.progress is not None:
             self.progress(self.spec.id, model.name, scored)
 
