@@ -28,7 +28,7 @@ from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
-from evalkit.errors import UserError
+from evalkit.errors import DiskFullError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan
@@ -44,6 +44,7 @@ from evalkit.run.manifest import (
     read_manifest,
     write_manifest,
 )
+from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
     redact,
     scrub,
@@ -103,7 +104,10 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
                 api_version=info.api_version,
                 deployment=info.model,
             )
-            pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
+            pool = EndpointPool(
+                protocol, connections=info.batch_size, timeout=info.timeout, max_body=info.max_response_bytes
+            )
+            pools.append((pool, info.batch_size))
     info = model.info
     policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=info.deadline)  # None: derived from timeout
     return ModelClient(
@@ -138,6 +142,23 @@ def quiet_garbage_collector(young_threshold: int = 20_000) -> Iterator[None]:
         gc.unfreeze()
 
 
+async def _run_engines(engines: list[Engine]) -> list[EngineResult]:
+    """All engines at once; an engine that stops the run (a full disk) cancels the others and raises."""
+    tasks = [asyncio.ensure_future(engine.run()) for engine in engines]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        stopped = [task for task in tasks if not task.done()]
+        for task in stopped:
+            task.cancel()
+        await asyncio.gather(*stopped, return_exceptions=True)
+    errors = [task.exception() for task in tasks if not task.cancelled()]  # every one retrieved: no stray log
+    first = next((error for error in errors if error is not None), None)
+    if first is not None:
+        raise first
+    return [task.result() for task in tasks]
+
+
 def _store_path(config: Config, output_dir: Path) -> Path:
     return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
@@ -154,6 +175,10 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
         with secrets_filtered(hidden):
             async with launched_servers(plan, output_dir / "server-logs") as servers:
                 return await _execute(plan, options, hidden, servers)
+    except OSError as error:
+        if is_disk_full(error):  # a write no narrower handler knew (a folder, a log): still one message
+            raise disk_full(error.filename or output_dir) from None
+        raise
     finally:
         # audio worker processes end with the run, also in long-lived hosts such as notebooks
         shutdown_audio_workers()
@@ -189,6 +214,42 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     else:
         run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        return await _run_in(
+            plan,
+            options,
+            hidden,
+            servers,
+            run_dir,
+            resumed,
+            store_path if use_store else None,
+            refresh_since,
+            started,
+            started_unix,
+        )
+    except DiskFullError as error:
+        # say where the answers are and how to finish: this folder, once there is room
+        error.run_dir = str(run_dir)
+        error.store = str(store_path) if use_store else None
+        raise
+
+
+async def _run_in(
+    plan: Plan,
+    options: RunOptions,
+    hidden: list[str],
+    servers: list[Any] | None,
+    run_dir: Path,
+    resumed: dict[str, Any] | None,
+    store_path: Path | None,
+    refresh_since: float | None,
+    started: float,
+    started_unix: float,
+) -> RunOutcome:
+    """The run proper, in the folder ``_execute`` chose (a new one, or the one a resume finishes)."""
+    config = plan.config
+    fingerprint = answer_fingerprint(config)
+    use_store = store_path is not None
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
         "run_id": run_dir.name,
@@ -204,7 +265,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
         "config": redact(config_as_given(config)),
         "store": {
             "enabled": use_store,
-            "path": str(store_path.resolve()) if use_store else None,
+            "path": str(store_path.resolve()) if store_path is not None else None,
             "refresh_since": refresh_since,
         },
         "engines": [spec.id for spec in plan.engines],
@@ -217,7 +278,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
     write_manifest(run_dir, manifest)
 
     store = None
-    if use_store:
+    if store_path is not None:
         store = await ResponseStore(store_path, refresh_since=refresh_since).open()
     clients = build_clients(plan, store)
     judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
@@ -246,7 +307,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
             for spec in plan.engines
         ]
         with quiet_garbage_collector():
-            results = list(await asyncio.gather(*(engine.run() for engine in engines)))
+            results = await _run_engines(engines)
     finally:
         for client in clients.values():
             await client.close()
