@@ -55,13 +55,15 @@ from evalkit.run.requests import (
     joined_answer,
     turn_requests,
 )
-from evalkit.run.scoring import new_record, score_into_record
+from evalkit.run.scoring import new_record, score_into_record, where
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
 
 log = logging.getLogger("evalkit")
 
 _READ_BATCH = 32
+#: failures that come from the data, not the model: each kind gets one warning naming its first row
+DATA_PROBLEMS = frozenset({FailureReason.DUPLICATE_ID, FailureReason.NO_REFERENCE, FailureReason.NO_SCORE})
 
 
 @dataclass
@@ -137,6 +139,8 @@ class Engine:
         self._example_pool: list[Sample] = []
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
         self._assembler: PromptAssembler | None = None
+        #: bad rows by failure reason: (count, the first one's error), for one warning each at the end
+        self.data_problems: dict[str, tuple[int, str]] = {}
 
     def planned_samples(self) -> Iterator[Sample]:
         return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
@@ -158,6 +162,7 @@ class Engine:
         except Exception as error:
             log.exception("engine %s failed", self.spec.id)
             result.error = f"{type(error).__name__}: {error}"
+        self._warn_data_problems()
         result.n_samples = self.n_samples
         result.seconds = time.perf_counter() - started
         for name, acc in self.accumulators.items():
@@ -195,6 +200,7 @@ class Engine:
         slots = asyncio.Semaphore(self.window)
         pending: set[asyncio.Task[None]] = set()
         first_error: list[BaseException] = []
+        seen: dict[str, int] = {}  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
         def done(task: asyncio.Task[None]) -> None:
             pending.discard(task)
@@ -211,7 +217,12 @@ class Engine:
                 if first_error:
                     break
                 self.n_samples += 1
-                task = asyncio.create_task(self._sample(sample))
+                row = sample.meta.get("index")
+                first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
+                if first != row and isinstance(row, int):
+                    task = asyncio.create_task(self._duplicate(sample, first))
+                else:
+                    task = asyncio.create_task(self._sample(sample))
                 pending.add(task)
                 task.add_done_callback(done)
             if first_error:
@@ -353,6 +364,27 @@ class Engine:
             record["duration"] = sample.meta["duration"]
         if prompt.info:
             record["prompt"] = prompt.info
+        self._write(record, sample, model.name, scored)
+
+    async def _duplicate(self, sample: Sample, first: int) -> None:
+        """A row whose sample id an earlier row has: one failed record per model, nothing sent."""
+        for model in self.models:
+            record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
+            error = f"{where(record, sample)}: the sample id is already row {first + 1}'s; not sent, not scored"
+            await score_into_record(
+                record,
+                self.accumulators[model.name],
+                self.metric,
+                sample,
+                response=None,
+                prediction=None,
+                failure=FailureReason.DUPLICATE_ID,
+                error=error,
+            )
+            self._write(record, sample, model.name, False)
+
+    def _write(self, record: dict[str, Any], sample: Sample, model: str, scored: bool) -> None:
+        """Append one record (a full disk raises DiskFullError naming the records file) and report progress."""
         assert self._records is not None
         line = jsonutil.dumps(record) + "\n"
         try:
@@ -361,8 +393,41 @@ class Engine:
             if is_disk_full(error):
                 raise disk_full(self.records_path, len(line.encode())) from None
             raise
+        if model == self.models[0].name:
+            self._note_data_problem(record, sample)
         if self.progress is not None:
-            self.progress(self.spec.id, model.name, scored)
+            self.progress(self.spec.id, model, scored)
+
+    def _note_data_problem(self, record: dict[str, Any], sample: Sample) -> None:
+        """Count a bad row by kind, keeping the first one's message for the warning at the end."""
+        failure = record.get("failure")
+        if failure in DATA_PROBLEMS:
+            problem, message = str(failure), record.get("error") or ""
+        elif failure is None and _blank(sample.reference):
+            # a metric may define a score against "" (WER counts insertions): scored as is, but said once
+            problem, message = "empty reference", f"{where(record, sample)}: the reference is empty; scored as is"
+        else:
+            return
+        count, first = self.data_problems.get(problem, (0, message))
+        self.data_problems[problem] = (count + 1, first)
+
+    def _warn_data_problems(self) -> None:
+        """One warning per kind of bad row (duplicate id, empty reference, non-finite score), naming the first."""
+        for reason, (count, first) in self.data_problems.items():
+            rows = "1 row" if count == 1 else f"{count} rows"
+            what = (
+                "scored against an empty reference" if reason == "empty reference" else f"counted as failed ({reason})"
+            )
+            log.warning("%s: %s %s; the first: %s", self.spec.id, rows, what, first)
+
+
+def _blank(reference: Any) -> bool:
+    """A reference that is there but says nothing: "", blanks, or a list of only those."""
+    if isinstance(reference, str):
+        return not reference.strip()
+    if isinstance(reference, (list, tuple)):
+        return bool(reference) and all(isinstance(r, str) and not r.strip() for r in reference)
+    return False
 
 
 def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:

@@ -28,6 +28,7 @@ from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
+from evalkit.data.fingerprint import dataset_fingerprint, fingerprint_change
 from evalkit.errors import DiskFullError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
@@ -159,6 +160,38 @@ async def _run_engines(engines: list[Engine]) -> list[EngineResult]:
     return [task.result() for task in tasks]
 
 
+def _dataset_fingerprints(plan: Plan) -> dict[str, Any]:
+    """The fingerprint of every local dataset the plan reads (run.json keeps them for a resume to check)."""
+    found: dict[str, Any] = {}
+    for spec in plan.engines:
+        name = spec.dataset.name
+        if name in found:
+            continue
+        try:
+            found[name] = dataset_fingerprint(spec.dataset)
+        except Exception:  # unreadable data: its engine reports it, naming the file and row
+            found[name] = None
+    return found
+
+
+def _check_datasets_unchanged(plan: Plan, resumed: dict[str, Any], now: dict[str, Any], run_dir: Path) -> None:
+    """Refuse a resume whose data changed since the run started: its stored answers belong to other rows."""
+    saved = resumed.get("datasets") or {}
+    specs = {spec.dataset.name: spec.dataset for spec in plan.engines}
+    changes = [
+        change
+        for name, before in saved.items()
+        if isinstance(before, dict) and name in specs
+        for change in [fingerprint_change(specs[name], before, now.get(name))]
+        if change is not None
+    ]
+    if changes:
+        raise UserError(
+            f"--resume {run_dir}: {'; '.join(changes)}. The answers already recorded belong to the data as it "
+            "was: restore it, or start a new run"
+        )
+
+
 def _store_path(config: Config, output_dir: Path) -> Path:
     return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
@@ -211,7 +244,10 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
             store_path = Path(saved_store["path"])
         if saved_store.get("refresh_since") is not None:
             refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
-    else:
+    datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
+    if resumed is not None:
+        _check_datasets_unchanged(plan, resumed, datasets, Path(options.resume or ""))
+    if not options.resume:
         run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -226,6 +262,7 @@ async def _execute(plan: Plan, options: RunOptions, hidden: list[str], servers: 
             refresh_since,
             started,
             started_unix,
+            datasets,
         )
     except DiskFullError as error:
         # say where the answers are and how to finish: this folder, once there is room
@@ -245,6 +282,7 @@ async def _run_in(
     refresh_since: float | None,
     started: float,
     started_unix: float,
+    datasets: dict[str, Any],
 ) -> RunOutcome:
     """The run proper, in the folder ``_execute`` chose (a new one, or the one a resume finishes)."""
     config = plan.config
@@ -270,6 +308,7 @@ async def _run_in(
         },
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),
+        "datasets": datasets,
     }
     if resumed:
         manifest["started"] = resumed.get("started", manifest["started"])
