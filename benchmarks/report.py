@@ -158,7 +158,7 @@ def _soak_rows(s: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
         ("(s) scores equal a clean run's", f"**{'yes' if s['scores_equal'] else 'no'}**", "equal", s["scores_equal"]),
         (
             f"(s) RSS at {n // 4:,} -> {n:,} samples (clean run)",
-            f"{mib(c['rss_quarter_bytes'])} -> {mib(c['rss_end_bytes'])} = **{s['rss_growth']:+.1%}** "
+            f"{mib(c['rss_quarter_bytes'])} -> {mib(c['rss_last_record_bytes'])} = **{s['rss_growth']:+.1%}** "
             f"(peak {mib(c['peak_rss_bytes'])}; resume peak {mib(r['peak_rss_bytes'])})",
             "within 10%",
             abs(s["rss_growth"]) <= 0.10,
@@ -338,12 +338,13 @@ def _details(results: dict[str, Any]) -> list[str]:
                 f"{s['answered_before_sigterm']:,} samples; then `--resume` in a probe process."
             ),
             "",
-            "| run | wall | requests sent | store hits | peak RSS | RSS at 25% / end | fds before/after "
+            "| run | wall | requests sent | store hits | peak RSS | RSS at 25% / last record / end | fds before/after "
             "| tasks before/after |",
             "|---|---|---|---|---|---|---|---|",
         ]
         for name, p in (("clean", c), ("resume", r)):
             quarter = mib(p["rss_quarter_bytes"]) if p.get("rss_quarter_bytes") else "—"
+            quarter += " / " + (mib(p["rss_last_record_bytes"]) if p.get("rss_last_record_bytes") else "—")
             out.append(
                 f"| {name} | {p['seconds']:.1f} s | {p['requests_sent']:,} | {p['store_hits']:,} | "
                 f"{mib(p['peak_rss_bytes'])} | {quarter} / {mib(p['rss_end_bytes'])} | {p['fds_before']} / "

@@ -8,8 +8,8 @@ lost. Three metrics on one dataset share each request (one inference per
 sample).
 
 1. a clean run (no faults, no store) gives the reference scores and the RSS
-   curve: RSS when a quarter of the samples are done (5,000 of 20,000) and at
-   the end;
+   curve: RSS when a quarter of the samples are recorded (5,000 of 20,000) and
+   when the last one is (before the CIs over the whole set are computed);
 2. ``evalkit run`` (the real CLI, store on) against the faulty server gets
    SIGTERM once the server has answered 30% of the samples;
 3. ``--resume`` finishes that run in its folder, in a probe process that
@@ -96,6 +96,8 @@ async def _probe(config: Path, resume: str | None, no_cache: bool) -> dict[str, 
         done += 1
         if done == quarter * engines:
             rss_at["quarter"] = _rss()
+        elif done == total * engines:  # the last record: streaming memory, before the CIs of the whole set
+            rss_at["last"] = _rss()
 
     gc.collect()
     fds_before, tasks_before, targets_before = _fds(), len(asyncio.all_tasks()), _fd_targets()
@@ -120,6 +122,7 @@ async def _probe(config: Path, resume: str | None, no_cache: bool) -> dict[str, 
         "requests_sent": outcome.requests_sent,
         "store_hits": outcome.store_hits,
         "rss_quarter_bytes": rss_at.get("quarter"),
+        "rss_last_record_bytes": rss_at.get("last"),
         "rss_end_bytes": rss_at["end"],
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "fds_before": fds_before,
@@ -238,7 +241,7 @@ def run(work: Path) -> dict[str, Any]:
     records = {metric: sum(1 for _ in (run_dir / "records" / f"soak__{metric}.jsonl").open()) for metric in METRICS}
     scores, clean_scores = _scores(run_dir), _scores(Path(clean["run_dir"]))
     failed = sum(row[4] for row in scores.values())
-    quarter, end = clean["rss_quarter_bytes"], clean["rss_end_bytes"]
+    quarter, end = clean["rss_quarter_bytes"], clean["rss_last_record_bytes"]
     return {
         "samples": n,
         "metrics": list(METRICS),
