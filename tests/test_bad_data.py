@@ -14,6 +14,7 @@ import asyncio
 import json
 import logging
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,6 @@ from evalkit.run.runner import RunOptions, execute
 N = 10
 
 
-@METRICS.register("bad_data_test_length")
 class _LengthOrNaN(Metric):
     """A plugin metric: the answer's length, but NaN for one sample and inf for another."""
 
@@ -37,6 +37,16 @@ class _LengthOrNaN(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         value = {"s00002": math.nan, "s00005": math.inf}.get(sample.id, float(len(prediction)))
         return SampleScore(value, (value, 1.0))
+
+
+@pytest.fixture()
+def nan_metric() -> Iterator[str]:
+    """The plugin metric, registered for one test only (the registry is global)."""
+    METRICS.register("bad_data_test_length")(_LengthOrNaN)
+    try:
+        yield "bad_data_test_length"
+    finally:
+        METRICS._items.pop("bad_data_test_length", None)
 
 
 def _rewrite(runspecs: Path, change: Any) -> Path:
@@ -104,7 +114,9 @@ def test_an_empty_reference_is_named_and_the_rest_is_scored(tmp_path: Path, make
     ) in caplog.text
 
 
-def test_a_nan_or_infinite_score_from_a_plugin_metric_is_a_named_failure(tmp_path: Path, make_server) -> None:
+def test_a_nan_or_infinite_score_from_a_plugin_metric_is_a_named_failure(
+    tmp_path: Path, make_server, nan_metric: str
+) -> None:
     runspecs = text_set(tmp_path, N)
     spec_file = runspecs / "text" / "synth_qa.json"
     spec = json.loads(spec_file.read_text())

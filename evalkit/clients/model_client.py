@@ -331,6 +331,7 @@ class ModelClient:
             return False
         if self.store is not None and self.store.full is not None:
             job.future.set_exception(self.store.full)  # an answer that cannot be kept is not asked for
+            job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
             return False
         job.attempts += 1
         self.sent += 1
@@ -386,6 +387,7 @@ class ModelClient:
                 # the run cannot keep what it is asked: stop it (the engine raises it) rather than go on unstored
                 if not job.future.done():
                     job.future.set_exception(error)
+                    job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
                 return
             except Exception as error:
                 if not self._store_warned:

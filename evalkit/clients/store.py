@@ -175,6 +175,7 @@ class ResponseStore:
             for future in waiting:
                 if not future.done():
                     future.set_exception(failure)
+                    future.exception()  # retrieved: a writer cancelled meanwhile leaves no stray log
             return
         for key, value in batch:
             if self._pending.get(key) is value:
