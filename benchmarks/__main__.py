@@ -5,7 +5,8 @@
     python -m benchmarks --json out.json # also keep the raw figures
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
-with loop lag), c (replica scaling), d (memory, with loop lag).
+with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
+fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import latency, memory, overhead, profile, replicas, report
+from benchmarks import latency, memory, overhead, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -32,6 +33,7 @@ SECTIONS = {
     "b": ("latency", latency.run),
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
+    "s": ("soak", soak.run),
 }
 
 

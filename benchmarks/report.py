@@ -130,7 +130,48 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
                 worst < 50,
             )
         )
+    s = results.get("soak")
+    if s:
+        rows += _soak_rows(s)
     return rows
+
+
+def _soak_rows(s: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
+    n, r, c = s["samples"], s["resumed"], s["clean"]
+    size = f"{n:,} x {len(s['metrics'])} metrics"
+    complete = all(count == n for count in s["records"].values()) and s["failed"] == 0
+    leaked_fds = r["fds_after_second_run"] - r["fds_after"]
+    sockets = [t for t in r["fds_new"] if t.startswith("socket:") or t.endswith((".sqlite", "-wal", "-shm"))]
+    return [
+        (
+            f"(s) soak {size}: nothing lost",
+            f"**{min(s['records'].values()):,}** records per metric, **{s['failed']}** failed",
+            f"{n:,}, 0 failed",
+            complete,
+        ),
+        (
+            "(s) requests re-sent after SIGTERM at 30% + resume",
+            f"**{s['resent']}** (answered before the SIGTERM, asked again)",
+            f"<= batch_size ({s['batch_size']})",
+            s["resent"] <= s["batch_size"],
+        ),
+        ("(s) scores equal a clean run's", f"**{'yes' if s['scores_equal'] else 'no'}**", "equal", s["scores_equal"]),
+        (
+            f"(s) RSS at {n // 4:,} -> {n:,} samples (clean run)",
+            f"{mib(c['rss_quarter_bytes'])} -> {mib(c['rss_last_record_bytes'])} = **{s['rss_growth']:+.1%}** "
+            f"(peak {mib(c['peak_rss_bytes'])}; resume peak {mib(r['peak_rss_bytes'])})",
+            "within 10%",
+            abs(s["rss_growth"]) <= 0.10,
+        ),
+        (
+            "(s) descriptors and tasks left after the resume",
+            f"fds {r['fds_before']} -> {r['fds_after']} ({', '.join(r['fds_new']) or 'none new'}), then "
+            f"**{leaked_fds:+d}** over one more run; sockets/store files open: **{len(sockets)}**; tasks "
+            f"{r['tasks_before']} -> {r['tasks_after']} (**{r['tasks_after'] - r['tasks_before']:+d}**)",
+            "no growth per run, 0 sockets, +0 tasks",
+            leaked_fds <= 0 and not sockets and r["tasks_after"] <= r["tasks_before"],
+        ),
+    ]
 
 
 def _details(results: dict[str, Any]) -> list[str]:
@@ -282,6 +323,40 @@ def _details(results: dict[str, Any]) -> list[str]:
                 f"\n(the parquet file was generated in this run: {d['generated_s']:.0f} s, not counted in any figure)"
             )
         out.append("")
+    s = results.get("soak")
+    if s:
+        r, c = s["resumed"], s["clean"]
+        out += [
+            "### (s) soak",
+            "",
+            (
+                f"{s['samples']:,} distinct text samples x {len(s['metrics'])} metrics ({', '.join(s['metrics'])}; "
+                f"one request per sample), batch_size {s['batch_size']}, timeout 2 s, 8 retries, against the test "
+                f"server with faults {', '.join(f'{k} {v:.0%}' for k, v in s['faults'].items())} (429 with "
+                "Retry-After: 1; hang 30 s; drop = connection reset). A clean run (no faults, no store) first; then "
+                f"`evalkit run` got SIGTERM after {s['sigterm_after_s']:.1f} s, when the server had answered "
+                f"{s['answered_before_sigterm']:,} samples; then `--resume` in a probe process."
+            ),
+            "",
+            "| run | wall | requests sent | store hits | peak RSS | RSS at 25% / last record / end | fds before/after "
+            "| tasks before/after |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for name, p in (("clean", c), ("resume", r)):
+            quarter = mib(p["rss_quarter_bytes"]) if p.get("rss_quarter_bytes") else "—"
+            quarter += " / " + (mib(p["rss_last_record_bytes"]) if p.get("rss_last_record_bytes") else "—")
+            out.append(
+                f"| {name} | {p['seconds']:.1f} s | {p['requests_sent']:,} | {p['store_hits']:,} | "
+                f"{mib(p['peak_rss_bytes'])} | {quarter} / {mib(p['rss_end_bytes'])} | {p['fds_before']} / "
+                f"{p['fds_after']} | {p['tasks_before']} / {p['tasks_after']} |"
+            )
+        out += [
+            "",
+            f"- faults the server drew (all attempts of both faulty runs): {s['faults_drawn']}",
+            f"- records per metric after the resume: {s['records']}; failed samples: {s['failed']}",
+            f"- re-sent after the resume: {s['resent']}; scores equal the clean run's: {s['scores_equal']}",
+            "",
+        ]
     p = results.get("profile")
     if p and not p.get("skipped"):
         out += [

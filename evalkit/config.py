@@ -161,6 +161,13 @@ class ModelInfo(_Strict):
         description="Seconds one attempt may take before it fails as a timeout (default 60); a retry gets a new "
         "attempt.",
     )
+    max_response_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1024,
+        description="Largest answer body read from this endpoint, in bytes (default 10485760, 10 MiB); a bigger one "
+        "is cut off unread and the sample fails as too_large (not retried), so a runaway answer cannot exhaust "
+        "memory.",
+    )
     retry_attempts: int = Field(
         3,
         ge=0,

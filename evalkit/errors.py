@@ -1,4 +1,4 @@
-"""Errors a user can cause and fix; the CLI prints them without a traceback and exits 2."""
+"""Errors a user can cause and fix; the CLI prints them without a traceback and exits 2 (4 for a full disk)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,49 @@ class RunInterrupted(KeyboardInterrupt):
     @property
     def exit_code(self) -> int:
         return 128 + self.signum
+
+
+class DiskFullError(UserError):
+    """The disk (or quota) holding ``path`` is full: exit code 4, one message, no traceback.
+
+    ``needed`` is the size of the write that failed (None when unknown) and
+    ``free`` what the filesystem had left. The runner adds ``run_dir`` and
+    ``store`` so the message says where the answers are kept and how to
+    finish the run once space is freed.
+    """
+
+    exit_code = 4
+
+    def __init__(self, path: str, needed: int | None = None, free: int | None = None) -> None:
+        super().__init__(path)
+        self.path = path
+        self.needed = needed
+        self.free = free
+        self.run_dir: str | None = None
+        self.store: str | None = None
+
+    def __str__(self) -> str:
+        need = f"at least {human_bytes(self.needed)} more" if self.needed else "more space"
+        free = f", {human_bytes(self.free)} free" if self.free is not None else ""
+        message = f"no space left on the device of {self.path}: writing it needs {need}{free}"
+        if self.store:
+            message += f". Every answer received so far is kept in the response store {self.store}"
+        if self.run_dir:
+            message += (
+                f". Free some space (or move output_dir / cache.path) and finish with: "
+                f"evalkit run --resume {self.run_dir}"
+            )
+        return message
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``"1.5 KB"`` (powers of 1024, one decimal above bytes)."""
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1024 or unit == "GB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TB"  # pragma: no cover
 
 
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:

@@ -24,6 +24,16 @@ class FailureReason(StrEnum):
     CONNECTION = "connection"
     #: a 200 whose body is not a usable answer
     PARSE = "parse"
+    #: a 200 whose ``choices`` list is empty or missing
+    NO_CHOICES = "no_choices"
+    #: a 200 whose message content is null (a refusal or a tool call, no text)
+    NULL_CONTENT = "null_content"
+    #: a 200 with neither JSON nor the plain text a transcription may be (e.g. an HTML page from a proxy)
+    CONTENT_TYPE = "content_type"
+    #: an answer body larger than the model's ``max_response_bytes`` (cut off unread, not retried)
+    TOO_LARGE = "too_large"
+    #: an event stream (SSE) although none was asked for
+    UNEXPECTED_STREAM = "unexpected_stream"
     #: every replica of the model is dead (circuit breaker); the error names the last endpoint error
     ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
     #: the request could not be built or sent (not retried)
@@ -46,6 +56,8 @@ class FailureReason(StrEnum):
     JUDGE_UNAVAILABLE = "judge_unavailable"
     #: the judge answered, but not with a verdict the metric can read
     JUDGE_PARSE = "judge_parse"
+    #: a dataset row whose sample id an earlier row already has (not sent, not scored)
+    DUPLICATE_ID = "duplicate_id"
     #: a per-sample score that is not a finite number
     NO_SCORE = "no score"
     #: a failure whose reason was not recorded (records written by older versions)

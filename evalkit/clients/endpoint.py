@@ -49,7 +49,7 @@ class Attempt:
 
     @property
     def retryable(self) -> bool:
-        if self.failure is None or self.failure == "client_error":
+        if self.failure is None or self.failure in (FailureReason.CLIENT_ERROR, FailureReason.TOO_LARGE):
             return False
         status = self.status
         return status is None or status < 400 or status >= 500 or status in RETRYABLE_4XX
@@ -80,12 +80,16 @@ class EndpointPool:
     puts a URL or header value into an exception.
     """
 
-    def __init__(self, protocol: EndpointProtocol, connections: int, timeout: float) -> None:
+    def __init__(
+        self, protocol: EndpointProtocol, connections: int, timeout: float, max_body: int = 10 * 1024 * 1024
+    ) -> None:
         self.protocol = protocol
         self.url = protocol.url
         self._urls = {kind: protocol.url_for(kind) for kind in WIRE_FORMATS}
         self.name = redact_url(protocol.base_url)
         self.timeout = timeout
+        #: the largest body read (``max_response_bytes``); a bigger one fails as too_large, unread
+        self.max_body = max_body
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
         self._headers = {**protocol.headers}
@@ -126,18 +130,51 @@ class EndpointPool:
         wire = WIRE_FORMATS[request.kind]
         started = time.perf_counter()
         timeout = aiohttp.ClientTimeout(total=limit)
+        received: int | None = None  # body bytes read so far; None until the headers came
         try:
             ctx = session.post(self._urls[request.kind], timeout=timeout, **wire.post_arguments(request))
             async with ctx as response:
-                body = await response.read()
                 status = response.status
                 retry_after = retry_after_seconds(response.headers)
+                content_type = response.content_type
+                received = 0
+                if status < 400 and content_type == "text/event-stream":
+                    response.close()
+                    return Attempt(
+                        failure=FailureReason.UNEXPECTED_STREAM,
+                        status=status,
+                        error="a 200 with an event stream (text/event-stream) although none was asked for",
+                        latency=time.perf_counter() - started,
+                    )
+                length = response.content_length
+                if length is not None and length <= self.max_body:
+                    body = await response.read()  # the common case: a known, acceptable size
+                else:
+                    chunks = []
+                    async for chunk in response.content.iter_chunked(_READ_CHUNK):
+                        received += len(chunk)
+                        if received > self.max_body:
+                            break
+                        chunks.append(chunk)
+                    if received > self.max_body:
+                        response.close()  # the rest is never read: memory stays bounded by the cap
+                        size = f"{length} bytes" if length is not None else f"over {received} bytes so far"
+                        return Attempt(
+                            failure=FailureReason.TOO_LARGE,
+                            status=status,
+                            error=f"answer body of {size} is over max_response_bytes ({self.max_body}); cut off unread",
+                            latency=time.perf_counter() - started,
+                        )
+                    body = b"".join(chunks)
         except asyncio.TimeoutError:
-            return Attempt(
-                failure=FailureReason.TIMEOUT,
-                error=f"no answer within {limit:g} s",
-                latency=time.perf_counter() - started,
-            )
+            if received is None:
+                error = f"no answer within {limit:g} s"
+            else:
+                error = (
+                    f"the answer's body did not finish within {limit:g} s ({received} bytes after the headers: "
+                    "a stalled or trickling body)"
+                )
+            return Attempt(failure=FailureReason.TIMEOUT, error=error, latency=time.perf_counter() - started)
         except aiohttp.ClientConnectorError as error:
             reason = (
                 error.os_error.strerror
@@ -147,6 +184,12 @@ class EndpointPool:
             return Attempt(
                 failure=FailureReason.CONNECTION,
                 error=f"cannot connect to {self.name}: {reason}",
+                latency=time.perf_counter() - started,
+            )
+        except aiohttp.ClientPayloadError as error:
+            return Attempt(
+                failure=FailureReason.CONNECTION,
+                error=f"the connection closed mid-body ({type(error).__name__}: {error})",
                 latency=time.perf_counter() - started,
             )
         except (aiohttp.ClientError, ConnectionError, OSError) as error:
@@ -166,12 +209,14 @@ class EndpointPool:
                 retry_after=retry_after,
                 latency=latency,
             )
+        unusable = _unusable(body, payload, content_type, wire.plain_text)
+        if unusable is not None:
+            reason, message = unusable
+            return Attempt(failure=reason, status=status, error=message, latency=latency)
         try:
-            if payload is _UNDECODABLE:
-                raise ParseError(f"response is not JSON: {body[:120]!r}")
             text, usage = wire.parse(payload)
         except ParseError as error:
-            return Attempt(failure=FailureReason.PARSE, status=status, error=str(error), latency=latency)
+            return Attempt(failure=error.reason, status=status, error=str(error), latency=latency)
         return Attempt(
             text=text,
             raw=payload if isinstance(payload, dict) else {"text": payload},
@@ -186,6 +231,24 @@ class EndpointPool:
 
 
 _UNDECODABLE = object()
+#: bytes read at a time from a body whose size is unknown or over the cap
+_READ_CHUNK = 64 * 1024
+
+
+def _unusable(body: bytes, payload: object, content_type: str, plain_text: bool) -> tuple[str, str] | None:
+    """Why a 200 body cannot hold an answer before its fields are even read (reason, error), or None."""
+    if isinstance(payload, (dict, list)):
+        return None  # JSON, whatever its Content-Type says
+    if isinstance(payload, str) and plain_text and content_type not in ("text/html", "application/xhtml+xml"):
+        return None  # a transcription in the ``text`` format
+    if body.lstrip().startswith((b"data:", b"event:")):
+        return FailureReason.UNEXPECTED_STREAM, f"a 200 with an event stream although none was asked for: {body[:80]!r}"
+    if content_type == "application/json" or content_type.endswith("+json"):
+        return FailureReason.PARSE, f"response is not JSON: {body[:120]!r}"
+    return (
+        FailureReason.CONTENT_TYPE,
+        f"a 200 with Content-Type {content_type or 'none'}, not an answer: {body[:120]!r}",
+    )
 
 
 def _decode(body: bytes) -> object:

@@ -55,6 +55,7 @@ from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore, response_key
+from evalkit.errors import DiskFullError
 from evalkit.failures import FailureReason
 
 log = logging.getLogger("evalkit.client")
@@ -337,6 +338,10 @@ class ModelClient:
             self._settle_tokens(reserved, Attempt())
             self._give_up(job, job.last, replica, deadline=True)
             return False
+        if self.store is not None and self.store.full is not None:
+            job.future.set_exception(self.store.full)  # an answer that cannot be kept is not asked for
+            job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
+            return False
         job.attempts += 1
         self.sent += 1
         attempt = await replica.pool.attempt(job.request, timeout)
@@ -387,6 +392,12 @@ class ModelClient:
                 await self.store.put(job.store_key, self.name, payload)
             except asyncio.CancelledError:
                 raise
+            except DiskFullError as error:
+                # the run cannot keep what it is asked: stop it (the engine raises it) rather than go on unstored
+                if not job.future.done():
+                    job.future.set_exception(error)
+                    job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
+                return
             except Exception as error:
                 if not self._store_warned:
                     self._store_warned = True

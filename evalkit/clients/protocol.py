@@ -17,11 +17,16 @@ import aiohttp
 
 from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
+from evalkit.failures import FailureReason
 from evalkit.util import jsonutil
 
 
 class ParseError(ValueError):
-    """The endpoint answered 200 but not with a usable answer."""
+    """The endpoint answered 200 but not with a usable answer; ``reason`` says how (a FailureReason)."""
+
+    def __init__(self, message: str, reason: str = FailureReason.PARSE) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +119,27 @@ def transcription_form(request: ModelRequest) -> aiohttp.FormData:
 
 def extract_chat_answer(payload: Any) -> tuple[str, dict[str, Any]]:
     """The assistant text and usage from a chat completion; ParseError if absent."""
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if isinstance(payload, dict) and not choices and isinstance(choices, (list, type(None))):
+        raise ParseError(
+            f"a 200 with {'an empty' if choices == [] else 'no'} `choices` list: {str(payload)[:200]}",
+            FailureReason.NO_CHOICES,
+        )
     try:
         choice = payload["choices"][0]
-        content = choice["message"].get("content")
+        message = choice["message"]
+        content = message.get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
         raise ParseError(f"no choices[0].message in response: {str(payload)[:200]}") from None
     if isinstance(content, list):
         content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    if content is None:
+        why = [f"finish_reason {choice.get('finish_reason')!r}"] if choice.get("finish_reason") else []
+        why += [f"refusal {str(message['refusal'])[:200]!r}"] if message.get("refusal") else []
+        why += ["tool_calls instead"] if message.get("tool_calls") else []
+        raise ParseError(
+            "choices[0].message.content is null" + (f" ({', '.join(why)})" if why else ""), FailureReason.NULL_CONTENT
+        )
     if not isinstance(content, str):
         raise ParseError(f"choices[0].message.content is {type(content).__name__}, not text")
     usage = payload.get("usage") or {}
@@ -152,6 +171,8 @@ class WireFormat:
     """How one request kind travels: the URL path under ``/v1``, the POST arguments, and the answer's text and usage."""
 
     path: str = ""
+    #: whether a 200 may be plain text rather than JSON (a transcription's ``text`` format)
+    plain_text: bool = False
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """Keyword arguments for ``aiohttp.ClientSession.post`` (``data`` and, where needed, ``headers``)."""
@@ -178,6 +199,7 @@ class TranscriptionWire(WireFormat):
     """``/audio/transcriptions``: a multipart form with the WAV file."""
 
     path = "audio/transcriptions"
+    plain_text = True
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         return {"data": transcription_form(request)}

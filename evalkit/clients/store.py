@@ -11,6 +11,10 @@ transaction is in the WAL file, which survives a killed process
 What a killed run loses is the answers it received but had not committed:
 those few are asked again on resume.
 
+A full disk fails the pending answers' futures with one
+:class:`~evalkit.errors.DiskFullError` (and every later ``put`` at once): the
+run stops there, and what had committed stays for the resume.
+
 Errors are never stored, so a retry after a failure always reaches the
 endpoint. ``refresh_since`` (a unix time) ignores answers stored before it:
 ``--refresh-cache`` asks everything again once, and a resumed refresh run
@@ -20,6 +24,7 @@ still uses what it refreshed before it was killed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import sqlite3
 import time
@@ -29,8 +34,9 @@ from typing import Any
 import aiosqlite
 
 from evalkit.clients.request import ModelRequest
-from evalkit.errors import UserError
+from evalkit.errors import DiskFullError, UserError
 from evalkit.util import jsonutil
+from evalkit.util.diskfull import disk_full, is_disk_full
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -78,6 +84,8 @@ class ResponseStore:
         self._writer: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
         self._closing = False
+        #: set once a commit met a full disk: later puts fail at once with it
+        self.full: DiskFullError | None = None
 
     @property
     def refresh(self) -> bool:
@@ -96,6 +104,8 @@ class ResponseStore:
             if self._db is not None:
                 await self._db.close()
                 self._db = None
+            if is_disk_full(error):
+                raise disk_full(self.path) from None
             raise StoreError(
                 f"response store {self.path}: cannot open it ({error}); set cache.path or use --no-cache"
             ) from None
@@ -129,8 +139,8 @@ class ResponseStore:
     def put(self, key: str, model: str, response: dict[str, Any]) -> asyncio.Future[None]:
         """Queue a response for the next commit; the returned future resolves once it is committed."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self._db is None or self._writer is None or self._writer.done():
-            done.set_exception(RuntimeError(f"response store {self.path} is closed"))
+        if self.full is not None or self._db is None or self._writer is None or self._writer.done():
+            done.set_exception(self.full or RuntimeError(f"response store {self.path} is closed"))
             done.exception()  # retrieved: nobody need care
             return done
         self._pending[key] = (model, jsonutil.dumps_bytes(response), time.time())
@@ -160,12 +170,20 @@ class ResponseStore:
             )
             await self._db.commit()
         except (sqlite3.Error, OSError) as error:
+            failure: Exception = error
+            if is_disk_full(error):
+                needed = sum(len(key) + len(blob) + len(model) for key, (model, blob, _) in batch)
+                self.full = disk_full(self.path, needed)
+                failure = self.full
+                with contextlib.suppress(sqlite3.Error):
+                    await self._db.rollback()
             for key, value in batch:
                 if self._pending.get(key) is value:
                     del self._pending[key]
             for future in waiting:
                 if not future.done():
-                    future.set_exception(error)
+                    future.set_exception(failure)
+                    future.exception()  # retrieved: a writer cancelled meanwhile leaves no stray log
             return
         for key, value in batch:
             if self._pending.get(key) is value:

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import UserError
+from evalkit.errors import DiskFullError, UserError
 from evalkit.report.results import ResultRow, row_from_dict
 from evalkit.report.tables import results_csv, results_markdown
 from evalkit.util.atomic import write_json_atomic, write_text_atomic
@@ -40,6 +40,8 @@ def write_views(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> N
         from evalkit.report.html import write_html
 
         write_html(run_dir, rows, meta)
+    except DiskFullError:
+        raise
     except Exception:
         log.exception("could not write %s", run_dir / "report.html")
 

@@ -14,6 +14,7 @@ in-context example ids, add-on and system prompt names.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import time
@@ -37,7 +38,7 @@ from evalkit.data.audio.workers import run_audio_job
 from evalkit.data.filters import apply_filters
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
-from evalkit.errors import UserError
+from evalkit.errors import DiskFullError, UserError
 from evalkit.failures import FailureReason
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
@@ -57,12 +58,15 @@ from evalkit.run.requests import (
     likelihood_requests,
     turn_requests,
 )
-from evalkit.run.scoring import new_record, score_into_record
+from evalkit.run.scoring import new_record, score_into_record, where
 from evalkit.util import jsonutil
+from evalkit.util.diskfull import disk_full, is_disk_full
 
 log = logging.getLogger("evalkit")
 
 _READ_BATCH = 32
+#: failures that come from the data, not the model: each kind gets one warning naming its first row
+DATA_PROBLEMS = frozenset({FailureReason.DUPLICATE_ID, FailureReason.NO_REFERENCE, FailureReason.NO_SCORE})
 
 
 @dataclass
@@ -142,6 +146,8 @@ class Engine:
         self._example_pool: list[Sample] = []
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
         self._assembler: PromptAssembler | None = None
+        #: bad rows by failure reason: (count, the first one's error), for one warning each at the end
+        self.data_problems: dict[str, tuple[int, str]] = {}
 
     def planned_samples(self) -> Iterator[Sample]:
         return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
@@ -149,20 +155,21 @@ class Engine:
     async def run(self) -> EngineResult:
         started = time.perf_counter()
         result = EngineResult(spec=self.spec, metric_info=self.metric.describe())
-        self.records_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
             self._assembler = PromptAssembler(
                 self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
             )
-            with self.records_path.open("w", encoding="utf-8") as self._records:
-                await self._run_samples()
+            await self._run_recorded()
+        except DiskFullError:
+            raise  # the whole run stops: nothing more can be kept
         except UserError as error:
             result.error = str(error)
         except Exception as error:
             log.exception("engine %s failed", self.spec.id)
             result.error = f"{type(error).__name__}: {error}"
+        self._warn_data_problems()
         result.n_samples = self.n_samples
         result.seconds = time.perf_counter() - started
         for name, acc in self.accumulators.items():
@@ -177,11 +184,34 @@ class Engine:
             )
         return result
 
+    async def _run_recorded(self) -> None:
+        """Run the samples into the records file; a full disk raises one DiskFullError naming it."""
+        try:
+            self.records_path.parent.mkdir(parents=True, exist_ok=True)
+            self._records = self.records_path.open("w", encoding="utf-8")
+        except OSError as error:
+            if is_disk_full(error):
+                raise disk_full(self.records_path) from None
+            raise
+        try:
+            await self._run_samples()
+            try:
+                self._records.close()
+            except OSError as error:
+                if is_disk_full(error):
+                    raise disk_full(self.records_path) from None
+                raise
+        finally:
+            if not self._records.closed:
+                with contextlib.suppress(OSError):  # already failing: a second full-disk error says nothing new
+                    self._records.close()
+
     async def _run_samples(self) -> None:
         iterator = self.planned_samples()
         slots = asyncio.Semaphore(self.window)
         pending: set[asyncio.Task[None]] = set()
         first_error: list[BaseException] = []
+        seen: dict[str, int] = {}  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
         def done(task: asyncio.Task[None]) -> None:
             pending.discard(task)
@@ -198,12 +228,20 @@ class Engine:
                 if first_error:
                     break
                 self.n_samples += 1
-                task = asyncio.create_task(self._sample(sample))
+                row = sample.meta.get("index")
+                first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
+                if first != row and isinstance(row, int):
+                    task = asyncio.create_task(self._duplicate(sample, first))
+                else:
+                    task = asyncio.create_task(self._sample(sample))
                 pending.add(task)
                 task.add_done_callback(done)
             if first_error:
                 break
         if pending:
+            if first_error and isinstance(first_error[0], DiskFullError):
+                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
+                    task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         if first_error:
             raise first_error[0]
@@ -380,10 +418,70 @@ class Engine:
             record["duration"] = sample.meta["duration"]
         if prompt.info:
             record["prompt"] = prompt.info
+        self._write(record, sample, model.name, scored)
+
+    async def _duplicate(self, sample: Sample, first: int) -> None:
+        """A row whose sample id an earlier row has: one failed record per model, nothing sent."""
+        for model in self.models:
+            record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
+            error = f"{where(record, sample)}: the sample id is already row {first + 1}'s; not sent, not scored"
+            await score_into_record(
+                record,
+                self.accumulators[model.name],
+                self.metric,
+                sample,
+                response=None,
+                prediction=None,
+                failure=FailureReason.DUPLICATE_ID,
+                error=error,
+            )
+            self._write(record, sample, model.name, False)
+
+    def _write(self, record: dict[str, Any], sample: Sample, model: str, scored: bool) -> None:
+        """Append one record (a full disk raises DiskFullError naming the records file) and report progress."""
         assert self._records is not None
-        self._records.write(jsonutil.dumps(record) + "\n")
+        line = jsonutil.dumps(record) + "\n"
+        try:
+            self._records.write(line)
+        except OSError as error:
+            if is_disk_full(error):
+                raise disk_full(self.records_path, len(line.encode())) from None
+            raise
+        if model == self.models[0].name:
+            self._note_data_problem(record, sample)
         if self.progress is not None:
-            self.progress(self.spec.id, model.name, scored)
+            self.progress(self.spec.id, model, scored)
+
+    def _note_data_problem(self, record: dict[str, Any], sample: Sample) -> None:
+        """Count a bad row by kind, keeping the first one's message for the warning at the end."""
+        failure = record.get("failure")
+        if failure in DATA_PROBLEMS:
+            problem, message = str(failure), record.get("error") or ""
+        elif failure is None and _blank(sample.reference):
+            # a metric may define a score against "" (WER counts insertions): scored as is, but said once
+            problem, message = "empty reference", f"{where(record, sample)}: the reference is empty; scored as is"
+        else:
+            return
+        count, first = self.data_problems.get(problem, (0, message))
+        self.data_problems[problem] = (count + 1, first)
+
+    def _warn_data_problems(self) -> None:
+        """One warning per kind of bad row (duplicate id, empty reference, non-finite score), naming the first."""
+        for reason, (count, first) in self.data_problems.items():
+            rows = "1 row" if count == 1 else f"{count} rows"
+            what = (
+                "scored against an empty reference" if reason == "empty reference" else f"counted as failed ({reason})"
+            )
+            log.warning("%s: %s %s; the first: %s", self.spec.id, rows, what, first)
+
+
+def _blank(reference: Any) -> bool:
+    """A reference that is there but says nothing: "", blanks, or a list of only those."""
+    if isinstance(reference, str):
+        return not reference.strip()
+    if isinstance(reference, (list, tuple)):
+        return bool(reference) and all(isinstance(r, str) and not r.strip() for r in reference)
+    return False
 
 
 def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:

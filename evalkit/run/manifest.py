@@ -33,6 +33,7 @@ _TRANSPORT_FIELDS = frozenset(
         "tokens_per_minute",
         "launch",
         "deadline",
+        "max_response_bytes",
     }
 )
 _JUDGE_TRANSPORT_FIELDS = frozenset(

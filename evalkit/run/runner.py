@@ -29,7 +29,8 @@ from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
-from evalkit.errors import RunInterrupted, UserError
+from evalkit.data.fingerprint import dataset_fingerprint, fingerprint_change
+from evalkit.errors import DiskFullError, RunInterrupted, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
@@ -45,6 +46,7 @@ from evalkit.run.manifest import (
     read_manifest,
     write_manifest,
 )
+from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
     redact,
     scrub,
@@ -108,7 +110,10 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
                 api_version=info.azure_api_version,
                 deployment=info.model,
             )
-            pools.append((EndpointPool(protocol, connections=info.batch_size, timeout=info.timeout), info.batch_size))
+            pool = EndpointPool(
+                protocol, connections=info.batch_size, timeout=info.timeout, max_body=info.max_response_bytes
+            )
+            pools.append((pool, info.batch_size))
     info = model.info
     policy = RetryPolicy(retry_attempts=info.retry_attempts, deadline=info.deadline)  # None: derived from timeout
     return ModelClient(
@@ -143,6 +148,55 @@ def quiet_garbage_collector(young_threshold: int = 20_000) -> Iterator[None]:
         gc.unfreeze()
 
 
+async def _run_engines(engines: list[Engine]) -> list[EngineResult]:
+    """All engines at once; an engine that stops the run (a full disk) cancels the others and raises."""
+    tasks = [asyncio.ensure_future(engine.run()) for engine in engines]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        stopped = [task for task in tasks if not task.done()]
+        for task in stopped:
+            task.cancel()
+        await asyncio.gather(*stopped, return_exceptions=True)
+    errors = [task.exception() for task in tasks if not task.cancelled()]  # every one retrieved: no stray log
+    first = next((error for error in errors if error is not None), None)
+    if first is not None:
+        raise first
+    return [task.result() for task in tasks]
+
+
+def _dataset_fingerprints(plan: Plan) -> dict[str, Any]:
+    """The fingerprint of every local dataset the plan reads (run.json keeps them for a resume to check)."""
+    found: dict[str, Any] = {}
+    for spec in plan.engines:
+        name = spec.dataset.name
+        if name in found:
+            continue
+        try:
+            found[name] = dataset_fingerprint(spec.dataset)
+        except Exception:  # unreadable data: its engine reports it, naming the file and row
+            found[name] = None
+    return found
+
+
+def _check_datasets_unchanged(plan: Plan, resumed: dict[str, Any], now: dict[str, Any], run_dir: Path) -> None:
+    """Refuse a resume whose data changed since the run started: its stored answers belong to other rows."""
+    saved = resumed.get("datasets") or {}
+    specs = {spec.dataset.name: spec.dataset for spec in plan.engines}
+    changes = [
+        change
+        for name, before in saved.items()
+        if isinstance(before, dict) and name in specs
+        for change in [fingerprint_change(specs[name], before, now.get(name))]
+        if change is not None
+    ]
+    if changes:
+        raise UserError(
+            f"--resume {run_dir}: {'; '.join(changes)}. The answers already recorded belong to the data as it "
+            "was: restore it, or start a new run"
+        )
+
+
 def _store_path(config: Config, output_dir: Path) -> Path:
     return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
@@ -166,6 +220,18 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
                 raise  # a cancellation that is not a signal (a caller's timeout) stays a cancellation
             signum = received[0] if received else int(signal.SIGINT)
             raise RunInterrupted(state.get("run_dir"), signum) from None
+        except DiskFullError as error:
+            # say where the answers are and how to finish: this folder, once there is room
+            error.run_dir = str(state["run_dir"]) if state.get("run_dir") else None
+            error.store = state.get("store")
+            raise
+        except OSError as error:
+            if is_disk_full(error):  # a write no narrower handler knew (a folder, a log): still one message
+                full = disk_full(error.filename or output_dir)
+                full.run_dir = str(state["run_dir"]) if state.get("run_dir") else None
+                full.store = state.get("store")
+                raise full from None
+            raise
         finally:
             # audio worker processes end with the run, also in long-lived hosts such as notebooks; a signal
             # during this shutdown is still watched, so the workers are never left behind
@@ -206,9 +272,13 @@ async def _execute(
             store_path = Path(saved_store["path"])
         if saved_store.get("refresh_since") is not None:
             refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
+    datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
+    if resumed is not None:
+        _check_datasets_unchanged(plan, resumed, datasets, Path(options.resume or ""))
     else:
         run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    state["store"] = str(store_path) if use_store else None
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
         "run_id": run_dir.name,
@@ -229,6 +299,7 @@ async def _execute(
         },
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),
+        "datasets": datasets,
     }
     if resumed:
         manifest["started"] = resumed.get("started", manifest["started"])
@@ -276,7 +347,7 @@ async def _execute(
                 for spec in plan.engines
             ]
             with quiet_garbage_collector():
-                results = list(await asyncio.gather(*(engine.run() for engine in engines)))
+                results = await _run_engines(engines)
         finally:
             for client in clients.values():
                 await client.close()

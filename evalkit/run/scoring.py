@@ -9,6 +9,7 @@ rescored run and a fresh run count and record the same things.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from evalkit.data.sample import Sample
@@ -56,11 +57,42 @@ async def score_into_record(
         return False
     score, crash = await score_sample(metric, prediction, sample)
     if score is not None and score.failure is None:
-        accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
-        record.update(score=score.score, details=score.details)
-        return True
+        bad = _not_finite(score)
+        if bad is None:
+            accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
+            record.update(score=score.score, details=score.details)
+            return True
+        # NaN or inf would poison the mean and its CI: the sample is counted as unscored instead
+        name = record.get("metric") or metric.name or type(metric).__name__
+        score = SampleScore(
+            None,
+            failure=FailureReason.NO_SCORE,
+            details={"error": f"{where(record, sample)}: metric {name} returned {bad}, not a finite number"},
+        )
     reason = (score.failure if score is not None else None) or FailureReason.METRIC_ERROR
     message = crash if score is None else (score.details or {}).get("error")
+    if not message and reason == FailureReason.NO_REFERENCE:
+        message = f"{where(record, sample)}: the reference is empty"
     accumulator.add_failure(reason, message if isinstance(message, str) else None)
     record.update(score=None, failure=reason, error=message)
     return False
+
+
+def where(record: dict[str, Any], sample: Sample) -> str:
+    """``dataset NAME, row N (id 'x')``: the row counted from 1 in file order, as a user finds it."""
+    index = sample.meta.get("index")
+    row = f", row {index + 1}" if isinstance(index, int) else ""
+    return f"dataset {record.get('dataset')}{row} (id {sample.id!r})"
+
+
+def _not_finite(score: SampleScore) -> str | None:
+    """The first of the score and its statistics that is NaN or infinite (as text), or None when all are finite."""
+    for value in (score.score, *score.stats):
+        if value is not None:
+            try:
+                number = float(value)
+            except (TypeError, ValueError):
+                return repr(value)
+            if not math.isfinite(number):
+                return repr(number)
+    return None

@@ -29,6 +29,7 @@ from aiohttp import web
 from evalkit.testing import chat, transcription
 from evalkit.testing.audio import AudioDecodeError, audio_info
 from evalkit.testing.faults import FaultTable, uniform
+from evalkit.testing.hostile import HOSTILE_KINDS, hostile_response
 from evalkit.testing.requestlog import RequestLog
 from evalkit.testing.script import ECHO, Script, load_script
 from evalkit.testing.stats import Stats
@@ -74,6 +75,7 @@ class TestServerApp:
         self.log = RequestLog(spec.request_log) if spec.request_log is not None else None
         table = FaultTable(spec.faults) if spec.faults is not None else None
         self.faults = table if table is not None and table.active else None
+        self.hang_seconds = spec.faults.hang_seconds if spec.faults is not None else 30.0
         self.sem = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
         self.seed = spec.seed
         self.latency_range: tuple[float, float] | None = None
@@ -154,8 +156,9 @@ class TestServerApp:
         sha: str | None,
         make_ok: Callable[[], web.Response],
         log_extra: Callable[[], dict[str, Any]] | None,
-    ) -> web.Response:
-        """Wait for a slot, draw the fault, sleep the latency, answer (or fail)."""
+        pinned: str | None = None,
+    ) -> web.StreamResponse:
+        """Wait for a slot, draw the fault (``pinned``: the matching rule's), sleep the latency, answer (or fail)."""
         st = self.stats
         sem = self.sem
         if sem is not None:
@@ -175,8 +178,8 @@ class TestServerApp:
                 assert sha is not None
                 n = self.seen.get(sha, 0)
                 self.seen[sha] = n + 1
-            fault: str | None = None
-            if self.faults is not None:
+            fault: str | None = pinned
+            if fault is None and self.faults is not None:
                 assert sha is not None
                 fault = self.faults.draw(sha, n)
             if fault is not None:
@@ -184,11 +187,19 @@ class TestServerApp:
                 if early is not None:
                     return early
                 if fault == "hang":
-                    await asyncio.sleep(self.faults.hang_seconds)  # type: ignore[union-attr]
+                    await asyncio.sleep(self.hang_seconds)
             delay = self._delay(sha, n)
             if delay > 0:
                 await asyncio.sleep(delay)
-            resp = web.Response(body=_MALFORMED_BODY, content_type=JSON) if fault == "malformed" else make_ok()
+            resp: web.StreamResponse
+            if fault == "malformed":
+                resp = web.Response(body=_MALFORMED_BODY, content_type=JSON)
+            elif fault in HOSTILE_KINDS:
+                ok = make_ok().body
+                ok_body = ok if isinstance(ok, bytes) else b""
+                resp = await hostile_response(request, fault, f"chatcmpl-{self.id_prefix}{seq:08x}", ok_body)
+            else:
+                resp = make_ok()
             st.count_status(resp.status)
             if self.log is not None:
                 self.log.write(
@@ -202,14 +213,15 @@ class TestServerApp:
 
     def _fault(
         self, request: web.Request, seq: int, path: str, model: str, sha: str | None, fault: str
-    ) -> web.Response | None:
+    ) -> web.StreamResponse | None:
         """Log and apply a fault; returns the response for faults that end the request at once."""
         self.stats.count_fault(fault)
         status = int(fault) if fault.isdigit() else (200 if fault == "malformed" else None)
         if self.log is not None:
             self.log.write("fault", seq, path, model, sha, status, fault)
         if status is not None and status != 200:
-            headers = {"Retry-After": _seconds(self.faults.retry_after)} if status == 429 else None  # type: ignore[union-attr]
+            retry_after = self.faults.retry_after if self.faults is not None else 1.0
+            headers = {"Retry-After": _seconds(retry_after)} if status == 429 else None
             return self._error(seq, path, model, sha, status, headers=headers, fault=fault)
         if fault == "drop":
             if request.transport is not None:
@@ -222,7 +234,7 @@ class TestServerApp:
 
     # -- chat -------------------------------------------------------------------------
 
-    async def chat_completions(self, request: web.Request) -> web.Response:
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.stats.count_request(path)
         raw = await request.read()
@@ -254,11 +266,16 @@ class TestServerApp:
 
         user = chat.last_user_index(messages)
         user_text = messages[user].text if user is not None else ""
+        pinned: str | None = None
         if self.answers.rules:
             audio_fps = fingerprints.get(user, []) if user is not None else []
             if not audio_fps:
                 audio_fps = [fp for fps in fingerprints.values() for fp in fps]
-            answer = self.answers.resolve(model, user_text, chat.system_text(messages), audio_fps)
+            rule = self.answers.resolve_rule(model, user_text, chat.system_text(messages), audio_fps)
+            if rule is not None:
+                answer, pinned = rule.answer, rule.fault
+            else:
+                answer = user_text if self.answers.default == ECHO else self.answers.default
         else:
             answer = user_text if self.answers.default == ECHO else self.answers.default
         content, completion_tokens, finish = chat.truncate(answer, limit)
@@ -285,7 +302,7 @@ class TestServerApp:
             def log_extra() -> dict[str, Any]:
                 return chat.log_record(body, messages, fingerprints, content)
 
-        return await self.serve(request, seq, path, model, sha, make_ok, log_extra)
+        return await self.serve(request, seq, path, model, sha, make_ok, log_extra, pinned)
 
     async def _fingerprints(self, messages: list[chat.Message]) -> dict[int, list[str]]:
         """Audio fingerprints per message index (only messages with audio)."""
@@ -304,7 +321,7 @@ class TestServerApp:
 
     # -- completions (echo + logprobs, for likelihood scoring) ----------------------------
 
-    async def completions(self, request: web.Request) -> web.Response:
+    async def completions(self, request: web.Request) -> web.StreamResponse:
         """Legacy completions: the prompt echoed with per-token log-probabilities, then one token " the".
 
         Tokens are whitespace-led words (as GPT-style tokenizers cut English); a
@@ -372,7 +389,7 @@ class TestServerApp:
 
     # -- transcriptions -----------------------------------------------------------------
 
-    async def transcriptions(self, request: web.Request) -> web.Response:
+    async def transcriptions(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         self.stats.count_request(path)
         seq = self._next_seq()

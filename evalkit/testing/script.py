@@ -22,11 +22,14 @@ A script, every key optional::
       - {system_match: pirate, answer: Arr}               # substring of the system message(s)
       - {audio_fingerprint: "<64 hex>", answer: hello}    # see evalkit.testing.audio_fingerprint
       - {model: judge-model, match: Score, answer: "8"}   # only for this requested model
+      - {match: "sample 7", answer: x, fault: huge}       # this request always meets the fault
     answer_file: null          # JSON {fingerprint_or_text: answer}, appended as rules
     token_logprobs: {}         # /v1/completions with echo+logprobs: word -> log-probability of
                                # its token (tokens are whitespace-led words); others get -1.0
     faults: {seed: 0, rates: {"500": 0.1, "429": 0.05, hang: 0.02, malformed: 0.02, drop: 0.01},
              retry_after: 1, hang_seconds: 30}
+                               # hostile kinds too (see evalkit.testing.hostile): empty_choices,
+                               # null_content, wrong_content_type, huge, trickle, cut, sse
     request_log: null          # JSONL path; one line per received/fault/completed event
 
 Relative ``answer_file``/``request_log`` paths in a script file resolve
@@ -47,9 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.testing.hostile import HOSTILE_KINDS
 
 ECHO = "echo"
-FAULT_KINDS = ("hang", "malformed", "drop")
+FAULT_KINDS = ("hang", "malformed", "drop", *HOSTILE_KINDS)
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -61,6 +65,7 @@ class AnswerRuleSpec:
     the system message(s), or a regex (re.search) after a ``re:`` prefix.
     ``audio_fingerprint``: :func:`evalkit.testing.audio.audio_fingerprint` of the
     request's audio. ``model``: the requested model (or Azure deployment) name.
+    ``fault``: a fault kind (as in ``faults.rates``) every matching request meets.
     """
 
     answer: str
@@ -68,6 +73,7 @@ class AnswerRuleSpec:
     system_match: str | None = None
     audio_fingerprint: str | None = None
     model: str | None = None
+    fault: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,9 +214,27 @@ class _Checker:
             if not _HEX64.match(fingerprint):
                 self.fail(f"{loc}.audio_fingerprint", "must be 64 hex characters (a sha256 from audio_fingerprint())")
         model = self.text(value.get("model"), f"{loc}.model")
+        fault = self.text(value.get("fault"), f"{loc}.fault")
+        if fault is not None and not self.fault_kind(fault, f"{loc}.fault"):
+            fault = None
         return AnswerRuleSpec(
-            answer=answer, match=match, system_match=system_match, audio_fingerprint=fingerprint, model=model
+            answer=answer,
+            match=match,
+            system_match=system_match,
+            audio_fingerprint=fingerprint,
+            model=model,
+            fault=fault,
         )
+
+    def fault_kind(self, kind: str, where: str) -> bool:
+        if kind in FAULT_KINDS or (kind.isdigit() and 400 <= int(kind) <= 599):
+            return True
+        self.fail(
+            where,
+            f"unknown fault kind{did_you_mean(kind, FAULT_KINDS)}; expected an HTTP status "
+            f'400-599 (e.g. "500") or one of {", ".join(FAULT_KINDS)}',
+        )
+        return False
 
     def faults(self, value: Any, loc: str) -> FaultSpec | None:
         if value is None:
@@ -230,12 +254,7 @@ class _Checker:
         for raw_kind, raw_rate in raw_rates.items():
             kind = str(raw_kind)
             where = f"{loc}.rates.{kind}"
-            if kind not in FAULT_KINDS and not (kind.isdigit() and 400 <= int(kind) <= 599):
-                self.fail(
-                    where,
-                    f"unknown fault kind{did_you_mean(kind, FAULT_KINDS)}; expected an HTTP status "
-                    f'400-599 (e.g. "500") or one of {", ".join(FAULT_KINDS)}',
-                )
+            if not self.fault_kind(kind, where):
                 continue
             rate = self.number(raw_rate, where)
             if rate is not None and rate > 1:
@@ -305,6 +324,7 @@ class Rule:
     system_re: re.Pattern[str] | None = None
     audio_fingerprint: str | None = None
     model: str | None = None
+    fault: str | None = None
 
     def matches_text(self, model: str, user_text: str, system_text: str) -> bool:
         """Check the non-audio conditions."""
@@ -339,6 +359,13 @@ class Answers:
 
     def resolve(self, model: str, user_text: str, system_text: str, fingerprints: list[str]) -> str:
         """The answer for a request: the first matching rule's, else the default."""
+        rule = self.resolve_rule(model, user_text, system_text, fingerprints)
+        if rule is not None:
+            return rule.answer
+        return user_text if self.default == ECHO else self.default
+
+    def resolve_rule(self, model: str, user_text: str, system_text: str, fingerprints: list[str]) -> Rule | None:
+        """The first matching rule, or None (the default answers)."""
         best = len(self.rules)
         for fp in fingerprints:
             idx = self.by_fingerprint.get(fp)
@@ -352,9 +379,7 @@ class Answers:
             if rule.matches_text(model, user_text, system_text):
                 best = rule.index
                 break
-        if best < len(self.rules):
-            return self.rules[best].answer
-        return user_text if self.default == ECHO else self.default
+        return self.rules[best] if best < len(self.rules) else None
 
 
 @dataclass(slots=True)
@@ -371,7 +396,9 @@ class Script:
 
 
 def _compile_rule(index: int, spec: AnswerRuleSpec) -> Rule:
-    rule = Rule(index=index, answer=spec.answer, audio_fingerprint=spec.audio_fingerprint, model=spec.model)
+    rule = Rule(
+        index=index, answer=spec.answer, audio_fingerprint=spec.audio_fingerprint, model=spec.model, fault=spec.fault
+    )
     if spec.match is not None:
         if spec.match.startswith("re:"):
             rule.match_re = re.compile(spec.match[3:])
@@ -423,6 +450,7 @@ def compile_answers(spec: ScriptSpec) -> Answers:
             and rule.system_match is None
             and rule.system_re is None
             and rule.model is None
+            and rule.fault is None
         )
         if audio_only:
             answers.by_fingerprint.setdefault(rule.audio_fingerprint, index)  # type: ignore[arg-type]

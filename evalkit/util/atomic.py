@@ -2,7 +2,9 @@
 
 The text goes to a hidden temporary file beside the target (same filesystem,
 so the rename is atomic), then ``os.replace`` puts it in place. The process id
-in the temporary name keeps two writers from sharing one.
+in the temporary name keeps two writers from sharing one. A full disk
+raises :class:`~evalkit.errors.DiskFullError` naming the target and its size,
+and leaves the old file in place.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evalkit.util.diskfull import disk_full, is_disk_full
+
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` so readers never see a partial file."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    data = text.encode("utf-8")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as error:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(error):
+            raise disk_full(target, len(data)) from None
         raise
 
 
