@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 #: overrides that change what runs (the same as `evalkit run` flags)
-SELECTION_OVERRIDES = ("dataset", "metric", "model", "num_samples", "output_dir")
+SELECTION_OVERRIDES = ("dataset", "metric", "model", "num_samples", "output_dir", "batch_size")
 #: overrides that change how it runs
 RUN_OVERRIDES = ("no_cache", "refresh_cache", "quiet", "progress", "run_dir", "resume", "window")
 
@@ -160,6 +160,7 @@ def apply_overrides(
     model: str | Sequence[str] | None = None,
     num_samples: int | None = None,
     output_dir: str | Path | None = None,
+    batch_size: int | None = None,
 ) -> Config:
     """Narrow or redirect a config without editing its file (the `evalkit run` flags).
 
@@ -175,6 +176,11 @@ def apply_overrides(
         config.filters.num_samples = num_samples
     if output_dir:
         config.output_dir = str(output_dir)
+    if batch_size is not None:
+        if batch_size < 1:
+            raise ConfigError(f"--batch-size: must be >= 1 (got {batch_size})")
+        for entry in config.models:  # every replica: the number is per endpoint, as batch_size in the config
+            entry.info.batch_size = batch_size
     if models:
         names = list(dict.fromkeys(e.info.name for e in config.models))
         for name in models:
@@ -196,6 +202,39 @@ def apply_overrides(
             for pair in config.dataset_metric
         ]
     return config
+
+
+def endpoint_config(
+    url: str,
+    model: str,
+    names: Sequence[str],
+    metrics: Sequence[str] | None = None,
+    inference_type: str = "vllm",
+    auth_env: str | None = None,
+) -> dict[str, Any]:
+    """A config for one endpoint and some datasets, for `evalkit run --model-url URL --model-name ID --dataset X`.
+
+    Each name runs with the given metrics, or with its task's default metric (KARMA's
+    `karma eval --model M --datasets X` needs no config file either).
+    """
+    from evalkit.catalog import load_catalog
+
+    catalog = load_catalog()
+    pairs: list[list[str]] = []
+    for name in names:
+        if metrics:
+            pairs += [[name, metric] for metric in metrics]
+            continue
+        specs = catalog.resolve(name, "--dataset")
+        task = catalog.tasks[specs[0].task]
+        metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
+        if metric is None:
+            raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
+        pairs.append([name, metric])
+    info: dict[str, Any] = {"name": model, "inference_type": inference_type, "url": url, "model": model}
+    if auth_env:
+        info["auth_token"] = f"${{{auth_env}}}"
+    return {"dataset_metric": pairs, "models": [{"info": info}]}
 
 
 def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:

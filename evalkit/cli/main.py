@@ -48,6 +48,27 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", action="append", metavar="NAME", help="only this model name (repeatable)")
     p.add_argument("--num-samples", type=int, metavar="N", help="override filters.num_samples")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="requests in flight per endpoint, for every model (overrides batch_size)",
+    )
+    p.add_argument(
+        "--model-url",
+        metavar="URL",
+        help="run without a config file: an OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1); with "
+        "--model-name and --dataset",
+    )
+    p.add_argument("--model-name", metavar="ID", help="with --model-url: the model id sent in requests")
+    p.add_argument(
+        "--inference-type",
+        choices=["vllm", "openai", "transcription"],
+        help="with --model-url: how the endpoint is spoken to (default vllm)",
+    )
+    p.add_argument(
+        "--api-key-env", metavar="VAR", help="with --model-url: the environment variable holding the API key"
+    )
     p.add_argument("--output-dir", metavar="DIR", help="override output_dir")
     p.add_argument(
         "--dry-run",
@@ -184,9 +205,13 @@ def _plan(args: argparse.Namespace) -> Any:
         "model": args.model,
         "num_samples": args.num_samples,
         "output_dir": args.output_dir,
+        "batch_size": args.batch_size,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     config = args.config or args.config_pos
+    endpoint_flags = [f for f in ("model_url", "model_name", "inference_type", "api_key_env") if getattr(args, f)]
+    if endpoint_flags:
+        return _endpoint_plan(args, config, endpoint_flags, overrides)
     if args.resume:
         if not Path(args.resume).is_dir():
             raise UserError(f"--resume: {args.resume} is not a run directory")
@@ -198,6 +223,27 @@ def _plan(args: argparse.Namespace) -> Any:
 
             return plan_for_resume(args.resume)
     plan, _ = prepare(config or "config.yaml", overrides)
+    return plan
+
+
+def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], overrides: dict[str, Any]) -> Any:
+    """`evalkit run --model-url URL --model-name ID --dataset X`: one endpoint, no config file."""
+    from evalkit.api import endpoint_config, prepare
+
+    named = ", ".join("--" + f.replace("_", "-") for f in flags)
+    if config is not None or args.resume:
+        raise UserError(f"{named}: these describe a model without a config file; drop the config or {named}")
+    if not (args.model_url and args.model_name):
+        raise UserError(f"{named}: --model-url and --model-name go together (the endpoint and the model id it serves)")
+    if not args.dataset:
+        raise UserError("--model-url: name what to evaluate with --dataset (a dataset, task or category)")
+    if args.model:
+        raise UserError("--model selects models of a config; with --model-url the one model is --model-name")
+    data = endpoint_config(
+        args.model_url, args.model_name, args.dataset, args.metric, args.inference_type or "vllm", args.api_key_env
+    )
+    rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric")}
+    plan, _ = prepare(data, rest)
     return plan
 
 
