@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
+    init = sub.add_parser("init", help="build a config.yaml by answering questions (datasets, metrics, the model)")
+    init.add_argument("--output", "-o", default="config.yaml", help="where to write it (default config.yaml)")
     fetch = sub.add_parser(
         "fetch", help="store hub datasets locally ahead of time, for runs and resumes without network"
     )
@@ -387,6 +389,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from evalkit.cli.init import run_init
+
+    return run_init(args.output)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     import itertools
 
@@ -493,6 +501,7 @@ def _report_interrupt(interrupted: RunInterrupted) -> None:
 
 COMMANDS = {
     "fetch": cmd_fetch,
+    "init": cmd_init,
     "run": cmd_run,
     "validate": cmd_validate,
     "list": cmd_list,
