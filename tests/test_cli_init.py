@@ -7,11 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+import pexpect
 import yaml
 from helpers import ROOT
-
-pexpect = pytest.importorskip("pexpect")
 
 
 def _spawn(cwd: Path) -> pexpect.spawn:
