@@ -277,6 +277,11 @@ class DatasetSpec(BaseModel):
     url: str | None = Field(
         None, description="Web page of the dataset (card or paper), for the catalogue; absent: none."
     )
+    private: bool = Field(
+        False,
+        description="True for a licensed corpus evalkit cannot ship or download (CallHome): the entry has no "
+        "`path` or `hf_repo`; the user names the data in the config, `dataset_paths: {NAME: PATH}`. Default false.",
+    )
     checked: CheckedRecord | None = Field(
         None, description="Provenance: the hub page this entry was checked against, when, and what was checked."
     )
@@ -291,6 +296,10 @@ class DatasetSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:
+        if self.private:
+            if self.hf_repo is not None:
+                raise ValueError("a `private` dataset is read from a path the user gives, not from `hf_repo`")
+            return self
         if (self.hf_repo is None) == (self.path is None):
             raise ValueError("needs exactly one of `hf_repo` (a hub dataset) or `path` (a local file or folder)")
         if self.revision is not None and self.hf_repo is None:

@@ -519,6 +519,11 @@ class Config(_Strict):
         default_factory=Filters,
         description="Which samples run and how they are prompted; absent: every sample, no add-ons.",
     )
+    dataset_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description="Where the data of private catalogue datasets (licensed corpora such as CallHome) lies: "
+        "{dataset name: a file or folder}, relative to the config file's folder. Default none.",
+    )
     aggregate: list[tuple[str, list[str]] | tuple[str, list[str], AggregateMethod]] = Field(
         default_factory=list,
         description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
@@ -222,6 +223,20 @@ def check_metric_options(
         raise ConfigError(f"{where}: metric {metric!r}: bad option value: {error}") from None
 
 
+def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
+    """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
+    if not spec.private:
+        return spec
+    given = config.dataset_paths.get(spec.name)
+    if given is None:
+        raise ConfigError(
+            f"{where}: {spec.name!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
+            f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}` (see README, CallHome)"
+        )
+    path = Path(given).expanduser()
+    return spec.model_copy(update={"path": str(path if path.is_absolute() else config.base_dir / path)})
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     import_plugin_modules(config.plugins, f"{source}: plugins")
@@ -249,7 +264,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                 f"{', '.join(METRICS.names(include_aliases=False))}"
             )
         canonical = METRICS.canonical(metric)
-        specs = catalog.resolve(name, where)
+        specs = [_with_private_path(spec, config, where) for spec in catalog.resolve(name, where)]
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting and not declared_fit(canonical, spec):

@@ -62,6 +62,7 @@ ALLOWED_KEYS = {
     "license",
     "url",
     "checked",
+    "private",
 }
 REQUIRED_KEYS = {"language"}
 TASK_KEYS = {"description", "metrics", "default_metric"}
@@ -84,6 +85,9 @@ COLUMN_KEYS = (
 # The metric names evalkit provides (aliases included); the registry is checked too,
 # once every metric module exists.
 PROJECT_METRICS = {
+    "cpwer",
+    "wder",
+    "speaker_diarization",
     "word_error_rate",
     "wer",
     "cer",
@@ -259,7 +263,10 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
     assert re.fullmatch(r"[a-z0-9][a-z0-9_]*", name), f"{path}: dataset name {name!r} should be snake_case"
     assert set(entry) <= ALLOWED_KEYS, f"{path}: {name}: unknown keys {sorted(set(entry) - ALLOWED_KEYS)}"
     assert set(entry) >= REQUIRED_KEYS, f"{path}: {name}: missing {sorted(REQUIRED_KEYS - set(entry))}"
-    assert ("hf_repo" in entry) != ("path" in entry), f"{path}: {name}: needs exactly one of hf_repo / path"
+    if entry.get("private"):  # a licensed corpus: the user's config gives its path (dataset_paths)
+        assert "hf_repo" not in entry and "path" not in entry, f"{path}: {name}: a private entry names no source"
+    else:
+        assert ("hf_repo" in entry) != ("path" in entry), f"{path}: {name}: needs exactly one of hf_repo / path"
     if "hf_repo" in entry:
         assert re.fullmatch(r"[\w.-]+/[\w.-]+", entry["hf_repo"]), f"{name}: hf_repo must be owner/name"
     assert entry.get("modality", "audio") in MODALITIES

@@ -59,6 +59,24 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="Corpus CER: always character level (spaces count as characters, as in jiwer.cer).",
     ),
     _m(
+        "cpwer",
+        "evalkit.metrics.diarization:ConcatenatedPermutationWER",
+        "speaker_diarization",
+        "cp_wer",
+        lower=True,
+        ci="bootstrap",
+        summary="cpWER: each speaker's words joined, the best speaker assignment, errors over reference words.",
+    ),
+    _m(
+        "wder",
+        "evalkit.metrics.diarization:WordDiarizationErrorRate",
+        "word_diarization_error_rate",
+        lower=True,
+        ci="bootstrap",
+        summary="WDER: share of reference words whose aligned answer word has the wrong speaker (best speaker "
+        "mapping).",
+    ),
+    _m(
         "bleu",
         "evalkit.metrics.bleu:Bleu",
         "sacrebleu",
