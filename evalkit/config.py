@@ -358,8 +358,8 @@ class Filters(_Strict):
     )
 
 
-class TemperatureOverride(_Strict):
-    """A temperature for a model, a task, or a model on a task (LALMEval's key; generation_overrides covers more)."""
+class _RuleTarget(_Strict):
+    """What an override rule applies to: a model, a task, or a model on a task."""
 
     model: str | None = Field(
         None,
@@ -370,29 +370,25 @@ class TemperatureOverride(_Strict):
         None,
         description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
     )
-    temperature: float = Field(
-        ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches."
-    )
 
     @model_validator(mode="after")
-    def _has_target(self) -> TemperatureOverride:
+    def _has_target(self) -> _RuleTarget:
         if self.model is None and self.task is None:
             raise ValueError("needs `model`, `task` or both")
         return self
 
 
-class GenerationOverride(_Strict):
+class TemperatureOverride(_RuleTarget):
+    """A temperature for a model, a task, or a model on a task (LALMEval's key; generation_overrides covers more)."""
+
+    temperature: float = Field(
+        ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches."
+    )
+
+
+class GenerationOverride(_RuleTarget):
     """max_tokens / top_p / seed / temperature for a model, a task, or a model on a task."""
 
-    model: str | None = Field(
-        None,
-        description="The model this rule applies to, by its name or its `model` id; absent: every model (needs "
-        "`task`).",
-    )
-    task: str | None = Field(
-        None,
-        description="The task, dataset or category this rule applies to; absent: every dataset (needs `model`).",
-    )
     temperature: float | None = Field(
         None,
         ge=0,
@@ -409,12 +405,6 @@ class GenerationOverride(_Strict):
         "rule.",
     )
     seed: int | None = Field(None, description="Sampling seed set by this rule; absent: left to the next rule.")
-
-    @model_validator(mode="after")
-    def _has_target(self) -> GenerationOverride:
-        if self.model is None and self.task is None:
-            raise ValueError("needs `model`, `task` or both")
-        return self
 
 
 class JudgeProperties(_Strict):
