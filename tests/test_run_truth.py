@@ -7,8 +7,8 @@ servers on loopback, as a user or a CI job would.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import shlex
 import signal
 import subprocess
