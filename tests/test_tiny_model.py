@@ -131,6 +131,24 @@ def test_backend_detects_a_chat_model(backend, tiny_llama: Path) -> None:
     assert backend.count_tokens("Hello there") == expected != 2
 
 
+def test_dtype_auto_is_the_default_and_chooses_by_device(backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """float32 on the CPU; on CUDA bfloat16 where supported, else float16.
+
+    No GPU here: torch's own answer about bfloat16 support is patched for the CUDA cases.
+    """
+    import torch
+
+    from evalkit.serve.backends.transformers_backend import _torch_dtype
+
+    assert backend.model.dtype == torch.float32  # built with the default, dtype="auto", on the CPU
+    assert _torch_dtype("auto", torch.device("cpu")) is torch.float32
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert _torch_dtype("auto", torch.device("cuda")) is torch.bfloat16
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    assert _torch_dtype("auto", torch.device("cuda")) is torch.float16
+    assert _torch_dtype("bfloat16", torch.device("cpu")) is torch.bfloat16  # an explicit choice is kept
+
+
 @pytest.fixture(scope="module")
 def greedy_answers(backend) -> list[str]:
     return backend.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS])

@@ -85,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--dtype",
         metavar="TYPE",
-        help="transformers: weight and compute dtype, e.g. float32, bfloat16, float16, auto (default: float32)",
+        help="transformers: weight and compute dtype: auto (bfloat16 on a CUDA device that supports it, "
+        "float16 on one that does not, float32 on the CPU), float32, bfloat16, float16 (default: auto)",
     )
     parser.add_argument(
         "--grammar", metavar="FILE", help="pocketsphinx: only recognise the sentences in FILE (one per line)"
