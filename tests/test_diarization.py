@@ -32,14 +32,14 @@ DIALOGUES = ROOT / "evalkit" / "assets" / "speech" / "espeak_dialogues" / "data.
         ("A: hello there how\nB: are you fine thanks", (4, 7), (2, 7)),
         # no labels: one speaker, so B's two words are missing (cpWER) and carry the wrong speaker (WDER)
         ("hello there how are you fine thanks", (4, 7), (2, 7)),
-        # a substitution and a deletion, every speaker right
-        ("A: hello where how are you\nB: fine", (2, 7), (0, 7)),
+        # a substitution and a deletion, every speaker right: WDER counts over the 6 aligned words
+        ("A: hello where how are you\nB: fine", (2, 7), (0, 6)),
     ],
 )
 def test_hand_computed_cases(answer: str, cpwer: tuple[int, int], wder: tuple[int, int]) -> None:
     sample = Sample(id="s", reference=REFERENCE)
-    assert METRICS.get("speaker_diarization")(language="en").score(answer, sample).stats == tuple(map(float, cpwer))
-    assert METRICS.get("wder")(language="en").score(answer, sample).stats == tuple(map(float, wder))
+    assert METRICS.get("cpwer")(language="en").score(answer, sample).stats == tuple(map(float, cpwer))
+    assert METRICS.get("speaker_diarization")(language="en").score(answer, sample).stats == tuple(map(float, wder))
 
 
 def test_references_as_lines_and_answers_with_stray_lines() -> None:
@@ -82,7 +82,7 @@ def test_a_run_on_the_shipped_conversations(tmp_path: Path, make_server) -> None
 
 
 def test_a_private_dataset_needs_its_path_from_the_config(tmp_path: Path) -> None:
-    entry: dict[str, Any] = {"dataset_metric": [["callhome_eng", "speaker_diarization"]]}
+    entry: dict[str, Any] = {"dataset_metric": [["callhome_eng", "cpwer"]]}
     entry["models"] = [model_entry("m", "http://127.0.0.1:9/v1")]
     config = write_config(tmp_path / "config.yaml", entry)
     with pytest.raises(ConfigError, match=r"'callhome_eng' is a private dataset .*dataset_paths: \{callhome_eng:"):

@@ -10,15 +10,17 @@ the assignment of model speakers to reference speakers that suits them best.
   words joined in order, the speaker assignment with the fewest errors, errors
   over reference words. Computed with meeteval (the reference implementation
   of the CHiME and NOTSOFAR challenges), on Whisper-normalized words as WER is.
-- ``wder``: word diarization error rate (Shafey et al., 2019): the words of
-  both transcripts aligned ignoring speakers (jiwer), then the share of
-  reference words whose aligned word (correct or substituted) carries the wrong
-  speaker under the best one-to-one speaker mapping (Hungarian assignment).
+- ``wder``: word diarization error rate (Shafey et al., 2019, as DiarizationLM
+  computes it): the words of both transcripts aligned ignoring speakers
+  (jiwer), then, of the aligned pairs (correct or substituted words), the share
+  whose answer word carries the wrong speaker under the best one-to-one speaker
+  mapping (Hungarian assignment). LALMEval's ``speaker_diarization`` is this
+  metric (its harness reports WDER with cpWER from DiarizationLM).
 
 An answer without any speaker label counts as one speaker, so it is scored
 (every other speaker's words are missing from it), not failed. Per sample the
-stats are ``(errors, reference_words)``; the corpus value is their ratio, with
-a bootstrap CI, like WER.
+stats are ``(errors, words)`` (reference words for cpWER, aligned words for
+WDER); the corpus value is their ratio, with a bootstrap CI, like WER.
 """
 
 from __future__ import annotations
@@ -80,11 +82,14 @@ class _SpeakerMetric(Metric):
         reference = self._words(parse_turns(sample.reference))
         if not reference:
             return SampleScore(None, failure=FailureReason.NO_REFERENCE)
-        errors, details = self.errors(reference, self._words(parse_turns(prediction)))
-        rate = errors / len(reference)
-        return SampleScore(rate, (float(errors), float(len(reference))), details=details)
+        errors, words, details = self.errors(reference, self._words(parse_turns(prediction)))
+        rate = errors / words if words else 0.0
+        return SampleScore(rate, (float(errors), float(words)), details=details)
 
-    def errors(self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    def errors(
+        self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]
+    ) -> tuple[int, int, dict[str, Any]]:
+        """(errors, the words they are counted over, details) for one sample."""
         raise NotImplementedError
 
     def corpus(self, totals: np.ndarray) -> np.ndarray:
@@ -108,28 +113,36 @@ class ConcatenatedPermutationWER(_SpeakerMetric):
 
     name = "cpwer"
 
-    def errors(self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    def errors(
+        self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]
+    ) -> tuple[int, int, dict[str, Any]]:
         from meeteval.wer import cp_word_error_rate
 
         ref, hyp = _by_speaker(reference), _by_speaker(hypothesis)
         # no timestamps: the words are in transcript order already (sort=False says so, and keeps meeteval quiet)
         result = cp_word_error_rate(dict(ref), dict(hyp) or {"?": ""}, reference_sort=False, hypothesis_sort=False)
-        return int(result.errors), {
-            "substitutions": int(result.substitutions),
-            "deletions": int(result.deletions),
-            "insertions": int(result.insertions),
-            "reference_speakers": len(ref),
-            "answer_speakers": len(hyp),
-            "assignment": [list(pair) for pair in result.assignment],
-        }
+        return (
+            int(result.errors),
+            len(reference),
+            {
+                "substitutions": int(result.substitutions),
+                "deletions": int(result.deletions),
+                "insertions": int(result.insertions),
+                "reference_speakers": len(ref),
+                "answer_speakers": len(hyp),
+                "assignment": [list(pair) for pair in result.assignment],
+            },
+        )
 
 
 class WordDiarizationErrorRate(_SpeakerMetric):
-    """WDER: share of reference words whose aligned answer word has the wrong speaker (best speaker mapping)."""
+    """WDER: share of aligned words whose answer word has the wrong speaker (best speaker mapping)."""
 
     name = "wder"
 
-    def errors(self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]) -> tuple[int, dict[str, Any]]:
+    def errors(
+        self, reference: list[tuple[str, str]], hypothesis: list[tuple[str, str]]
+    ) -> tuple[int, int, dict[str, Any]]:
         import jiwer
         from scipy.optimize import linear_sum_assignment
 
@@ -150,4 +163,4 @@ class WordDiarizationErrorRate(_SpeakerMetric):
             rows, cols = linear_sum_assignment(-counts)
             mapping = {hyp_speakers[r]: ref_speakers[c] for r, c in zip(rows, cols)}
         wrong = sum(1 for ref_speaker, hyp_speaker in pairs if mapping.get(hyp_speaker) != ref_speaker)
-        return wrong, {"aligned_words": len(pairs), "wrong_speaker": wrong, "mapping": mapping}
+        return wrong, len(pairs), {"aligned_words": len(pairs), "wrong_speaker": wrong, "mapping": mapping}
