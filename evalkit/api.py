@@ -93,9 +93,9 @@ class Results:
 
     def get(self, dataset: str, metric: str, model: str | None = None) -> ResultRow:
         """The row for (dataset, metric, model); ``model`` may be left out when the run had one model."""
-        from evalkit.metrics.table import canonical_metric, metric_infos
+        from evalkit.metrics import METRICS
 
-        metric = canonical_metric(metric, metric_infos())
+        metric = METRICS.canonical(metric)
         if model is None:
             if len(self.models) != 1:
                 raise KeyError(f"model is required: this run has {len(self.models)} models ({', '.join(self.models)})")
@@ -238,22 +238,21 @@ def endpoint_config(
 
 
 def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:
-    from evalkit.metrics.table import canonical_metric, metric_infos
+    from evalkit.metrics import METRICS
 
-    infos = metric_infos()
     if metrics:
         for name in metrics:
-            if canonical_metric(name, infos) not in infos:
-                known = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
+            if name not in METRICS:
                 raise ConfigError(
-                    f"--metric: {name!r} is not a metric{did_you_mean(name, known)}. Run `evalkit list metrics`."
+                    f"--metric: {name!r} is not a metric{did_you_mean(name, METRICS.names())}. "
+                    "Run `evalkit list metrics`."
                 )
-    wanted_metrics = {canonical_metric(m, infos) for m in metrics or []}
+    wanted_metrics = {METRICS.canonical(m) for m in metrics or []}
     pairs = list(config.dataset_metric)  # [name, metric] or [name, metric, options]: options stay with their pair
     if datasets and metrics:
         return [(d, m) for d in datasets for m in metrics]
     if metrics:
-        chosen: list[Any] = [p for p in pairs if canonical_metric(p[1], infos) in wanted_metrics]
+        chosen: list[Any] = [p for p in pairs if METRICS.canonical(p[1]) in wanted_metrics]
         if not chosen:
             used = ", ".join(dict.fromkeys(p[1] for p in pairs))
             raise ConfigError(

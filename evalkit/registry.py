@@ -65,23 +65,30 @@ class Registry(Generic[T]):
         self._builtin_modules = builtin_modules
         self._builtins_loaded = False
         for name, aliases, target in lazy:
+            self._claim(name, aliases, None)
             self._lazy[name] = target
-            self._add_aliases(name, aliases)
+            self._aliases.update(dict.fromkeys(aliases, name))
 
-    def _add_aliases(self, name: str, aliases: Iterable[str]) -> None:
+    def _claim(self, name: str, aliases: Iterable[str], obj: T | None) -> None:
+        """Refuse a name or alias already in use before anything is stored, so a refused entry leaves no trace.
+
+        Registering the same object again is allowed: a module imported twice runs its decorators twice.
+        """
+        if name in self._lazy or (name in self._items and self._items[name] is not obj):
+            raise ValueError(f"{self.kind} {name!r} is registered twice")
+        if name in self._aliases:
+            raise ValueError(f"{self.kind} {name!r} is already an alias of {self._aliases[name]!r}")
         for alias in aliases:
-            if self._aliases.get(alias, name) != name or alias in self._items or alias in self._lazy:
+            if self._aliases.get(alias, name) != name or alias in self._items or alias in self._lazy or alias == name:
                 raise ValueError(f"{self.kind} alias {alias!r} of {name!r} is already taken")
-            self._aliases[alias] = name
 
     def register(self, name: str, *aliases: str) -> Callable[[T], T]:
         """The decorator a plugin registers its class (or function) with, under ``name`` and ``aliases``."""
 
         def decorator(obj: T) -> T:
-            if name in self._lazy or (name in self._items and self._items[name] is not obj):
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
+            self._claim(name, aliases, obj)
             self._items[name] = obj
-            self._add_aliases(name, aliases)
+            self._aliases.update(dict.fromkeys(aliases, name))
             return obj
 
         return decorator
@@ -122,6 +129,22 @@ class Registry(Generic[T]):
             prefix = f"{where}: " if where else ""
             raise ConfigError(f"{prefix}unknown {self.kind} {name!r}{hint}. Known: {', '.join(sorted(self._known()))}")
         return found
+
+    def aliases(self, name: str) -> tuple[str, ...]:
+        """The aliases of the canonical ``name``, sorted, so listings need not invert the alias map themselves."""
+        self._ensure_loaded()
+        return tuple(sorted(alias for alias, target in self._aliases.items() if target == name))
+
+    def registered_items(self) -> Iterator[tuple[str, T]]:
+        """The entries added with the decorator (plugins), sorted; lazy built-ins stay unimported.
+
+        A static table already describes the lazy entries; only these need
+        their objects read, and listing them must not import every built-in.
+        """
+        self._ensure_loaded()
+        return iter(
+            sorted(((n, obj) for n, obj in self._items.items() if n not in self._lazy), key=lambda item: item[0])
+        )
 
     def names(self, include_aliases: bool = True) -> list[str]:
         """Every registered name, sorted; aliases too unless ``include_aliases`` is False."""

@@ -13,7 +13,7 @@ import pytest
 
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS, Metric
-from evalkit.metrics.table import BUILTIN_METRICS, canonical_metric, metric_infos
+from evalkit.metrics.table import BUILTIN_METRICS, MetricInfo, metric_infos
 from evalkit.registry import Registry
 
 METRICS_DIR = Path(__file__).resolve().parent.parent / "evalkit" / "metrics"
@@ -58,9 +58,78 @@ def test_names_and_aliases_are_written_once() -> None:
     assert len(names) == len(set(names))
 
 
-def test_static_view_equals_the_imported_registry() -> None:
-    assert metric_infos() == metric_infos(imported=True)
-    assert canonical_metric("wer", metric_infos()) == METRICS.canonical("wer") == "word_error_rate"
+def test_the_infos_are_the_table_plus_the_decorated_metrics_and_names_resolve_through_the_registry() -> None:
+    infos = metric_infos()
+    table = {info.name: info for info in BUILTIN_METRICS}
+    decorated = {name for name, _ in METRICS.registered_items()}  # other test modules register some on import
+    assert infos.keys() == table.keys() | decorated and all(infos[name] == info for name, info in table.items())
+    assert METRICS.canonical("wer") == "word_error_rate" and METRICS.canonical("no_such_metric") == "no_such_metric"
+    assert {n for i in BUILTIN_METRICS for n in (i.name, *i.aliases)} <= set(METRICS.names())
+
+
+def test_resolving_names_and_listing_infos_import_no_metric_module() -> None:
+    code = (
+        "import sys\n"
+        "from evalkit.metrics import METRICS\n"
+        "from evalkit.metrics.table import metric_infos\n"
+        "assert METRICS.canonical('em') == 'exact_match' and 'bleu' in metric_infos() and 'sacrebleu' in METRICS\n"
+        "print(sorted(m for m in sys.modules if m.startswith('evalkit.metrics.') or m == 'numpy'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert eval(out) == ["evalkit.metrics.table"]
+
+
+@pytest.fixture()
+def restored_metrics(monkeypatch: pytest.MonkeyPatch) -> Registry[type[Metric]]:
+    """The process-wide registry, with whatever a test registers forgotten afterwards."""
+    monkeypatch.setattr(METRICS, "_items", dict(METRICS._items))
+    monkeypatch.setattr(METRICS, "_aliases", dict(METRICS._aliases))
+    return METRICS
+
+
+def test_a_plugin_registered_with_the_decorator_is_in_the_registry_and_the_infos(
+    restored_metrics: Registry[type[Metric]],
+) -> None:
+    from evalkit.plugin import METRICS as PLUGIN_METRICS
+    from evalkit.plugin import Sample, SampleScore
+
+    assert PLUGIN_METRICS is restored_metrics
+
+    @PLUGIN_METRICS.register("answer_length", "length", "len")
+    class AnswerLength(Metric):
+        """Words in the answer; shorter is better.
+
+        (A second paragraph the one-line summary leaves out.)
+        """
+
+        higher_is_better = False
+
+        def score(self, prediction: str, sample: Sample) -> SampleScore:
+            words = float(len(prediction.split()))
+            return SampleScore(words, (words, 1.0))
+
+    assert restored_metrics.get("length") is AnswerLength and restored_metrics.canonical("len") == "answer_length"
+    assert "answer_length" in restored_metrics.names()
+    assert restored_metrics.aliases("answer_length") == ("len", "length")
+    infos = metric_infos()
+    assert infos["answer_length"] == MetricInfo(
+        "answer_length",
+        f"{__name__}:{AnswerLength.__qualname__}",
+        ("len", "length"),
+        higher_is_better=False,
+        ci_method="normal",
+        needs_judge=False,
+        summary="Words in the answer; shorter is better.",
+    )
+    assert all(infos[info.name] == info for info in BUILTIN_METRICS)
+    with pytest.raises(ValueError, match="registered twice"):
+        restored_metrics.register("bleu")(AnswerLength)
+    with pytest.raises(ValueError, match="already taken"):
+        restored_metrics.register("other_length", "wer")(AnswerLength)
+    assert "other_length" not in restored_metrics  # a refused registration leaves nothing behind
+    with pytest.raises(ValueError, match="already an alias of 'word_error_rate'"):
+        restored_metrics.register("wer")(AnswerLength)
+    assert restored_metrics.register("answer_length", "length")(AnswerLength) is AnswerLength  # a module imported twice
 
 
 def test_looking_up_one_metric_imports_only_its_module() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.errors import UserError, did_you_mean
-from evalkit.metrics.table import MetricInfo, canonical_metric, metric_infos
+from evalkit.metrics.table import METRICS, MetricInfo, metric_infos
 
 INFO_KINDS = ("dataset", "metric", "task")
 
@@ -27,7 +27,7 @@ def _unknown(kind: str, name: str, known: Iterable[str], catalog: Any, infos: di
         elsewhere.append("dataset")
     if kind != "task" and name in catalog.tasks:
         elsewhere.append("task")
-    if kind != "metric" and canonical_metric(name, infos) in infos:
+    if kind != "metric" and METRICS.canonical(name) in infos:
         elsewhere.append("metric")
     if name in catalog.categories:
         message += f" It is a category: `evalkit list datasets --category {name}`."
@@ -40,10 +40,10 @@ def _unknown(kind: str, name: str, known: Iterable[str], catalog: Any, infos: di
 
 def _fitting(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[dict[str, Any]]:
     task = catalog.tasks[spec.task]
-    default = canonical_metric(task.default_metric, infos) if task.default_metric else None
+    default = METRICS.canonical(task.default_metric) if task.default_metric else None
     out = []
     for metric in catalog.fitting_metrics(spec):
-        name = canonical_metric(metric, infos)
+        name = METRICS.canonical(metric)
         out.append({"name": name, "default": name == default, "installed": name in infos})
     return out
 
@@ -79,19 +79,17 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
 
 def metric_info(name: str, catalog: Any) -> dict[str, Any]:
     infos = metric_infos()
-    canonical = canonical_metric(name, infos)
+    canonical = METRICS.canonical(name)
     if canonical not in infos:
-        names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
-        raise _unknown("metric", name, names, catalog, infos)
+        raise _unknown("metric", name, METRICS.names(), catalog, infos)
     info = infos[canonical]
-    from evalkit.metrics import METRICS  # the full docstring is worth importing one metric module for
-
+    # the full docstring is worth importing one metric module for
     description = inspect.cleandoc(METRICS.get(canonical).__doc__ or "") or info.summary
-    tasks = [t for t in catalog.tasks.values() if canonical in {canonical_metric(m, infos) for m in t.metrics}]
+    tasks = [t for t in catalog.tasks.values() if canonical in {METRICS.canonical(m) for m in t.metrics}]
     datasets = [
         d
         for d, spec in catalog.datasets.items()
-        if canonical in {canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)}
+        if canonical in {METRICS.canonical(m) for m in catalog.fitting_metrics(spec)}
     ]
     target = tasks[0].name if tasks else "DATASET"
     return {
@@ -114,10 +112,8 @@ def task_info(name: str, catalog: Any) -> dict[str, Any]:
     if name not in catalog.tasks:
         raise _unknown("task", name, catalog.tasks, catalog, infos)
     task = catalog.tasks[name]
-    metrics = [canonical_metric(m, infos) for m in task.metrics]
-    default = (
-        canonical_metric(task.default_metric, infos) if task.default_metric else (metrics[0] if metrics else "METRIC")
-    )
+    metrics = [METRICS.canonical(m) for m in task.metrics]
+    default = METRICS.canonical(task.default_metric) if task.default_metric else (metrics[0] if metrics else "METRIC")
     return {
         "kind": "task",
         "name": name,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UserError, did_you_mean
-from evalkit.metrics.table import MetricInfo, canonical_metric, metric_infos
+from evalkit.metrics.table import METRICS, MetricInfo, metric_infos
 
 # ---------------------------------------------------------------- catalog rows
 
@@ -74,8 +74,8 @@ def _check_filter(value: str | None, known: Iterable[str], flag: str) -> None:
         raise UserError(f"{flag}: {value!r} is unknown{did_you_mean(value, known)}. Known: {', '.join(known)}")
 
 
-def _dataset_metrics(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[str]:
-    return [canonical_metric(m, infos) for m in catalog.fitting_metrics(spec)]
+def _dataset_metrics(catalog: Any, spec: Any) -> list[str]:
+    return [METRICS.canonical(m) for m in catalog.fitting_metrics(spec)]
 
 
 def _selection(
@@ -93,7 +93,7 @@ def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[di
     catalog, infos, metric, language = _selection(filters, runspecs_dirs)
     rows = []
     for name, spec in sorted(catalog.datasets.items()):
-        metrics = _dataset_metrics(catalog, spec, infos)
+        metrics = _dataset_metrics(catalog, spec)
         if filters.category and spec.category != filters.category:
             continue
         if filters.task and spec.task != filters.task:
@@ -124,11 +124,10 @@ def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[di
 def _check_metric(metric: str | None, infos: dict[str, MetricInfo]) -> str | None:
     if metric is None:
         return None
-    canonical = canonical_metric(metric, infos)
+    canonical = METRICS.canonical(metric)
     if canonical not in infos:
-        names = sorted({n for i in infos.values() for n in (i.name, *i.aliases)})
         raise UserError(
-            f"--metric: {metric!r} is not a metric{did_you_mean(metric, names)}. Run `evalkit list metrics`."
+            f"--metric: {metric!r} is not a metric{did_you_mean(metric, METRICS.names())}. Run `evalkit list metrics`."
         )
     return canonical
 
@@ -141,7 +140,7 @@ def task_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[
             continue
         if filters.task and name != filters.task:
             continue
-        metrics = [canonical_metric(m, infos) for m in task.metrics]
+        metrics = [METRICS.canonical(m) for m in task.metrics]
         if metric and metric not in metrics:
             continue
         specs = [catalog.datasets[d] for d in task.datasets]
@@ -197,11 +196,11 @@ def metric_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dic
     used_by: dict[str, list[str]] = {}
     for task in catalog.tasks.values():
         for metric in task.metrics:
-            used_by.setdefault(canonical_metric(metric, infos), []).append(task.name)
+            used_by.setdefault(METRICS.canonical(metric), []).append(task.name)
     allowed: set[str] | None = None
     if filters.task or filters.category:
         allowed = {
-            canonical_metric(m, infos)
+            METRICS.canonical(m)
             for t in catalog.tasks.values()
             if (not filters.task or t.name == filters.task) and (not filters.category or t.category == filters.category)
             for m in t.metrics
@@ -227,16 +226,11 @@ def metric_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dic
 
 
 def _processor_rows(registry: Any) -> list[dict[str, Any]]:
-    aliases: dict[str, list[str]] = {}
-    for name in registry.names(include_aliases=True):
-        canonical = registry.canonical(name)
-        if canonical != name:
-            aliases.setdefault(canonical, []).append(name)
     rows = []
     for name, obj in registry.items():
         doc = (getattr(obj, "__doc__", "") or "").strip()
         rows.append(
-            {"name": name, "aliases": sorted(aliases.get(name, [])), "description": doc.splitlines()[0] if doc else ""}
+            {"name": name, "aliases": list(registry.aliases(name)), "description": doc.splitlines()[0] if doc else ""}
         )
     return rows
 

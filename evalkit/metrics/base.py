@@ -18,8 +18,7 @@ import numpy as np
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
-from evalkit.metrics.table import BUILTIN_METRICS
-from evalkit.registry import Registry
+from evalkit.metrics.table import METRICS as METRICS  # re-exported: plugins and tests import it from here
 
 
 @dataclass(slots=True)
@@ -122,9 +121,3 @@ def reference_strings(reference: Any) -> list[str]:
     if isinstance(reference, (list, tuple)):
         return [r if isinstance(r, str) else str(r) for r in reference if r is not None]
     return [reference if isinstance(reference, str) else str(reference)]
-
-
-#: built-ins come lazily from the static table (evalkit/metrics/table.py); plugins register with the decorator
-METRICS: Registry[type[Metric]] = Registry(
-    "metric", lazy=((info.name, info.aliases, info.target) for info in BUILTIN_METRICS)
-)

@@ -2,17 +2,25 @@
 
 Listing, `evalkit info` and report rendering read this table instead of
 importing the metric modules (numpy, sacrebleu), so they stay fast; the
-metric registry registers the built-ins from it lazily, so a run imports
-only the metrics it uses. Names and aliases are written here and nowhere
-else; tests/test_metric_table.py checks each class's attributes against its
-row. Plugins' metrics can only be known by importing them, so the imported
-registry is read when plugins are installed.
+metric registry ``METRICS`` (defined here, for the same reason) registers the
+built-ins from it lazily, so a run imports only the metrics it uses. Names
+and aliases are written here and nowhere else; tests/test_metric_table.py
+checks each class's attributes against its row. Plugins' metrics can only be
+known by importing them: ``metric_infos`` adds the ones registered with the
+decorator (installed plugins are imported on the registry's first lookup, a
+config's ``plugins:`` modules when the config is loaded).
 """
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
-from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+from evalkit.registry import Registry
+
+if TYPE_CHECKING:
+    from evalkit.metrics.base import Metric
 
 
 @dataclass(frozen=True)
@@ -165,50 +173,34 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
 )
 
 
-def _plugins_installed() -> bool:
-    return bool(list(entry_points(group="evalkit.plugins")))
+#: built-ins come lazily from the table above (a lookup imports one metric module); plugins register with
+#: ``@METRICS.register(name, *aliases)``. It lives here, not in base.py, so that resolving a name
+#: (``METRICS.canonical``) imports no numpy.
+METRICS: Registry[type[Metric]] = Registry(
+    "metric", lazy=((info.name, info.aliases, info.target) for info in BUILTIN_METRICS)
+)
 
 
-def _imported_metrics() -> dict[str, MetricInfo]:
-    """The registry's view: built-ins from the table, plugins' metrics from their classes."""
-    import inspect
-
-    from evalkit.metrics.base import METRICS
-
-    builtin = {info.name: info for info in BUILTIN_METRICS}
-    aliases: dict[str, list[str]] = {}
-    for name in METRICS.names(include_aliases=True):
-        canonical = METRICS.canonical(name)
-        if canonical != name:
-            aliases.setdefault(canonical, []).append(name)
-    out = {}
-    for name, cls in METRICS.items():
-        if name in builtin:
-            out[name] = builtin[name]
-            continue
-        doc = inspect.cleandoc(cls.__doc__ or "")
-        out[name] = MetricInfo(
-            name,
-            f"{cls.__module__}:{cls.__qualname__}",
-            tuple(sorted(aliases.get(name, []))),
-            bool(cls.higher_is_better),
-            str(cls.ci_method),
-            bool(cls.needs_judge),
-            doc.splitlines()[0] if doc else "",
-        )
-    return out
+def _plugin_info(name: str, cls: type[Metric]) -> MetricInfo:
+    """A plugin's row, read from its class: plugins have no place in the static table."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    return MetricInfo(
+        name,
+        f"{cls.__module__}:{cls.__qualname__}",
+        METRICS.aliases(name),
+        bool(cls.higher_is_better),
+        str(cls.ci_method),
+        bool(cls.needs_judge),
+        doc.splitlines()[0] if doc else "",
+    )
 
 
-def metric_infos(*, imported: bool = False) -> dict[str, MetricInfo]:
-    """Every metric by canonical name: the static table, or the registry when plugins (or ``imported``) need it."""
-    if imported or _plugins_installed():
-        return _imported_metrics()
-    return {info.name: info for info in BUILTIN_METRICS}
+def metric_infos() -> dict[str, MetricInfo]:
+    """Every metric by canonical name: the static table, then the plugins' metrics from the registry.
 
-
-def canonical_metric(name: str, infos: dict[str, MetricInfo]) -> str:
-    """The canonical name of ``name`` among ``infos`` (``name`` itself when it is unknown)."""
-    for info in infos.values():
-        if name == info.name or name in info.aliases:
-            return info.name
-    return name
+    Canonical names come from ``METRICS.canonical``, the one place aliases are resolved.
+    """
+    infos = {info.name: info for info in BUILTIN_METRICS}
+    for name, cls in METRICS.registered_items():
+        infos[name] = _plugin_info(name, cls)
+    return infos

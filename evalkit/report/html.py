@@ -60,12 +60,9 @@ def _table(
 def _direction(metric: str) -> bool | None:
     """True when higher is better, False when lower is, None when the metric is unknown here."""
     try:
-        import sys
-
         from evalkit.metrics.table import metric_infos
 
-        # during a run the registry is already imported: reading it beats parsing metric sources again
-        info = metric_infos(imported="evalkit.metrics.base" in sys.modules).get(metric)
+        info = metric_infos().get(metric)
         return None if info is None else info.higher_is_better
     except Exception:
         return None
