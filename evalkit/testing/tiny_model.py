@@ -49,6 +49,7 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 #: bump when the recipe changes, so cached folders built by an older recipe are rebuilt
@@ -455,27 +456,26 @@ def is_complete(out_dir: str | Path, seed: int = 0, kind: str = "llama") -> bool
     return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed and marker.get("kind", "llama") == kind
 
 
-def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
-    """Build (or reuse) a model of ``kind`` in out_dir and return its path.
+def build_into_folder(
+    out_dir: str | Path,
+    seed: int,
+    kind: str,
+    build: Callable[[Path, int], tuple[int, int]],
+    recipe: int,
+) -> Path:
+    """Run ``build(staging, seed)`` and move its files into out_dir, the marker last.
 
     The files are written into a temporary sibling folder and moved in one by
     one with the marker last, so a half-built folder is never taken as done.
+    ``build`` returns (parameter count, vocabulary size) for the marker.
     """
     folder = Path(out_dir).resolve()
-    if is_complete(folder, seed, kind):
-        return folder
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MARKER_FILE).unlink(missing_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".tiny-{kind}-", dir=folder.parent))
     try:
-        n_params, vocab_size = _BUILDERS[kind](staging, seed)
-        marker = {
-            "recipe": RECIPE_VERSION,
-            "kind": kind,
-            "seed": seed,
-            "parameters": n_params,
-            "vocab_size": vocab_size,
-        }
+        n_params, vocab_size = build(staging, seed)
+        marker = {"recipe": recipe, "kind": kind, "seed": seed, "parameters": n_params, "vocab_size": vocab_size}
         (staging / MARKER_FILE).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
         names = sorted(p.name for p in staging.iterdir() if p.name != MARKER_FILE)
         for name in [*names, MARKER_FILE]:
@@ -487,6 +487,13 @@ def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
+    """Build (or reuse) a model of ``kind`` in out_dir and return its path."""
+    if is_complete(out_dir, seed, kind):
+        return Path(out_dir).resolve()
+    return build_into_folder(out_dir, seed, kind, _BUILDERS[kind], RECIPE_VERSION)
 
 
 def build_tiny_llama(out_dir: str | Path, seed: int = 0) -> Path:
