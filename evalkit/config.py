@@ -86,7 +86,8 @@ class LaunchSpec(_Strict):
     )
     backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
         None,
-        description="The server to start: vllm (vLLM's OpenAI server, needs inference_type vllm) or an `evalkit "
+        description="The server to start: vllm (vLLM's OpenAI server, for inference_type vllm, or transcription for a "
+        "Whisper-class model on its /v1/audio/transcriptions) or an `evalkit "
         "serve` backend "
         "(transformers, pocketsphinx); when absent, vllm for inference_type vllm and transformers otherwise.",
     )
@@ -268,8 +269,11 @@ class ModelInfo(_Strict):
                 self.launch.backend = "vllm" if self.inference_type == "vllm" else "transformers"
             if self.launch.backend != "pocketsphinx" and not self.launch.model_path:
                 raise ValueError(f"launch: backend {self.launch.backend!r} needs `model_path`")
-            if self.launch.backend == "vllm" and self.inference_type != "vllm":
-                raise ValueError("launch: backend `vllm` needs inference_type `vllm`")
+            if self.launch.backend == "vllm" and self.inference_type not in ("vllm", "transcription"):
+                raise ValueError(
+                    "launch: backend `vllm` needs inference_type `vllm` (chat) or `transcription` (vLLM's "
+                    f"/v1/audio/transcriptions), not {self.inference_type!r}"
+                )
         return self
 
     @property

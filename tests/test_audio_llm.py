@@ -40,6 +40,7 @@ pytestmark = [
 ]
 
 from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio  # noqa: E402
+from evalkit.testing.tiny_model import build_tiny_whisper_tied  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = float(os.environ.get("EVALKIT_VLLM_START_TIMEOUT", "300"))
@@ -56,30 +57,50 @@ VLLM_ARGS = [
 ]
 
 
+def _decode_wav(wav: bytes) -> Any:
+    import soundfile as sf
+
+    array, rate = sf.read(io.BytesIO(wav), dtype="float32")
+    assert rate == 16000 and array.ndim == 1, (rate, array.shape)
+    return array
+
+
 class ReferenceServer:
-    """transformers ``generate`` behind an OpenAI chat endpoint, in this process.
+    """transformers behind OpenAI chat and transcription endpoints, in this process.
 
     It is the reference, not a server under test: greedy, one request at a
-    time, on the exact bytes evalkit sent (``input_audio`` WAV decoded with
-    soundfile, no resampling: evalkit sends 16 kHz).
+    time, on the exact bytes evalkit sent (WAV decoded with soundfile, no
+    resampling: evalkit sends 16 kHz). Chat runs the tiny Qwen2-Audio's
+    ``generate``; transcription runs the tiny Whisper's forward pass greedily
+    from vLLM's decoder prompt (``<|startoftranscript|><|en|><|transcribe|><|notimestamps|>``)
+    up to the decoder's context (vLLM's default length for a transcription,
+    which carries no token limit): Whisper's own ``generate`` adds logits
+    processors of its own (suppressed tokens) that vLLM does not apply.
     """
 
-    def __init__(self, model_dir: Path) -> None:
+    def __init__(self, chat_dir: Path, whisper_dir: Path) -> None:
         import torch
-        from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+        from transformers import (
+            AutoProcessor,
+            Qwen2AudioForConditionalGeneration,
+            WhisperForConditionalGeneration,
+            WhisperProcessor,
+        )
 
         torch.manual_seed(0)
-        self.processor = AutoProcessor.from_pretrained(model_dir)
-        self.model = Qwen2AudioForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).eval()
+        self.processor = AutoProcessor.from_pretrained(chat_dir)
+        self.model = Qwen2AudioForConditionalGeneration.from_pretrained(chat_dir, dtype=torch.float32).eval()
+        self.whisper_processor = WhisperProcessor.from_pretrained(whisper_dir)
+        self.whisper = WhisperForConditionalGeneration.from_pretrained(whisper_dir, dtype=torch.float32).eval()
         self.url = ""
         self.requests: list[dict[str, Any]] = []
+        self.transcriptions: list[dict[str, Any]] = []
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._lock = threading.Lock()
 
     def generate(self, body: dict[str, Any]) -> str:
         import numpy as np
-        import soundfile as sf
         import torch
 
         messages: list[dict[str, Any]] = []
@@ -90,10 +111,7 @@ class ReferenceServer:
                 parts = []
                 for part in content:
                     if part["type"] == "input_audio":
-                        wav = base64.b64decode(part["input_audio"]["data"])
-                        array, rate = sf.read(io.BytesIO(wav), dtype="float32")
-                        assert rate == 16000 and array.ndim == 1, (rate, array.shape)
-                        audios.append(array)
+                        audios.append(_decode_wav(base64.b64decode(part["input_audio"]["data"])))
                         parts.append({"type": "audio", "audio_url": f"clip-{len(audios)}"})
                     else:
                         parts.append(part)
@@ -108,8 +126,35 @@ class ReferenceServer:
             out = self.model.generate(**inputs, do_sample=False, max_new_tokens=int(body["max_tokens"]))
         return self.processor.batch_decode(out[:, inputs["input_ids"].shape[1] :], skip_special_tokens=True)[0]
 
+    def transcribe(self, wav: bytes, language: str) -> str:
+        import torch
+
+        tokenizer = self.whisper_processor.tokenizer
+        prompt = ["<|startoftranscript|>", f"<|{language}|>", "<|transcribe|>", "<|notimestamps|>"]
+        ids = tokenizer.convert_tokens_to_ids(prompt)
+        features = self.whisper_processor.feature_extractor(
+            _decode_wav(wav), sampling_rate=16000, return_tensors="pt"
+        ).input_features
+        eos = self.whisper.generation_config.eos_token_id
+        with self._lock, torch.no_grad():
+            while len(ids) < self.whisper.config.max_target_positions:
+                logits = self.whisper(input_features=features, decoder_input_ids=torch.tensor([ids])).logits
+                ids.append(int(logits[0, -1].argmax()))
+                if ids[-1] == eos:
+                    break
+        return tokenizer.decode(ids[len(prompt) :], skip_special_tokens=True)
+
     def start(self) -> None:
         from aiohttp import web
+
+        async def transcription(request: web.Request) -> web.Response:
+            form = await request.post()
+            upload = form["file"]
+            assert isinstance(upload, web.FileField), upload
+            wav = upload.file.read()
+            self.transcriptions.append({k: v for k, v in form.items() if k != "file"})
+            text = await asyncio.get_running_loop().run_in_executor(None, self.transcribe, wav, str(form["language"]))
+            return web.json_response({"text": text})
 
         async def chat(request: web.Request) -> web.Response:
             body = await request.json()
@@ -129,6 +174,7 @@ class ReferenceServer:
         async def setup() -> int:
             app = web.Application(client_max_size=64 * 2**20)
             app.router.add_post("/v1/chat/completions", chat)
+            app.router.add_post("/v1/audio/transcriptions", transcription)
             runner = web.AppRunner(app, access_log=None)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -149,15 +195,20 @@ def tiny_qwen2_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_qwen2_audio(tmp_path_factory.mktemp("models") / "tiny-qwen2-audio")
 
 
+@pytest.fixture(scope="session")
+def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_whisper_tied(tmp_path_factory.mktemp("models") / "tiny-whisper-tied")
+
+
 @pytest.fixture(scope="module")
-def reference(tiny_qwen2_audio: Path) -> Iterator[ReferenceServer]:
-    server = ReferenceServer(tiny_qwen2_audio)
+def reference(tiny_qwen2_audio: Path, tiny_whisper: Path) -> Iterator[ReferenceServer]:
+    server = ReferenceServer(tiny_qwen2_audio, tiny_whisper)
     server.start()
     yield server
     server.stop()
 
 
-def _config(folder: Path, model_dir: Path, reference_url: str) -> Path:
+def _config(folder: Path, model_dir: Path, whisper_dir: Path, reference_url: str) -> Path:
     import yaml
 
     greedy = {"temperature": 0, "max_tokens": MAX_TOKENS, "timeout": 300, "model": "tiny-audio"}
@@ -195,6 +246,34 @@ def _config(folder: Path, model_dir: Path, reference_url: str) -> Path:
             },
             # one request at a time: the reference is slow only in wall time, never in agreement
             {"info": {"name": "audio-reference", "inference_type": "vllm", "url": reference_url, **greedy}},
+            # Whisper through vLLM's own /v1/audio/transcriptions
+            {
+                "info": {
+                    "name": "whisper-vllm",
+                    "inference_type": "transcription",
+                    "model": "tiny-whisper",
+                    "batch_size": 4,
+                    "temperature": 0,
+                    "timeout": 300,
+                    "launch": {
+                        "backend": "vllm",
+                        "model_path": str(whisper_dir),
+                        "args": ["--dtype", "float32", "--enforce-eager"],
+                        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+                        "startup_timeout": START_TIMEOUT + 300,
+                    },
+                }
+            },
+            {
+                "info": {
+                    "name": "whisper-reference",
+                    "inference_type": "transcription",
+                    "model": "tiny-whisper",
+                    "url": reference_url,
+                    "temperature": 0,
+                    "timeout": 300,
+                }
+            },
         ],
         "filters": {"num_samples": N_SAMPLES},
         "output_dir": str(folder / "runs"),
@@ -217,9 +296,11 @@ def _run(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def launched_run(tiny_qwen2_audio: Path, reference: ReferenceServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def launched_run(
+    tiny_qwen2_audio: Path, tiny_whisper: Path, reference: ReferenceServer, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     folder = tmp_path_factory.mktemp("audio-llm-run")
-    proc = _run(_config(folder, tiny_qwen2_audio, reference.url), folder)
+    proc = _run(_config(folder, tiny_qwen2_audio, tiny_whisper, reference.url), folder)
     assert proc.returncode == 0, proc.stderr[-6000:]
     (run_dir,) = [p for p in (folder / "runs").iterdir() if (p / "results.json").is_file()]
     return run_dir
@@ -253,3 +334,14 @@ def test_every_answer_equals_transformers_generate(launched_run: Path, reference
         kinds = [part["type"] for part in parts]
         assert kinds.count("input_audio") == 1 and "text" in kinds, kinds
         assert parts[kinds.index("input_audio")]["input_audio"]["format"] == "wav"
+
+
+def test_whisper_on_vllm_transcriptions_equals_transformers(launched_run: Path, reference: ReferenceServer) -> None:
+    """``inference_type: transcription`` against vLLM's own endpoint: transcripts equal transformers' greedy ones."""
+    answers = _answers(launched_run)
+    ref = answers["whisper-reference"]
+    assert len(ref) == 2 * N_SAMPLES
+    assert answers["whisper-vllm"] == ref
+    assert len(set(ref.values())) > 2 and all(ref.values())
+    # vLLM needs the language: evalkit sends the dataset's
+    assert reference.transcriptions and all(form["language"] == "en" for form in reference.transcriptions)

@@ -30,8 +30,9 @@ Choices that keep engines in exact agreement:
   first request, not at start-up.
 
 ``build_tiny_whisper(dir)`` makes a Whisper of the same size from the same
-tokenizer, for the speech-to-text path (transformers only; vLLM is not asked
-to serve it).
+tokenizer, for the speech-to-text path in transformers;
+``build_tiny_whisper_tied(dir)`` one whose output head is its embeddings, the
+form vLLM serves (vLLM ties Whisper's ``proj_out`` whatever the checkpoint says).
 
 Use ``build_tiny_llama(dir)`` from Python or
 ``python -m evalkit.testing.tiny_model OUT_DIR [--kind whisper]`` from a
@@ -86,6 +87,7 @@ _COMMON_FILES = ("config.json", "generation_config.json", "model.safetensors", "
 _REQUIRED_FILES = {
     "llama": (*_COMMON_FILES, "tokenizer.json"),
     "whisper": (*_COMMON_FILES, "vocab.json", "merges.txt"),
+    "whisper-tied": (*_COMMON_FILES, "vocab.json", "merges.txt"),
 }
 
 # the tiny Whisper: decoding stops after this many tokens, so its tests stay fast
@@ -382,7 +384,12 @@ def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters()), vocab_size
 
 
-def _build_whisper_into(folder: Path, seed: int) -> tuple[int, int]:
+#: decoder projections into the residual stream are scaled up in the tied Whisper: with the output
+#: head tied to the embeddings a random decoder otherwise predicts the token it was just given
+TIED_WHISPER_DECODER_SCALE = 4.0
+
+
+def _build_whisper_into(folder: Path, seed: int, tied: bool = False) -> tuple[int, int]:
     import torch
     from transformers import (
         GenerationConfig,
@@ -421,12 +428,18 @@ def _build_whisper_into(folder: Path, seed: int) -> tuple[int, int]:
         decoder_start_token_id=ids["<|startoftranscript|>"],
         begin_suppress_tokens=None,
         suppress_tokens=None,
-        # tied to the embeddings, a random decoder just repeats its last token
-        tie_word_embeddings=False,
+        # vLLM always ties the output head to the embeddings; transformers-only tests keep them apart
+        tie_word_embeddings=tied,
     )
     torch.manual_seed(seed)
     model = WhisperForConditionalGeneration(config).to(torch.float32).eval()
     _fill_weights(model, seed)
+    if tied:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                if name.startswith("model.decoder.layers.") and name.endswith(("out_proj.weight", "fc2.weight")):
+                    param.mul_(TIED_WHISPER_DECODER_SCALE)
+        model.tie_weights()
     model.generation_config = GenerationConfig(
         decoder_start_token_id=ids["<|startoftranscript|>"],
         bos_token_id=ids[eot],
@@ -441,7 +454,15 @@ def _build_whisper_into(folder: Path, seed: int) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters()), len(tokenizer)
 
 
-_BUILDERS = {"llama": _build_llama_into, "whisper": _build_whisper_into}
+def _build_tied_whisper_into(folder: Path, seed: int) -> tuple[int, int]:
+    return _build_whisper_into(folder, seed, tied=True)
+
+
+_BUILDERS: dict[str, Callable[[Path, int], tuple[int, int]]] = {
+    "llama": _build_llama_into,
+    "whisper": _build_whisper_into,
+    "whisper-tied": _build_tied_whisper_into,
+}
 
 
 def is_complete(out_dir: str | Path, seed: int = 0, kind: str = "llama") -> bool:
@@ -509,6 +530,15 @@ def build_tiny_whisper(out_dir: str | Path, seed: int = 0) -> Path:
     long-form (over 30 s) decoding; keep test audio shorter.
     """
     return _build_cached(out_dir, seed, "whisper")
+
+
+def build_tiny_whisper_tied(out_dir: str | Path, seed: int = 0) -> Path:
+    """The tiny Whisper with its output head tied to the embeddings, as vLLM serves Whisper.
+
+    vLLM's Whisper ignores ``proj_out`` and uses the decoder's embeddings, so
+    only a tied checkpoint gives the same answers in vLLM and transformers.
+    """
+    return _build_cached(out_dir, seed, "whisper-tied")
 
 
 def main(argv: list[str] | None = None) -> int:
