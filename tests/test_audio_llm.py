@@ -46,9 +46,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = float(os.environ.get("EVALKIT_VLLM_START_TIMEOUT", "300"))
 MAX_TOKENS = 12
 N_SAMPLES = 5
+#: 512, not the 1024 a 30 s clip needs (~795 prompt tokens): the bad-input set's 28 s clip must not fit
 VLLM_ARGS = [
     "--max-model-len",
-    "1024",
+    "512",
     "--dtype",
     "float32",
     "--enforce-eager",
@@ -208,12 +209,62 @@ def reference(tiny_qwen2_audio: Path, tiny_whisper: Path) -> Iterator[ReferenceS
     server.stop()
 
 
+BAD_INPUT = "bad_clips"
+
+
+def _bad_input_set(folder: Path) -> Path:
+    """Clips a user's data can hold: speech, silence, an empty and a corrupt file, one too long for the model."""
+    import numpy as np
+    import pyarrow.parquet as pq
+    import soundfile as sf
+
+    from evalkit.data.audio.decode import TARGET_SR
+
+    audio = folder / "audio"
+    audio.mkdir(parents=True)
+    rows = pq.read_table(REPO_ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()
+    speech = [sf.read(io.BytesIO(row["audio"]["bytes"]), dtype="float32") for row in rows[:12]]
+    rate = speech[0][1]
+    long_clip = np.concatenate([array for array, _ in speech])[: 28 * rate]
+    sf.write(audio / "speech.wav", speech[0][0], rate, subtype="PCM_16")
+    sf.write(audio / "silence.wav", np.zeros(3 * TARGET_SR, dtype=np.float32), TARGET_SR, subtype="PCM_16")
+    sf.write(audio / "empty.wav", np.zeros(0, dtype=np.float32), TARGET_SR, subtype="PCM_16")
+    (audio / "corrupt.wav").write_bytes(b"RIFF\x10\x00\x00\x00WAVEfmt " + bytes(range(40)))
+    sf.write(audio / "long.wav", long_clip, rate, subtype="PCM_16")
+    with (folder / "clips.jsonl").open("w") as handle:
+        for name in ("speech", "silence", "empty", "corrupt", "long"):
+            handle.write(json.dumps({"id": name, "audio": f"audio/{name}.wav", "text": "hello"}) + "\n")
+    specs = folder / "runspecs" / "speech"
+    specs.mkdir(parents=True)
+    spec = {
+        "_task": {"description": "asr", "metrics": ["word_error_rate"]},
+        BAD_INPUT: {
+            "path": str(folder / "clips.jsonl"),
+            "language": "en",
+            "modality": "audio",
+            "id_column": "id",
+            "audio_column": "audio",
+            "target_column": "text",
+            "instruction": "Transcribe the audio.",
+        },
+    }
+    (specs / "bad_asr.json").write_text(json.dumps(spec))
+    return folder / "runspecs"
+
+
 def _config(folder: Path, model_dir: Path, whisper_dir: Path, reference_url: str) -> Path:
     import yaml
 
     greedy = {"temperature": 0, "max_tokens": MAX_TOKENS, "timeout": 300, "model": "tiny-audio"}
     config = {
-        "dataset_metric": [["espeak_en_asr", "word_error_rate"], ["espeak_en_gender", "exact_match"]],
+        "dataset_metric": [
+            ["espeak_en_asr", "word_error_rate"],
+            ["espeak_en_gender", "exact_match"],
+            [BAD_INPUT, "word_error_rate"],
+        ],
+        "runspecs_dir": str(_bad_input_set(folder / "bad")),
+        # the bad clips fail on purpose; the espeak pairs are checked for no failure below
+        "max_failure_rate": 1.0,
         "models": [
             {
                 "info": {
@@ -307,20 +358,28 @@ def launched_run(
 
 
 def _answers(run_dir: Path) -> dict[str, dict[tuple[str, str], str]]:
-    """model -> (dataset, sample id) -> the model's raw answer."""
+    """model -> (dataset, sample id) -> the model's raw answer (espeak sets only)."""
     out: dict[str, dict[tuple[str, str], str]] = {}
-    for path in sorted((run_dir / "records").glob("*.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            record = json.loads(line)
+    for record in _records(run_dir):
+        if record["dataset"] != BAD_INPUT:
             out.setdefault(record["model"], {})[(record["dataset"], record["sample_id"])] = record["response"]
     return out
+
+
+def _records(run_dir: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line)
+        for path in sorted((run_dir / "records").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
 
 
 def test_every_answer_equals_transformers_generate(launched_run: Path, reference: ReferenceServer) -> None:
     """vLLM and evalkit serve answer exactly what transformers generate answers on the same audio and prompt."""
     results = json.loads((launched_run / "results.json").read_text())
     for row in results["results"]:
-        assert row["n"] == N_SAMPLES and row["n_failed"] == 0, row
+        if row["dataset"] != BAD_INPUT:
+            assert row["n"] == N_SAMPLES and row["n_failed"] == 0, row
     answers = _answers(launched_run)
     ref = answers["audio-reference"]
     assert len(ref) == 2 * N_SAMPLES
@@ -345,3 +404,27 @@ def test_whisper_on_vllm_transcriptions_equals_transformers(launched_run: Path, 
     assert len(set(ref.values())) > 2 and all(ref.values())
     # vLLM needs the language: evalkit sends the dataset's
     assert reference.transcriptions and all(form["language"] == "en" for form in reference.transcriptions)
+
+
+def test_bad_clips_fail_alone_with_the_clip_and_the_reason(launched_run: Path) -> None:
+    """A corrupt or empty file fails before any request; a clip too long for vLLM's context fails with vLLM's reason.
+
+    Each names its sample and why; the other clips of the same set are answered and scored.
+    """
+    records = {(r["model"], r["sample_id"]): r for r in _records(launched_run) if r["dataset"] == BAD_INPUT}
+    for model in ("audio-vllm", "audio-evalkit-serve", "audio-reference", "whisper-vllm", "whisper-reference"):
+        for clip in ("speech", "silence"):
+            assert records[(model, clip)].get("error") is None, records[(model, clip)]
+            assert records[(model, clip)]["score"] is not None
+        for clip, why in (("empty", "holds no audio: 0 samples"), ("corrupt", "Malformed 'fmt ' chunk")):
+            record = records[(model, clip)]
+            assert record["failure"] == "audio" and record["score"] is None and record["attempts"] == 0, record
+            assert f"{clip}.wav" in record["error"] and why in record["error"], record
+    # the answers to the clips that are fine agree with the reference
+    for clip in ("speech", "silence"):
+        assert records[("audio-vllm", clip)]["response"] == records[("audio-reference", clip)]["response"]
+    # 28 s of speech is ~700 audio tokens: over the launched vLLM's --max-model-len 512, not over evalkit serve's
+    too_long = records[("audio-vllm", "long")]
+    assert too_long["failure"] == "http_400" and too_long["score"] is None, too_long
+    assert "maximum context length (512)" in too_long["error"], too_long
+    assert records[("audio-evalkit-serve", "long")]["response"] == records[("audio-reference", "long")]["response"]

@@ -294,7 +294,9 @@ def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> i
     over = over_failure_limit(outcome.rows, max_failure_rate)
     if not over:
         return 0
-    listed = "; ".join(f"{r.model} on {r.dataset} x {r.metric}: {r.n_failed}/{r.n + r.n_failed}" for r in over[:10])
+    listed = "; ".join(
+        f"{r.model} on {r.dataset} x {r.metric}: {r.n_failed}/{r.n + r.n_failed}{_main_failure(r)}" for r in over[:10]
+    )
     more = f" and {len(over) - 10} more" if len(over) > 10 else ""
     verdict = "exit code 0 (--allow-failures)" if allow_failures else "exit code 3 (--allow-failures: exit 0)"
     print(
@@ -303,6 +305,15 @@ def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> i
         file=sys.stderr,
     )
     return 0 if allow_failures else 3
+
+
+def _main_failure(row: Any) -> str:
+    """ ", mostly <reason>: <its first message>", so a systematic failure (a text model sent audio) reads at once."""
+    if not row.failure_reasons:
+        return ""
+    reason = max(row.failure_reasons, key=row.failure_reasons.get)
+    example = row.failure_examples.get(reason, "")
+    return f", mostly {reason}" + (f": {example[:160]}" if example else "")
 
 
 def _print_plan(plan: Any) -> None:

@@ -122,6 +122,10 @@ def _read(source: Any, what: str) -> tuple[np.ndarray, int]:
         array, sr = sf.read(source, dtype="float32", always_2d=True)
     except _SOUNDFILE_ERRORS as exc:
         raise AudioDecodeError(f"cannot decode {what}: {exc}") from exc
+    if array.shape[0] == 0:
+        # a valid header with no frames: no model can answer it (vLLM's Qwen2-Audio refuses it with a 500-like
+        # "too short to be represented"; transformers pads it to 30 s of silence), so it fails here, once
+        raise AudioDecodeError(f"{what} holds no audio: 0 samples")
     return to_mono(array), int(sr)
 
 
