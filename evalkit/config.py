@@ -84,11 +84,12 @@ class LaunchSpec(_Strict):
         "transformers; "
         "whatever vLLM accepts for vllm); mandatory except for pocketsphinx, which brings its own model.",
     )
-    backend: Literal["transformers", "pocketsphinx", "vllm"] | None = Field(
+    backend: Literal["transformers", "pocketsphinx", "vllm", "transformers-serve"] | None = Field(
         None,
         description="The server to start: vllm (vLLM's OpenAI server, for inference_type vllm, or transcription for a "
-        "Whisper-class model on its /v1/audio/transcriptions) or an `evalkit "
-        "serve` backend "
+        "Whisper-class model on its /v1/audio/transcriptions), transformers-serve (transformers' own `transformers "
+        "serve`, for inference_type vllm; it answers only requests naming the model folder, so evalkit sends "
+        "launch.model_path as the id) or an `evalkit serve` backend "
         "(transformers, pocketsphinx); when absent, vllm for inference_type vllm and transformers otherwise.",
     )
     args: list[str] = Field(
@@ -269,6 +270,11 @@ class ModelInfo(_Strict):
                 self.launch.backend = "vllm" if self.inference_type == "vllm" else "transformers"
             if self.launch.backend != "pocketsphinx" and not self.launch.model_path:
                 raise ValueError(f"launch: backend {self.launch.backend!r} needs `model_path`")
+            if self.launch.backend == "transformers-serve" and self.inference_type != "vllm":
+                raise ValueError(
+                    "launch: backend `transformers-serve` serves chat only: it needs inference_type `vllm` "
+                    f"(OpenAI chat), not {self.inference_type!r}"
+                )
             if self.launch.backend == "vllm" and self.inference_type not in ("vllm", "transcription"):
                 raise ValueError(
                     "launch: backend `vllm` needs inference_type `vllm` (chat) or `transcription` (vLLM's "

@@ -31,7 +31,8 @@ from typing import Any
 
 import pytest
 
-_MISSING = [m for m in ("vllm", "torch", "transformers", "tokenizers", "psutil") if importlib.util.find_spec(m) is None]
+_NEEDED = ("vllm", "torch", "transformers", "tokenizers", "psutil", "accelerate", "librosa")
+_MISSING = [m for m in _NEEDED if importlib.util.find_spec(m) is None]
 pytestmark = [
     pytest.mark.vllm,
     pytest.mark.skipif(
@@ -295,6 +296,20 @@ def _config(folder: Path, model_dir: Path, whisper_dir: Path, reference_url: str
                     },
                 }
             },
+            {
+                "info": {
+                    "name": "audio-transformers-serve",
+                    "inference_type": "vllm",
+                    "batch_size": 4,
+                    **greedy,
+                    "launch": {
+                        "backend": "transformers-serve",
+                        "model_path": str(model_dir),
+                        "args": ["--device", "cpu", "--dtype", "float32"],
+                        "env": {"HF_HUB_OFFLINE": "1"},
+                    },
+                }
+            },
             # one request at a time: the reference is slow only in wall time, never in agreement
             {"info": {"name": "audio-reference", "inference_type": "vllm", "url": reference_url, **greedy}},
             # Whisper through vLLM's own /v1/audio/transcriptions
@@ -375,7 +390,7 @@ def _records(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def test_every_answer_equals_transformers_generate(launched_run: Path, reference: ReferenceServer) -> None:
-    """vLLM and evalkit serve answer exactly what transformers generate answers on the same audio and prompt."""
+    """vLLM, evalkit serve and transformers serve answer what transformers generate answers on the same input."""
     results = json.loads((launched_run / "results.json").read_text())
     for row in results["results"]:
         if row["dataset"] != BAD_INPUT:
@@ -385,6 +400,7 @@ def test_every_answer_equals_transformers_generate(launched_run: Path, reference
     assert len(ref) == 2 * N_SAMPLES
     assert answers["audio-vllm"] == ref
     assert answers["audio-evalkit-serve"] == ref
+    assert answers["audio-transformers-serve"] == ref
     # the answers depend on the clip: the audio reached the model
     assert len(set(ref.values())) > N_SAMPLES
     # evalkit sent each clip as one 16 kHz WAV part beside the instruction

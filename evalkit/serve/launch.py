@@ -155,6 +155,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: servers given a free port by evalkit; `evalkit serve` binds port 0 and reports its port in a file
+_PORT_CHOSEN_BY_EVALKIT = frozenset({"vllm", "transformers-serve"})
+
+
 def server_command(info: ModelInfo, port: int | None, port_file: Path | None = None) -> list[str]:
     """The server's command line: vLLM on ``port``, or ``evalkit serve`` writing its own port to ``port_file``."""
     launch = info.launch
@@ -169,6 +173,21 @@ def server_command(info: ModelInfo, port: int | None, port_file: Path | None = N
             str(launch.model_path),
             "--served-model-name",
             info.model,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            *launch.args,
+        ]
+    if launch.backend == "transformers-serve":
+        assert port is not None
+        # transformers' CLI module, not the `transformers` script: the same interpreter as evalkit's
+        return [
+            sys.executable,
+            "-m",
+            "transformers.cli.transformers",
+            "serve",
+            str(launch.model_path),
             "--host",
             "127.0.0.1",
             "--port",
@@ -208,6 +227,8 @@ def _check_args(info: ModelInfo) -> None:
         "--model": "comes from launch.model_path",
         ("--served-model-name" if vllm else "--model-id"): "comes from the entry's `model` (the id evalkit sends)",
     }
+    if info.launch.backend == "transformers-serve":
+        owned["--model"] = "is not an option of transformers serve: launch.model_path is what it loads"
     for arg in info.launch.args:
         name = arg.split("=", 1)[0]
         if name in owned:
@@ -238,6 +259,10 @@ def _child_env(info: ModelInfo) -> dict[str, str]:
         # no usage reports from an evaluation box; the user's env may still turn them on
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
+    elif info.launch.backend == "transformers-serve":
+        # its CLI asks PyPI for a newer release at every start: not from an evaluation run
+        env.setdefault("HF_HUB_DISABLE_UPDATE_CHECK", "1")
+        env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     else:
         # `python -m evalkit.serve` must import this evalkit, also from a source folder that is not installed
         # (an installed one is found anyway; its site-packages must not go ahead of the standard library)
@@ -265,8 +290,9 @@ def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
     """Start one server (does not wait for it). Call from the thread that lives as long as the run."""
     assert info.launch is not None
     backend = str(info.launch.backend)
-    port_file = None if backend == "vllm" else log_dir / f".port-{uuid.uuid4().hex}"
-    port = free_port() if backend == "vllm" else None
+    own_port = backend in _PORT_CHOSEN_BY_EVALKIT
+    port_file = None if own_port else log_dir / f".port-{uuid.uuid4().hex}"
+    port = free_port() if own_port else None
     command = server_command(info, port, port_file)
     argv = command
     if sys.platform.startswith("linux"):
@@ -345,6 +371,9 @@ async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model
         async with session.get(base + "/health", timeout=timeout) as response:
             if response.status != 200:
                 return False
+        if server.backend == "transformers-serve":
+            # its /v1/models lists the hub cache, not the folder it was started with (500 with no cache)
+            return True
         async with session.get(server.url + "/models", timeout=timeout) as response:
             body = await response.json(content_type=None)
         served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
@@ -575,6 +604,9 @@ async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIter
                 await asyncio.gather(*starting, return_exceptions=True)
             for server, info in zip(ready, entries):
                 info.url = server.url
+                if server.backend == "transformers-serve" and info.launch is not None:
+                    # it answers only requests that name the model it was started with
+                    info.model = str(info.launch.model_path)
             watcher = asyncio.ensure_future(_watch(servers))
             yield ready
         except asyncio.CancelledError:
