@@ -113,6 +113,25 @@ class LaunchSpec(_Strict):
     )
 
 
+#: `launch.backend` values that start `evalkit serve` (the others are vLLM's and transformers' own servers)
+EVALKIT_SERVE_BACKENDS = frozenset({"transformers", "pocketsphinx"})
+#: evalkit serve's own default for --max-batch-size
+SERVE_DEFAULT_MAX_BATCH = 8
+
+
+def _launch_max_batch(args: list[str]) -> int:
+    """The --max-batch-size an `evalkit serve` command line sets (``N`` or ``=N`` form), else its default."""
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name == "--max-batch-size":
+            value = value if eq else (args[index + 1] if index + 1 < len(args) else "")
+            try:
+                return max(1, int(value))
+            except ValueError:
+                return SERVE_DEFAULT_MAX_BATCH  # evalkit serve itself refuses the value, with its own message
+    return SERVE_DEFAULT_MAX_BATCH
+
+
 class ModelInfo(_Strict):
     """One model endpoint (a replica when several entries share ``name``).
 
@@ -155,7 +174,8 @@ class ModelInfo(_Strict):
     batch_size: int = Field(
         8,
         ge=1,
-        description="Requests in flight at once against each URL of this entry, and its connection limit (default 8).",
+        description="Requests in flight at once against each URL of this entry, and its connection limit (default 8; "
+        "for a server evalkit starts with `evalkit serve`, twice its --max-batch-size, which defaults to 8).",
     )
     timeout: float = Field(
         60.0,
@@ -270,6 +290,9 @@ class ModelInfo(_Strict):
                 self.launch.backend = "vllm" if self.inference_type == "vllm" else "transformers"
             if self.launch.backend != "pocketsphinx" and not self.launch.model_path:
                 raise ValueError(f"launch: backend {self.launch.backend!r} needs `model_path`")
+            if "batch_size" not in self.model_fields_set and self.launch.backend in EVALKIT_SERVE_BACKENDS:
+                # one batch generating while the next gathers: fewer in flight leaves batches half full
+                self.batch_size = 2 * _launch_max_batch(self.launch.args)
             if self.launch.backend == "transformers-serve" and self.inference_type != "vllm":
                 raise ValueError(
                     "launch: backend `transformers-serve` serves chat only: it needs inference_type `vllm` "

@@ -430,3 +430,26 @@ def test_a_foreign_server_on_the_chosen_port_is_not_taken_for_ours(make_server: 
     finally:
         stand_in.kill()
         stand_in.wait()
+
+
+@pytest.mark.parametrize(
+    ("launch", "extra", "in_flight"),
+    [
+        ({"backend": "transformers", "model_path": "/m"}, {}, 16),  # evalkit serve's default batch is 8
+        ({"backend": "transformers", "model_path": "/m", "args": ["--max-batch-size", "4"]}, {}, 8),
+        ({"backend": "transformers", "model_path": "/m", "args": ["--max-batch-size=32"]}, {}, 64),
+        ({"backend": "pocketsphinx"}, {}, 16),
+        ({"backend": "transformers", "model_path": "/m"}, {"batch_size": 3}, 3),  # the user's choice stands
+        ({"backend": "vllm", "model_path": "/m"}, {}, 8),  # vLLM schedules its own batches: the usual default
+    ],
+)
+def test_launched_evalkit_serve_gets_twice_its_batch_in_flight(
+    launch: dict[str, Any], extra: dict[str, Any], in_flight: int
+) -> None:
+    """With only max-batch requests in flight, batches leave half full while answered clients re-send."""
+    from evalkit.config import ModelInfo
+
+    kind = "transcription" if launch["backend"] == "pocketsphinx" else "vllm"
+    inference_type = "local" if launch["backend"] == "transformers" else kind
+    info = ModelInfo(name="m", model="m", inference_type=inference_type, launch=launch, **extra)
+    assert info.batch_size == in_flight

@@ -6,6 +6,15 @@ waiting) before handing the backend a batch. While a batch runs in the worker
 thread the next one accumulates, so under load batches fill up on their own
 and an idle server adds at most ``batch_wait_s`` of latency.
 
+Batches that fill: when a batch ends, its clients get their answers and send
+their next requests a few milliseconds later, after the fixed window has closed,
+so a server with as many clients as its batch size used to run half-full
+batches. The batcher therefore remembers how many requests the last batches
+had to serve (the batch plus those waiting when it ended) and, while fewer
+than that are waiting, keeps gathering for up to a quarter of a batch's run time
+(at most ``max_fill_wait_s``): some latency, for a batch that does
+the work of two.
+
 The waiting room is bounded (``max_queue``): a request that finds it full is
 refused at once with :class:`QueueFullError`, which the server turns into
 503 + Retry-After, so clients back off instead of piling up memory and
@@ -82,6 +91,7 @@ class DynamicBatcher(Generic[T, R]):
         batch_wait_s: float = 0.005,
         max_queue: int = 256,
         stats: BatchStats | None = None,
+        max_fill_wait_s: float = 0.05,
     ) -> None:
         if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0:
             raise ValueError("max_batch_size and max_queue must be >= 1 and batch_wait_s >= 0")
@@ -95,7 +105,10 @@ class DynamicBatcher(Generic[T, R]):
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._batch_seconds = 0.0  # moving average, for Retry-After
+        self._batch_seconds = 0.0  # moving average, for Retry-After and the fill window
+        self.max_fill_wait_s = max_fill_wait_s
+        #: requests the recent batches had to serve (batch + waiting at its end), decaying by one per idle batch
+        self._expected = 0
 
     @property
     def queued(self) -> int:
@@ -149,9 +162,13 @@ class DynamicBatcher(Generic[T, R]):
             while not self._waiting:
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            deadline = loop.time() + self.batch_wait_s
+            target = min(self.max_batch_size, max(1, self._expected))
+            fill_wait = min(self.max_fill_wait_s, 0.25 * self._batch_seconds) if target > len(self._waiting) else 0.0
+            deadline = loop.time() + max(self.batch_wait_s, fill_wait)
+            short_deadline = loop.time() + self.batch_wait_s
             while len(self._waiting) < self.max_batch_size:
-                remaining = deadline - loop.time()
+                # the usual short window once the expected demand is here; the fill window until then
+                remaining = (short_deadline if len(self._waiting) >= target else deadline) - loop.time()
                 if remaining <= 0:
                     break
                 self._wakeup.clear()
@@ -166,6 +183,8 @@ class DynamicBatcher(Generic[T, R]):
                     batch.append((item, future))
             if batch:
                 await self._run(batch)
+                demand = len(batch) + len(self._waiting)
+                self._expected = demand if demand >= self._expected else self._expected - 1
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         loop = asyncio.get_running_loop()

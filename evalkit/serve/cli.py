@@ -23,6 +23,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
+from evalkit.config import SERVE_DEFAULT_MAX_BATCH
 from evalkit.errors import UserError
 from evalkit.serve.backends.registry import (
     BACKENDS,
@@ -65,7 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default: %(default)s)")
     parser.add_argument("--port-file", metavar="PATH", help="write the chosen port here once the model is loaded")
     parser.add_argument(
-        "--max-batch-size", type=int, default=8, metavar="N", help="largest batch (default: %(default)s)"
+        "--max-batch-size",
+        type=int,
+        default=SERVE_DEFAULT_MAX_BATCH,
+        metavar="N",
+        help="largest batch (default: %(default)s)",
     )
     parser.add_argument(
         "--batch-wait-ms",
