@@ -61,6 +61,7 @@ from evalkit.run.requests import (
 from evalkit.run.scoring import new_record, score_into_record, where
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
+from evalkit.util.idindex import IdIndex
 
 log = logging.getLogger("evalkit")
 
@@ -211,7 +212,7 @@ class Engine:
         slots = asyncio.Semaphore(self.window)
         pending: set[asyncio.Task[None]] = set()
         first_error: list[BaseException] = []
-        seen: dict[str, int] = {}  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
+        seen = IdIndex()  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
         def done(task: asyncio.Task[None]) -> None:
             pending.discard(task)
