@@ -58,11 +58,13 @@ _TOKENIZER_CACHE_SEGMENTS = 2048
 
 
 def _clear_tokenizer_cache(metric: Any) -> None:
+    """Empty the tokenizer's memo and those of the tokenizers it wraps (13a wraps a regexp tokenizer)."""
     tokenizer = getattr(metric, "tokenizer", None)
-    method = next((vars(k)["__call__"] for k in type(tokenizer).__mro__ if "__call__" in vars(k)), None)
-    clear = getattr(method, "cache_clear", None)
-    if callable(clear):
-        clear()
+    for part in [tokenizer, *getattr(tokenizer, "__dict__", {}).values()]:
+        method = next((vars(k)["__call__"] for k in type(part).__mro__ if "__call__" in vars(k)), None)
+        clear = getattr(method, "cache_clear", None)
+        if callable(clear):
+            clear()
 
 
 @cache
