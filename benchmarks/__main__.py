@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import latency, memory, overhead, profile, replicas, report, soak
+from benchmarks import latency, memory, overhead, peers, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -69,7 +69,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (configs, records, server logs)")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run lm-eval (installed into its own venv on first use) in the (a) rounds",
+    )
     args = parser.parse_args(argv)
+    if args.peers:
+        os.environ[peers.ENV_FLAG] = "1"
     chosen = list(SECTIONS) if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:
