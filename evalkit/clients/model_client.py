@@ -223,7 +223,8 @@ class ModelClient:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._inflight[key] = future
-        store_key = self.store_key(request)
+        # the store's key is a second hash over the request key: only worth making when there is a store
+        store_key = self.store_key(request) if self.store is not None else ""
         try:
             if use_store and self.store is not None:
                 try:
@@ -386,7 +387,9 @@ class ModelClient:
         if self._time_left(job) == 0.0:
             self._give_up(job, job.last, replica, deadline=True)
             return False
-        reserved = await self._pace()
+        # without pacing, no coroutine for it per attempt
+        paced = self._requests is not None or self._tokens is not None or self._delay
+        reserved = await self._pace() if paced else 0.0
         timeout = self._time_left(job)
         if timeout == 0.0:
             self._settle_tokens(reserved, Attempt())
