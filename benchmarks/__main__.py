@@ -3,6 +3,8 @@
     python -m benchmarks                 # everything (about 10 minutes on 2 CPUs), writes BENCHMARKS.md
     python -m benchmarks --only a,b      # some sections; prints, writes only with --out
     python -m benchmarks --json out.json # also keep the raw figures
+    python -m benchmarks --peers         # also lm-eval in the (a) rounds (installed into its own venv on first use)
+    python -m benchmarks.ab --a /work/main --b . --concurrency 32   # A/B of two checkouts on (a)
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
