@@ -3,6 +3,8 @@
     python -m benchmarks                 # everything (about 10 minutes on 2 CPUs), writes BENCHMARKS.md
     python -m benchmarks --only a,b      # some sections; prints, writes only with --out
     python -m benchmarks --json out.json # also keep the raw figures
+    python -m benchmarks --peers         # also lm-eval in the (a) rounds (installed into its own venv on first use)
+    python -m benchmarks.ab --a /work/main --b . --concurrency 32   # A/B of two checkouts on (a)
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
@@ -24,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import latency, memory, overhead, profile, replicas, report, soak
+from benchmarks import latency, memory, overhead, peers, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -69,7 +71,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (configs, records, server logs)")
+    parser.add_argument(
+        "--peers",
+        action="store_true",
+        help="also run lm-eval (installed into its own venv on first use) in the (a) rounds",
+    )
     args = parser.parse_args(argv)
+    if args.peers:
+        os.environ[peers.ENV_FLAG] = "1"
     chosen = list(SECTIONS) if args.only is None else [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmarks import peers
 from benchmarks.common import (
     child_env,
     evalkit_argv,
@@ -130,13 +131,20 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
 def run(work: Path) -> dict[str, Any]:
     runspecs, data = prepare(work)
     results: dict[str, Any] = {"n_requests": N_REQUESTS, "rounds": ROUNDS, "by_concurrency": {}}
+    lm_eval = peers.ensure_lm_eval() if peers.enabled() else None
+    tasks = peers.write_task(work, data) if lm_eval is not None else None
+    if lm_eval is not None:
+        results["lm_eval_version"] = peers.lm_eval_version(lm_eval)
     for concurrency in CONCURRENCIES:
         raw_runs: list[dict[str, Any]] = []
         evalkit_runs: list[dict[str, Any]] = []
-        for _ in range(ROUNDS):  # alternated, so a burst of load on the machine hits both clients alike
+        lm_eval_runs: list[dict[str, Any]] = []
+        for _ in range(ROUNDS):  # alternated, so a burst of load on the machine hits every client alike
             raw_runs.append(measure_raw(work, data, concurrency))
             evalkit_runs.append(measure_evalkit(work, runspecs, concurrency))
-        for run_ in raw_runs + evalkit_runs:
+            if lm_eval is not None and tasks is not None:
+                lm_eval_runs.append(peers.measure_lm_eval(work, lm_eval, tasks, concurrency))
+        for run_ in raw_runs + evalkit_runs + lm_eval_runs:
             if run_["completed"] != N_REQUESTS:
                 raise RuntimeError(f"expected {N_REQUESTS} answered requests, got {run_['completed']}")
         raw, evalkit = _median(raw_runs), _median(evalkit_runs)
@@ -148,6 +156,15 @@ def run(work: Path) -> dict[str, Any]:
             "cpu_us_per_request_raw": raw["cpu_s"] / N_REQUESTS * 1e6,
             "cpu_us_per_request_evalkit": evalkit["cpu_s"] / N_REQUESTS * 1e6,
         }
+        if lm_eval_runs:
+            peer = _median(lm_eval_runs)
+            results["by_concurrency"][concurrency]["lm_eval"] = peer
+            results["by_concurrency"][concurrency]["ratio_phase_lm_eval"] = peer["rps_phase"] / raw["rps_phase"]
+            print(
+                f"  (a) c={concurrency}: lm-eval {peer['rps_phase']:,.0f} req/s request phase "
+                f"({peer['rps_phase'] / raw['rps_phase']:.2f}x raw), whole process {peer['process_s']:.1f} s",
+                flush=True,
+            )
         r = results["by_concurrency"][concurrency]
         print(
             f"  (a) c={concurrency}: raw {raw['rps_phase']:,.0f} req/s; evalkit {evalkit['rps_phase']:,.0f} req/s "

@@ -197,6 +197,29 @@ def test_5xx_backs_off_with_jitter_and_timeouts_retry(make_server) -> None:
     assert len({round(g, 3) for g in gaps[: len(failed_at)]}) > len(failed_at) // 2  # jitter: the waits differ
 
 
+def test_single_replica_cancelled_submitter_still_answers_its_twin(make_server) -> None:
+    """One replica sends on the submitter's task; cancelling that task must not strand a twin waiting on it."""
+    server = make_server(latency_ms=200, request_log=True)
+
+    async def go() -> list[Any]:
+        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=4, timeout=5)
+        client = ModelClient("m", [(pool, 4)], RetryPolicy())
+        try:
+            first = asyncio.ensure_future(client.submit(_chat("same")))
+            await asyncio.sleep(0.05)  # the first is on the wire
+            twin = asyncio.ensure_future(client.submit(_chat("same")))
+            others = [asyncio.ensure_future(client.submit(_chat(f"q{i}"))) for i in range(6)]
+            await asyncio.sleep(0.02)
+            first.cancel()
+            return [await asyncio.wait_for(twin, 5), *await asyncio.gather(*others)]
+        finally:
+            await client.close()
+
+    outcomes = asyncio.run(go())
+    assert [o.text for o in outcomes] == ["same"] + [f"q{i}" for i in range(6)]
+    assert all(o.ok for o in outcomes)
+
+
 def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
     server = make_server(faults={"rates": {"hang": 1.0}, "hang_seconds": 10})
 
@@ -295,6 +318,20 @@ def test_token_bucket_and_adaptive_limit_units() -> None:
         assert not waiter.done()
         limit.release()
         await asyncio.wait_for(waiter, 1)
+        # slots go to waiters in arrival order; a waiter cancelled after its slot was handed over passes it on
+        order: list[int] = []
+
+        async def take(i: int) -> None:
+            await limit.acquire()
+            order.append(i)
+
+        queued = [asyncio.ensure_future(take(i)) for i in range(3)]
+        await asyncio.sleep(0.01)
+        limit.release()
+        queued[0].cancel()  # woken but not yet run: its slot goes on to the next
+        limit.release()
+        await asyncio.wait_for(asyncio.gather(*queued[1:]), 1)
+        assert order == [1, 2] and limit.active == 8
 
     asyncio.run(go())
 

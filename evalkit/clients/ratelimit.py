@@ -7,6 +7,7 @@ polled, so a limiter costs nothing when it is not the bottleneck.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 
@@ -85,30 +86,38 @@ class AdaptiveLimit:
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def acquire(self) -> None:
-        while self.active >= self.limit:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                if waiter in self._waiters:
+        """Take a slot, waiting in FIFO order when none is free.
+
+        A released slot is handed straight to the oldest waiter (counted in
+        ``active`` before it wakes), so a waiter never wakes to find its slot
+        taken and never queues again: with hundreds of submitters waiting on
+        one replica, re-queueing cost a fresh future per wake-up.
+        """
+        if self.active < self.limit and not self._waiters:
+            self.active += 1
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()  # the slot was handed over already: pass it on
+            else:
+                with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
-                elif waiter.done() and not waiter.cancelled():
-                    self._wake()  # pass on a wake-up this task can no longer use
-                raise
-        self.active += 1
+            raise
 
     def release(self) -> None:
         self.active -= 1
         self._wake()
 
     def _wake(self) -> None:
-        free = self.limit - self.active
-        while free > 0 and self._waiters:
+        while self.active < self.limit and self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
+                self.active += 1
                 waiter.set_result(None)
-                free -= 1
 
     def decrease(self, cooldown: float) -> None:
         now = time.monotonic()
