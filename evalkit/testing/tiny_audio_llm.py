@@ -160,7 +160,9 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     feature_extractor = WhisperFeatureExtractor(feature_size=NUM_MEL_BINS, sampling_rate=16000)
-    processor = Qwen2AudioProcessor(feature_extractor=feature_extractor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE)
+    processor = Qwen2AudioProcessor(
+        feature_extractor=feature_extractor, tokenizer=tokenizer, chat_template=CHAT_TEMPLATE
+    )
 
     ids = {tok: raw.token_to_id(tok) for tok in SPECIAL_TOKENS}
     vocab_size = raw.get_vocab_size()
