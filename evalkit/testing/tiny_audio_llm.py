@@ -97,20 +97,6 @@ _REQUIRED_FILES = (
 )
 
 
-def _train_tokenizer(seed: int):
-    """Byte-level BPE over ASCII, with Qwen2-Audio's special tokens first."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE(unk_token=tiny_model.UNK))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=tiny_model.VOCAB_SIZE, special_tokens=SPECIAL_TOKENS, min_frequency=1, show_progress=False
-    )
-    tokenizer.train_from_iterator(tiny_model.training_lines(seed), trainer=trainer)
-    return tokenizer
-
-
 #: (prefix transformers 5 writes, prefix of the hub checkout); the first match applies
 _KEY_PREFIXES = (
     ("language_model.model.model.", "language_model.model."),
@@ -147,7 +133,7 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
         WhisperFeatureExtractor,
     )
 
-    raw = _train_tokenizer(seed)
+    raw = tiny_model._train_tokenizer(seed, SPECIAL_TOKENS)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         eos_token=IM_END,

@@ -289,7 +289,7 @@ def training_lines(seed: int = 0, n: int = 400) -> list[str]:
 # ---------------------------------------------------------------- building
 
 
-def _train_tokenizer(seed: int):
+def _train_tokenizer(seed: int, special_tokens: list[str] = SPECIAL_TOKENS):
     """A byte-level BPE tokenizer over the ASCII alphabet, special tokens first."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -298,7 +298,7 @@ def _train_tokenizer(seed: int):
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL_TOKENS,
+        special_tokens=special_tokens,
         min_frequency=1,
         show_progress=False,
     )
