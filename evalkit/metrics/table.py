@@ -122,6 +122,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "evalkit.metrics.text_overlap:TokenF1",
         "token_f1",
         "squad_f1",
+        "tokenised_f1",
         summary="Mean of per-sample SQuAD token F1 (best reference).",
     ),
     _m(
@@ -170,6 +171,56 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         judge=True,
         summary="Points of the criteria the judge finds met, over the positive points, clipped to [0, 1].",
     ),
+    # --- vision (issue 20a): VQA, documents, charts, POPE ---
+    _m(
+        "vqa_accuracy",
+        "evalkit.metrics.vision:VqaAccuracy",
+        "vqav2_accuracy",
+        summary="VQAv2 soft accuracy: min(matching human answers / 3, 1) over leave-one-out subsets, normalised.",
+    ),
+    _m(
+        "anls",
+        "evalkit.metrics.vision:Anls",
+        summary="Average Normalised Levenshtein Similarity (DocVQA): 1 - edit distance / length, 0 from 0.5 on.",
+    ),
+    _m(
+        "relaxed_accuracy",
+        "evalkit.metrics.vision:RelaxedAccuracy",
+        "chartqa_relaxed_accuracy",
+        summary="ChartQA relaxed accuracy: 1 when a number is within 5% of the reference (text: exact match), else 0.",
+    ),
+    _m(
+        "pope_accuracy",
+        "evalkit.metrics.vision:PopeAccuracy",
+        ci="bootstrap",
+        summary="POPE accuracy: share of yes/no answers equal to the truth about the object's presence.",
+    ),
+    _m(
+        "pope_precision",
+        "evalkit.metrics.vision:PopePrecision",
+        ci="bootstrap",
+        summary='POPE precision: of the "yes" answers, the share where the object is there.',
+    ),
+    _m(
+        "pope_recall",
+        "evalkit.metrics.vision:PopeRecall",
+        ci="bootstrap",
+        summary='POPE recall: of the objects that are there, the share answered "yes".',
+    ),
+    _m(
+        "pope_f1",
+        "evalkit.metrics.vision:PopeF1",
+        "pope",
+        ci="bootstrap",
+        summary='POPE F1: harmonic mean of precision and recall of "yes" (POPE\'s headline figure).',
+    ),
+    _m(
+        "pope_yes_ratio",
+        "evalkit.metrics.vision:PopeYesRatio",
+        ci="bootstrap",
+        summary='POPE yes-ratio: share of answers that are "yes" (0.5 on POPE\'s balanced sets means no yes-bias).',
+    ),
+    # --- end vision ---
 )
 
 
