@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -234,3 +235,45 @@ def test_tokenised_f1_is_karmas_name_for_token_f1() -> None:
     assert METRICS.canonical("tokenised_f1") == "f1"
     # "the cat sat" vs "cat sat down": articles dropped, 2 common of 2 and 3 tokens: P 1, R 2/3, F1 0.8
     assert _score("tokenised_f1", "the cat sat", "cat sat down") == pytest.approx(0.8)
+
+
+def _json(prediction: str, reference: object, **meta: object) -> tuple[float | None, dict]:
+    got = METRICS.get("json_rubric_evaluation")(language="en").score(
+        prediction, Sample(id="s", reference=reference, meta=dict(meta))
+    )
+    return got.score, got.details or {}
+
+
+def test_json_rubric_field_by_field() -> None:
+    reference = {
+        "diagnosis": "Type 2 diabetes",
+        "age": 54,
+        "meds": ["metformin", "insulin"],
+        "vitals": {"bp": "140/90"},
+    }
+    # 4 fields; age given as a string, case and spaces differ, list order differs: all match
+    answer = (
+        '```json\n{"diagnosis": "type 2  DIABETES", "age": "54", "meds": ["insulin", "metformin"], '
+        '"vitals": {"bp": "140/90"}}\n```'
+    )
+    assert _json(answer, reference)[0] == 1.0
+    # wrong age, missing vitals.bp: 2 of 4
+    score, details = _json('{"diagnosis": "type 2 diabetes", "age": 50, "meds": ["metformin", "insulin"]}', reference)
+    assert score == 0.5 and details["wrong"] == ["age"] and details["missing"] == ["vitals.bp"]
+    # weights from the rubric, reference given as a JSON string: diagnosis 3 points of 6, the only match
+    weighted = _json(
+        '{"diagnosis": "type 2 diabetes", "meds": []}', json.dumps(reference), field_weights={"diagnosis": 3}
+    )
+    assert weighted[0] == pytest.approx(3 / 6)
+
+
+def test_json_rubric_weighted() -> None:
+    reference = {"a": 1, "b": 2, "c": 3}
+    assert _json('{"a": 1, "b": 0, "c": 0}', reference, field_weights={"a": 3})[0] == pytest.approx(3 / 5)
+
+
+@pytest.mark.parametrize("answer", ['{"diagnosis": "flu", ', "I think it is the flu.", "[1, 2]", '{"diagnosis": flu}'])
+def test_json_rubric_malformed_json_is_a_scored_zero_with_its_reason(answer: str) -> None:
+    score, details = _json(answer, {"diagnosis": "flu"})
+    assert score == 0.0
+    assert details["reason"]

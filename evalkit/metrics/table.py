@@ -220,6 +220,12 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         ci="bootstrap",
         summary='POPE yes-ratio: share of answers that are "yes" (0.5 on POPE\'s balanced sets means no yes-bias).',
     ),
+    _m(
+        "json_rubric_evaluation",
+        "evalkit.metrics.json_rubric:JsonRubricEvaluation",
+        "json_rubric",
+        summary="JSON answer scored field by field against a JSON reference; malformed JSON scores 0 with its reason.",
+    ),
     # --- end vision ---
 )
 
