@@ -154,13 +154,18 @@ class DatasetSpec(BaseModel):
         description="Mandatory: the language of the data, a code or a name (en, english), or a source-target pair for "
         "translation (en-de); the target language decides how metrics tokenize and what filters.language matches."
     )
-    modality: Literal["audio", "text", "audio+text"] = Field(
+    modality: Literal["audio", "text", "audio+text", "image", "image+text", "audio+image"] = Field(
         "audio",
-        description="What the model is given: audio (default), text or audio+text; used to list and select datasets "
-        "(evalkit list --modality), not to build prompts.",
+        description="What the model is given: audio (default), text, audio+text, image, image+text or audio+image; "
+        "used to list and select datasets (evalkit list --modality), not to build prompts.",
     )
     audio_column: str | None = Field(
         None, description="Column holding each sample's audio; absent: the samples have no audio."
+    )
+    image_column: str | None = Field(
+        None,
+        description="Column holding each sample's image or list of images: a file path (relative to the data file), "
+        "raw bytes, or a Hugging Face Image feature ({bytes, path}); absent: the samples have no image.",
     )
     target_column: str | None = Field(
         None,

@@ -51,10 +51,10 @@ def _wanted_language(language: str | None) -> str | None:
 
 
 def _modality_matches(modality: str, wanted: str | None) -> bool:
-    """``audio`` selects every dataset with audio input (audio, audio+text); ``text`` only text-only ones."""
+    """``audio`` (``image``) selects every dataset with that input, alone or combined; ``text`` only text-only ones."""
     if not wanted:
         return True
-    return wanted == modality or (wanted == "audio" and "audio" in modality.split("+"))
+    return wanted == modality or (wanted in ("audio", "image") and wanted in modality.split("+"))
 
 
 @dataclass

@@ -124,8 +124,9 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--language", help="only this language (code or name, e.g. en, english, fr-en)")
     p.add_argument(
         "--modality",
-        choices=["audio", "text", "audio+text"],
-        help="only this input modality: audio (any audio input, audio+text included), text (text only), audio+text",
+        choices=["audio", "text", "audio+text", "image", "image+text", "audio+image"],
+        help="only this input modality: audio or image (any input with it, combinations included), text (text only), "
+        "or an exact combination (audio+text, image+text, audio+image)",
     )
 
 
