@@ -237,6 +237,13 @@ class DatasetSpec(BaseModel):
         description="Registered postprocessor applied to answers before scoring (evalkit list postprocessors; default "
         "GeneralPostprocessor: drop <think> blocks, strip whitespace).",
     )
+    processors: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description="Text processors applied in order to the answer (after the postprocessor) and the reference "
+        'before scoring, each a name or {"name": ..., argument: value} (evalkit list processors), e.g. '
+        '[{"name": "devanagari_transliterator", "source": "itrans"}]; a metric\'s `processors` option adds its own '
+        "after these. Default none.",
+    )
     metrics: list[str] | None = Field(
         None, description="The metrics that fit this dataset, replacing its task's list; absent: the task's metrics."
     )

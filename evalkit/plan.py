@@ -19,6 +19,7 @@ from evalkit.errors import ConfigError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
+from evalkit.processing.processors import ProcessorChain, build_processors
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
 from evalkit.registry import import_plugin_modules
@@ -198,6 +199,11 @@ def _check_likelihood(engines: list[EngineSpec], models: dict[str, ModelPlan], s
                 )
 
 
+def dataset_processors(spec: DatasetSpec) -> ProcessorChain:
+    """The runspec's ``processors`` chain; an unknown name or argument is a ConfigError naming the file and key."""
+    return build_processors(spec.processors, f"{spec.file}: {spec.name}.processors", target_language(spec.language))
+
+
 def judge_prompt_for(metric: str, judges: dict[str, Any]) -> Any:
     """The run's judge prompt (a file path or an inline mapping) for a judge metric; None for other metrics."""
     cls = METRICS.get(metric)
@@ -293,6 +299,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             check_prompt_choice(spec, library.pools)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
+            dataset_processors(spec)
             if (spec.name, canonical) in seen:
                 if seen[(spec.name, canonical)] != options:
                     raise ConfigError(

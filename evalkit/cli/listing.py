@@ -247,6 +247,25 @@ def postprocessor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> l
     return _with_usage(_processor_rows(POSTPROCESSORS), "postprocessor", runspecs_dirs, POSTPROCESSORS)
 
 
+def text_processor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The processors with arguments (KARMA's), each with its arguments and how many datasets' runspecs use it."""
+    from evalkit.processing.processors import PROCESSORS
+
+    catalog = _catalog(runspecs_dirs)
+    counts: dict[str, int] = {}
+    for spec in catalog.datasets.values():
+        for entry in spec.processors:
+            name = entry if isinstance(entry, str) else str(entry.get("name"))
+            key = PROCESSORS.canonical(name) if name in PROCESSORS else name
+            counts[key] = counts.get(key, 0) + 1
+    rows = _processor_rows(PROCESSORS)
+    for row in rows:
+        cls = PROCESSORS.get(row["name"])
+        row["arguments"] = [f"{key}: {text}" for key, text in getattr(cls, "arguments", {}).items()]
+        row["datasets"] = counts.get(row["name"], 0)
+    return rows
+
+
 def _with_usage(
     rows: list[dict[str, Any]], field_name: str, runspecs_dirs: Iterable[str], registry: Any
 ) -> list[dict[str, Any]]:
@@ -317,6 +336,7 @@ TABLE_COLUMNS = {
     "models": ["name", "inference_type", "model", "endpoints", "batch_size", "source", "notes"],
     "preprocessors": ["name", "aliases", "datasets", "description"],
     "postprocessors": ["name", "aliases", "datasets", "description"],
+    "processors": ["name", "aliases", "arguments", "datasets", "description"],
 }
 
 
@@ -377,4 +397,5 @@ ROW_FUNCTIONS = {
     "metrics": metric_rows,
     "preprocessors": preprocessor_rows,
     "postprocessors": postprocessor_rows,
+    "processors": text_processor_rows,
 }

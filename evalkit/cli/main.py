@@ -21,7 +21,17 @@ from evalkit.errors import RunInterrupted, UserError
 
 T = TypeVar("T")
 
-LIST_KINDS = ("datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors", "all")
+LIST_KINDS = (
+    "datasets",
+    "tasks",
+    "categories",
+    "metrics",
+    "models",
+    "preprocessors",
+    "postprocessors",
+    "processors",
+    "all",
+)
 FORMATS = ("table", "json", "csv")
 
 

@@ -19,6 +19,10 @@ import numpy as np
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.metrics.table import METRICS as METRICS  # re-exported: plugins and tests import it from here
+from evalkit.processing.processors import ProcessorChain, build_processors
+
+#: the option every metric takes: text processors applied to prediction and reference before scoring
+PROCESSORS_OPTION = "processors"
 
 
 @dataclass(slots=True)
@@ -73,6 +77,10 @@ class Metric(ABC):
     def __init__(self, language: str | None = None, **options: Any) -> None:
         self.language = language
         self.options = options
+        #: the pair's own processors (option ``processors``), after the dataset's; see evalkit/processing/processors.py
+        self.processors: ProcessorChain = build_processors(
+            options.get(PROCESSORS_OPTION), f"metric {self.name!r}: option {PROCESSORS_OPTION!r}", language
+        )
 
     @abstractmethod
     def score(self, prediction: str, sample: Sample) -> SampleScore:
@@ -101,7 +109,11 @@ class Metric(ABC):
 
 
 def check_options(metric: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:
-    """Reject option names a metric does not know, so a typo in config.yaml is not silently ignored."""
+    """Reject option names a metric does not know, so a typo in config.yaml is not silently ignored.
+
+    ``processors`` is every metric's option (the base class reads it), so it is always allowed.
+    """
+    allowed = (*allowed, PROCESSORS_OPTION)
     for key in options:
         if key not in allowed:
             known = ", ".join(allowed) if allowed else "none"

@@ -66,6 +66,31 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         ci="bootstrap",
         summary="Corpus CER: always character level (spaces count as characters, as in jiwer.cer).",
     ),
+    # --- KARMA's ASR semantic metrics (issue 20, point 5) ---
+    _m(
+        "semantic_wer",
+        "evalkit.metrics.semantic_wer:SemanticWordErrorRate",
+        "asr_semantic_metric",
+        "asr_semantic_metrics",
+        lower=True,
+        ci="bootstrap",
+        summary="WER after Indic orthographic normalisation (indic-nlp: nukta, chandrabindu, nasals) and ASCII digits.",
+    ),
+    _m(
+        "semantic_cer",
+        "evalkit.metrics.semantic_wer:SemanticCharacterErrorRate",
+        lower=True,
+        ci="bootstrap",
+        summary="CER after Indic orthographic normalisation (indic-nlp) and ASCII digits.",
+    ),
+    _m(
+        "entity_wer",
+        "evalkit.metrics.semantic_wer:EntityWordErrorRate",
+        lower=True,
+        ci="bootstrap",
+        summary="WER over the words of the entities the dataset tags, after the semantic normalisation.",
+    ),
+    # --- end KARMA ASR ---
     _m(
         "cpwer",
         "evalkit.metrics.diarization:ConcatenatedPermutationWER",

@@ -52,9 +52,12 @@ class WordErrorRate(Metric):
     higher_is_better = False
     ci_method = "bootstrap"
     forced_level: Level | None = None
+    #: options a subclass adds to ``normalizer`` and ``level`` (checked here, read by the subclass)
+    extra_options: tuple[str, ...] = ()
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
-        check_options(self.name, options, ("normalizer", "level") if self.forced_level is None else ("normalizer",))
+        allowed = ("normalizer", "level") if self.forced_level is None else ("normalizer",)
+        check_options(self.name, options, allowed + self.extra_options)
         language = normalize_language(language) if language else None
         super().__init__(language, **options)
         self.output_language = target_language(language)

@@ -43,7 +43,7 @@ from evalkit.failures import FailureReason
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.plan import EngineSpec, ModelPlan
+from evalkit.plan import EngineSpec, ModelPlan, dataset_processors
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
@@ -125,6 +125,7 @@ class Engine:
         )
         self.preprocessor = PREPROCESSORS.get(dataset.preprocessor)()
         self.postprocessor = POSTPROCESSORS.get(dataset.postprocessor)()
+        self.processors = dataset_processors(dataset)
         self.accumulators = {m.name: ScoreAccumulator(self.metric) for m in self.models}
         self.request_contexts = {
             m.name: RequestContext(
@@ -411,6 +412,7 @@ class Engine:
             else self.postprocessor.process(outcome.text or ""),
             failure=outcome.failure,
             error=outcome.error,
+            processors=self.processors,
         )
         record.update(
             latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica

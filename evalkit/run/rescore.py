@@ -239,13 +239,14 @@ async def _rescore_dataset(
     out_path: Path | None,
     seed: int,
 ) -> Any:
-    from evalkit.plan import EngineSpec
+    from evalkit.plan import EngineSpec, dataset_processors
     from evalkit.processing.postprocessors import POSTPROCESSORS
     from evalkit.run.engine import EngineResult, ModelResult
     from evalkit.run.scoring import new_record, score_into_record
 
     started = time.perf_counter()
     postprocessor = POSTPROCESSORS.get(spec.postprocessor)()
+    processors = dataset_processors(spec)
     models = list(dict.fromkeys(str(r.get("model")) for r in records))
     accumulators = {m: ScoreAccumulator(metric) for m in models}
     if out_path is not None:
@@ -280,6 +281,7 @@ async def _rescore_dataset(
                         prediction=prediction,
                         failure=record.get("failure"),
                         error=record.get("error"),
+                        processors=processors,
                     )
                     for line, (record, sample, prediction) in zip(lines, prepared)
                 )

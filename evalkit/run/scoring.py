@@ -8,6 +8,7 @@ rescored run and a fresh run count and record the same things.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from typing import Any
@@ -16,6 +17,7 @@ from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.metrics.base import Metric, SampleScore
+from evalkit.processing.processors import ProcessorChain
 
 log = logging.getLogger("evalkit")
 
@@ -25,9 +27,35 @@ def new_record(sample: Sample, model: str, dataset: str, metric: str) -> dict[st
     return {"sample_id": sample.id, "model": model, "dataset": dataset, "metric": metric, "reference": sample.reference}
 
 
-async def score_sample(metric: Metric, prediction: str, sample: Sample) -> tuple[SampleScore | None, str | None]:
-    """The metric's verdict on one prediction, or (None, "Type: message") when the metric raised."""
+def process_pair(chain: ProcessorChain, prediction: str, sample: Sample) -> tuple[str, Sample]:
+    """Prediction and sample with the processors applied to the prediction and to every reference string.
+
+    The sample is a shallow copy (the caller's is shared by every model); a reference that is not
+    text (a number, a structured reference) is left as it is.
+    """
+    if not chain:
+        return prediction, sample
+
+    def process(value: Any) -> Any:
+        if isinstance(value, str):
+            return chain(value)
+        if isinstance(value, list):
+            return [process(v) for v in value]
+        return value
+
+    return chain(prediction), dataclasses.replace(sample, reference=process(sample.reference))
+
+
+async def score_sample(
+    metric: Metric, prediction: str, sample: Sample, processors: ProcessorChain | None = None
+) -> tuple[SampleScore | None, str | None]:
+    """The metric's verdict on one prediction, or (None, "Type: message") when the metric or a processor raised.
+
+    ``processors`` (the dataset's) run first, then the metric's own (its ``processors`` option).
+    """
     try:
+        chain = (processors or ProcessorChain()) + getattr(metric, "processors", ProcessorChain())
+        prediction, sample = process_pair(chain, prediction, sample)
         return await metric.ascore(prediction, sample), None
     except Exception as error:
         log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
@@ -44,6 +72,7 @@ async def score_into_record(
     prediction: str | None,
     failure: str | None = None,
     error: str | None = None,
+    processors: ProcessorChain | None = None,
 ) -> bool:
     """Score ``prediction`` (None: the request failed with ``failure``/``error``), count it, and complete ``record``.
 
@@ -55,7 +84,7 @@ async def score_into_record(
         accumulator.add_failure(reason, error)
         record.update(score=None, failure=reason, error=error)
         return False
-    score, crash = await score_sample(metric, prediction, sample)
+    score, crash = await score_sample(metric, prediction, sample, processors)
     if score is not None and score.failure is None:
         bad = _not_finite(score)
         if bad is None:
