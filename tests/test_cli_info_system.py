@@ -68,7 +68,8 @@ def test_list_all_lists_every_kind(tmp_path: Path) -> None:
     proc = _evalkit(["list", "all", "--format", "json"], tmp_path)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert list(data) == ["datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors"]
+    kinds = ["datasets", "tasks", "categories", "metrics", "models", "preprocessors", "postprocessors", "processors"]
+    assert list(data) == kinds
     assert len(data["datasets"]) > 200 and any(m["name"] == "word_error_rate" for m in data["metrics"])
     table = _evalkit(["list", "all"], tmp_path)
     assert table.returncode == 0 and " datasets" in table.stdout and " metrics" in table.stdout
