@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, write_config
+from helpers import ROOT, config_for, model_entry, run, write_config
 
 from evalkit.config import load_config
 from evalkit.data.sample import Sample
@@ -255,6 +255,22 @@ def test_a_metric_option_processor_rewrites_prediction_and_reference_before_scor
     assert plain is not None and plain.score == 1
     with pytest.raises(ConfigError, match="metric 'word_error_rate': option 'processors'"):
         _metric("wer", processors=["no_such_processor"])
+    accumulator = ScoreAccumulator(metric)
+    accumulator.add(score)
+    assert accumulator.result().details["processors"] == [{"name": "devanagari_transliterator", "source": "itrans"}]
+
+
+def test_without_the_indic_extra_the_metric_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalkit.processing import indic
+
+    monkeypatch.setitem(sys.modules, "indicnlp.normalize.indic_normalize", None)  # import now raises ImportError
+    indic.indic_normalizer.cache_clear()
+    try:
+        with pytest.raises(ConfigError, match=r"pip install 'evalkit\[indic\]'"):
+            _metric("semantic_wer")
+    finally:
+        monkeypatch.undo()
+        indic.indic_normalizer.cache_clear()
 
 
 # -- from the runspec and the config ----------------------------------------------------------------------
@@ -334,6 +350,27 @@ def test_evalkit_run_reports_the_semantic_metrics_with_n_and_ci(tmp_path: Path) 
     assert rows["entity_wer"]["score"] == 0 and rows["entity_wer"]["details"]["entity_words"] == 5
     for row in rows.values():
         assert row["n"] == 3 and row["ci_low"] <= row["score"] <= row["ci_high"]
+
+
+def test_a_run_applies_the_runspec_processors_then_the_metric_options(tmp_path: Path) -> None:
+    server = start_test_server({"default_answer": "echo"})
+    try:
+        # the runspec maps था to है on both sides: h3 "सिर में दर्द था" then matches its reference
+        runspecs = _hindi_set(tmp_path, [{"name": "multilingual_text_processor", "glm": {"था": "है"}}])
+        transliterate = {"processors": [{"name": "devanagari_transliterator", "source": "itrans"}]}
+        pairs = [["hindi_asr", "semantic_wer"], ["hindi_asr", "word_error_rate", transliterate]]
+        outcome = run(config_for(tmp_path, runspecs, [model_entry("m", server.base_url)], pairs))
+    finally:
+        server.stop()
+    assert not any(e.error for e in outcome.engines)
+    (path,) = (tmp_path / "runs").glob("*/results.json")
+    rows = {row["metric"]: row for row in json.loads(path.read_text())["results"]}
+    # semantic WER: 0 + 0 + 0 edits over 16 words
+    assert rows["semantic_wer"]["score"] == 0 and rows["semantic_wer"]["n"] == 3
+    # WER: the multilingual processor (indic-nlp + digits) already folds ॉ, nukta and २ before Whisper's
+    # normaliser, and ITRANS transliteration leaves Devanagari as it is: 0 / 16 (plain WER is 6 / 16)
+    assert rows["word_error_rate"]["score"] == 0
+    assert rows["word_error_rate"]["details"]["processors"] == transliterate["processors"]
 
 
 def test_runspec_processors_and_metric_option_processors_plan_and_bad_ones_name_the_file(tmp_path: Path) -> None:

@@ -231,6 +231,9 @@ class ScoreAccumulator:
             rows, scores = rows[perm], scores[perm]
         value, low, high = self._summarize(rows, scores, seed, n_resamples)
         details: dict[str, Any] = dict(self.metric.describe())
+        processors = getattr(self.metric, "processors", None)
+        if processors:
+            details["processors"] = processors.describe()  # the pair's own (metric option), as given
         if self._n:
             details.update(self.metric.corpus_details(rows.sum(axis=0)))
         details["n_failed"] = self.n_failed
