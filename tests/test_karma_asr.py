@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import subprocess
 import sys
@@ -167,6 +168,30 @@ def test_entity_wer_counts_errors_on_entity_words_only() -> None:
     assert result.score == pytest.approx(0.5) and result.n == 4
     assert result.details["entity_words"] == 6 and result.details["samples_with_entities"] == 2
     assert result.details["unmatched_entities"] == 1
+
+
+def test_entity_wer_without_any_entity_word_is_nan_not_zero() -> None:
+    metric = _metric("entity_wer")
+    accumulator = ScoreAccumulator(metric)
+    for i, (reference, hypothesis) in enumerate(CASES[:2]):
+        accumulator.add(metric.score(hypothesis, _sample(reference, i)))
+    result = accumulator.result()
+    assert result.n == 2 and math.isnan(result.score) and result.details["entity_words"] == 0
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"nasals_mode": "all"}, "option 'nasals_mode' must be one of"),
+        ({"remove_nukta": True}, "unknown option 'remove_nukta' (did you mean \"remove_nuktas\""),
+        ({"numerals": "roman"}, "option 'numerals' must be one of ascii, keep"),
+        ({"normalize_chandras": 1}, "option 'normalize_chandras' must be true or false"),
+    ],
+)
+def test_bad_metric_options_are_config_errors(options: dict[str, Any], needle: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        _metric("semantic_wer", **options)
+    assert needle in str(caught.value)
 
 
 def test_an_insertion_inside_an_entity_counts_one_at_its_edge_does_not() -> None:

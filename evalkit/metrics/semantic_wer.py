@@ -28,16 +28,16 @@ nothing a deletion; a word inserted between two words of one entity is an
 insertion (insertions at its edges belong to the context). Per sample the
 stats are ``(entity edits, entity words, rate, 1 if the sample has entity
 words, entities not found in the reference)``; the corpus value is Σ entity
-edits / Σ entity words. A sample with no tagged entity is scored with 0
-entity words: it counts in n but weighs nothing in the corpus value (as an
-empty reference does in WER), and ``samples_with_entities`` says how many
-carried weight.
+edits / Σ entity words (NaN when no sample has one: nothing was measured).
+A sample with no tagged entity is scored with 0 entity words: it counts in n
+but weighs nothing in the corpus value (as an empty reference does in WER),
+and ``samples_with_entities`` says how many carried weight.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import jiwer
 import numpy as np
@@ -56,7 +56,7 @@ class SemanticWordErrorRate(WordErrorRate):
     name = "semantic_wer"
     extra_options: tuple[str, ...] = OPTION_NAMES
     #: fits every speech recognition dataset of the catalogue (and tasks whose runspecs list it)
-    tasks = ("speech_recognition",)
+    tasks: ClassVar[tuple[str, ...]] = ("speech_recognition",)
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         super().__init__(language, **options)
@@ -147,6 +147,8 @@ class EntityWordErrorRate(SemanticWordErrorRate):
 
     name = "entity_wer"
     extra_options = (*OPTION_NAMES, "entities_key")
+    #: only datasets that tag entities (their runspecs list it): elsewhere there is nothing to score
+    tasks = ()
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         super().__init__(language, **options)
@@ -206,6 +208,12 @@ class EntityWordErrorRate(SemanticWordErrorRate):
                 "insertions": insertions,
             },
         )
+
+    def corpus(self, totals: np.ndarray) -> np.ndarray:
+        """Σ entity edits / Σ entity words; NaN (not 0) when no sample has an entity word, so none is claimed."""
+        totals = np.asarray(totals, dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(totals[..., 1] > 0, totals[..., 0] / totals[..., 1], np.nan)
 
     def corpus_details(self, totals: np.ndarray) -> dict[str, Any]:
         totals = np.asarray(totals, dtype=float)
