@@ -460,6 +460,15 @@ def test_runspec_processors_apply_before_the_metric_options_processors(tmp_path:
     assert score is not None and score.score == 0
 
 
+def test_the_semantic_metrics_fit_the_catalogues_hindi_asr_sets_and_entity_wer_only_where_listed() -> None:
+    from evalkit.catalog import load_catalog
+    from evalkit.plan import declared_fit
+
+    spec = load_catalog([]).datasets["fleurs_hi_in"]
+    assert declared_fit("semantic_wer", spec) and declared_fit("semantic_cer", spec)
+    assert not declared_fit("entity_wer", spec)
+
+
 def test_evalkit_list_shows_the_metrics_and_the_processors(tmp_path: Path) -> None:
     metrics = _evalkit(["list", "metrics", "--format", "json"], tmp_path)
     assert metrics.returncode == 0, metrics.stderr
