@@ -460,8 +460,9 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
 def dataset_aliases(catalog: Catalog) -> dict[str, str]:
     """The names other tools give catalogue datasets, derived from each entry's hub coordinates.
 
-    - the hub repo id, and its last part, for a repo that only one entry reads
-      (``AudioLLMs/alpaca_audio_test``, ``alpaca_audio_test``: LALMEval's and KARMA's names);
+    - the hub repo id, and its last part, for a repo that only one entry reads, whatever its subset
+      (``AudioLLMs/alpaca_audio_test``, ``alpaca_audio_test``, ``ChuGyouk/MedXpertQA``: LALMEval's and
+      KARMA's names);
     - LALMEval's ``<subset>_<split>_<audio|text>`` for an entry with a subset and a split
       (``sd-qa_ind_s_audio``).
 
@@ -473,8 +474,9 @@ def dataset_aliases(catalog: Catalog) -> dict[str, str]:
     for name, spec in catalog.datasets.items():
         names = []
         if spec.hf_repo:
-            if spec.subset is None:
-                names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
+            # the repo id even for an entry with a subset: KARMA names MedXpertQA or IndicVoices by repo alone;
+            # a repo that several entries read gets no repo alias (below)
+            names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
             if spec.subset and spec.split:
                 names.append(f"{spec.subset}_{spec.split}_{'text' if spec.modality == 'text' else 'audio'}")
         for alias in names:
