@@ -102,7 +102,12 @@ def _prompt_text(spec: DatasetSpec, fixture: str) -> list[tuple[str, Sample]]:
 def test_nested_medqa_row_becomes_a_lettered_question_scored_by_letter(catalog) -> None:  # type: ignore[no-untyped-def]
     [(text, sample), _] = _prompt_text(catalog.datasets["medqa"], "olsai_mcq")
     assert text.endswith("Which nerve supplies the deltoid?\n\nA. Axillary\nB. Radial\nC. Ulnar\nD. Median")
-    assert sample.reference == "A" and sample.meta["choices"] == {"A": "Axillary", "B": "Radial", "C": "Ulnar", "D": "Median"}
+    assert sample.reference == "A" and sample.meta["choices"] == {
+        "A": "Axillary",
+        "B": "Radial",
+        "C": "Ulnar",
+        "D": "Median",
+    }
     metric = METRICS.get("mcq_accuracy")(language="en")
     assert metric.score("The answer is (A).", sample).score == 1.0
     assert metric.score("Radial", sample).score == 0.0
@@ -134,11 +139,25 @@ def test_a_dotted_column_is_a_path_only_when_no_column_has_that_name(tmp_path: P
     source = tmp_path / "rows.jsonl"
     source.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
     spec = DatasetSpec.model_validate(
-        {"name": "t", "path": str(source), "language": "en", "modality": "text", "textual_input_column": "data.Q",
-         "target_column": "turns.0.content", "file": str(tmp_path / "x.json")}
+        {
+            "name": "t",
+            "path": str(source),
+            "language": "en",
+            "modality": "text",
+            "textual_input_column": "data.Q",
+            "target_column": "turns.0.content",
+            "file": str(tmp_path / "x.json"),
+        }
     )
     (sample,) = iter_samples(spec)
     assert sample.text == "flat" and sample.reference == "first"
     bad = spec.model_copy(update={"target_column": "turns.3.content"})
     with pytest.raises(RunspecError, match=r"target_column: column 'turns.3.content' is not in the data"):
         list(iter_samples(bad))
+
+
+def test_a_task_default_metric_fits_every_entry_of_the_task(catalog) -> None:  # type: ignore[no-untyped-def]
+    """`evalkit run --dataset NAME` uses the task's default metric: it must be one the entry lists."""
+    for spec in [*catalog.resolve("vision"), *catalog.resolve("medical")]:
+        default = catalog.tasks[spec.task].default_metric
+        assert default in catalog.fitting_metrics(spec), f"{spec.name}: {default} does not fit"
