@@ -161,3 +161,13 @@ def test_a_task_default_metric_fits_every_entry_of_the_task(catalog) -> None:  #
     for spec in [*catalog.resolve("vision"), *catalog.resolve("medical")]:
         default = catalog.tasks[spec.task].default_metric
         assert default in catalog.fitting_metrics(spec), f"{spec.name}: {default} does not fit"
+
+
+def test_mmbench_nan_cells_are_treated_as_absent(catalog) -> None:  # type: ignore[no-untyped-def]
+    """MMBench's exports write "nan" in unused option and hint cells: they must not become options or context."""
+    [(first, sample), (second, _)] = _prompt_text(catalog.datasets["mmbench_en_dev"], "mmbench")
+    assert first.endswith("What is the weather?\n\nA. sunny\nB. rainy") and "nan" not in first
+    assert second.index("Context: A farm photo.") < second.index("Which animal is shown?")
+    assert second.endswith("A. cat\nB. dog\nC. cow\nD. hen")
+    metric = METRICS.get("mcq_accuracy")(language="en")
+    assert metric.score("A", sample).score == 1.0 and metric.score("C", sample).score == 0.0

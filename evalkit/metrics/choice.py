@@ -170,11 +170,11 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
 
 
 def _option_columns(meta: dict[str, Any]) -> list[str]:
-    """``option_a``, ``option_b``, ... from the sample's meta, in order, up to the first absent or empty one."""
+    """``option_a``, ``option_b``, ... from the sample's meta, in order, up to the first absent, empty or "nan" one."""
     options = []
     for letter in LETTERS.lower():
         value = meta.get(f"option_{letter}")
-        if value is None or (isinstance(value, str) and not value.strip()):
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "nan")):  # MMBench's "nan"
             break
         options.append(str(value))
     return options

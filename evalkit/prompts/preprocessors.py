@@ -74,7 +74,7 @@ OPTION_KEYS = tuple(f"option_{letter}" for letter in "abcdefghijklmnopqrstuvwxyz
 
 def lettered_options(meta: dict[str, object]) -> list[tuple[str, str]]:
     """The sample's options as (letter, text): ``meta["choices"]`` (a list, or a {letter: text} mapping), else
-    the ``option_a``, ``option_b``, ... values (an absent or empty one ends the list)."""
+    the ``option_a``, ``option_b``, ... values (an absent, empty or "nan" one ends the list)."""
     choices = meta.get("choices")
     if isinstance(choices, str):  # MMMU keeps its options as the text of a Python list
         try:
@@ -88,10 +88,15 @@ def lettered_options(meta: dict[str, object]) -> list[tuple[str, str]]:
     options = []
     for key in OPTION_KEYS:
         value = meta.get(key)
-        if value is None or (isinstance(value, str) and not value.strip()):
+        if _absent(value):
             break
         options.append((key[-1].upper(), str(value)))
     return options
+
+
+def _absent(value: object) -> bool:
+    """No value: None, blank, or the text "nan" that MMBench's exports leave in unused option and hint cells."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "nan"))
 
 
 @PREPROCESSORS.register("MultipleChoicePreprocessor", "mcq")
@@ -111,7 +116,9 @@ class MultipleChoicePreprocessor(GeneralPreprocessor):
         options = lettered_options(sample.meta)
         passage = sample.meta.get("context")
         if isinstance(passage, (list, tuple)):
-            passage = "\n".join(str(c) for c in passage if c)
+            passage = "\n".join(str(c) for c in passage if not _absent(c))
+        if _absent(passage):
+            passage = None
         if prompt.turns and (options or passage):
             listed = "\n".join(f"{letter}. {text}" for letter, text in options)
             first = prompt.turns[0]
