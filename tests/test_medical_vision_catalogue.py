@@ -171,3 +171,11 @@ def test_mmbench_nan_cells_are_treated_as_absent(catalog) -> None:  # type: igno
     assert second.endswith("A. cat\nB. dog\nC. cow\nD. hen")
     metric = METRICS.get("mcq_accuracy")(language="en")
     assert metric.score("A", sample).score == 1.0 and metric.score("C", sample).score == 0.0
+
+
+def test_info_dataset_accepts_the_hub_id_a_karma_user_types(catalog) -> None:  # type: ignore[no-untyped-def]
+    from evalkit.cli.info import dataset_info
+
+    info = dataset_info("openlifescienceai/pubmedqa", catalog)
+    assert info["name"] == "pubmedqa" and info["category"] == "medical"
+    assert info["checked"]["url"].startswith("https://huggingface.co/datasets/openlifescienceai/pubmedqa")

@@ -52,6 +52,8 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
     from evalkit.data.counts import local_row_count
 
     infos = metric_infos()
+    # another tool's name for it (a hub repo id, as KARMA users type): the entry it names
+    name = name if name in catalog.datasets else catalog.aliases.get(name, name)
     if name not in catalog.datasets:
         raise _unknown("dataset", name, catalog.datasets, catalog, infos)
     spec = catalog.datasets[name]
