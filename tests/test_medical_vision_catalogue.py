@@ -179,3 +179,60 @@ def test_info_dataset_accepts_the_hub_id_a_karma_user_types(catalog) -> None:  #
     info = dataset_info("openlifescienceai/pubmedqa", catalog)
     assert info["name"] == "pubmedqa" and info["category"] == "medical"
     assert info["checked"]["url"].startswith("https://huggingface.co/datasets/openlifescienceai/pubmedqa")
+
+
+def test_a_medqa_layout_runs_end_to_end_with_options_in_the_prompt(tmp_path: Path, make_server) -> None:  # type: ignore[no-untyped-def]
+    """The shipped MedQA mapping, on a local copy of its layout, through `evalkit run` against a loopback server.
+
+    The server answers only when the options reached it ("B. Radial" is in the prompt), so a
+    prompt without them would score nothing; one answer is right by letter, one wrong by text.
+    """
+    import shutil
+    import subprocess
+    import sys
+
+    from helpers import model_entry, write_config
+
+    folder = tmp_path / "runspecs" / "medical_local"
+    folder.mkdir(parents=True)
+    shutil.copy(FIXTURES / "olsai_mcq.parquet", tmp_path / "medqa_rows.parquet")
+    shipped = json.loads((REPO / "runspecs" / "medical" / "medical_mcq.json").read_text(encoding="utf-8"))
+    entry = {k: v for k, v in shipped["medqa"].items() if k not in ("hf_repo", "checked", "url")}
+    (folder / "local_mcq.json").write_text(
+        json.dumps({"_task": shipped["_task"], "medqa_local": {**entry, "path": "../../medqa_rows.parquet"}}),
+        encoding="utf-8",
+    )
+    server = make_server(
+        {
+            "answers": [
+                {"match": "deltoid?\n\nA. Axillary\nB. Radial", "answer": "The answer is (A)."},
+                {"match": "anaphylaxis?\n\nA. Atropine\nB. Adrenaline", "answer": "Atropine"},
+            ]
+        },
+        request_log=True,
+    )
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [["medqa_local", "mcq_accuracy"]],
+            "models": [model_entry("m", server.base_url)],
+            "runspecs_dir": str(tmp_path / "runspecs"),
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", "-c", str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (run_dir,) = (tmp_path / "runs").glob("*_*")
+    (row,) = json.loads((run_dir / "results.json").read_text())["results"]
+    assert row["score"] == 0.5 and row["n"] == 2 and row["n_failed"] == 0
+    texts = [e["messages"][-1]["text"] for e in server.log_events("completed")]
+    assert len(texts) == 2 and all(t.startswith(MCQ_INSTRUCTION) for t in texts)
+
+
+MCQ_INSTRUCTION = "Answer the multiple-choice question with the letter of the correct option."
