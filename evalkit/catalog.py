@@ -467,31 +467,39 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
 def dataset_aliases(catalog: Catalog) -> dict[str, str]:
     """The names other tools give catalogue datasets, derived from each entry's hub coordinates.
 
-    - the hub repo id, and its last part, for a repo that only one entry reads
-      (``AudioLLMs/alpaca_audio_test``, ``alpaca_audio_test``: LALMEval's and KARMA's names);
-    - LALMEval's ``<subset>_<split>_<audio|text>`` for an entry with a subset and a split
-      (``sd-qa_ind_s_audio``).
+    - the hub repo id, and its last part, for a repo that only one entry reads, whatever its subset
+      (``AudioLLMs/alpaca_audio_test``, ``alpaca_audio_test``, ``ChuGyouk/MedXpertQA``: LALMEval's and
+      KARMA's names);
+    - LALMEval's ``<subset>_<split>_<audio|text>`` for an audio or text entry with a subset and a split
+      (``sd-qa_ind_s_audio``); when several entries would share one, the entry of a repo read several times
+      keeps it (``hi_test_audio`` stays Common Voice's, not a single-entry Hindi set's).
 
     An alias never shadows a dataset, task or category name, and one two entries
     would share is left out rather than guessed.
     """
     taken = {*catalog.datasets, *catalog.tasks, *catalog.categories}
-    candidates: dict[str, set[str]] = {}
-    for name, spec in catalog.datasets.items():
-        names = []
-        if spec.hf_repo:
-            if spec.subset is None:
-                names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
-            if spec.subset and spec.split:
-                names.append(f"{spec.subset}_{spec.split}_{'text' if spec.modality == 'text' else 'audio'}")
-        for alias in names:
-            candidates.setdefault(alias, set()).add(name)
     repo_users: dict[str, int] = {}
     for spec in catalog.datasets.values():
         if spec.hf_repo:
             repo_users[spec.hf_repo] = repo_users.get(spec.hf_repo, 0) + 1
+    candidates: dict[str, set[str]] = {}
+    for name, spec in catalog.datasets.items():
+        names = []
+        if spec.hf_repo:
+            # the repo id even for an entry with a subset: KARMA names MedXpertQA or IndicVoices by repo alone;
+            # a repo that several entries read gets no repo alias (below)
+            names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
+            if spec.subset and spec.split and spec.modality in ("audio", "text", "audio+text"):
+                names.append(f"{spec.subset}_{spec.split}_{'text' if spec.modality == 'text' else 'audio'}")
+        for alias in names:
+            candidates.setdefault(alias, set()).add(name)
     out = {}
     for alias, owners in candidates.items():
+        if len(owners) > 1:
+            # a subset-form name ("hi_test_audio") wanted by several entries goes to the one whose repo several
+            # entries read: an entry whose repo is read once is named by its repo id already
+            shared = {o for o in owners if repo_users[str(catalog.datasets[o].hf_repo)] > 1}
+            owners = shared if len(shared) == 1 else owners
         if alias in taken or len(owners) != 1:
             continue
         owner = next(iter(owners))

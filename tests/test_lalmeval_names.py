@@ -99,3 +99,36 @@ def test_every_missing_variable_is_reported_at_once(tmp_path: Path) -> None:
         ("output_dir", "EVALKIT_T_OUT"),
     ]:
         assert f"{where}: environment variable ${{{name}}} is not set" in proc.stderr
+
+
+def test_a_subset_name_two_entries_want_stays_with_the_repo_read_several_times(tmp_path: Path) -> None:
+    """As `hi_test_audio` (LALMEval's name for Common Voice Hindi): a single-entry Hindi set, named by its repo id,
+    must not take the subset name away from a repo read several times; an image entry gets no `_audio` name."""
+    folder = tmp_path / "cat" / "alias_probe"
+    folder.mkdir(parents=True)
+    audio = {"language": "hi", "modality": "audio", "audio_column": "a", "split": "probe", "subset": "hi"}
+    (folder / "alias_probe_asr.json").write_text(
+        json.dumps(
+            {
+                "_task": {"description": "t", "metrics": ["wer"]},
+                "cv_hi": {**audio, "hf_repo": "org/common_voice"},
+                "cv_ta": {**audio, "hf_repo": "org/common_voice", "subset": "ta", "language": "ta"},
+                "eka_hi": {**audio, "hf_repo": "org/eka_asr"},
+                "docs": {**audio, "hf_repo": "org/docs", "modality": "image+text", "subset": "Doc", "language": "en"},
+            }
+        )
+    )
+    catalog = load_catalog([tmp_path / "cat"])
+    assert catalog.aliases["hi_probe_audio"] == "cv_hi" and catalog.aliases["ta_probe_audio"] == "cv_ta"
+    assert catalog.aliases["org/eka_asr"] == "eka_hi" and catalog.aliases["eka_asr"] == "eka_hi"
+    assert catalog.aliases["org/docs"] == "docs" and "Doc_probe_audio" not in catalog.aliases
+
+
+def test_every_alias_of_the_catalogue_before_the_medical_and_vision_sets_is_kept() -> None:
+    """LALMEval names that existed before must still resolve to the same entries (a sample of them)."""
+    catalog = load_catalog()
+    for alias, dataset in {
+        "hi_test_audio": "common_voice_17_hi",
+        "sd-qa_ind_s_audio": "voicebench_sd_qa_ind_s",
+    }.items():
+        assert [s.name for s in catalog.resolve(alias)] == [dataset]

@@ -41,6 +41,7 @@ ALLOWED_KEYS = {
     "language",
     "modality",
     "audio_column",
+    "image_column",
     "target_column",
     "textual_input_column",
     "instruction_column",
@@ -66,10 +67,11 @@ ALLOWED_KEYS = {
 }
 REQUIRED_KEYS = {"language"}
 TASK_KEYS = {"description", "metrics", "default_metric"}
-MODALITIES = {"audio", "text", "audio+text"}
+MODALITIES = {"audio", "text", "audio+text", "image", "image+text"}
 LONG_AUDIO = {"chunk", "truncate"}
 COLUMN_KEYS = (
     "audio_column",
+    "image_column",
     "target_column",
     "textual_input_column",
     "instruction_column",
@@ -101,9 +103,19 @@ PROJECT_METRICS = {
     "llm_judge_binary",
     "llm_judge_detailed",
     "rubric_evaluation",
+    "json_rubric_evaluation",
+    "tokenised_f1",
+    "vqa_accuracy",
+    "anls",
+    "relaxed_accuracy",
+    "pope_f1",
+    "pope_accuracy",
+    "pope_precision",
+    "pope_recall",
+    "pope_yes_ratio",
 }
-TRANSLATION_TASKS = {"speech_translation"}
-ASR_TASKS = {"asr"}
+TRANSLATION_TASKS = {"speech_translation", "medical_translation"}
+ASR_TASKS = {"asr", "medical_asr"}
 
 # Which fixture mirrors each hub dataset's column layout. Keyed by hub id, or by
 # (hub id, subset) where one repo holds several layouts. A new hub entry must be
@@ -178,6 +190,42 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     ("hlt-lab/voicebench", "commoneval"): "voicebench_prompt",
     ("hlt-lab/voicebench", "wildvoice"): "voicebench_prompt",
     ("hlt-lab/voicebench", "advbench"): "voicebench_prompt",
+    # medical (KARMA's datasets; layouts in medical_vision_fixtures.py)
+    "openlifescienceai/medqa": "olsai_mcq",
+    "openlifescienceai/mmlu_anatomy": "olsai_mcq",
+    "openlifescienceai/mmlu_clinical_knowledge": "olsai_mcq",
+    "openlifescienceai/mmlu_college_biology": "olsai_mcq",
+    "openlifescienceai/mmlu_college_medicine": "olsai_mcq",
+    "openlifescienceai/mmlu_professional_medicine": "olsai_mcq",
+    "openlifescienceai/pubmedqa": "olsai_pubmedqa",
+    "openlifescienceai/medmcqa": "medmcqa",
+    "ekacare/MedMCQA-Indic": "medmcqa",
+    "ChuGyouk/MedXpertQA": "medxpertqa",
+    "flaviagiammarino/vqa-rad": "vqa_image",
+    "mdwiratathya/SLAKE-vqa-english": "vqa_image",
+    "ai4bharat/IndicVoices": "indicvoices",
+    "ekacare/eka-medical-asr-evaluation-dataset": "eka_asr",
+    "ekacare/vistaar_small_asr_eval": "vistaar",
+    "ai4bharat/IN22-Conv": "in22conv",
+    "ekacare/clinical_note_generation_dataset": "eka_structured",
+    "ekacare/medical_records_parsing_validation_set": "eka_records",
+    "ekacare/ekacare_medical_history_summarisation": "eka_summary",
+    # vision (layouts from lmms-eval's task files)
+    "lmms-lab/POPE": "pope",
+    "lmms-lab/textvqa": "textvqa",
+    "lmms-lab/DocVQA": "docvqa",
+    ("lmms-lab/DocVQA", "InfographicVQA"): "infovqa",
+    "lmms-lab/MMBench_EN": "mmbench",
+    "flaviagiammarino/path-vqa": "vqa_image",
+    "lmms-lab/ChartQA": "chartqa",
+    "lmms-lab/ai2d": "ai2d",
+    "lmms-lab/MMMU": "mmmu",
+    "MMMU/MMMU": "mmmu",
+    "AI4Math/MathVista": "mathvista",
+    "lmms-lab/ScienceQA": "scienceqa",
+    "lmms-lab/RealWorldQA": "realworldqa",
+    "echo840/OCRBench": "ocrbench",
+    "lmms-lab/MME": "mme",
 }
 
 ISO_CODE = re.compile(r"^[a-z]{2,3}(-[a-z]{2,3})?$")
@@ -432,6 +480,29 @@ def _assert_audio_decodes(audio: Any, where: str) -> None:
     assert rate > 0 and len(data) > 0, f"{where}: audio bytes do not decode"
 
 
+class _Row(dict):  # type: ignore[type-arg]
+    """A raw fixture row that also answers dotted paths (``data.Question``, ``prompt.0.content``) as the loader does."""
+
+    def __getitem__(self, key: str) -> Any:
+        if dict.__contains__(self, key) or "." not in key:
+            return dict.__getitem__(self, key)
+        value: Any = dict(self)
+        for part in key.split("."):
+            value = value[int(part)] if isinstance(value, list) else value[part]
+        return value
+
+
+def _assert_images_decode(value: Any, where: str) -> None:
+    """An image cell (the hub's {bytes, path} struct) or a list of them holds bytes PIL can open."""
+    from PIL import Image
+
+    cells = value if isinstance(value, list) else [value]
+    assert cells and all(isinstance(c, dict) and c.get("bytes") for c in cells), f"{where}: no image bytes"
+    for cell in cells:
+        with Image.open(io.BytesIO(cell["bytes"])) as image:
+            assert image.size[0] > 0, f"{where}: image does not decode"
+
+
 def _check_samples(spec: Any, source: Path) -> None:
     """Load ``source`` with the entry's mapping and compare every mapped field with the raw row."""
     from evalkit.data.loading import iter_samples
@@ -443,7 +514,10 @@ def _check_samples(spec: Any, source: Path) -> None:
     samples = list(iter_samples(spec, source_override=str(source)))
     assert len(samples) == len(rows) > 0
     where = f"{spec.name} <- {source.name}"
+    rows = [_Row(row) for row in rows]
     for sample, row in zip(samples, rows):
+        if spec.image_column:
+            _assert_images_decode(row[spec.image_column], f"{where}: {spec.image_column}")
         assert sample.meta["language"] == spec.language
         if spec.audio_column:
             _assert_audio_decodes(sample.audio, where)

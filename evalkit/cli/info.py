@@ -52,6 +52,8 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
     from evalkit.data.counts import local_row_count
 
     infos = metric_infos()
+    # another tool's name for it (a hub repo id, as KARMA users type): the entry it names
+    name = name if name in catalog.datasets else catalog.aliases.get(name, name)
     if name not in catalog.datasets:
         raise _unknown("dataset", name, catalog.datasets, catalog, infos)
     spec = catalog.datasets[name]
@@ -91,7 +93,8 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
         for d, spec in catalog.datasets.items()
         if canonical in {METRICS.canonical(m) for m in catalog.fitting_metrics(spec)}
     ]
-    target = tasks[0].name if tasks else "DATASET"
+    # the task that uses the metric most is the example a reader recognises (asr for WER, not a 3-set task)
+    target = max(tasks, key=lambda t: len(t.datasets)).name if tasks else "DATASET"
     return {
         "kind": "metric",
         "name": canonical,

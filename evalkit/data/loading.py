@@ -152,9 +152,31 @@ def _column(row: dict[str, Any], column: str | None, spec: DatasetSpec, key: str
     if column is None:
         return None
     if column not in row:
+        found, value = _nested_value(row, column)
+        if found:
+            return value
         known = ", ".join(sorted(row)) or "none"
         raise RunspecError(f"{spec.file}: {spec.name}.{key}: column {column!r} is not in the data (columns: {known})")
     return row[column]
+
+
+def _nested_value(row: dict[str, Any], column: str) -> tuple[bool, Any]:
+    """``data.Question`` or ``prompt.0.content``: a field inside a struct column, an item of a list column.
+
+    Hub datasets nest what a prompt needs (openlifescienceai's MedQA and MMLU
+    sets keep question, options and answer in one ``data`` struct); a dotted
+    path reaches it without a per-dataset loader. A name with a dot that is a
+    column itself always wins, so no existing mapping changes meaning.
+    """
+    value: Any = row
+    for part in column.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False, None
+    return "." in column, value
 
 
 def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: Path) -> Sample:

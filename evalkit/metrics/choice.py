@@ -1,7 +1,8 @@
 """Multiple-choice accuracy with answer extraction from free-form responses.
 
 Options are ``sample.meta["choices"]`` (a list of option texts, lettered A, B,
-C, ... in order); without it only letters can be read, A-Z. The reference may
+C, ... in order, or a {letter: text} mapping such as MedQA's ``Options``);
+without it only letters can be read, A-Z. The reference may
 be a letter ("B" or "b"; a letter that names an option wins over an option
 whose text is that letter), an index (an ``int``, or a string of digits; 0-based
 unless the ``index_base: 1`` option says otherwise), or an option's text; a
@@ -35,6 +36,7 @@ outside the options (E with four options) are ignored at every step.
 
 from __future__ import annotations
 
+import ast
 import re
 import string
 import unicodedata
@@ -167,6 +169,17 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
     return set()
 
 
+def _option_columns(meta: dict[str, Any]) -> list[str]:
+    """``option_a``, ``option_b``, ... from the sample's meta, in order, up to the first absent, empty or "nan" one."""
+    options = []
+    for letter in LETTERS.lower():
+        value = meta.get(f"option_{letter}")
+        if value is None or (isinstance(value, str) and value.strip().lower() in ("", "nan")):  # MMBench's "nan"
+            break
+        options.append(str(value))
+    return options
+
+
 class MultipleChoiceAccuracy(Metric):
     """1 when the option extracted from the response is a correct one, else 0."""
 
@@ -183,6 +196,15 @@ class MultipleChoiceAccuracy(Metric):
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         choices = sample.meta.get("choices")
+        if choices is None:  # one column per option, mapped to option_a, option_b, ... (MedMCQA's opa..opd)
+            choices = _option_columns(sample.meta) or None
+        if isinstance(choices, str):  # MMMU keeps its options as the text of a Python list
+            try:
+                choices = ast.literal_eval(choices)
+            except (ValueError, SyntaxError):
+                choices = None
+        if isinstance(choices, dict):  # {"A": text, "B": text}: lettered in key order (MedQA's Options)
+            choices = [c for c in choices.values() if c is not None]
         if choices is not None:
             choices = [str(c) for c in choices]
         correct = resolve_reference(sample.reference, choices, self.index_base)

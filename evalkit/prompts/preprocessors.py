@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from evalkit.data.sample import Sample
@@ -65,3 +66,61 @@ class GeneralPreprocessor(Preprocessor):
             return Prompt(turns=turns, system=context.system_prompt)
         text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
         return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt)
+
+
+#: meta keys a runspec can map option columns to (``extra_columns``) when a dataset keeps one column per option
+OPTION_KEYS = tuple(f"option_{letter}" for letter in "abcdefghijklmnopqrstuvwxyz")
+
+
+def lettered_options(meta: dict[str, object]) -> list[tuple[str, str]]:
+    """The sample's options as (letter, text): ``meta["choices"]`` (a list, or a {letter: text} mapping), else
+    the ``option_a``, ``option_b``, ... values (an absent, empty or "nan" one ends the list)."""
+    choices = meta.get("choices")
+    if isinstance(choices, str):  # MMMU keeps its options as the text of a Python list
+        try:
+            choices = ast.literal_eval(choices)
+        except (ValueError, SyntaxError):
+            choices = None
+    if isinstance(choices, dict):
+        return [(str(k), str(v)) for k, v in choices.items() if v is not None]
+    if isinstance(choices, (list, tuple)):
+        return [(chr(ord("A") + i), str(c)) for i, c in enumerate(choices[:26])]
+    options = []
+    for key in OPTION_KEYS:
+        value = meta.get(key)
+        if _absent(value):
+            break
+        options.append((key[-1].upper(), str(value)))
+    return options
+
+
+def _absent(value: object) -> bool:
+    """No value: None, blank, or the text "nan" that MMBench's exports leave in unused option and hint cells."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in ("", "nan"))
+
+
+@PREPROCESSORS.register("MultipleChoicePreprocessor", "mcq")
+class MultipleChoicePreprocessor(GeneralPreprocessor):
+    """As GeneralPreprocessor, with the sample's options listed as "A. text" lines after the question.
+
+    A ``context`` in the sample's meta (a text or a list of passages, e.g.
+    PubMedQA's abstract) comes first, as "Context: ...".
+
+    For datasets that keep the options outside the question text (MedMCQA's
+    opa..opd, MedQA's Options struct, a choices list): the model must see them
+    to answer with a letter, and mcq_accuracy reads the letters back.
+    """
+
+    def build(self, sample: Sample, context: PromptContext) -> Prompt:
+        prompt = super().build(sample, context)
+        options = lettered_options(sample.meta)
+        passage = sample.meta.get("context")
+        if isinstance(passage, (list, tuple)):
+            passage = "\n".join(str(c) for c in passage if not _absent(c))
+        if _absent(passage):
+            passage = None
+        if prompt.turns and (options or passage):
+            listed = "\n".join(f"{letter}. {text}" for letter, text in options)
+            first = prompt.turns[0]
+            first.text = _join(f"Context: {passage}" if passage else None, first.text, listed)
+        return prompt
