@@ -290,3 +290,45 @@ def test_bmp_is_sent_as_png() -> None:
     PILImage.new("RGB", (10, 10), (0, 0, 255)).save(out, format="BMP")
     part = prepare_images({0: [Image(data=out.getvalue())]}, [(None, None)]).parts(0, (None, None))[0]
     assert part.url.startswith("data:image/png;base64,") and part.ref["sent"]["format"] == "png"
+
+
+def test_dry_run_names_missing_image_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evalkit.cli import main
+
+    (tmp_path / "here.png").write_bytes(picture("red", (8, 8), "PNG"))
+    rows = [
+        {"id": "a", "image": ["here.png", "gone_1.png"], "question": "C?", "answer": "red"},
+        {"id": "b", "image": "gone_2.jpg", "question": "C?", "answer": "red"},
+    ]
+    (tmp_path / "set.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runspecs = write_runspec(tmp_path, "dry", "set.jsonl")
+    config = config_for(tmp_path, runspecs, [model_entry("vlm", "http://127.0.0.1:9/v1")], [["dry", "exact_match"]])
+    assert main(["run", str(config), "--dry-run"]) == 2
+    out = capsys.readouterr()
+    text = " ".join((out.out + out.err).split())
+    assert "2 local file(s) that do not exist" in text and "gone_1.png" in text and "gone_2.jpg" in text
+    assert "2 samples with unreadable images" in text
+
+
+def test_the_vqa_example_runs_offline_with_a_known_score(tmp_path: Path, make_server) -> None:
+    server = make_server({"image_answer": "colour"})
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "EVALKIT_VQA_URL": server.base_url,
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(ROOT / "examples" / "vqa" / "config.yaml"), "--quiet"]
+        + ["--output-dir", str(tmp_path / "runs")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
+    (row,) = json.loads((run_dir / "results.json").read_text())["results"]
+    assert (row["score"], row["n"], row["n_failed"]) == (1.0, 6, 0)
+    sent = {r["sample_id"]: [i.get("sent", i)["width"] for i in r["images"]] for r in records_of(run_dir)}
+    assert sent["q2"] == [256] and sent["q6"] == [256, 96, 256]  # max_image_side: 256
