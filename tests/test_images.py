@@ -332,3 +332,39 @@ def test_the_vqa_example_runs_offline_with_a_known_score(tmp_path: Path, make_se
     assert (row["score"], row["n"], row["n_failed"]) == (1.0, 6, 0)
     sent = {r["sample_id"]: [i.get("sent", i)["width"] for i in r["images"]] for r in records_of(run_dir)}
     assert sent["q2"] == [256] and sent["q6"] == [256, 96, 256]  # max_image_side: 256
+
+
+def test_in_context_examples_and_later_turns_show_their_images(tmp_path: Path, make_server) -> None:
+    (tmp_path / "red.png").write_bytes(picture("red", (30, 20), "PNG"))
+    (tmp_path / "blue.jpg").write_bytes(picture("blue", (40, 40), "JPEG"))
+    (tmp_path / "train.jsonl").write_text(
+        json.dumps({"id": "t", "image": "red.png", "turns": [{"text": "C?"}], "answer": "red"}) + "\n"
+    )
+    turns = [{"text": "Colour?"}, {"text": "Say it again."}]
+    (tmp_path / "test.jsonl").write_text(json.dumps({"id": "s", "image": "blue.jpg", "turns": turns, "answer": "x"}))
+    runspecs = write_runspec(
+        tmp_path,
+        "icl",
+        "test.jsonl",
+        turns_column="turns",
+        textual_input_column=None,
+        in_context={"path": "../../train.jsonl", "k": 1},
+    )
+    server = make_server({"image_answer": "colour", "request_log": str(tmp_path / "server.jsonl")})
+    outcome = run(config_for(tmp_path, runspecs, [model_entry("vlm", server.base_url)], [["icl", "exact_match"]]))
+    assert outcome.requests_sent == 2
+    first, second = (event["messages"] for event in server.log_events("completed"))
+    # turn 1: the example's question with its image and answer, then the sample's image and question
+    assert [(m["role"], m["text"], [i["format"] for i in m.get("images", [])]) for m in first] == [
+        ("user", "C?", ["png"]),
+        ("assistant", "red", []),
+        ("user", "Colour?", ["jpeg"]),
+    ]
+    # turn 2 carries the conversation, images included, and the model's first answer (blue, read from the pixels)
+    assert [(m["role"], m["text"], len(m.get("images", []))) for m in second] == [
+        ("user", "C?", 1),
+        ("assistant", "red", 0),
+        ("user", "Colour?", 1),
+        ("assistant", "blue", 0),
+        ("user", "Say it again.", 0),
+    ]
