@@ -368,3 +368,49 @@ def test_in_context_examples_and_later_turns_show_their_images(tmp_path: Path, m
         ("assistant", "blue", 0),
         ("user", "Say it again.", 0),
     ]
+
+
+def test_store_key_tells_images_apart_and_leaves_text_keys_alone() -> None:
+    import hashlib
+
+    from evalkit.clients.request import ModelRequest
+    from evalkit.config import RequestKind
+    from evalkit.util.jsonutil import dumps_bytes
+
+    limit = (None, None)
+    red = prepare_images({0: [Image(data=picture("red", (20, 20), "PNG"))]}, [limit]).parts(0, limit)
+    blue = prepare_images({0: [Image(data=picture("blue", (20, 20), "PNG"))]}, [limit]).parts(0, limit)
+    content = [{"type": "image_url", "image_url": {"image_index": 0}}, {"type": "text", "text": "C?"}]
+    messages = [{"role": "user", "content": content}]
+    keys = {
+        ModelRequest(kind=RequestKind.CHAT, model="m", messages=messages, images=images).key for images in (red, blue)
+    }
+    assert len(keys) == 2
+    text = ModelRequest(kind=RequestKind.CHAT, model="m", messages=[{"role": "user", "content": "C?"}])
+    view = {
+        "kind": text.kind,
+        "model": "m",
+        "messages": text.messages,
+        "audio": [],
+        "params": {},
+        "prompt": None,
+        "language": None,
+        "repeat": 0,
+    }
+    assert text.key == hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
+
+
+def test_a_transcription_model_is_not_shown_images(tmp_path: Path, make_server) -> None:
+    from helpers import tone_wav
+
+    (tmp_path / "red.png").write_bytes(picture("red", (8, 8), "PNG"))
+    (tmp_path / "tone.wav").write_bytes(tone_wav(440, 0.5))
+    row = {"id": "a", "image": "red.png", "audio": "tone.wav", "question": "Q?", "answer": "red"}
+    (tmp_path / "one.jsonl").write_text(json.dumps(row))
+    runspecs = write_runspec(tmp_path, "one", "one.jsonl", audio_column="audio", modality="audio+image")
+    server = make_server()
+    entry = model_entry("asr", server.base_url, inference_type="transcription")
+    outcome = run(config_for(tmp_path, runspecs, [entry], [["one", "exact_match"]]))
+    (record,) = records_of(outcome.run_dir)
+    assert record["failure"] == "unsupported" and "cannot be shown images" in record["error"]
+    assert outcome.requests_sent == 0
