@@ -8,7 +8,8 @@
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
-fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size).
+fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size), i
+(5,000 local images against the same run with text only).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import latency, memory, overhead, peers, profile, replicas, report, soak
+from benchmarks import images, latency, memory, overhead, peers, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -36,6 +37,7 @@ SECTIONS = {
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
     "s": ("soak", soak.run),
+    "i": ("images", images.run),
 }
 
 

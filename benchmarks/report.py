@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from benchmarks import images
 from benchmarks.common import mib
 
 ANALYSIS_START = "<!-- analysis:start -->"
@@ -144,6 +145,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
     s = results.get("soak")
     if s:
         rows += _soak_rows(s)
+    rows += images.summary_rows(results)
     return rows
 
 
@@ -409,6 +411,7 @@ def _details(results: dict[str, Any]) -> list[str]:
         out += ["", "evalkit functions by inclusive time:", "", "| share | function |", "|---|---|"]
         out += [f"| {share:.1%} | `{fn}` |" for fn, share in p["evalkit_inclusive"][:20]]
         out.append("")
+    out += images.details(results)
     return out
 
 

@@ -167,6 +167,11 @@ class DatasetSpec(BaseModel):
         description="Column holding each sample's image or list of images: a file path (relative to the data file), "
         "raw bytes, or a Hugging Face Image feature ({bytes, path}); absent: the samples have no image.",
     )
+    image_position: Literal["before", "after"] = Field(
+        "before",
+        description="Where a sample's images stand in its user message: before (default) the question text, as "
+        "most vision-language models are trained, or after it.",
+    )
     target_column: str | None = Field(
         None,
         description="Column holding the reference answer (a text or a list of accepted texts); absent: no reference.",

@@ -217,6 +217,19 @@ class ModelInfo(_Strict):
         "one by one, "
         "or truncated, as the dataset's long_audio says. Absent: audio is sent whole.",
     )
+    max_image_side: int | None = Field(
+        None,
+        ge=1,
+        description="Longest side, in pixels, of an image sent to this model (per model: servers cap image size); a "
+        "bigger image is downsized keeping its aspect ratio and re-encoded (JPEG and WebP at quality 90, others as "
+        "PNG). Absent: no limit.",
+    )
+    max_image_pixels: int | None = Field(
+        None,
+        ge=1,
+        description="Most pixels (width x height) of an image sent to this model, applied with max_image_side (the "
+        "smaller size wins), e.g. 1003520 for Qwen2-VL's default; absent: no limit.",
+    )
     temperature: float | None = Field(
         None,
         ge=0,

@@ -42,6 +42,8 @@ class FailureReason(StrEnum):
     DEADLINE = "deadline"
     #: the sample's audio (or an in-context example's) is missing, unreadable or not decodable
     AUDIO = "audio"
+    #: the sample's image (or an in-context example's) is missing, truncated or not a decodable image
+    IMAGE = "image"
     #: the model cannot answer this kind of turn (a transcription model and a turn without audio)
     UNSUPPORTED = "unsupported"
     #: the metric raised on this sample (the error names the exception)

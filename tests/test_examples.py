@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
+#: one-file examples, and example folders (their own data and runspecs) with a config.yaml
+EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml")) + sorted((REPO_ROOT / "examples").glob("*/config.yaml"))
 
 
 def _dry_run(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -30,7 +31,7 @@ def _dry_run(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("config", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("config", EXAMPLES, ids=[p.stem if p.stem != "config" else p.parent.name for p in EXAMPLES])
 def test_example_plans_without_sending(config: Path, tmp_path: Path) -> None:
     result = _dry_run(config, tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

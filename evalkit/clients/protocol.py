@@ -80,24 +80,27 @@ class EndpointProtocol:
 
 
 def chat_body(request: ModelRequest) -> dict[str, Any]:
-    """The JSON body of a chat request, audio substituted as base64 WAV."""
+    """The JSON body of a chat request, audio substituted as base64 WAV, images as ``data:image/...`` URIs."""
     messages = request.messages
-    if request.audio:
-        messages = [_with_audio(message, request) for message in messages]
+    if request.audio or request.images:
+        messages = [_with_media(message, request) for message in messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     body.update(request.params)
     return body
 
 
-def _with_audio(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
+def _with_media(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
     content = message.get("content")
     if not isinstance(content, list):
         return message
     parts = []
     for part in content:
-        if part.get("type") == "input_audio" and "audio_index" in part.get("input_audio", {}):
+        kind = part.get("type")
+        if kind == "input_audio" and "audio_index" in part.get("input_audio", {}):
             audio = request.audio[part["input_audio"]["audio_index"]]
             part = {"type": "input_audio", "input_audio": {"data": audio.base64, "format": "wav"}}
+        elif kind == "image_url" and "image_index" in part.get("image_url", {}):
+            part = {"type": "image_url", "image_url": {"url": request.images[part["image_url"]["image_index"]].url}}
         parts.append(part)
     return {**message, "content": parts}
 

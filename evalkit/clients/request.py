@@ -1,8 +1,9 @@
 """The model-ready request and the key that identifies its answer.
 
 The key lists exactly what determines a response: the model identity, the
-messages (audio by content hash), the generation parameters and the repeat
-index. It never includes the URL, concurrency, timeouts or retry settings,
+messages (audio by content hash, images by content hash and, when one was
+downsized, the size and limits it was re-encoded under), the generation
+parameters and the repeat index. It never includes the URL, concurrency, timeouts or retry settings,
 so the store answers a request regardless of which replica or run sent it.
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import AudioPart
+from evalkit.data.image.prepare import ImagePart
 from evalkit.util.jsonutil import dumps_bytes
 
 
@@ -23,14 +25,17 @@ class ModelRequest:
 
     ``messages`` are OpenAI chat messages in which audio appears as
     ``{"type": "input_audio", "input_audio": {"audio_index": i}}``; the client
-    substitutes ``audio[i]`` as base64 WAV when it writes the body. For
-    transcriptions ``audio[0]`` is the file and ``prompt``/``language`` the form.
+    substitutes ``audio[i]`` as base64 WAV when it writes the body; images
+    appear as ``{"type": "image_url", "image_url": {"image_index": i}}`` and
+    become ``images[i]``'s data URI. For transcriptions ``audio[0]`` is the
+    file and ``prompt``/``language`` the form.
     """
 
     kind: RequestKind
     model: str
     messages: list[dict[str, Any]] = field(default_factory=list)
     audio: list[AudioPart] = field(default_factory=list)
+    images: list[ImagePart] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
     prompt: str | None = None
     language: str | None = None
@@ -50,5 +55,7 @@ class ModelRequest:
                 "language": self.language,
                 "repeat": self.repeat,
             }
+            if self.images:  # absent without images, so keys of text and audio requests stay what they were
+                view["images"] = [image.identity for image in self.images]
             self._key = hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
         return self._key

@@ -5,9 +5,10 @@ record batches for local parquet, line by line for jsonl/csv), so memory does
 not grow with the dataset. Local files skip ``datasets`` entirely: importing
 it costs seconds, and start-up time is part of what users wait for.
 
-Audio stays encoded (bytes or a path) until an engine needs it; ``datasets``
-is told not to decode audio columns, because its decoder needs torchcodec,
-which is not installable everywhere (e.g. CPU-only machines here).
+Audio and images stay encoded (bytes or a path) until an engine needs them;
+``datasets`` is told not to decode audio columns, because its decoder needs
+torchcodec, which is not installable everywhere (e.g. CPU-only machines
+here), nor image columns, which it would turn into Pillow objects.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from evalkit.catalog import DatasetSpec
 from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
 from evalkit.data.files import local_files, require_local_source
 from evalkit.data.hubcache import HubRowCache
-from evalkit.data.sample import Audio, Sample, Turn
+from evalkit.data.image.values import ImageDecodeError, images_from_cell
+from evalkit.data.sample import Audio, Image, Sample, Turn
 from evalkit.errors import RunspecError
 
 log = logging.getLogger("evalkit")
@@ -129,7 +131,29 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
     for column, feature in list(features.items()):
         if isinstance(feature, datasets.Audio):
             dataset = dataset.cast_column(column, datasets.Audio(decode=False))
+        elif isinstance(feature, datasets.Image):
+            dataset = dataset.cast_column(column, datasets.Image(decode=False))
+        elif isinstance(feature, (list, datasets.Sequence)) and _holds_image(feature, datasets):
+            inner = datasets.Image(decode=False)
+            dataset = dataset.cast_column(
+                column, [inner] if isinstance(feature, list) else datasets.Sequence(inner, length=feature.length)
+            )
     yield from dataset
+
+
+def _holds_image(feature: Any, datasets: Any) -> bool:
+    """A list feature of images (multi-image columns)."""
+    inner = feature[0] if isinstance(feature, list) and feature else getattr(feature, "feature", None)
+    return isinstance(inner, datasets.Image)
+
+
+def _image_values(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -> list[Image] | None:
+    """The row's images (still encoded), or None; a cell that holds no image goes to ``meta["image_error"]``."""
+    try:
+        return images_from_cell(value, base_dir)
+    except ImageDecodeError as error:
+        meta.setdefault("image_error", f"{where}: {error}")
+        return None
 
 
 def _audio_value(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -> Audio | None:
@@ -190,6 +214,10 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
     for key, column in spec.extra_columns.items():
         meta[key] = _column(row, column, spec, f"extra_columns.{key}")
     audio = _audio_value(_column(row, spec.audio_column, spec, "audio_column"), base_dir, meta, str(spec.audio_column))
+    images = None
+    if spec.image_column is not None:
+        cell = _column(row, spec.image_column, spec, "image_column")
+        images = _image_values(cell, base_dir, meta, spec.image_column)
     turns = None
     if spec.turns_column is not None:
         raw_turns = _column(row, spec.turns_column, spec, "turns_column") or []
@@ -211,6 +239,7 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
         text=_column(row, spec.textual_input_column, spec, "textual_input_column"),
         instruction=_column(row, spec.instruction_column, spec, "instruction_column") or spec.instruction,
         audio=audio,
+        images=images,
         turns=turns,
         meta=meta,
     )

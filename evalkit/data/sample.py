@@ -23,6 +23,20 @@ class Audio:
 
 
 @dataclass(slots=True)
+class Image:
+    """An image as it came from the dataset: encoded ``data`` (png, jpeg, ...) or a local ``path``.
+
+    Like :class:`Audio`, an image is carried encoded and read only when a
+    request is prepared, in a worker; ``name`` is the file name a Hugging
+    Face ``Image`` feature stores next to its bytes (kept for the record).
+    """
+
+    data: bytes | None = None
+    path: str | None = None
+    name: str | None = None
+
+
+@dataclass(slots=True)
 class Turn:
     """One user turn of a multi-turn conversation."""
 
@@ -44,5 +58,7 @@ class Sample:
     text: str | None = None
     instruction: str | None = None
     audio: Audio | None = None
+    #: the sample's images, shown with its (first) user turn; None: no image column
+    images: list[Image] | None = None
     turns: list[Turn] | None = None
     meta: dict[str, Any] = field(default_factory=dict)

@@ -54,7 +54,12 @@ def _join(*parts: str | None) -> str | None:
 
 @PREPROCESSORS.register("GeneralPreprocessor", "general")
 class GeneralPreprocessor(Preprocessor):
-    """Instruction (+ add-ons), then the textual input, then the audio; multi-turn as given."""
+    """Instruction (+ add-ons), then the textual input, then the audio; multi-turn as given.
+
+    The sample's images go with the first user turn; where they stand
+    against its text is the dataset's ``image_position``, applied when the
+    request is written.
+    """
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
         instruction = _join(sample.instruction, *context.add_ons)
@@ -63,9 +68,12 @@ class GeneralPreprocessor(Preprocessor):
             if instruction:
                 first = turns[0]
                 turns[0] = PromptTurn(text=_join(instruction, first.text), audio=first.audio)
+            if sample.images:
+                turns[0].images = list(sample.images)
             return Prompt(turns=turns, system=context.system_prompt)
         text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
-        return Prompt(turns=[PromptTurn(text=text, audio=sample.audio)], system=context.system_prompt)
+        turn = PromptTurn(text=text, audio=sample.audio, images=list(sample.images or []))
+        return Prompt(turns=[turn], system=context.system_prompt)
 
 
 #: meta keys a runspec can map option columns to (``extra_columns``) when a dataset keeps one column per option

@@ -5,15 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.data.sample import Audio
+from evalkit.data.sample import Audio, Image
 
 
 @dataclass(slots=True)
 class PromptTurn:
-    """One user turn: text and/or audio (audio is prepared per model later)."""
+    """One user turn: text, audio and images (audio and images are prepared per model later)."""
 
     text: str | None = None
     audio: Audio | None = None
+    images: list[Image] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ so a multi-turn conversation continues as far as the store can take it.
 
 Hub datasets are not touched ("unknown (hub)"): a dry run must be quick and
 offline. Two checks go further than the plan: every local file a dataset
-names (audio paths) must exist, and every endpoint is asked ``GET
+names (audio and image paths) must exist, and every endpoint is asked ``GET
 /v1/models`` (never a generation) to see that it answers and serves the
 configured model id. Missing files make the dry run exit 2; an endpoint
 that does not answer, or serves other ids, is a warning naming what it serves.
@@ -49,6 +49,7 @@ class PairEstimate:
     stored: int | None
     unsupported: int = 0
     audio_errors: int = 0
+    image_errors: int = 0
     note: str = ""
 
     @property
@@ -222,6 +223,7 @@ async def _walk_engine(
             stored=len(clients[name].stored),
             unsupported=int(failures.get("unsupported", 0)),
             audio_errors=int(failures.get("audio", 0)),
+            image_errors=int(failures.get("image", 0)),
             note="later turns after an answer that is not stored are not counted" if spec.dataset.turns_column else "",
         )
     return pairs, clients
@@ -321,13 +323,16 @@ async def dry_run(
 def _sample_paths(sample: Any) -> Any:
     if sample.audio is not None and sample.audio.path is not None:
         yield sample.audio.path
+    for image in sample.images or ():
+        if image.path is not None:
+            yield image.path
     for turn in sample.turns or ():
         if turn.audio is not None and turn.audio.path is not None:
             yield turn.audio.path
 
 
 def missing_local_files(plan: Plan, examples: int = 5) -> list[MissingFiles]:
-    """Per local dataset of the plan: the files its samples name (audio paths) that do not exist."""
+    """Per local dataset of the plan: the files its samples name (audio and image paths) that do not exist."""
     from evalkit.data.filters import apply_filters
     from evalkit.data.loading import iter_samples
 
@@ -443,6 +448,8 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
             notes.append(f"{p.unsupported} samples unsupported by this model kind")
         if p.audio_errors:
             notes.append(f"{p.audio_errors} samples with undecodable audio")
+        if p.image_errors:
+            notes.append(f"{p.image_errors} samples with unreadable images")
         if p.samples is None and p.note.startswith("engine"):
             notes.append(p.note)
         samples = _n(p.samples, p.note if p.samples is None and not p.note.startswith("engine") else "")

@@ -4,7 +4,8 @@ Samples are read in a worker thread in small batches and at most ``window``
 samples are in flight, so memory is bounded by the window, not the dataset.
 A sample's audio is decoded and cut for every model once, in an audio
 worker process (:func:`evalkit.data.audio.workers.run_audio_job`), and shared
-by all models; every model's request goes through that model's shared
+by all models; its images are read, checked and downsized for every model's
+limit there too (:mod:`evalkit.data.image.prepare`); every model's request goes through that model's shared
 client (pools, retries, store). A failed request (or one failed chunk of
 long audio) is recorded with its reason and excluded from the score. Each
 record's ``prompt`` says what shaped the prompt: template pool and index,
@@ -36,6 +37,7 @@ from evalkit.data.audio.pcm import (
 )
 from evalkit.data.audio.workers import run_audio_job
 from evalkit.data.filters import apply_filters
+from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import DiskFullError, UserError
@@ -66,6 +68,9 @@ from evalkit.util.idindex import IdIndex
 log = logging.getLogger("evalkit")
 
 _READ_BATCH = 32
+#: a sample's audio and images, made ready for every model of the engine
+Prepared = tuple[PreparedAudio, PreparedImages]
+_NO_IMAGES = PreparedImages()
 #: failures that come from the data, not the model: each kind gets one warning naming its first row
 DATA_PROBLEMS = frozenset({FailureReason.DUPLICATE_ID, FailureReason.NO_REFERENCE, FailureReason.NO_SCORE})
 
@@ -137,12 +142,16 @@ class Engine:
                 language=self.language,
                 system=self.context.system_by_model.get(m.name),
                 system_override=m.name in self.context.system_by_model,
+                image_limit=(m.info.max_image_side, m.info.max_image_pixels),
+                image_position=dataset.image_position,
             )
             for m in self.models
         }
         #: every way this engine's models cut audio, so a sample's pieces are made once, in a thread
         self.shapes: list[Shape] = list(dict.fromkeys(ctx.shape for ctx in self.request_contexts.values()))
         self.encodings = frozenset(ctx.kind.audio_encoding for ctx in self.request_contexts.values())
+        #: every image limit of this engine's models, so an image is downsized once per limit
+        self.image_limits: list[ImageLimit] = list(dict.fromkeys(c.image_limit for c in self.request_contexts.values()))
         self.n_samples = 0
         self._records: TextIO | None = None
         self._example_pool: list[Sample] = []
@@ -259,8 +268,8 @@ class Engine:
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
 
-    async def _prepare(self, prompt: Prompt, examples: list[Sample]) -> PreparedAudio | Outcome:
-        """Decode the sample's audio once and cut it for every model, in a worker process."""
+    async def _prepare(self, prompt: Prompt, examples: list[Sample]) -> Prepared | Outcome:
+        """Decode the sample's audio once and cut it for every model, and ready its images, in a worker process."""
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
             prepared = (
@@ -278,7 +287,15 @@ class Engine:
                     return failed(
                         FailureReason.AUDIO, f"could not decode the audio of in-context example {example.id}: {error}"
                     )
-        return prepared
+        images = {index: turn.images for index, turn in enumerate(prompt.turns) if turn.images}
+        images.update({example_key(i): turn.images for i, (turn, _) in enumerate(prompt.examples) if turn.images})
+        if not images:
+            return prepared, _NO_IMAGES
+        try:
+            pictures = await run_audio_job(prepare_images, images, self.image_limits)
+        except (ValueError, OSError, RuntimeError) as error:
+            return failed(FailureReason.IMAGE, f"could not read the image: {error}")
+        return prepared, pictures
 
     def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
         if self._assembler is None:
@@ -290,27 +307,30 @@ class Engine:
     async def _sample(self, sample: Sample) -> None:
         prompt, examples = self._build_prompt(sample)
         audio_error = sample.meta.pop("audio_error", None)
+        image_error = sample.meta.pop("image_error", None)
+        prepared: Prepared | Outcome
         if audio_error is not None:
-            prepared: PreparedAudio | Outcome = failed(
-                FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}"
-            )
+            prepared = failed(FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}")
+        elif image_error is not None:
+            prepared = failed(FailureReason.IMAGE, f"unreadable image value in the dataset: {image_error}")
         else:
             prepared = await self._prepare(prompt, examples)
         if (
             sample.audio is not None
             and "duration" not in sample.meta
-            and isinstance(prepared, PreparedAudio)
-            and 0 in prepared
+            and isinstance(prepared, tuple)
+            and 0 in prepared[0]
         ):
-            sample.meta["duration"] = prepared.seconds[0]
+            sample.meta["duration"] = prepared[0].seconds[0]
         if len(self.models) == 1:
             # a gather over one awaitable costs a Task and a future per sample: measurable at thousands of req/s
             await self._ask(self.models[0], sample, prompt, prepared)
         else:
             await asyncio.gather(*(self._ask(model, sample, prompt, prepared) for model in self.models))
 
-    async def _conversation(self, model: ModelPlan, prompt: Prompt, prepared: PreparedAudio) -> Outcome:
+    async def _conversation(self, model: ModelPlan, prompt: Prompt, media: Prepared) -> Outcome:
         """Ask one model every turn in order, each with this sample's own history; chunks of a turn go at once."""
+        prepared, images = media
         client = self.clients[model.name]
         ctx = self.request_contexts[model.name]
         history: list[dict[str, Any]] = []
@@ -321,8 +341,10 @@ class Engine:
         if ctx.kind == RequestKind.TRANSCRIPTION and not all(turn in prepared for turn in range(n_turns)):
             # known before anything is sent: no request is spent on a conversation that cannot finish
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
+        if ctx.kind == RequestKind.TRANSCRIPTION and any(turn in images for turn in range(n_turns)):
+            return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot be shown images")
         for turn in range(n_turns):
-            requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx)
+            requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx, images=images)
             if not requests:
                 return failed(
                     FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio"
@@ -354,7 +376,9 @@ class Engine:
                 text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached
             )
             if turn + 1 < n_turns:
-                history, history_audio = history_after(prompt, turn, history, history_audio, prepared, ctx, text)
+                history, history_audio = history_after(
+                    prompt, turn, history, history_audio, prepared, ctx, text, images=images
+                )
         return outcome
 
     async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt) -> Outcome:
@@ -364,7 +388,9 @@ class Engine:
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")
         context = likelihood_context(prompt)
         if context is None:
-            return failed(FailureReason.UNSUPPORTED, f"{model.name}: the completions API takes text only, not audio")
+            return failed(
+                FailureReason.UNSUPPORTED, f"{model.name}: the completions API takes text only, not audio or images"
+            )
         client = self.clients[model.name]
         asked = likelihood_requests(context, choices, self.request_contexts[model.name].model)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r, _, _ in asked)))
@@ -390,7 +416,7 @@ class Engine:
             cached=all(o.cached for o in outcomes),
         )
 
-    async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: PreparedAudio | Outcome) -> None:
+    async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: Prepared | Outcome) -> None:
         likelihood = self.metric.scoring == "loglikelihood"
         if isinstance(prepared, Outcome):
             outcome = prepared
@@ -419,6 +445,11 @@ class Engine:
         )
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
+        if isinstance(prepared, tuple) and 0 in prepared[1]:
+            # what the model was shown, by reference: path or hash, format, size (never the pixels)
+            record["images"] = [
+                part.ref for part in prepared[1].parts(0, self.request_contexts[model.name].image_limit)
+            ]
         if prompt.info:
             record["prompt"] = prompt.info
         self._write(record, sample, model.name, scored)

@@ -1,8 +1,12 @@
-"""Prompt + prepared audio -> concrete requests for one model.
+"""Prompt + prepared audio and images -> concrete requests for one model.
 
 The audio arrives prepared (:class:`evalkit.data.audio.pcm.PreparedAudio`: decoded
-once per sample, cut into WAV pieces per model shape); this module only
-arranges messages, audio parts and parameters per inference type.
+once per sample, cut into WAV pieces per model shape), and so do the images
+(:class:`evalkit.data.image.prepare.PreparedImages`: data URIs per model
+limit); this module only arranges messages, media parts and parameters per
+inference type. A request's images are numbered in the order they appear:
+the in-context examples' first, then each user turn's, so every message of a
+conversation can name its images without carrying state between turns.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import AudioPart, PreparedAudio, Shape, example_key
+from evalkit.data.image.prepare import NO_LIMIT, ImageLimit, ImagePart, PreparedImages
 from evalkit.prompts.prompt import Prompt
 
 
@@ -30,36 +35,66 @@ class RequestContext:
     system: str | None = None
     #: True when ``system`` is this model's own choice even if None (a model that wants no system prompt)
     system_override: bool = False
+    #: the model's (max_image_side, max_image_pixels)
+    image_limit: ImageLimit = NO_LIMIT
+    #: the dataset's image_position: images "before" or "after" the turn's text
+    image_position: str = "before"
 
     @property
     def shape(self) -> Shape:
         return (self.chunk_size, self.long_audio)
 
 
-def _user_content(text: str | None, first_audio: int, n_audio: int) -> Any:
-    """A user message's content: plain text, or text then ``n_audio`` audio parts from index ``first_audio``."""
-    if n_audio == 0:
+def _user_content(
+    text: str | None,
+    first_audio: int,
+    n_audio: int,
+    first_image: int = 0,
+    n_images: int = 0,
+    image_position: str = "before",
+) -> Any:
+    """A user message's content: plain text, or parts: images, text, audio (images after the text when asked).
+
+    Media parts name their index in the request's ``audio`` / ``images`` lists;
+    the client writes the data in when it makes the body.
+    """
+    if n_audio == 0 and n_images == 0:
         return text or ""
     audio = [{"type": "input_audio", "input_audio": {"audio_index": first_audio + j}} for j in range(n_audio)]
-    return ([{"type": "text", "text": text}] if text else []) + audio
+    images = [{"type": "image_url", "image_url": {"image_index": first_image + j}} for j in range(n_images)]
+    texts = [{"type": "text", "text": text}] if text else []
+    ordered = [*texts, *images] if image_position == "after" else [*images, *texts]
+    return ordered + audio
 
 
-def _prefix(prompt: Prompt, audio: PreparedAudio, ctx: RequestContext) -> tuple[list[dict[str, Any]], list[AudioPart]]:
-    """System message and in-context examples (user turn + reference answer), with the examples' audio."""
+_NO_IMAGES = PreparedImages()
+
+
+def _prefix(
+    prompt: Prompt, audio: PreparedAudio, ctx: RequestContext, images: PreparedImages = _NO_IMAGES
+) -> tuple[list[dict[str, Any]], list[AudioPart], list[ImagePart]]:
+    """System message and in-context examples (user turn + reference answer), with the examples' audio and images."""
     prefix: list[dict[str, Any]] = []
     system = ctx.system if (ctx.system is not None or ctx.system_override) else prompt.system
     if system:
         prefix.append({"role": "system", "content": system})
     example_audio: list[AudioPart] = []
+    example_images: list[ImagePart] = []
     for index, (example, answer) in enumerate(prompt.examples):
         key = example_key(index)
         pieces = audio.parts(key, ctx.chunk_size, "truncate") if key in audio else []
-        prefix += [
-            {"role": "user", "content": _user_content(example.text, len(example_audio), len(pieces))},
-            {"role": "assistant", "content": answer},
-        ]
+        pictures = images.parts(key, ctx.image_limit)
+        content = _user_content(
+            example.text, len(example_audio), len(pieces), len(example_images), len(pictures), ctx.image_position
+        )
+        prefix += [{"role": "user", "content": content}, {"role": "assistant", "content": answer}]
         example_audio += pieces
-    return prefix, example_audio
+        example_images += pictures
+    return prefix, example_audio, example_images
+
+
+def _turn_images(images: PreparedImages, ctx: RequestContext, turns: range) -> list[ImagePart]:
+    return [part for turn in turns for part in images.parts(turn, ctx.image_limit)]
 
 
 def turn_requests(
@@ -70,14 +105,16 @@ def turn_requests(
     audio: PreparedAudio,
     ctx: RequestContext,
     repeat: int = 0,
+    images: PreparedImages = _NO_IMAGES,
 ) -> list[ModelRequest]:
     """The requests for one user turn: one per audio chunk (one when there is no audio).
 
     ``history`` holds earlier turns (user messages whose audio parts index into
     the examples' audio followed by ``history_audio``, and the model's answers),
     so each sample carries its own conversation and nothing is shared between
-    samples. An empty list means the model cannot answer this turn (a
-    transcription model and a turn without audio).
+    samples. Images are numbered the same way: the examples', then every
+    turn's up to this one. An empty list means the model cannot answer this
+    turn (a transcription model and a turn without audio).
     """
     current = prompt.turns[turn]
     pieces: list[AudioPart] = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
@@ -93,29 +130,38 @@ def turn_requests(
             )
             for piece in pieces
         ]
-    prefix, example_audio = _prefix(prompt, audio, ctx)
+    prefix, example_audio, example_images = _prefix(prompt, audio, ctx, images)
     earlier = [*example_audio, *history_audio]
+    shown = [*example_images, *_turn_images(images, ctx, range(turn))]
+    pictures = images.parts(turn, ctx.image_limit)
+    all_images = [*shown, *pictures]
+
+    def content(n_audio: int) -> Any:
+        return _user_content(current.text, len(earlier), n_audio, len(shown), len(pictures), ctx.image_position)
+
     if not pieces:
-        messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 0)}]
+        messages = [*prefix, *history, {"role": "user", "content": content(0)}]
         return [
             ModelRequest(
                 kind=RequestKind.CHAT,
                 model=ctx.model,
                 messages=messages,
                 audio=earlier,
+                images=all_images,
                 params=ctx.params,
                 repeat=repeat,
             )
         ]
     requests = []
     for piece in pieces:
-        messages = [*prefix, *history, {"role": "user", "content": _user_content(current.text, len(earlier), 1)}]
+        messages = [*prefix, *history, {"role": "user", "content": content(1)}]
         requests.append(
             ModelRequest(
                 kind=RequestKind.CHAT,
                 model=ctx.model,
                 messages=messages,
                 audio=[*earlier, piece],
+                images=all_images,
                 params=ctx.params,
                 repeat=repeat,
             )
@@ -138,8 +184,9 @@ def history_after(
     audio: PreparedAudio,
     ctx: RequestContext,
     answer: str,
+    images: PreparedImages = _NO_IMAGES,
 ) -> tuple[list[dict[str, Any]], list[AudioPart]]:
-    """The conversation after ``turn``: the user turn as the model heard it (every chunk) and its answer.
+    """The conversation after ``turn``: the user turn as the model heard and saw it (every chunk) and its answer.
 
     New lists are returned; the caller's are never changed, so a conversation
     can be replayed or branched without one sample seeing another's history.
@@ -147,9 +194,12 @@ def history_after(
     if ctx.kind != RequestKind.CHAT:
         return history, history_audio
     pieces = audio.parts(turn, ctx.chunk_size, ctx.long_audio) if turn in audio else []
-    _, example_audio = _prefix(prompt, audio, ctx)
+    _, example_audio, example_images = _prefix(prompt, audio, ctx, images)
     first = len(example_audio) + len(history_audio)
-    message = {"role": "user", "content": _user_content(prompt.turns[turn].text, first, len(pieces))}
+    first_image = len(example_images) + len(_turn_images(images, ctx, range(turn)))
+    n_images = len(images.parts(turn, ctx.image_limit))
+    content = _user_content(prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position)
+    message = {"role": "user", "content": content}
     return [*history, message, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
 
 
@@ -158,11 +208,12 @@ LIKELIHOOD_PARAMS = {"max_tokens": 1, "temperature": 0, "echo": True, "logprobs"
 
 
 def likelihood_context(prompt: Prompt) -> str | None:
-    """The text an option continues (system, examples with their answers, the question, "Answer:"); None with audio.
+    """The text an option continues (system, examples with their answers, the question, "Answer:"); None with media.
 
-    The completions API takes text only, so a prompt with audio cannot be scored this way.
+    The completions API takes text only, so a prompt with audio or images cannot be scored this way.
     """
-    if any(turn.audio is not None for turn in prompt.turns) or any(t.audio is not None for t, _ in prompt.examples):
+    turns = [*prompt.turns, *(t for t, _ in prompt.examples)]
+    if any(turn.audio is not None or turn.images for turn in turns):
         return None
     parts = [prompt.system] if prompt.system else []
     parts += [f"{turn.text or ''}\nAnswer: {answer}" for turn, answer in prompt.examples]

@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from evalkit.testing import chat, transcription
+from evalkit.testing import chat, images, transcription
 from evalkit.testing.audio import AudioDecodeError, audio_info
 from evalkit.testing.faults import FaultTable, uniform
 from evalkit.testing.hostile import HOSTILE_KINDS, hostile_response
@@ -87,6 +87,7 @@ class TestServerApp:
         self.count_seen = self.faults is not None or self.latency_range is not None
         self.hash_bodies = self.count_seen or self.log is not None
         self.need_audio = self.answers.needs_audio or self.log is not None
+        self.image_answer = spec.image_answer
         self.seen: dict[str, int] = {}
         self.seq = 0
         self.id_prefix = secrets.token_hex(4)
@@ -267,15 +268,19 @@ class TestServerApp:
         user = chat.last_user_index(messages)
         user_text = messages[user].text if user is not None else ""
         pinned: str | None = None
+        rule = None
         if self.answers.rules:
             audio_fps = fingerprints.get(user, []) if user is not None else []
             if not audio_fps:
                 audio_fps = [fp for fps in fingerprints.values() for fp in fps]
             rule = self.answers.resolve_rule(model, user_text, chat.system_text(messages), audio_fps)
-            if rule is not None:
-                answer, pinned = rule.answer, rule.fault
-            else:
-                answer = user_text if self.answers.default == ECHO else self.answers.default
+        if rule is not None:
+            answer, pinned = rule.answer, rule.fault
+        elif self.image_answer is not None and user is not None and messages[user].images:
+            try:
+                answer = await asyncio.to_thread(self._image_answer, messages[user].images, user)
+            except BadRequest as exc:
+                return self._error(seq, path, model, sha, 400, exc.message, exc.param)
         else:
             answer = user_text if self.answers.default == ECHO else self.answers.default
         content, completion_tokens, finish = chat.truncate(answer, limit)
@@ -300,9 +305,19 @@ class TestServerApp:
         if log is not None:
 
             def log_extra() -> dict[str, Any]:
-                return chat.log_record(body, messages, fingerprints, content)
+                seen = {i: [images.header_info(url) for url in m.images] for i, m in enumerate(messages) if m.images}
+                return chat.log_record(body, messages, fingerprints, content, seen)
 
         return await self.serve(request, seq, path, model, sha, make_ok, log_extra, pinned)
+
+    def _image_answer(self, urls: list[str], message: int) -> str:
+        """One word per image of the last user message, from its decoded pixels (blocking: run in a thread)."""
+        assert self.image_answer is not None
+        words = []
+        for j, url in enumerate(urls):
+            where = f"messages.[{message}].content image {j}"
+            words.append(images.describe(images.image_bytes(url, where), self.image_answer, where))
+        return " ".join(words)
 
     async def _fingerprints(self, messages: list[chat.Message]) -> dict[int, list[str]]:
         """Audio fingerprints per message index (only messages with audio)."""

@@ -2,7 +2,8 @@
 
 Pure functions over dicts, so the handler stays a short sequence of steps.
 Audio parts are kept as base64 strings here; they are decoded only if a rule or
-the request log needs their fingerprint.
+the request log needs their fingerprint. Image parts are kept as their URLs,
+decoded only when the script answers from images or the request log is on.
 """
 
 from __future__ import annotations
@@ -12,18 +13,22 @@ from typing import Any
 from evalkit.testing.wire import BadRequest, dumps
 
 SYSTEM_ROLES = ("system", "developer")
-_IGNORED_PARTS = ("image_url", "input_image", "file")
+_IGNORED_PARTS = ("input_image", "file")
 
 
 class Message:
-    """What the server reads from one chat message: role, joined text parts, audio parts."""
+    """What the server reads from one chat message: role, joined text parts, audio parts, image URLs."""
 
-    __slots__ = ("role", "text", "audio")
+    __slots__ = ("role", "text", "audio", "images", "parts")
 
-    def __init__(self, role: str, text: str, audio: list[str]) -> None:
+    def __init__(
+        self, role: str, text: str, audio: list[str], images: list[str] | None = None, parts: list[str] | None = None
+    ) -> None:
         self.role = role
         self.text = text
         self.audio = audio  # base64 payloads
+        self.images = images or []  # image_url URLs, in order
+        self.parts = parts or []  # the content parts' types in order (empty for string content)
 
 
 def _audio_part(part: dict[str, Any], kind: str, where: str) -> str:
@@ -45,7 +50,8 @@ def parse_messages(messages: Any) -> list[Message]:
 
     Content is a string or a list of parts: ``text`` parts are joined with a
     newline; ``input_audio`` and ``audio_url`` (data: URL) parts are audio;
-    image and file parts are ignored.
+    ``image_url`` parts are images (their URL is kept); other image and file
+    parts are ignored.
     """
     if not isinstance(messages, list) or not messages:
         raise BadRequest("'messages' must be a non-empty array.", "messages")
@@ -55,6 +61,8 @@ def parse_messages(messages: Any) -> list[Message]:
             raise BadRequest(f"messages[{i}] must be an object with a string 'role'.", f"messages.[{i}]")
         content = msg.get("content")
         audio: list[str] = []
+        images: list[str] = []
+        kinds: list[str] = []
         if content is None or isinstance(content, str):
             text = content or ""
         elif isinstance(content, list):
@@ -62,6 +70,7 @@ def parse_messages(messages: Any) -> list[Message]:
             for j, part in enumerate(content):
                 where = f"messages.[{i}].content.[{j}]"
                 kind = part.get("type") if isinstance(part, dict) else None
+                kinds.append(str(kind))
                 if kind == "text":
                     value = part.get("text")
                     if not isinstance(value, str):
@@ -69,12 +78,18 @@ def parse_messages(messages: Any) -> list[Message]:
                     texts.append(value)
                 elif kind in ("input_audio", "audio_url"):
                     audio.append(_audio_part(part, kind, where))
+                elif kind == "image_url":
+                    payload = part.get("image_url")
+                    url = payload.get("url") if isinstance(payload, dict) else payload
+                    if not isinstance(url, str):
+                        raise BadRequest(f"{where}.image_url.url must be a string.", f"{where}.image_url.url")
+                    images.append(url)
                 elif kind not in _IGNORED_PARTS:
                     raise BadRequest(f"{where} has unknown type {kind!r}.", f"{where}.type")
             text = "\n".join(texts)
         else:
             raise BadRequest(f"messages[{i}].content must be a string or an array of parts.", f"messages.[{i}].content")
-        parsed.append(Message(msg["role"], text, audio))
+        parsed.append(Message(msg["role"], text, audio, images, kinds))
     return parsed
 
 
@@ -170,17 +185,30 @@ def stream_body(
 
 
 def log_record(
-    body: dict[str, Any], messages: list[Message], fingerprints: dict[int, list[str]], content: str
+    body: dict[str, Any],
+    messages: list[Message],
+    fingerprints: dict[int, list[str]],
+    content: str,
+    images: dict[int, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """What the request log keeps of a chat request: params and message texts, audio as fingerprints."""
+    """What the request log keeps of a chat request: params and message texts, audio as fingerprints.
+
+    ``images`` (message index -> each image's format, size and byte count) is
+    added to the messages that carry images; never the image data.
+    """
     params = {k: v for k, v in body.items() if k not in ("messages", "model")}
     for key in ("temperature", "max_tokens", "top_p", "seed"):
         params.setdefault(key, None)
-    return {
-        "params": params,
-        "messages": [
-            {"role": m.role, "text": m.text, "n_audio": len(m.audio), "audio_fingerprints": fingerprints.get(i, [])}
-            for i, m in enumerate(messages)
-        ],
-        "answer": content,
-    }
+    logged = []
+    for i, m in enumerate(messages):
+        entry: dict[str, Any] = {
+            "role": m.role,
+            "text": m.text,
+            "n_audio": len(m.audio),
+            "audio_fingerprints": fingerprints.get(i, []),
+        }
+        if m.images:
+            entry["images"] = (images or {}).get(i, [])
+            entry["parts"] = m.parts
+        logged.append(entry)
+    return {"params": params, "messages": logged, "answer": content}

@@ -24,6 +24,9 @@ A script, every key optional::
       - {model: judge-model, match: Score, answer: "8"}   # only for this requested model
       - {match: "sample 7", answer: x, fault: huge}       # this request always meets the fault
     answer_file: null          # JSON {fingerprint_or_text: answer}, appended as rules
+    image_answer: null         # colour | size | format: a chat request whose last user message has
+                               # image_url parts, and that no rule matches, is answered from the
+                               # decoded pixels, one word per image (see evalkit.testing.images)
     token_logprobs: {}         # /v1/completions with echo+logprobs: word -> log-probability of
                                # its token (tokens are whitespace-led words); others get -1.0
     faults: {seed: 0, rates: {"500": 0.1, "429": 0.05, hang: 0.02, malformed: 0.02, drop: 0.01},
@@ -51,6 +54,7 @@ from typing import Any
 
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.testing.hostile import HOSTILE_KINDS
+from evalkit.testing.images import IMAGE_ANSWERS
 
 ECHO = "echo"
 FAULT_KINDS = ("hang", "malformed", "drop", *HOSTILE_KINDS)
@@ -107,6 +111,7 @@ class ScriptSpec:
     default_answer: str = ECHO
     answers: tuple[AnswerRuleSpec, ...] = ()
     answer_file: Path | None = None
+    image_answer: str | None = None
     token_logprobs: dict[str, float] = field(default_factory=dict)
     faults: FaultSpec | None = None
     request_log: Path | None = None
@@ -286,6 +291,14 @@ class _Checker:
             if not answer_file.is_file():
                 self.fail("answer_file", f"{str(answer_file)!r} does not exist")
         request_log = data.get("request_log")
+        image_answer = self.text(data.get("image_answer"), "image_answer")
+        if image_answer is not None and image_answer not in IMAGE_ANSWERS:
+            self.fail(
+                "image_answer",
+                f"unknown mode {image_answer!r}{did_you_mean(image_answer, IMAGE_ANSWERS)}; expected one of "
+                f"{', '.join(IMAGE_ANSWERS)}",
+            )
+            image_answer = None
         logprobs_raw = data.get("token_logprobs") or {}
         token_logprobs: dict[str, float] = {}
         if not isinstance(logprobs_raw, Mapping):
@@ -306,6 +319,7 @@ class _Checker:
             default_answer=self.text(data.get("default_answer", ECHO), "default_answer", optional=False) or "",
             answers=tuple(r for r in rules if r is not None),
             answer_file=answer_file,
+            image_answer=image_answer,
             token_logprobs=token_logprobs,
             faults=self.faults(data.get("faults"), "faults"),
             request_log=Path(request_log) if request_log is not None else None,

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--default-answer", default=None)
     p.add_argument("--request-log", type=Path, default=None)
     p.add_argument("--model", default=None)
+    p.add_argument(
+        "--image-answer", default=None, help="colour | size | format: answer image requests from their pixels"
+    )
     return p
 
 
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         "default_answer": args.default_answer,
         "request_log": args.request_log,
         "model": args.model,
+        "image_answer": args.image_answer,
     }
     try:
         script = load_script(args.script, overrides)

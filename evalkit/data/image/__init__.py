@@ -1,0 +1,5 @@
+"""Images, carried encoded until needed.
+
+values: dataset cells -> Image (no decoding); codec: Pillow probe, downsize, re-encode;
+prepare: the data URIs every model of an engine sends, made once per sample in the workers.
+"""
