@@ -7,7 +7,8 @@
     python -m benchmarks.ab --a /work/main --b . --concurrency 32   # A/B of two checkouts on (a)
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
-with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
+with loop lag), c (replica scaling), d (memory, with loop lag), f (audio
+requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), s (soak: a
 fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size).
 """
 
@@ -26,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import latency, memory, overhead, peers, profile, replicas, report, soak
+from benchmarks import audio_requests, latency, memory, overhead, peers, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -35,6 +36,7 @@ SECTIONS = {
     "b": ("latency", latency.run),
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
+    "f": ("audio_requests", audio_requests.run),
     "s": ("soak", soak.run),
 }
 
