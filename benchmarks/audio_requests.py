@@ -132,6 +132,7 @@ def _capture_bodies(work: Path, runspecs: Path) -> Path:
     with _capture_server() as (url, bodies):
         config = _config(work, runspecs, url, "capture")
         run_child(evalkit_argv("run", str(config), "--no-cache", "--quiet"), work, timeout=600).check()
+    _reap_orphans(set(), ORPHAN_WAIT_S)  # this run's workers: never counted in the first measured round
     if len(bodies) != N_REQUESTS:
         raise RuntimeError(f"(f) captured {len(bodies)} bodies, expected {N_REQUESTS}")
     path = work / "audio_bodies.bin"
