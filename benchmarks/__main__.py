@@ -7,7 +7,8 @@
     python -m benchmarks.ab --a /work/main --b . --concurrency 32   # A/B of two checkouts on (a)
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
-with loop lag), c (replica scaling), d (memory, with loop lag), s (soak: a
+with loop lag), c (replica scaling), d (memory, with loop lag), f (audio
+requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), s (soak: a
 fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size), i
 (5,000 local images against the same run with text only).
 """
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import images, latency, memory, overhead, peers, profile, replicas, report, soak
+from benchmarks import audio_requests, images, latency, memory, overhead, peers, profile, replicas, report, soak
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -36,6 +37,7 @@ SECTIONS = {
     "b": ("latency", latency.run),
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
+    "f": ("audio_requests", audio_requests.run),
     "s": ("soak", soak.run),
     "i": ("images", images.run),
 }

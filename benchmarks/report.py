@@ -142,6 +142,27 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
                 worst < 50,
             )
         )
+    f = results.get("audio_requests")
+    if f:
+        rows.append(
+            (
+                f"(f) audio requests, {f['clip_seconds']} s clips, {f['concurrency']} in flight",
+                f"{f['evalkit']['rps_phase']:,.0f} req/s vs raw loop of the same bodies "
+                f"{f['raw']['rps_phase']:,.0f} = **{f['ratio_phase']:.2f}x**",
+                ">= 0.8x",
+                f["ratio_phase"] >= 0.8,
+            )
+        )
+        rows.append(
+            (
+                "(f) audio requests, client CPU per request",
+                f"evalkit **{f['cpu_us_per_request_evalkit']:,.0f} µs** (main process "
+                f"{f['cpu_us_per_request_evalkit_main']:,.0f} µs, the rest its audio workers) vs raw "
+                f"{f['cpu_us_per_request_raw']:,.0f} µs",
+                "—",
+                None,
+            )
+        )
     s = results.get("soak")
     if s:
         rows += _soak_rows(s)
@@ -344,6 +365,42 @@ def _details(results: dict[str, Any]) -> list[str]:
                 f"\n(the parquet file was generated in this run: {d['generated_s']:.0f} s, not counted in any figure)"
             )
         out.append("")
+    f = results.get("audio_requests")
+    if f:
+        out += [
+            "### (f) audio requests",
+            "",
+            (
+                f"{f['n_requests']:,} chat requests, each carrying one {f['clip_seconds']} s clip of (d)'s parquet "
+                f"(FLAC, decoded and sent as base64 WAV: {f['body_bytes_mean'] / 1024:,.0f} KiB bodies on average), "
+                f"batch_size {f['concurrency']}, metric word_error_rate, `evalkit run --no-cache --quiet`; the raw "
+                "loop sends the bodies evalkit sent, captured byte for byte from one evalkit run beforehand, so it "
+                'decodes and encodes nothing. Fresh zero-latency test server per client answering "ok" (request '
+                f"log on); medians of {f['rounds']} alternating rounds. evalkit's CPU = its process plus its audio "
+                "worker processes (reaped by the benchmark as child subreaper"
+                + ("" if f.get("subreaper") else "; NOT available on this machine: workers uncounted")
+                + ")."
+            ),
+            "",
+            "| client | request phase | req/s (phase) | whole process | CPU | CPU per request | server CPU |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for name in ("raw", "evalkit"):
+            r = f[name]
+            cpu = f"{r['cpu_s']:.2f} s" + (
+                f" (main {r['main_cpu_s']:.2f} s + workers {r['workers_cpu_s']:.2f} s)" if name == "evalkit" else ""
+            )
+            out.append(
+                f"| {name} | {r['phase_s']:.2f} s | {r['rps_phase']:,.0f} | {r['process_s']:.2f} s | {cpu} | "
+                f"{r['cpu_s'] / f['n_requests'] * 1e6:,.0f} µs | {r['server_cpu_s']:.2f} s |"
+            )
+        out += [
+            "",
+            f"- request-phase req/s per round: raw {', '.join(f'{x:,.0f}' for x in f['raw']['runs_rps_phase'])}; "
+            f"evalkit {', '.join(f'{x:,.0f}' for x in f['evalkit']['runs_rps_phase'])}",
+            f"- evalkit spawn -> first request {f['evalkit']['startup_s']:.2f} s (median)",
+            "",
+        ]
     s = results.get("soak")
     if s:
         r, c = s["resumed"], s["clean"]

@@ -280,7 +280,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_dry_run(report, plan)
         return int(report.exit_code)
     from evalkit.api import run_options
-    from evalkit.report.console import print_results
     from evalkit.report.progress import expected_totals, make_progress
     from evalkit.run.runner import execute
 
@@ -292,6 +291,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     with progress:
         outcome = _run_async(execute(plan, options))
+    from evalkit.report.console import print_results  # rich: after the run, not before its first request
+
     print_results(outcome)
     return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
 

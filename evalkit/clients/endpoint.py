@@ -135,7 +135,8 @@ class EndpointPool:
             ctx = session.post(self._urls[request.kind], timeout=timeout, **wire.post_arguments(request))
             async with ctx as response:
                 status = response.status
-                retry_after = retry_after_seconds(response.headers)
+                # only an error answer may say when to come back: a 200 skips two header lookups
+                retry_after = retry_after_seconds(response.headers) if status >= 400 else None
                 content_type = response.content_type
                 received = 0
                 if status < 400 and content_type == "text/event-stream":

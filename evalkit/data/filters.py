@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from evalkit.config import Filters
-from evalkit.data.audio import decode as audio_codec
 from evalkit.data.sample import Sample
 from evalkit.languages import normalize_language, split_pair
 
@@ -75,6 +74,8 @@ def sample_duration(sample: Sample) -> float | None:
             return None
     if sample.audio is None:
         return None
+    from evalkit.data.audio import decode as audio_codec  # numpy and soundfile: only for audio samples
+
     try:
         seconds = audio_codec.duration_seconds(sample.audio)
     except (ValueError, OSError, RuntimeError):

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
-from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
 from evalkit.data.files import local_files, require_local_source
 from evalkit.data.hubcache import HubRowCache
 from evalkit.data.image.values import ImageDecodeError, images_from_cell
@@ -165,6 +164,9 @@ def _audio_value(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -
     """
     if value is None:
         return None
+    # here, not at the top: the decoders bring numpy, soundfile and soxr, which a text run never needs
+    from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
+
     try:
         return audio_from_value(value, base_dir)
     except AudioDecodeError as error:

@@ -2,11 +2,12 @@
 
 An engine streams samples and must not keep predictions; what it keeps per
 scored sample is one row of sufficient statistics and the per-sample score,
-in growable float64 arrays (capacity doubles, so appends are amortized O(1)
-and a million samples cost a few tens of MB, no Python object per sample).
-Group labels (accent, gender, length bucket, ...) are stored as small integer
-codes per group name, so per-group results are computed from the same rows
-at the end.
+in growable C arrays of float64 (the standard library's :mod:`array`: appends
+are amortized O(1), a million samples cost a few tens of MB, no Python object
+per sample). numpy comes in only when the result is computed, so a run's
+start-up and its per-sample path never import it. Group labels (accent,
+gender, length bucket, ...) are stored as small integer codes per group name,
+so per-group results are computed from the same rows at the end.
 
 A metric may also report named *subscores* per sample (a rubric's per-tag
 scores): when it defines ``subscores(score) -> {name: value}``, those values
@@ -23,13 +24,13 @@ import math
 import re
 from array import array
 from collections import Counter
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, MetricResult, SampleScore
-from evalkit.metrics.ci import bootstrap_ci, normal_ci
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: upper edges (seconds, exclusive) and labels of the audio-length buckets used for WER-by-length
 LENGTH_BUCKETS: tuple[tuple[float, str], ...] = (
@@ -80,13 +81,17 @@ class ScoreAccumulator:
 
     def __init__(self, metric: Metric, initial_capacity: int = 256) -> None:
         self.metric = metric
+        #: kept for callers that size it; C arrays grow by themselves
         self._capacity = max(1, int(initial_capacity))
         self._n = 0
         self._k: int | None = None
-        self._stats = np.empty((0, 0), dtype=np.float64)
-        self._scores = np.empty(self._capacity, dtype=np.float64)
-        self._order = np.empty(self._capacity, dtype=np.float64)
-        self._group_codes: dict[str, np.ndarray] = {}
+        #: row-major (n, k) statistics, the per-sample score (NaN: none) and order (NaN: none)
+        self._stats: array[float] = array("d")
+        self._scores: array[float] = array("d")
+        self._order: array[float] = array("d")
+        #: group name -> one code per row (-1: the row has no value for it); rows added before
+        #: a name first showed are filled in when it shows, later rows without it get -1
+        self._group_codes: dict[str, array[int]] = {}
         self._group_values: dict[str, dict[str, int]] = {}
         self._subscores: dict[str, array[float]] = {}
         self._subscore_hook = getattr(metric, "subscores", None)
@@ -130,67 +135,67 @@ class ScoreAccumulator:
             stats = (float(score.score), 1.0)  # the default corpus(): a mean
         if self._k is None:
             self._k = len(stats)
-            self._stats = np.empty((self._capacity, self._k), dtype=np.float64)
         elif len(stats) != self._k:
             raise ValueError(
                 f"{self.metric.name}: sample stats have {len(stats)} values, earlier samples had {self._k}"
             )
-        if self._n == self._capacity:
-            self._grow()
         row = self._n
-        self._order[row] = math.nan if order is None else float(order)
-        self._stats[row] = stats
-        self._scores[row] = math.nan if score.score is None else float(score.score)
+        self._stats.extend([float(x) for x in stats])  # floats first: a bad value leaves no half row behind
+        self._order.append(math.nan if order is None else float(order))
+        self._scores.append(math.nan if score.score is None else float(score.score))
         if groups:
             for name, value in groups.items():
                 codes = self._group_codes.get(name)
                 if codes is None:
-                    codes = np.full(self._capacity, -1, dtype=np.int32)
-                    self._group_codes[name] = codes
+                    codes = self._group_codes[name] = array("i")
                     self._group_values[name] = {}
                 values = self._group_values[name]
                 label = str(value)
                 code = values.get(label)
                 if code is None:
                     code = values[label] = len(values)
-                codes[row] = code
+                if len(codes) < row:
+                    codes.extend([-1] * (row - len(codes)))
+                codes.append(code)
         if callable(self._subscore_hook):
             for name, value in (self._subscore_hook(score) or {}).items():
                 self._subscores.setdefault(str(name), array("d")).append(float(value))
         self._n += 1
 
-    def _grow(self) -> None:
-        new = self._capacity * 2
-        stats = np.empty((new, self._stats.shape[1]), dtype=np.float64)
-        stats[: self._n] = self._stats[: self._n]
-        self._stats = stats
-        scores = np.empty(new, dtype=np.float64)
-        scores[: self._n] = self._scores[: self._n]
-        self._scores = scores
-        order = np.empty(new, dtype=np.float64)
-        order[: self._n] = self._order[: self._n]
-        self._order = order
-        for name, codes in self._group_codes.items():
-            grown = np.full(new, -1, dtype=np.int32)
-            grown[: self._n] = codes[: self._n]
-            self._group_codes[name] = grown
-        self._capacity = new
+    def _codes(self, name: str) -> np.ndarray:
+        """One group's codes for every row (-1 where a row has no value for it), as a numpy array."""
+        import numpy as np
+
+        codes = np.full(self._n, -1, dtype=np.int32)
+        stored = self._group_codes[name]
+        codes[: len(stored)] = stored
+        return codes
 
     @property
     def stats(self) -> np.ndarray:
-        """The (n, k) matrix of scored samples' statistics (a view; do not modify)."""
-        return self._stats[: self._n]
+        """The (n, k) matrix of scored samples' statistics (a copy)."""
+        import numpy as np
+
+        return np.array(self._stats, dtype=np.float64).reshape(self._n, self._k or 0)
 
     @property
     def scores(self) -> np.ndarray:
         """Per-sample scores of the scored samples (NaN where a metric gave none)."""
-        return self._scores[: self._n]
+        import numpy as np
+
+        return np.array(self._scores, dtype=np.float64)
 
     def subscore_values(self, name: str) -> np.ndarray:
         """The per-sample values of one subscore (only the samples that reported it)."""
+        import numpy as np
+
         return np.array(self._subscores.get(name, array("d")), dtype=np.float64)  # a copy: a view would pin the array
 
     def _subscore_results(self) -> dict[str, dict[str, float | int]]:
+        import numpy as np
+
+        from evalkit.metrics.ci import normal_ci
+
         floor, ceiling = getattr(self.metric, "subscore_bounds", self.metric.bounds)
         out: dict[str, dict[str, float | int]] = {}
         for name in sorted(self._subscores, key=_natural_key):
@@ -208,6 +213,8 @@ class ScoreAccumulator:
     def _summarize(
         self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
     ) -> tuple[float, float, float]:
+        from evalkit.metrics.ci import bootstrap_ci, normal_ci
+
         if rows.shape[0] == 0:
             return math.nan, math.nan, math.nan
         value = float(self.metric.corpus(rows.sum(axis=0)))
@@ -224,8 +231,10 @@ class ScoreAccumulator:
 
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
         """Corpus score, CI (``metric.ci_method``), counts, settings and per-group results."""
+        import numpy as np
+
         rows, scores = self.stats, self.scores
-        order = self._order[: self._n]
+        order = np.array(self._order, dtype=np.float64)
         perm = np.argsort(order, kind="stable") if self._n and not np.isnan(order).all() else None
         if perm is not None:
             rows, scores = rows[perm], scores[perm]
@@ -239,8 +248,8 @@ class ScoreAccumulator:
         details["n_failed"] = self.n_failed
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
-        for name, codes in self._group_codes.items():
-            codes = codes[: self._n] if perm is None else codes[: self._n][perm]
+        for name in self._group_codes:
+            codes = self._codes(name) if perm is None else self._codes(name)[perm]
             per_value: dict[str, dict[str, float | int]] = {}
             for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
                 mask = codes == code

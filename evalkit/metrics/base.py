@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
@@ -23,6 +21,9 @@ from evalkit.processing.processors import ProcessorChain, build_processors
 
 #: the option every metric takes: text processors applied to prediction and reference before scoring
 PROCESSORS_OPTION = "processors"
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(slots=True)
@@ -95,6 +96,8 @@ class Metric(ABC):
 
         The default is a mean: stats are ``(score, 1)``.
         """
+        import numpy as np  # here, not at the top: a run imports numpy only once results are computed
+
         totals = np.asarray(totals, dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
             return totals[..., 0] / totals[..., 1]

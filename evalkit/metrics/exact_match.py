@@ -31,6 +31,8 @@ from evalkit.metrics.base import (
 
 
 def _is_edge(char: str) -> bool:
+    if char.isalnum():  # most edges of an answer: no Unicode category lookup needed
+        return False
     return char.isspace() or unicodedata.category(char).startswith("P")
 
 

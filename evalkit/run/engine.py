@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, BinaryIO
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
@@ -153,7 +153,7 @@ class Engine:
         #: every image limit of this engine's models, so an image is downsized once per limit
         self.image_limits: list[ImageLimit] = list(dict.fromkeys(c.image_limit for c in self.request_contexts.values()))
         self.n_samples = 0
-        self._records: TextIO | None = None
+        self._records: BinaryIO | None = None
         self._example_pool: list[Sample] = []
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
         self._assembler: PromptAssembler | None = None
@@ -199,7 +199,7 @@ class Engine:
         """Run the samples into the records file; a full disk raises one DiskFullError naming it."""
         try:
             self.records_path.parent.mkdir(parents=True, exist_ok=True)
-            self._records = self.records_path.open("w", encoding="utf-8")
+            self._records = self.records_path.open("wb")  # the default 8 KiB buffer: a kill loses little
         except OSError as error:
             if is_disk_full(error):
                 raise disk_full(self.records_path) from None
@@ -474,12 +474,12 @@ class Engine:
     def _write(self, record: dict[str, Any], sample: Sample, model: str, scored: bool) -> None:
         """Append one record (a full disk raises DiskFullError naming the records file) and report progress."""
         assert self._records is not None
-        line = jsonutil.dumps(record) + "\n"
+        line = jsonutil.dumps_bytes(record) + b"\n"  # UTF-8 JSON straight from the encoder: no str round trip
         try:
             self._records.write(line)
         except OSError as error:
             if is_disk_full(error):
-                raise disk_full(self.records_path, len(line.encode())) from None
+                raise disk_full(self.records_path, len(line)) from None
             raise
         if model == self.models[0].name:
             self._note_data_problem(record, sample)

@@ -14,7 +14,6 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evalkit.data.audio import decode as audio_codec
 from evalkit.data.sample import Audio
 
 SAMPLE_RATE = 16000
@@ -63,6 +62,8 @@ class AudioPart:
 def pcm16_of(audio: Audio) -> bytes:
     """Decode any supported audio to 16 kHz mono little-endian int16 PCM (blocking; run in a thread)."""
     import numpy as np
+
+    from evalkit.data.audio import decode as audio_codec  # numpy, soundfile, soxr: in the audio workers only
 
     array = audio_codec.load_16k_mono(audio)
     # x * 32768 inverts soundfile's int16 -> float scaling exactly, so 16-bit sources pass losslessly

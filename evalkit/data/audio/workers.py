@@ -17,9 +17,11 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:  # the process pool's module (and multiprocessing) load with the first audio job, not at start-up
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger("evalkit")
 T = TypeVar("T")
@@ -97,6 +99,8 @@ def _audio_pool() -> Executor | None:
     with _pool_lock:
         if _pool is None:
             import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures.process import BrokenProcessPool
 
             workers = audio_workers()
             try:
@@ -105,7 +109,7 @@ def _audio_pool() -> Executor | None:
                 method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
                 context = multiprocessing.get_context(method)
                 if method == "forkserver":
-                    context.set_forkserver_preload(["evalkit.data.audio.pcm"])
+                    context.set_forkserver_preload(["evalkit.data.audio.pcm", "evalkit.data.audio.decode"])
                 pool = ProcessPoolExecutor(
                     max_workers=workers, mp_context=context, initializer=_worker_init, initargs=(os.getpid(),)
                 )
@@ -132,6 +136,8 @@ async def run_audio_job(fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
     pool = _pool if _pool is not None else await asyncio.to_thread(_audio_pool)
     if pool is not None and not _pool_failed:
+        from concurrent.futures.process import BrokenProcessPool  # loaded with the pool: a dict lookup
+
         try:
             return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
         except BrokenProcessPool:
