@@ -279,3 +279,22 @@ def test_evalkit_serve_refuses_bad_images_with_their_reason(
     assert expected in message and "messages[0].content[0].image_url.url" in message, message
     assert reply["error"]["code"] == "invalid_image"
     assert good_code == 200
+
+
+def test_a_text_only_model_refuses_an_image_with_its_reason(tmp_path: Path) -> None:
+    """The tiny Llama on the transformers backend: an image is the client's error, found before any batch."""
+    from PIL import Image
+
+    from evalkit.serve.backends.base import ChatInput, InputError
+    from evalkit.serve.backends.transformers_backend import KIND_CAUSAL_LM, TransformersBackend
+    from evalkit.testing.tiny_model import build_tiny_llama
+
+    backend = TransformersBackend(build_tiny_llama(tmp_path / "tiny-llama"), model_id="tiny-llama", dtype="float32")
+    try:
+        assert backend.kind == KIND_CAUSAL_LM
+        image = {"type": "image", "image": Image.new("RGB", (8, 8))}
+        with pytest.raises(InputError, match="'tiny-llama' does not take images"):
+            backend.check_chat(ChatInput([{"role": "user", "content": [image, {"type": "text", "text": "Hi"}]}]))
+        backend.check_chat(ChatInput([{"role": "user", "content": "Hi"}]))  # text is fine
+    finally:
+        backend.close()
