@@ -352,7 +352,7 @@ def test_bad_requests_get_400_naming_the_problem(servers: dict[str, ServeProcess
         "no audio": (400, "pocketsphinx backend needs audio"),
         "bad base64": (400, "messages[0].content[0].input_audio.data is not valid base64"),
         "not audio": (400, "messages[0].content[0].input_audio.data: cannot decode"),
-        "image": (400, "unsupported part type 'image_url'"),
+        "image": (400, "http URLs are not fetched"),
         "max_tokens": (400, "max_tokens must be a positive integer"),
         "wrong model": (404, "'gpt-nope' does not exist"),
         "format": (400, "response_format 'srt' is not supported"),

@@ -29,6 +29,7 @@ from evalkit.data.audio.decode import TARGET_SR, AudioDecodeError, load_16k_mono
 from evalkit.data.sample import Audio
 from evalkit.languages import UnknownLanguageError, language_name, split_pair
 from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams, InputError
+from evalkit.serve.backends.vision import ImageInputError, image_part
 from evalkit.serve.batcher import (
     BatchStats,
     DynamicBatcher,
@@ -370,10 +371,16 @@ def _parse_messages(raw: Any) -> list[dict[str, Any]]:
                 parts.append({"type": "text", "text": part["text"]})
             elif kind in ("input_audio", "audio_url"):
                 parts.append({"type": "audio", "array": _audio_part(part, part_where)})
+            elif kind == "image_url":
+                try:
+                    parts.append(image_part(part, part_where))
+                except ImageInputError as exc:
+                    raise RequestError(400, str(exc), param=part_where, code="invalid_image") from None
             else:
                 raise RequestError(
                     400,
-                    f"{part_where}: unsupported part type {kind!r} (supported: text, input_audio, audio_url)",
+                    f"{part_where}: unsupported part type {kind!r} (supported: text, image_url, input_audio, "
+                    "audio_url)",
                     param=part_where,
                 )
         messages.append({**message, "content": parts})

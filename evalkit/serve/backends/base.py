@@ -58,6 +58,8 @@ class ChatInput:
 
     ``messages`` keep the OpenAI shape; every ``input_audio`` part is replaced by
     ``{"type": "audio", "array": float32 16 kHz mono np.ndarray}``.
+    Every ``image_url`` part is replaced by ``{"type": "image", "image": RGB PIL.Image}``
+    (see :mod:`evalkit.serve.backends.vision`).
     """
 
     messages: list[dict[str, Any]]

@@ -19,9 +19,14 @@ Three kinds of model are recognised from the folder's ``config.json``:
 ``audio_chat``
     Audio-text-to-text chat models such as Qwen2-Audio: the processor's chat
     template gets audio placeholders and the processor the audio arrays.
-    Best effort and NOT tested in evalkit's suite (no such model can be built
-    or downloaded there); processors differ, so check one request by hand
-    before a long run.
+    Tested with a tiny Qwen2-Audio (tests/test_audio_llm.py); processors
+    differ, so check one request by hand before a long run of another model.
+``image_chat``
+    Image-text-to-text models (Idefics3/SmolVLM, LLaVA, Qwen2-VL, ...):
+    AutoModelForImageTextToText (or the config's class) + AutoProcessor; the
+    images of ``image_url`` parts, decoded by the server, go to the processor
+    with the rendered chat template (see :mod:`evalkit.serve.backends.vision`).
+    Tested against transformers' ``generate`` and vLLM on a tiny Idefics3.
 
 Loading is local by default: ``local_files_only=True`` is always passed, so a
 folder path loads and a hub id loads only if it is already in the local
@@ -49,6 +54,7 @@ import numpy as np
 
 from evalkit.errors import UserError
 from evalkit.serve.backends.base import Backend, ChatInput, Generated, GenerationParams, InputError
+from evalkit.serve.backends.vision import encode_image_chats, has_images
 
 try:
     import torch
@@ -68,6 +74,7 @@ WHISPER_WINDOW_SECONDS = 30.0
 KIND_CAUSAL_LM = "causal_lm"
 KIND_SPEECH_TO_TEXT = "speech_to_text"
 KIND_AUDIO_CHAT = "audio_chat"
+KIND_IMAGE_CHAT = "image_chat"
 
 _DTYPES = {
     "float32": "float32",
@@ -85,17 +92,24 @@ def hub_downloads_allowed() -> bool:
 
 
 def detect_kind(config: Any) -> str:
-    """Which of the three kinds a model config describes.
+    """Which of the four kinds a model config describes.
 
     Audio-chat models are recognised by an audio sub-config next to a text
-    one; Whisper-style models by being encoder-decoders registered for
-    speech seq2seq. Everything else is treated as a causal LM.
+    one, image-chat models by a vision sub-config next to a text one (or by
+    being registered for image-text-to-text); Whisper-style models by being
+    encoder-decoders registered for speech seq2seq. Everything else is
+    treated as a causal LM.
     """
     from transformers.models.auto import modeling_auto
 
     model_type = getattr(config, "model_type", "")
     if getattr(config, "audio_config", None) is not None and getattr(config, "text_config", None) is not None:
         return KIND_AUDIO_CHAT
+    image_text = getattr(modeling_auto, "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", {})
+    if getattr(config, "text_config", None) is not None and (
+        getattr(config, "vision_config", None) is not None or model_type in image_text
+    ):
+        return KIND_IMAGE_CHAT
     speech_seq2seq = getattr(modeling_auto, "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", {})
     if model_type in speech_seq2seq and getattr(config, "is_encoder_decoder", False):
         return KIND_SPEECH_TO_TEXT
@@ -190,6 +204,8 @@ class TransformersBackend(Backend):
             self._init_causal_lm()
         elif self.kind == KIND_SPEECH_TO_TEXT:
             self._init_speech_to_text()
+        elif self.kind == KIND_IMAGE_CHAT:
+            self._init_image_chat()
         else:
             self._init_audio_chat()
         self.model.eval()
@@ -256,9 +272,14 @@ class TransformersBackend(Backend):
                 self.tokenizer.pad_token = self.tokenizer.eos_token
         self.model = self._load_model(
             self._architecture_class(),
+            getattr(transformers, "AutoModelForImageTextToText", None),
             getattr(transformers, "AutoModelForMultimodalLM", None),
             getattr(transformers, "AutoModelForSeq2SeqLM", None),
         )
+
+    def _init_image_chat(self) -> None:
+        # the processor, tokenizer and loading of audio chat; AutoModelForImageTextToText is among the classes tried
+        self._init_audio_chat()
 
     # ------------------------------------------------------------ chat
 
@@ -288,6 +309,10 @@ class TransformersBackend(Backend):
     def check_chat(self, item: ChatInput) -> None:
         if self.kind == KIND_CAUSAL_LM and _has_audio(item.messages):
             raise InputError(f"model {self.model_id!r} is a text-only model; the request has audio")
+        if self.kind != KIND_IMAGE_CHAT and has_images(item.messages):
+            raise InputError(f"model {self.model_id!r} does not take images ({self.kind} model); the request has one")
+        if self.kind == KIND_IMAGE_CHAT and _has_audio(item.messages):
+            raise InputError(f"model {self.model_id!r} is an image-text model; the request has audio")
 
     def count_tokens(self, text: str) -> int:
         """Tokens as this model's tokenizer counts them, for the usage figures."""
@@ -301,7 +326,23 @@ class TransformersBackend(Backend):
         per_item: list[GenerationParams],
         params: GenerationParams,
     ) -> list[str]:
-        if self.kind == KIND_CAUSAL_LM:
+        if self.kind == KIND_IMAGE_CHAT:
+            with_images = [has_images(conv) for conv in conversations]
+            if any(with_images) and not all(with_images):
+                # processors take one image list per text or none: the two halves run apart
+                return _merge_halves(
+                    with_images,
+                    *(
+                        self._generate_chat(
+                            [c for c, w in zip(conversations, with_images) if w == side],
+                            [p for p, w in zip(per_item, with_images) if w == side],
+                            params,
+                        )
+                        for side in (True, False)
+                    ),
+                )
+            encoded = encode_image_chats(self.processor, conversations, self.device, self.model.dtype)
+        elif self.kind == KIND_CAUSAL_LM:
             encoded = self._encode_text_chats(conversations)
         else:
             encoded = self._encode_audio_chats(conversations)
@@ -464,6 +505,12 @@ def _whisper_languages(generation_config: Any) -> frozenset[str] | None:
     if hasattr(generation_config, "is_multilingual"):
         return frozenset({"en"})
     return None
+
+
+def _merge_halves(flags: list[bool], first: list[str], second: list[str]) -> list[str]:
+    """Answers in the original order: ``first`` for the True flags, ``second`` for the False ones."""
+    firsts, seconds = iter(first), iter(second)
+    return [next(firsts) if flag else next(seconds) for flag in flags]
 
 
 def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], GenerationParams]]:
