@@ -66,7 +66,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         ci="bootstrap",
         summary="Corpus CER: always character level (spaces count as characters, as in jiwer.cer).",
     ),
-    # --- KARMA's ASR semantic metrics (issue 20, point 5) ---
+    # KARMA's ASR metrics (its asr_semantic_metric family)
     _m(
         "semantic_wer",
         "evalkit.metrics.semantic_wer:SemanticWordErrorRate",
@@ -90,7 +90,6 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         ci="bootstrap",
         summary="WER over the words of the entities the dataset tags, after the semantic normalisation.",
     ),
-    # --- end KARMA ASR ---
     _m(
         "cpwer",
         "evalkit.metrics.diarization:ConcatenatedPermutationWER",
@@ -196,7 +195,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         judge=True,
         summary="Points of the criteria the judge finds met, over the positive points, clipped to [0, 1].",
     ),
-    # --- vision (issue 20a): VQA, documents, charts, POPE ---
+    # --- vision: VQA, documents, charts, POPE ---
     _m(
         "vqa_accuracy",
         "evalkit.metrics.vision:VqaAccuracy",
