@@ -42,6 +42,7 @@ import gc
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,25 @@ def _dtype_kwarg() -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
+@dataclass
+class ChatChunk:
+    """One generate() call of a batch: which requests, their encoded inputs and, once generated, the output."""
+
+    indices: list[int]
+    per_item: list[GenerationParams]
+    params: GenerationParams
+    encoded: dict[str, Any]
+    output: Any = None
+
+
+@dataclass
+class PreparedChat:
+    """A chat batch between the stages: refusals already in ``results``, the rest in ``chunks``."""
+
+    results: list[Any]
+    chunks: list[ChatChunk] = field(default_factory=list)
+
+
 class TransformersBackend(Backend):
     """A local transformers model answering batches of chat or transcription requests."""
 
@@ -181,6 +201,11 @@ class TransformersBackend(Backend):
                 raise UserError(f"{self.model_path}: no config.json there; expected a Hugging Face model folder")
             self.model_path = str(local)
 
+        #: the prepare step of each chat kind: conversations -> generate() inputs on the device
+        self._chat_encoders: dict[str, Callable[[list[list[dict[str, Any]]]], dict[str, Any]]] = {
+            KIND_CAUSAL_LM: self._encode_text_chats,
+            KIND_AUDIO_CHAT: self._encode_audio_chats,
+        }
         config = self._load(transformers.AutoConfig.from_pretrained)
         self.kind = detect_kind(config)
         self.config = config
@@ -263,26 +288,66 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------ chat
 
     def chat_batch(self, inputs: list[ChatInput]) -> list[str]:
+        """All three stages in the calling thread (the server runs them on two threads, overlapped)."""
         if not self.supports_chat:
             return super().chat_batch(inputs)
-        results: list[Any] = [None] * len(inputs)
+        return self.finish_chat(self.generate_chat(self.prepare_chat(inputs)))
+
+    def prepare_chat(self, inputs: list[ChatInput]) -> Any:
+        """Refusals, generate() groups of at most ``max_batch_size``, and their encoded, padded tensors."""
+        if not self.supports_chat:
+            return super().prepare_chat(inputs)
+        prepared = PreparedChat(results=[None] * len(inputs))
         runnable: list[int] = []
         for index, item in enumerate(inputs):
             try:
                 self.check_chat(item)
             except InputError as exc:
-                results[index] = exc  # refused alone; the rest of the batch still runs
+                prepared.results[index] = exc  # refused alone; the rest of the batch still runs
             else:
                 runnable.append(index)
+        encode = self._chat_encoders[self.kind]
         for group, params in _generation_groups([inputs[i] for i in runnable]):
             indices = [runnable[i] for i in group]
             for start in range(0, len(indices), self.max_batch_size):
                 chunk = indices[start : start + self.max_batch_size]
-                texts = self._generate_chat(
-                    [inputs[i].messages for i in chunk], [inputs[i].params for i in chunk], params
+                prepared.chunks.append(
+                    ChatChunk(
+                        indices=chunk,
+                        per_item=[inputs[i].params for i in chunk],
+                        params=params,
+                        encoded=encode([inputs[i].messages for i in chunk]),
+                    )
                 )
-                for i, text in zip(chunk, texts):
-                    results[i] = text
+        return prepared
+
+    def generate_chat(self, prepared: Any) -> Any:
+        """Only generate(): everything else happened in :meth:`prepare_chat` or waits for :meth:`finish_chat`."""
+        if not isinstance(prepared, PreparedChat):
+            return super().generate_chat(prepared)
+        for chunk in prepared.chunks:
+            max_new = max(max(1, p.max_tokens) for p in chunk.per_item)
+            with self._lock, torch.inference_mode():
+                if chunk.params.temperature > 0 and chunk.params.seed is not None:
+                    torch.manual_seed(chunk.params.seed)
+                chunk.output = self.model.generate(**chunk.encoded, **self._decoding_kwargs(chunk.params, max_new))
+        return prepared
+
+    def finish_chat(self, generated: Any) -> list[Any]:
+        """The answers' text and token counts, cut to each request's own max_tokens."""
+        if not isinstance(generated, PreparedChat):
+            return super().finish_chat(generated)
+        results = generated.results
+        for chunk in generated.chunks:
+            encoded = chunk.encoded
+            prompt_len = encoded["input_ids"].shape[1]
+            new_tokens = chunk.output[:, prompt_len:].cpu()
+            mask = encoded.get("attention_mask")
+            for row_index, (row, item, index) in enumerate(zip(new_tokens, chunk.per_item, chunk.indices)):
+                # a shorter max_tokens is the prefix of a longer greedy answer
+                ids = self._generated_ids(row[: max(1, item.max_tokens)])
+                prompt = int(mask[row_index].sum()) if mask is not None else int(prompt_len)
+                results[index] = Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt)
         return results
 
     def check_chat(self, item: ChatInput) -> None:
@@ -294,32 +359,6 @@ class TransformersBackend(Backend):
         if self.tokenizer is None or not text:
             return super().count_tokens(text)
         return len(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def _generate_chat(
-        self,
-        conversations: list[list[dict[str, Any]]],
-        per_item: list[GenerationParams],
-        params: GenerationParams,
-    ) -> list[str]:
-        if self.kind == KIND_CAUSAL_LM:
-            encoded = self._encode_text_chats(conversations)
-        else:
-            encoded = self._encode_audio_chats(conversations)
-        max_new = max(max(1, p.max_tokens) for p in per_item)
-        with self._lock, torch.inference_mode():
-            if params.temperature > 0 and params.seed is not None:
-                torch.manual_seed(params.seed)
-            output = self.model.generate(**encoded, **self._decoding_kwargs(params, max_new))
-        prompt_len = encoded["input_ids"].shape[1]
-        new_tokens = output[:, prompt_len:]
-        mask = encoded.get("attention_mask")
-        texts: list[str] = []
-        for index, (row, item) in enumerate(zip(new_tokens, per_item)):
-            # a shorter max_tokens is the prefix of a longer greedy answer
-            ids = self._generated_ids(row[: max(1, item.max_tokens)])
-            prompt = int(mask[index].sum()) if mask is not None else int(encoded["input_ids"].shape[1])
-            texts.append(Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt))
-        return texts
 
     def _generated_ids(self, row: Any) -> Any:
         """The ids the model generated for one answer: up to and including its first end-of-sequence id.
