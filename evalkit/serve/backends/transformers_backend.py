@@ -19,9 +19,15 @@ Three kinds of model are recognised from the folder's ``config.json``:
 ``audio_chat``
     Audio-text-to-text chat models such as Qwen2-Audio: the processor's chat
     template gets audio placeholders and the processor the audio arrays.
-    Best effort and NOT tested in evalkit's suite (no such model can be built
-    or downloaded there); processors differ, so check one request by hand
-    before a long run.
+    Tested with a tiny random-weight Qwen2-Audio (evalkit.testing.tiny_audio_llm);
+    other processors differ, so check one request by hand before a long run.
+
+A chat batch runs in three stages (see backends/base.py): ``prepare_chat``
+(refusals, generate() groups, the kind's encoder from ``_chat_encoders``:
+templating, features, padding, tensors moved to the device), then
+``generate_chat`` (only ``generate``, on the model thread), then
+``finish_chat`` (decoding). The server overlaps the first and last with the
+model; a new chat kind adds its encoder to ``_chat_encoders``.
 
 Loading is local by default: ``local_files_only=True`` is always passed, so a
 folder path loads and a hub id loads only if it is already in the local
