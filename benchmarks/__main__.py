@@ -5,6 +5,7 @@
     python -m benchmarks --json out.json # also keep the raw figures
     python -m benchmarks --peers         # also lm-eval in the (a) rounds (installed into its own venv on first use)
     python -m benchmarks.ab --a /work/main --b . --concurrency 32   # A/B of two checkouts on (a)
+    python -m benchmarks.serve_throughput  # evalkit serve vs generate and transformers serve (torch; not in the suite)
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), f (audio

@@ -491,6 +491,59 @@ def test_batches_fill_when_clients_resend_after_the_window() -> None:
     assert sum(sizes) / len(sizes) >= 0.9 * 8, sizes
 
 
+def test_batcher_buckets_by_cost_and_prepares_off_the_model_thread() -> None:
+    """With costs, a batch is the oldest waiting item and those nearest it in cost; stages on their own threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    generated: list[list[int]] = []
+    threads: dict[str, set[str]] = {"prepare": set(), "generate": set(), "finish": set()}
+    gate = threading.Event()
+
+    def prepare(items: list[int]) -> list[int]:
+        threads["prepare"].add(threading.current_thread().name)
+        return list(items)
+
+    def generate(prepared: list[int]) -> list[int]:
+        threads["generate"].add(threading.current_thread().name)
+        gate.wait(5)
+        generated.append(prepared)
+        return [x * 2 for x in prepared]
+
+    def finish(items: list[int], outputs: list[int]) -> list[Any]:
+        threads["finish"].add(threading.current_thread().name)
+        return [ValueError("odd") if x % 2 else y for x, y in zip(items, outputs)]
+
+    async def go() -> list[Any]:
+        with (
+            ThreadPoolExecutor(1, thread_name_prefix="model") as model,
+            ThreadPoolExecutor(1, thread_name_prefix="prep") as prep,
+        ):
+            batcher: DynamicBatcher[int, int] = DynamicBatcher(
+                generate,
+                executor=model,
+                prepare=prepare,
+                finish=finish,
+                prepare_executor=prep,
+                cost=float,
+                max_batch_size=3,
+                batch_wait_s=0.005,
+            )
+            batcher.start()
+            first = asyncio.ensure_future(batcher.submit(0))
+            await asyncio.sleep(0.1)  # [0] is generating (held by the gate); the others queue behind it
+            rest = [asyncio.ensure_future(batcher.submit(c)) for c in (100, 1, 101, 2, 102, 4)]
+            await asyncio.sleep(0.1)
+            gate.set()
+            results = await asyncio.gather(first, *rest, return_exceptions=True)
+            await batcher.close()
+            return results
+
+    results = run(go())
+    assert generated == [[0], [100, 101, 102], [1, 2, 4]]
+    assert results[0] == 0 and results[1] == 200 and results[6] == 8 and isinstance(results[2], ValueError)
+    assert threads["generate"] == {"model_0"} and threads["prepare"] == threads["finish"] == {"prep_0"}
+
+
 class _Flaky(Backend):
     """A backend that fails on request: the server must report, not crash."""
 

@@ -3,6 +3,9 @@
 Requests are parsed and their audio decoded in a small thread pool (JSON with
 megabytes of base64 and resampling are CPU work), then handed to a
 :class:`DynamicBatcher`, whose batches run in the single backend thread.
+A chat batch's templating, feature extraction and padding (and, after
+generate, its decoding) run on a separate preparation thread, overlapped
+with the previous batch's generate, so the model thread only runs the model.
 The event loop only moves bytes. Every error leaves as OpenAI error JSON so
 evalkit's own clients (and the openai SDK) report the server's message.
 """
@@ -103,6 +106,9 @@ class ServerState:
     backend_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-backend")
     )
+    prepare_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-prepare")
+    )
     parse_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="evalkit-decode"
@@ -167,7 +173,14 @@ def attach_backend(app: web.Application, backend: Backend) -> None:
         "stats": state.stats,
     }
     if backend.supports_chat:
-        state.chat = DynamicBatcher(lambda items: _run_chat(backend, items), **common)
+        state.chat = DynamicBatcher(
+            backend.generate_chat,
+            prepare=backend.prepare_chat,
+            finish=lambda items, generated: _chat_answers(backend, items, backend.finish_chat(generated)),
+            prepare_executor=state.prepare_executor,
+            cost=backend.chat_cost,
+            **common,
+        )
         state.chat.start()
     if backend.supports_transcription:
         state.transcribe = DynamicBatcher(lambda jobs: _run_transcriptions(backend, jobs), **common)
@@ -182,17 +195,18 @@ async def _shutdown(app: web.Application) -> None:
             await batcher.close()
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, state.backend_executor.shutdown, True)
+    await loop.run_in_executor(None, state.prepare_executor.shutdown, True)
     state.parse_executor.shutdown(wait=False, cancel_futures=True)
     if state.backend is not None:
         backend, state.backend = state.backend, None
         await loop.run_in_executor(None, backend.close)
 
 
-# ---------------------------------------------------------------------- batch runs (backend thread)
+# ---------------------------------------------------------------------- batch stages (backend threads)
 
 
-def _run_chat(backend: Backend, items: list[ChatInput]) -> list[ChatAnswer | BaseException]:
-    answers = backend.chat_batch(items)
+def _chat_answers(backend: Backend, items: list[ChatInput], answers: list[Any]) -> list[ChatAnswer | BaseException]:
+    """The backend's answers with their usage counts (the finish stage, on the preparation thread)."""
     if len(answers) != len(items):
         raise RuntimeError(f"backend returned {len(answers)} answers for a batch of {len(items)}")
     results: list[ChatAnswer | BaseException] = []

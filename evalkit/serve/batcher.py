@@ -15,6 +15,20 @@ than that are waiting, keeps gathering for up to a quarter of a batch's run time
 (at most ``max_fill_wait_s``): some latency, for a batch that does
 the work of two.
 
+Preparation overlaps generation: a batch's CPU work before the model
+(``prepare``: chat templating, feature extraction, padding) and after it
+(``finish``: decoding the ids) runs on its own ``prepare_executor``, and the
+model thread only generates. While batch N generates, batch N+1 is gathered
+and, once full, prepared, so the model starts it the moment N ends; the
+share of time the model waited for a preparation is in the stats
+(``prepare_wait_seconds`` against ``generate_seconds`` and the wall clock).
+
+Bucketing: with a ``cost`` per item (e.g. the prompt's length in tokens,
+audio tokens included) and more waiting than a batch holds, a batch is the
+oldest request plus the waiting ones closest to it in cost, so short prompts
+are not padded to the longest. The oldest always goes first, so nothing
+starves.
+
 The waiting room is bounded (``max_queue``): a request that finds it full is
 refused at once with :class:`QueueFullError`, which the server turns into
 503 + Retry-After, so clients back off instead of piling up memory and
@@ -26,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -58,12 +73,24 @@ class BatchStats:
     batch_sizes: Counter[int] = field(default_factory=Counter)
     max_batch_size_seen: int = 0
     queue_full_rejections: int = 0
+    #: seconds the model thread spent in generate (run_batch)
+    generate_seconds: float = 0.0
+    #: seconds spent preparing and finishing batches (off the model thread)
+    prepare_seconds: float = 0.0
+    #: seconds the model was free while the batch it was to run next was still being prepared
+    prepare_wait_seconds: float = 0.0
+    #: names of the threads each stage ran on ("prepare", "generate", "finish")
+    threads: dict[str, set[str]] = field(default_factory=dict)
 
     def record(self, size: int) -> None:
         self.batches += 1
         self.requests += size
         self.batch_sizes[size] += 1
         self.max_batch_size_seen = max(self.max_batch_size_seen, size)
+
+    def ran_on(self, stage: str) -> None:
+        """Note the current thread's name for ``stage`` (called from that stage's thread)."""
+        self.threads.setdefault(stage, set()).add(threading.current_thread().name)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -72,19 +99,27 @@ class BatchStats:
             "batch_sizes": {str(size): count for size, count in sorted(self.batch_sizes.items())},
             "max_batch_size_seen": self.max_batch_size_seen,
             "queue_full_rejections": self.queue_full_rejections,
+            "generate_seconds": round(self.generate_seconds, 6),
+            "prepare_seconds": round(self.prepare_seconds, 6),
+            "prepare_wait_seconds": round(self.prepare_wait_seconds, 6),
+            "threads": {stage: sorted(names) for stage, names in sorted(self.threads.items())},
         }
 
 
 class DynamicBatcher(Generic[T, R]):
-    """Collects submitted items into batches for ``run_batch``, which runs on ``executor``.
+    """Collects submitted items into batches for ``run_batch``, which runs on ``executor`` (the model thread).
 
-    ``run_batch`` is blocking code that returns one result per item, in order;
-    a result that is an exception instance fails only its own request.
+    Without ``prepare``/``finish``, ``run_batch`` is blocking code that gets the
+    items and returns one result per item, in order; a result that is an
+    exception instance fails only its own request. With them, the stages are
+    ``prepare(items) -> prepared`` and ``finish(items, generated) -> results``
+    on ``prepare_executor`` around ``run_batch(prepared) -> generated`` on
+    ``executor``; an exception from any stage fails the whole batch.
     """
 
     def __init__(
         self,
-        run_batch: Callable[[list[T]], Sequence[R | BaseException]],
+        run_batch: Callable[[Any], Any],
         *,
         executor: Executor,
         max_batch_size: int = 8,
@@ -92,6 +127,10 @@ class DynamicBatcher(Generic[T, R]):
         max_queue: int = 256,
         stats: BatchStats | None = None,
         max_fill_wait_s: float = 0.05,
+        prepare: Callable[[list[T]], Any] | None = None,
+        finish: Callable[[list[T], Any], Sequence[R | BaseException]] | None = None,
+        prepare_executor: Executor | None = None,
+        cost: Callable[[T], float] | None = None,
     ) -> None:
         if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0:
             raise ValueError("max_batch_size and max_queue must be >= 1 and batch_wait_s >= 0")
@@ -101,7 +140,12 @@ class DynamicBatcher(Generic[T, R]):
         self.batch_wait_s = batch_wait_s
         self.max_queue = max_queue
         self.stats = stats if stats is not None else BatchStats()
-        self._waiting: deque[tuple[T, asyncio.Future[R]]] = deque()
+        self._prepare = prepare
+        self._finish = finish
+        self._prepare_executor = prepare_executor if prepare_executor is not None else executor
+        self._cost = cost
+        #: (item, its future, its cost) in arrival order
+        self._waiting: deque[tuple[T, asyncio.Future[R], float]] = deque()
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
@@ -109,6 +153,14 @@ class DynamicBatcher(Generic[T, R]):
         self.max_fill_wait_s = max_fill_wait_s
         #: requests the recent batches had to serve (batch + waiting at its end), decaying by one per idle batch
         self._expected = 0
+        #: batches generating or finishing (at most one generates: the model thread is one thread)
+        self._in_flight: set[asyncio.Task[None]] = set()
+        #: set while no batch is generating
+        self._model_free = asyncio.Event()
+        self._model_free.set()
+        self._model_free_since = time.monotonic()
+        #: items of the batch prepared and waiting for the model (counted as demand)
+        self._ready = 0
 
     @property
     def queued(self) -> int:
@@ -134,7 +186,8 @@ class DynamicBatcher(Generic[T, R]):
         """Queue ``item`` and wait for its result; QueueFullError at once when the queue is full."""
         self.check_capacity()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
-        self._waiting.append((item, future))
+        cost = float(self._cost(item)) if self._cost is not None else 0.0
+        self._waiting.append((item, future, cost))
         self._wakeup.set()
         return await future
 
@@ -146,71 +199,155 @@ class DynamicBatcher(Generic[T, R]):
     async def close(self) -> None:
         """Stop collecting; requests still waiting fail with ServerClosingError."""
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
+        for task in [t for t in (self._task, *self._in_flight) if t is not None]:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._task = None
         while self._waiting:
-            _, future = self._waiting.popleft()
+            _, future, _ = self._waiting.popleft()
             if not future.done():
                 future.set_exception(ServerClosingError("the server is shutting down"))
 
     async def _collect(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             while not self._waiting:
                 self._wakeup.clear()
                 await self._wakeup.wait()
-            target = min(self.max_batch_size, max(1, self._expected))
-            fill_wait = min(self.max_fill_wait_s, 0.25 * self._batch_seconds) if target > len(self._waiting) else 0.0
-            deadline = loop.time() + max(self.batch_wait_s, fill_wait)
-            short_deadline = loop.time() + self.batch_wait_s
-            while len(self._waiting) < self.max_batch_size:
-                # the usual short window once the expected demand is here; the fill window until then
-                remaining = (short_deadline if len(self._waiting) >= target else deadline) - loop.time()
-                if remaining <= 0:
-                    break
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-            batch: list[tuple[T, asyncio.Future[R]]] = []
-            while self._waiting and len(batch) < self.max_batch_size:
-                item, future = self._waiting.popleft()
-                if not future.done():  # the client went away (cancelled): skip it
-                    batch.append((item, future))
-            if batch:
-                await self._run(batch)
-                demand = len(batch) + len(self._waiting)
-                self._expected = demand if demand >= self._expected else self._expected - 1
+            await self._gather()
+            batch = self._take()
+            if not batch:
+                continue
+            prepared = await self._prepared(batch)
+            if prepared is None:
+                continue
+            self._ready = len(batch)
+            await self._model_free.wait()
+            self._ready = 0
+            self._model_free.clear()
+            task = asyncio.get_running_loop().create_task(
+                self._generate(batch, prepared[0], prepared[1]), name="evalkit-batch"
+            )
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
 
-    async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+    async def _gather(self) -> None:
+        """Wait until a batch is worth taking.
+
+        While the model is busy: until a full batch waits (it is then prepared
+        during the current generate) or the model is free. Once it is free: the
+        short window, or the fill window while fewer than the recent demand wait.
+        """
+        loop = asyncio.get_running_loop()
+        while not self._model_free.is_set() and len(self._waiting) < self.max_batch_size:
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        if len(self._waiting) >= self.max_batch_size:
+            return
+        target = min(self.max_batch_size, max(1, self._expected))
+        fill_wait = min(self.max_fill_wait_s, 0.25 * self._batch_seconds) if target > len(self._waiting) else 0.0
+        deadline = loop.time() + max(self.batch_wait_s, fill_wait)
+        short_deadline = loop.time() + self.batch_wait_s
+        while len(self._waiting) < self.max_batch_size:
+            # the usual short window once the expected demand is here; the fill window until then
+            remaining = (short_deadline if len(self._waiting) >= target else deadline) - loop.time()
+            if remaining <= 0:
+                break
+            self._wakeup.clear()
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+
+    def _take(self) -> list[tuple[T, asyncio.Future[R]]]:
+        """The next batch: the oldest live request and, with costs, the waiting ones closest to it in cost."""
+        live = [entry for entry in self._waiting if not entry[1].done()]  # skip clients that went away
+        self._waiting.clear()
+        if self._cost is None or len(live) <= self.max_batch_size:
+            chosen, rest = live[: self.max_batch_size], live[self.max_batch_size :]
+        else:
+            anchor = live[0][2]
+            order = sorted(range(1, len(live)), key=lambda i: (abs(live[i][2] - anchor), i))
+            picked = {0, *order[: self.max_batch_size - 1]}
+            chosen = [live[i] for i in sorted(picked)]
+            rest = [live[i] for i in range(len(live)) if i not in picked]
+        self._waiting.extend(rest)
+        return [(item, future) for item, future, _ in chosen]
+
+    async def _prepared(self, batch: list[tuple[T, asyncio.Future[R]]]) -> tuple[Any, float] | None:
+        """(the prepared batch, when preparing began), or None after failing the batch's requests."""
+        items = [item for item, _ in batch]
+        began = time.monotonic()
+        if self._prepare is None:
+            return items, began
+        try:
+            prepared = await asyncio.get_running_loop().run_in_executor(
+                self._prepare_executor, self._staged, "prepare", self._prepare, items
+            )
+        except asyncio.CancelledError:
+            _fail(batch, ServerClosingError("the server is shutting down"))
+            raise
+        except Exception as exc:  # the whole batch failed: every request in it gets the error
+            _fail(batch, exc)
+            return None
+        finally:
+            self.stats.prepare_seconds += time.monotonic() - began
+        return prepared, began
+
+    def _staged(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
+        self.stats.ran_on(stage)
+        return fn(*args)
+
+    async def _generate(self, batch: list[tuple[T, asyncio.Future[R]]], prepared: Any, prepare_began: float) -> None:
         loop = asyncio.get_running_loop()
         items = [item for item, _ in batch]
         self.stats.record(len(items))
         started = time.monotonic()
+        # the model was free but this batch was not ready yet: time lost to preparation
+        self.stats.prepare_wait_seconds += max(0.0, started - max(prepare_began, self._model_free_since))
         try:
-            results = await loop.run_in_executor(self._executor, self._run_batch, items)
+            try:
+                generated = await loop.run_in_executor(
+                    self._executor, self._staged, "generate", self._run_batch, prepared
+                )
+            finally:
+                ended = time.monotonic()
+                elapsed = ended - started
+                self.stats.generate_seconds += elapsed
+                self._batch_seconds = elapsed if self._batch_seconds == 0 else 0.8 * self._batch_seconds + 0.2 * elapsed
+                demand = len(batch) + self._ready + len(self._waiting)
+                self._expected = demand if demand >= self._expected else self._expected - 1
+                self._model_free_since = ended
+                self._model_free.set()
+                self._wakeup.set()
+            if self._finish is None:
+                results = generated
+            else:
+                finish_began = time.monotonic()
+                try:
+                    results = await loop.run_in_executor(
+                        self._prepare_executor, self._staged, "finish", self._finish, items, generated
+                    )
+                finally:
+                    self.stats.prepare_seconds += time.monotonic() - finish_began
             if len(results) != len(items):
                 raise RuntimeError(f"backend returned {len(results)} results for a batch of {len(items)}")
         except asyncio.CancelledError:
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(ServerClosingError("the server is shutting down"))
+            _fail(batch, ServerClosingError("the server is shutting down"))
             raise
         except Exception as exc:  # the whole batch failed: every request in it gets the error
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(exc)
-        else:
-            for (_, future), result in zip(batch, results):
-                if future.done():
-                    continue
-                if isinstance(result, BaseException):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
-        elapsed = time.monotonic() - started
-        self._batch_seconds = elapsed if self._batch_seconds == 0 else 0.8 * self._batch_seconds + 0.2 * elapsed
+            _fail(batch, exc)
+            return
+        for (_, future), result in zip(batch, results):
+            if future.done():
+                continue
+            if isinstance(result, BaseException):
+                future.set_exception(result)
+            else:
+                future.set_result(result)
+
+
+def _fail(batch: Sequence[tuple[Any, asyncio.Future[Any]]], exc: BaseException) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_exception(exc)

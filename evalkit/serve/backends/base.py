@@ -3,6 +3,13 @@
 The server collects concurrent requests for a few milliseconds and hands
 them to the backend as one batch, in a worker thread: backends are plain
 blocking code (torch, pocketsphinx) and never see the event loop.
+
+A chat batch goes through three stages so that the model thread only runs
+the model: :meth:`Backend.prepare_chat` (templating, feature extraction,
+padding) and :meth:`Backend.finish_chat` (decoding) run on a preparation
+thread, overlapped with the previous batch's :meth:`Backend.generate_chat` on
+the model thread. A backend that does not split its work keeps the defaults,
+which run all of :meth:`Backend.chat_batch` as the generate stage.
 """
 
 from __future__ import annotations
@@ -97,6 +104,37 @@ class Backend(ABC):
     def chat_batch(self, inputs: list[ChatInput]) -> list[str]:
         """Answer a batch of chat requests, in order (an InputError instance may stand for one answer)."""
         raise NotImplementedError(f"{type(self).__name__} does not serve chat completions")
+
+    def prepare_chat(self, inputs: list[ChatInput]) -> Any:
+        """CPU work before the model, on the preparation thread; its result goes to :meth:`generate_chat`."""
+        return inputs
+
+    def generate_chat(self, prepared: Any) -> Any:
+        """The model's part of a batch, on the model thread; its result goes to :meth:`finish_chat`."""
+        return self.chat_batch(prepared)
+
+    def finish_chat(self, generated: Any) -> list[Any]:
+        """CPU work after the model (decoding), on the preparation thread: one answer per input, in order."""
+        return list(generated)
+
+    def chat_cost(self, item: ChatInput) -> float:
+        """How long the prompt is, for bucketing similar requests into one batch (equal costs keep arrival order).
+
+        The default counts what makes a batch's padding cost: the prompt's text
+        (4 characters a token) and its audio tokens.
+        """
+        chars, seconds = 0, 0.0
+        for message in item.messages:
+            content = message.get("content")
+            if isinstance(content, str):
+                chars += len(content)
+                continue
+            for part in content or []:
+                if isinstance(part, dict) and part.get("type") == "text":
+                    chars += len(str(part.get("text", "")))
+                elif isinstance(part, dict) and part.get("type") == "audio":
+                    seconds += len(part["array"]) / 16_000
+        return chars / 4 + (self.count_audio_tokens(seconds) if seconds else 0)
 
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
         """Transcribe a batch of 16 kHz mono float32 arrays, in order (an InputError may stand for one)."""

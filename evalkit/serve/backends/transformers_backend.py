@@ -28,6 +28,13 @@ Three kinds of model are recognised from the folder's ``config.json``:
     with the rendered chat template (see :mod:`evalkit.serve.backends.vision`).
     Tested against transformers' ``generate`` and vLLM on a tiny Idefics3.
 
+A chat batch runs in three stages (see backends/base.py): ``prepare_chat``
+(refusals, generate() groups, the kind's encoder from ``_chat_encoders``:
+templating, features, padding, tensors moved to the device), then
+``generate_chat`` (only ``generate``, on the model thread), then
+``finish_chat`` (decoding). The server overlaps the first and last with the
+model; a new chat kind adds its encoder to ``_chat_encoders``.
+
 Loading is local by default: ``local_files_only=True`` is always passed, so a
 folder path loads and a hub id loads only if it is already in the local
 Hugging Face cache. Set ``EVALKIT_ALLOW_HUB_DOWNLOAD=1`` to let transformers
@@ -47,6 +54,7 @@ import gc
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +173,25 @@ def _dtype_kwarg() -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
+@dataclass
+class ChatChunk:
+    """One generate() call of a batch: which requests, their encoded inputs and, once generated, the output."""
+
+    indices: list[int]
+    per_item: list[GenerationParams]
+    params: GenerationParams
+    encoded: dict[str, Any]
+    output: Any = None
+
+
+@dataclass
+class PreparedChat:
+    """A chat batch between the stages: refusals already in ``results``, the rest in ``chunks``."""
+
+    results: list[Any]
+    chunks: list[ChatChunk] = field(default_factory=list)
+
+
 class TransformersBackend(Backend):
     """A local transformers model answering batches of chat or transcription requests."""
 
@@ -195,6 +222,12 @@ class TransformersBackend(Backend):
                 raise UserError(f"{self.model_path}: no config.json there; expected a Hugging Face model folder")
             self.model_path = str(local)
 
+        #: the prepare step of each chat kind: conversations -> generate() inputs on the device
+        self._chat_encoders: dict[str, Callable[[list[list[dict[str, Any]]]], dict[str, Any]]] = {
+            KIND_CAUSAL_LM: self._encode_text_chats,
+            KIND_AUDIO_CHAT: self._encode_audio_chats,
+            KIND_IMAGE_CHAT: self._encode_image_chats,
+        }
         config = self._load(transformers.AutoConfig.from_pretrained)
         self.kind = detect_kind(config)
         self.config = config
@@ -284,26 +317,86 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------ chat
 
     def chat_batch(self, inputs: list[ChatInput]) -> list[str]:
+        """All three stages in the calling thread (the server runs them on two threads, overlapped)."""
         if not self.supports_chat:
             return super().chat_batch(inputs)
-        results: list[Any] = [None] * len(inputs)
+        return self.finish_chat(self.generate_chat(self.prepare_chat(inputs)))
+
+    def prepare_chat(self, inputs: list[ChatInput]) -> Any:
+        """Refusals, generate() groups of at most ``max_batch_size``, and their encoded, padded tensors."""
+        if not self.supports_chat:
+            return super().prepare_chat(inputs)
+        prepared = PreparedChat(results=[None] * len(inputs))
         runnable: list[int] = []
         for index, item in enumerate(inputs):
             try:
                 self.check_chat(item)
             except InputError as exc:
-                results[index] = exc  # refused alone; the rest of the batch still runs
+                prepared.results[index] = exc  # refused alone; the rest of the batch still runs
             else:
                 runnable.append(index)
+        encode = self._chat_encoders[self.kind]
         for group, params in _generation_groups([inputs[i] for i in runnable]):
-            indices = [runnable[i] for i in group]
-            for start in range(0, len(indices), self.max_batch_size):
-                chunk = indices[start : start + self.max_batch_size]
-                texts = self._generate_chat(
-                    [inputs[i].messages for i in chunk], [inputs[i].params for i in chunk], params
+            for indices in self._uniform_parts([runnable[i] for i in group], inputs):
+                self._add_chunks(prepared, indices, inputs, params, encode)
+        return prepared
+
+    def _uniform_parts(self, indices: list[int], inputs: list[ChatInput]) -> list[list[int]]:
+        """Indices that one processor call can take: an image model's processor takes one image list per text or
+        none, so requests with images and text-only ones go to generate() apart."""
+        if self.kind != KIND_IMAGE_CHAT:
+            return [indices]
+        with_images = [i for i in indices if has_images(inputs[i].messages)]
+        without = [i for i in indices if not has_images(inputs[i].messages)]
+        return [part for part in (with_images, without) if part]
+
+    def _add_chunks(
+        self,
+        prepared: PreparedChat,
+        indices: list[int],
+        inputs: list[ChatInput],
+        params: GenerationParams,
+        encode: Callable[[list[list[dict[str, Any]]]], dict[str, Any]],
+    ) -> None:
+        """Chunks of at most ``max_batch_size`` requests, each encoded now (on the preparing thread)."""
+        for start in range(0, len(indices), self.max_batch_size):
+            chunk = indices[start : start + self.max_batch_size]
+            prepared.chunks.append(
+                ChatChunk(
+                    indices=chunk,
+                    per_item=[inputs[i].params for i in chunk],
+                    params=params,
+                    encoded=encode([inputs[i].messages for i in chunk]),
                 )
-                for i, text in zip(chunk, texts):
-                    results[i] = text
+            )
+
+    def generate_chat(self, prepared: Any) -> Any:
+        """Only generate(): everything else happened in :meth:`prepare_chat` or waits for :meth:`finish_chat`."""
+        if not isinstance(prepared, PreparedChat):
+            return super().generate_chat(prepared)
+        for chunk in prepared.chunks:
+            max_new = max(max(1, p.max_tokens) for p in chunk.per_item)
+            with self._lock, torch.inference_mode():
+                if chunk.params.temperature > 0 and chunk.params.seed is not None:
+                    torch.manual_seed(chunk.params.seed)
+                chunk.output = self.model.generate(**chunk.encoded, **self._decoding_kwargs(chunk.params, max_new))
+        return prepared
+
+    def finish_chat(self, generated: Any) -> list[Any]:
+        """The answers' text and token counts, cut to each request's own max_tokens."""
+        if not isinstance(generated, PreparedChat):
+            return super().finish_chat(generated)
+        results = generated.results
+        for chunk in generated.chunks:
+            encoded = chunk.encoded
+            prompt_len = encoded["input_ids"].shape[1]
+            new_tokens = chunk.output[:, prompt_len:].cpu()
+            mask = encoded.get("attention_mask")
+            for row_index, (row, item, index) in enumerate(zip(new_tokens, chunk.per_item, chunk.indices)):
+                # a shorter max_tokens is the prefix of a longer greedy answer
+                ids = self._generated_ids(row[: max(1, item.max_tokens)])
+                prompt = int(mask[row_index].sum()) if mask is not None else int(prompt_len)
+                results[index] = Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt)
         return results
 
     def check_chat(self, item: ChatInput) -> None:
@@ -319,48 +412,6 @@ class TransformersBackend(Backend):
         if self.tokenizer is None or not text:
             return super().count_tokens(text)
         return len(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def _generate_chat(
-        self,
-        conversations: list[list[dict[str, Any]]],
-        per_item: list[GenerationParams],
-        params: GenerationParams,
-    ) -> list[str]:
-        if self.kind == KIND_IMAGE_CHAT:
-            with_images = [has_images(conv) for conv in conversations]
-            if any(with_images) and not all(with_images):
-                # processors take one image list per text or none: the two halves run apart
-                return _merge_halves(
-                    with_images,
-                    *(
-                        self._generate_chat(
-                            [c for c, w in zip(conversations, with_images) if w == side],
-                            [p for p, w in zip(per_item, with_images) if w == side],
-                            params,
-                        )
-                        for side in (True, False)
-                    ),
-                )
-            encoded = encode_image_chats(self.processor, conversations, self.device, self.model.dtype)
-        elif self.kind == KIND_CAUSAL_LM:
-            encoded = self._encode_text_chats(conversations)
-        else:
-            encoded = self._encode_audio_chats(conversations)
-        max_new = max(max(1, p.max_tokens) for p in per_item)
-        with self._lock, torch.inference_mode():
-            if params.temperature > 0 and params.seed is not None:
-                torch.manual_seed(params.seed)
-            output = self.model.generate(**encoded, **self._decoding_kwargs(params, max_new))
-        prompt_len = encoded["input_ids"].shape[1]
-        new_tokens = output[:, prompt_len:]
-        mask = encoded.get("attention_mask")
-        texts: list[str] = []
-        for index, (row, item) in enumerate(zip(new_tokens, per_item)):
-            # a shorter max_tokens is the prefix of a longer greedy answer
-            ids = self._generated_ids(row[: max(1, item.max_tokens)])
-            prompt = int(mask[index].sum()) if mask is not None else int(encoded["input_ids"].shape[1])
-            texts.append(Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt))
-        return texts
 
     def _generated_ids(self, row: Any) -> Any:
         """The ids the model generated for one answer: up to and including its first end-of-sequence id.
@@ -383,6 +434,9 @@ class TransformersBackend(Backend):
             return super().truncate(text, max_tokens)
         ids = self.tokenizer.encode(text, add_special_tokens=False)[:max_tokens]
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    def _encode_image_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return encode_image_chats(self.processor, conversations, self.device, self.model.dtype)
 
     def _encode_text_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
         tok = self.tokenizer
@@ -505,12 +559,6 @@ def _whisper_languages(generation_config: Any) -> frozenset[str] | None:
     if hasattr(generation_config, "is_multilingual"):
         return frozenset({"en"})
     return None
-
-
-def _merge_halves(flags: list[bool], first: list[str], second: list[str]) -> list[str]:
-    """Answers in the original order: ``first`` for the True flags, ``second`` for the False ones."""
-    firsts, seconds = iter(first), iter(second)
-    return [next(firsts) if flag else next(seconds) for flag in flags]
 
 
 def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], GenerationParams]]:

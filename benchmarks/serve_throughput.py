@@ -1,0 +1,443 @@
+"""Does `evalkit serve` keep the model busy? Throughput against batched generate in one process (issue 22).
+
+    python -m benchmarks.serve_throughput [--requests 48] [--rounds 3] [--out figures.json]
+
+Needs ``bash .ci/install_vllm.sh`` (torch CPU, transformers, librosa). Builds the
+tiny Qwen2-Audio and the tiny Llama, then for each: starts ``evalkit serve
+--backend transformers --max-batch-size 8``, ``transformers serve`` (for
+text with ``--continuous-batching``, its batching path; audio it answers one
+at a time) and a ``generate`` worker, each its own process, and
+in each round, for 1, 8 and 32 requests in flight, measures in turn (the order
+rotates every round, so the machine's noise falls on all alike):
+
+* ``generate``: the backend's own batched path in one process of its own, no
+  HTTP (templating, features, padding, ``generate`` and decoding in one
+  thread, as a script would), in batches of min(in flight, 8);
+* ``evalkit serve`` and ``transformers serve``: the same requests from an
+  aiohttp client holding that many in flight.
+
+Same requests everywhere (the speech set's sentences, or its clips for audio),
+greedy, 16 tokens (the tiny models never stop early, so every answer is 16
+tokens long; the script checks it). Reported: medians over the rounds,
+evalkit serve as a ratio to ``generate`` and to ``transformers serve``, its
+batch-size histogram and the share of wall time its model thread waited for a
+batch's preparation (``/_stats``), each engine's CPU time per request (from
+/proc: steadier than wall time on a shared machine), and whether the answers
+are equal.
+
+Two in-process side measurements decide the rest of issue 22's point 4:
+``generate_batch`` (transformers' continuous batching, paged cache) against
+static batches of 8 and 32 on the text model, and what padding costs an
+audio batch (eight 1 s clips, eight 20 s clips, seven 1 s + one 20 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.common import ROOT
+from benchmarks.serve_engines import _free_port, _stop_group
+
+MAX_TOKENS = 16
+MAX_BATCH = 8
+IN_FLIGHT = (1, 8, 32)
+
+
+def _requests(kind: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[Any]]:
+    """(HTTP bodies, the backend's ChatInputs for the same requests), n of them."""
+    import pyarrow.parquet as pq
+
+    from evalkit.data.audio.decode import Audio, load_16k_mono, wav_bytes
+    from evalkit.serve.backends.base import ChatInput, GenerationParams
+
+    rows = pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()
+    bodies, inputs = [], []
+    for index in range(n):
+        row = rows[index % len(rows)]
+        if kind == "text":
+            content: Any = row["text"]
+            message: Any = content
+        else:
+            wav = wav_bytes(load_16k_mono(Audio(data=row["audio"]["bytes"])))
+            content = [
+                {
+                    "type": "input_audio",
+                    "input_audio": {"data": base64.b64encode(wav).decode("ascii"), "format": "wav"},
+                },
+                {"type": "text", "text": "Transcribe the audio."},
+            ]
+            message = [
+                {"type": "audio", "array": load_16k_mono(Audio(data=wav))},
+                {"type": "text", "text": "Transcribe the audio."},
+            ]
+        bodies.append(
+            {
+                "model": model,
+                "temperature": 0,
+                "max_tokens": MAX_TOKENS,
+                "messages": [{"role": "user", "content": content}],
+            }
+        )
+        inputs.append(ChatInput([{"role": "user", "content": message}], GenerationParams(max_tokens=MAX_TOKENS)))
+    return bodies, inputs
+
+
+def _commands(kind: str, model_dir: Path, port: int) -> dict[str, list[str]]:
+    tserve = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir), "--host", "127.0.0.1"]
+    tserve += ["--port", str(port + 1), "--device", "cpu", "--dtype", "float32"]
+    if kind == "text":  # its continuous batching (paged cache kept small: its default sizes it to 90% of the RAM)
+        tserve += ["--continuous-batching", "--cb-num-blocks", "64", "--cb-block-size", "64"]
+        tserve += ["--cb-max-batch-tokens", "1024"]
+    evalkit = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(model_dir)]
+    evalkit += ["--port", str(port), "--dtype", "float32", "--max-batch-size", str(MAX_BATCH)]
+    return {"evalkit serve": evalkit, "transformers serve": tserve}
+
+
+def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    servers = {}
+    for offset, (name, command) in enumerate(commands.items()):
+        log = (log_dir / f"{name.replace(' ', '-')}.log").open("wb")
+        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        servers[name] = (proc, f"http://127.0.0.1:{port + offset}")
+    for name, (proc, url) in servers.items():
+        deadline = time.monotonic() + 300
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.returncode}; see {log_dir}")
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} did not answer /health in 300 s")
+            time.sleep(0.25)
+    return servers
+
+
+async def _client(url: str, bodies: list[dict[str, Any]], in_flight: int) -> tuple[float, list[str], list[int]]:
+    """(seconds, answers, completion tokens) for all bodies with ``in_flight`` at a time."""
+    import aiohttp
+
+    limit = asyncio.Semaphore(in_flight)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=900)) as session:
+
+        async def ask(body: dict[str, Any]) -> tuple[str, int]:
+            async with limit, session.post(url + "/v1/chat/completions", json=body) as reply:
+                payload = await reply.json()
+                if reply.status != 200:
+                    raise RuntimeError(f"{url}: {reply.status} {payload}")
+                return str(payload["choices"][0]["message"]["content"]), int(payload["usage"]["completion_tokens"])
+
+        started = time.perf_counter()
+        done = await asyncio.gather(*(ask(body) for body in bodies))
+        seconds = time.perf_counter() - started
+    return seconds, [a for a, _ in done], [t for _, t in done]
+
+
+def _in_process(backend: Any, inputs: list[Any], in_flight: int) -> tuple[float, list[str], list[int]]:
+    size = min(in_flight, MAX_BATCH)
+    started = time.perf_counter()
+    answers: list[Any] = []
+    for start in range(0, len(inputs), size):
+        answers.extend(backend.chat_batch(inputs[start : start + size]))
+    seconds = time.perf_counter() - started
+    return seconds, [str(a) for a in answers], [a.completion_tokens for a in answers]
+
+
+def _worker(kind: str, model_dir: str, n: int) -> int:
+    """The ``generate`` engine as its own process, like the servers: one line in (in flight), one JSON line out."""
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(model_dir, max_batch_size=MAX_BATCH, dtype="float32")
+    _, inputs = _requests(kind, model_dir, n)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        seconds, answers, tokens = _in_process(backend, inputs, int(line))
+        print(json.dumps({"seconds": seconds, "answers": answers, "tokens": tokens}), flush=True)
+    return 0
+
+
+class _Generate:
+    """A worker process running ``_in_process`` on request; its CPU seconds come from /proc."""
+
+    def __init__(self, kind: str, model_dir: Path, n: int, log_dir: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        self.log = (log_dir / f"generate-{kind}.log").open("wb")
+        command = [sys.executable, "-m", "benchmarks.serve_throughput", "--worker", kind, str(model_dir), str(n)]
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True
+        )
+        assert self.proc.stdout is not None
+        if self.proc.stdout.readline().strip() != b"ready":
+            raise RuntimeError(f"the generate worker did not start; see {self.log.name}")
+
+    def run(self, in_flight: int) -> tuple[float, list[str], list[int]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{in_flight}\n".encode())
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline())
+        return reply["seconds"], reply["answers"], reply["tokens"]
+
+    def close(self) -> None:
+        _stop_group(self.proc)
+        self.log.close()
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its threads (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _stats(url: str) -> dict[str, Any]:
+    return dict(httpx.get(url + "/_stats", timeout=10).json())
+
+
+def _delta(before: dict[str, Any], after: dict[str, Any], wall: float) -> dict[str, Any]:
+    sizes = Counter({int(k): v for k, v in after["batch_sizes"].items()})
+    sizes.subtract(Counter({int(k): v for k, v in before["batch_sizes"].items()}))
+    histogram = {size: count for size, count in sorted(sizes.items()) if count}
+    batches = sum(histogram.values())
+    return {
+        "batch_sizes": histogram,
+        "mean_batch": round(sum(s * c for s, c in histogram.items()) / batches, 2) if batches else 0.0,
+        "prepare_wait_share": (after["prepare_wait_seconds"] - before["prepare_wait_seconds"]) / wall,
+        "generate_share": (after["generate_seconds"] - before["generate_seconds"]) / wall,
+    }
+
+
+def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path) -> dict[str, Any]:
+    port = _free_port()
+    servers = _start(_commands(kind, model_dir, port), port, log_dir)
+    generate = _Generate(kind, model_dir, n, log_dir)
+    pids = {"generate": generate.proc.pid, **{name: proc.pid for name, (proc, _) in servers.items()}}
+    try:
+        bodies, _ = _requests(kind, str(model_dir), n)
+        engines = ["generate", *servers]
+        # warm-up: one pass each, not measured
+        generate.run(MAX_BATCH)
+        for _, url in servers.values():
+            asyncio.run(_client(url, bodies[:MAX_BATCH], MAX_BATCH))
+        rates: dict[tuple[str, int], list[float]] = {}
+        cpu_ms: dict[tuple[str, int], list[float]] = {}
+        evalkit_figures: dict[int, list[dict[str, Any]]] = {}
+        answers: dict[str, list[str]] = {}
+        tokens: set[int] = set()
+        for round_index in range(rounds):
+            for in_flight in IN_FLIGHT:
+                order = engines[round_index % len(engines) :] + engines[: round_index % len(engines)]
+                for engine in order:
+                    cpu_before = _cpu_seconds(pids[engine])
+                    if engine == "generate":
+                        seconds, got, counts = generate.run(in_flight)
+                    else:
+                        url = servers[engine][1]
+                        before = _stats(url) if engine == "evalkit serve" else None
+                        seconds, got, counts = asyncio.run(_client(url, bodies, in_flight))
+                        if before is not None:
+                            evalkit_figures.setdefault(in_flight, []).append(_delta(before, _stats(url), seconds))
+                    rates.setdefault((engine, in_flight), []).append(len(bodies) / seconds)
+                    cpu = _cpu_seconds(pids[engine]) - cpu_before
+                    cpu_ms.setdefault((engine, in_flight), []).append(1000 * cpu / len(bodies))
+                    answers.setdefault(engine, got)
+                    tokens.update(counts)
+                    rate = len(bodies) / seconds
+                    print(f"{kind} round {round_index} {in_flight:>2} in flight {engine}: {rate:.1f} req/s", flush=True)
+        rows = []
+        for in_flight in IN_FLIGHT:
+            median = {engine: statistics.median(rates[(engine, in_flight)]) for engine in engines}
+            figures = evalkit_figures[in_flight]
+            histogram: Counter[int] = Counter()
+            for f in figures:
+                histogram.update(f["batch_sizes"])
+            rows.append(
+                {
+                    "kind": kind,
+                    "in_flight": in_flight,
+                    "req_per_s": {engine: round(rate, 1) for engine, rate in median.items()},
+                    "cpu_ms_per_request": {
+                        engine: round(statistics.median(cpu_ms[(engine, in_flight)]), 1) for engine in engines
+                    },
+                    "evalkit_vs_generate": round(median["evalkit serve"] / median["generate"], 3),
+                    "evalkit_vs_transformers_serve": round(median["evalkit serve"] / median["transformers serve"], 2),
+                    "batch_sizes": dict(sorted(histogram.items())),
+                    "prepare_wait_share": round(statistics.median(f["prepare_wait_share"] for f in figures), 4),
+                    "generate_share": round(statistics.median(f["generate_share"] for f in figures), 3),
+                }
+            )
+        reference = answers["generate"]
+        return {
+            "rows": rows,
+            "completion_tokens": sorted(tokens),
+            "answers_equal": {engine: got == reference for engine, got in answers.items()},
+            "rates": {f"{e} @{k}": [round(r, 1) for r in v] for (e, k), v in rates.items()},
+        }
+    finally:
+        generate.close()
+        for proc, _ in servers.values():
+            _stop_group(proc)
+
+
+def _continuous_batching(model_dir: Path, n: int, rounds: int) -> dict[str, Any]:
+    """transformers' generate_batch (continuous batching, paged cache) against static batches, in this process."""
+    import torch
+    import transformers
+
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(model_dir, max_batch_size=32, dtype="float32")
+    tok, model = backend.tokenizer, backend.model
+    _, inputs = _requests("text", str(model_dir), n)
+    prompts = [tok.apply_chat_template(i.messages, tokenize=False, add_generation_prompt=True) for i in inputs]
+    ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    config = transformers.GenerationConfig(
+        max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+    )
+    cb_config = transformers.ContinuousBatchingConfig(
+        num_blocks=64, page_size=64, max_batch_tokens=1024, max_requests_per_batch=32
+    )
+
+    def static(size: int) -> list[list[int]]:
+        out: list[list[int]] = []
+        for start in range(0, len(prompts), size):
+            enc = tok(prompts[start : start + size], add_special_tokens=False, padding=True, return_tensors="pt")
+            with torch.inference_mode():
+                rows = model.generate(**enc, generation_config=config)
+            out += [backend._generated_ids(r[enc["input_ids"].shape[1] :]).tolist() for r in rows]
+        return out
+
+    def continuous() -> list[list[int]]:
+        results = model.generate_batch(
+            ids, generation_config=config, continuous_batching_config=cb_config, warmup=False, persistent_manager=True
+        )
+        ordered = sorted(results.values(), key=lambda r: int(r.request_id.rsplit("_", 1)[1]))
+        return [list(r.generated_tokens) for r in ordered]
+
+    runs = {
+        "static batches of 8": lambda: static(8),
+        "static batch of 32": lambda: static(32),
+        "generate_batch": continuous,
+    }
+    for fn in runs.values():
+        fn()  # warm-up
+    rates: dict[str, list[float]] = {name: [] for name in runs}
+    outputs: dict[str, list[list[int]]] = {}
+    for round_index in range(rounds):
+        names = list(runs)
+        for name in names[round_index % 3 :] + names[: round_index % 3]:
+            started = time.perf_counter()
+            outputs[name] = runs[name]()
+            rates[name].append(len(prompts) / (time.perf_counter() - started))
+    backend.close()
+    reference = outputs["static batches of 8"]
+    return {
+        "req_per_s": {name: round(statistics.median(r), 1) for name, r in rates.items()},
+        "equal_to_static_8": {name: out == reference for name, out in outputs.items()},
+    }
+
+
+def _audio_padding(model_dir: Path, rounds: int) -> dict[str, Any]:
+    """generate() seconds for a batch of 8: all 1 s clips, all 20 s clips, seven 1 s + one 20 s."""
+    import numpy as np
+
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    backend = TransformersBackend(model_dir, max_batch_size=MAX_BATCH, dtype="float32")
+    _, inputs = _requests("audio", str(model_dir), MAX_BATCH)
+
+    def with_seconds(item: Any, seconds: int) -> Any:
+        clip = item.messages[0]["content"][0]["array"]
+        clip = np.tile(clip, seconds * 16_000 // len(clip) + 1)[: seconds * 16_000]
+        return type(item)(
+            [{"role": "user", "content": [{"type": "audio", "array": clip}, item.messages[0]["content"][1]]}],
+            item.params,
+        )
+
+    batches = {
+        "8 x 1 s": [with_seconds(i, 1) for i in inputs],
+        "8 x 20 s": [with_seconds(i, 20) for i in inputs],
+        "7 x 1 s + 1 x 20 s": [with_seconds(i, 1) for i in inputs[:7]] + [with_seconds(inputs[7], 20)],
+    }
+    seconds: dict[str, dict[str, list[float]]] = {name: {"prepare": [], "generate": []} for name in batches}
+    prompt_tokens: dict[str, int] = {}
+    for _ in range(rounds + 1):
+        for name, batch in batches.items():
+            t0 = time.perf_counter()
+            prepared = backend.prepare_chat(batch)
+            t1 = time.perf_counter()
+            backend.generate_chat(prepared)
+            t2 = time.perf_counter()
+            seconds[name]["prepare"].append(t1 - t0)
+            seconds[name]["generate"].append(t2 - t1)
+            prompt_tokens[name] = int(prepared.chunks[0].encoded["input_ids"].shape[1])
+    backend.close()
+    return {
+        name: {
+            "padded_prompt_tokens": prompt_tokens[name],
+            # the first pass is a warm-up
+            "prepare_s": round(statistics.median(s["prepare"][1:]), 3),
+            "generate_s": round(statistics.median(s["generate"][1:]), 3),
+        }
+        for name, s in seconds.items()
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and sys.argv[1:2] == ["--worker"]:
+        return _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.serve_throughput", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=48, help="requests per measurement (default 48)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians are reported (default 3)")
+    parser.add_argument("--only", choices=("audio", "text"), help="one model only")
+    parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    args = parser.parse_args(argv)
+
+    from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio
+    from evalkit.testing.tiny_model import build_tiny_llama
+
+    figures: dict[str, Any] = {"load_average_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+    print(f"load average before: {figures['load_average_before']}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="evalkit-serve-throughput-") as tmp:
+        folder = Path(tmp)
+        models = {"audio": build_tiny_qwen2_audio(folder / "qwen2-audio"), "text": build_tiny_llama(folder / "llama")}
+        for kind, model_dir in models.items():
+            if args.only and kind != args.only:
+                continue
+            figures[kind] = _measure_kind(kind, model_dir, args.requests, args.rounds, folder)
+            print(json.dumps(figures[kind]["rows"], indent=1), flush=True)
+            if kind == "text":
+                figures["continuous_batching"] = _continuous_batching(model_dir, 32, max(3, args.rounds))
+                print(json.dumps(figures["continuous_batching"]), flush=True)
+            else:
+                figures["audio_padding"] = _audio_padding(model_dir, args.rounds)
+                print(json.dumps(figures["audio_padding"]), flush=True)
+            print(f"{kind}: answers equal to generate: {figures[kind]['answers_equal']}", flush=True)
+    figures["load_average_after"] = round(os.getloadavg()[0], 2)
+    if args.out:
+        args.out.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
