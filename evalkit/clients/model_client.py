@@ -164,6 +164,7 @@ class ModelClient:
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
         self._started = False
+        self._closed = False
         self._store_warned = False
         self._last_fault: Attempt | None = None
         self.sent = 0
@@ -307,6 +308,11 @@ class ModelClient:
         return await asyncio.shield(future)
 
     def _enqueue(self, job: _Job) -> None:
+        if self._closed:
+            # a submitter cancelled while the run shuts down: no worker may start after close() (it would
+            # outlive the session and write to a closed store); twins waiting on the job are cancelled too
+            job.future.cancel()
+            return
         if not self._started:
             self._start()
         self._queue.put_nowait(job)
@@ -528,6 +534,7 @@ class ModelClient:
                 job.future.set_result(self._unavailable(job))
 
     async def close(self) -> None:
+        self._closed = True
         for replica in self._replicas:
             for task in replica.tasks:
                 task.cancel()

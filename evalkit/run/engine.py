@@ -230,6 +230,33 @@ class Engine:
             if not task.cancelled() and task.exception() is not None and not first_error:
                 first_error.append(task.exception())  # type: ignore[arg-type]
 
+        try:
+            await self._feed(iterator, slots, pending, first_error, seen, done)
+        except asyncio.CancelledError:
+            # the run stops (another engine hit a full disk, a signal): no sample task may outlive its engine,
+            # or it would go on sending after the clients and the store are closed
+            for task in list(pending):
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise
+        if pending:
+            if first_error and isinstance(first_error[0], DiskFullError):
+                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
+                    task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        if first_error:
+            raise first_error[0]
+
+    async def _feed(
+        self,
+        iterator: Iterator[Sample],
+        slots: asyncio.Semaphore,
+        pending: set[asyncio.Task[None]],
+        first_error: list[BaseException],
+        seen: IdIndex,
+        done: Callable[[asyncio.Task[None]], None],
+    ) -> None:
+        """Start a task per sample as window slots free up, until the data ends or a sample fails the run."""
         while True:
             batch = await asyncio.to_thread(lambda: list(itertools.islice(iterator, _READ_BATCH)))
             if not batch:
@@ -249,13 +276,6 @@ class Engine:
                 task.add_done_callback(done)
             if first_error:
                 break
-        if pending:
-            if first_error and isinstance(first_error[0], DiskFullError):
-                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
-                    task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        if first_error:
-            raise first_error[0]
 
     async def _example(self, example: Sample) -> PreparedAudio:
         """An in-context example's audio pieces, made once per engine however many samples show it."""
