@@ -221,6 +221,13 @@ class DatasetSpec(BaseModel):
         description='Column holding a multi-turn conversation, a list of {"text", "audio"} user turns sent in order; '
         "absent: one turn per sample.",
     )
+    messages_column: str | None = Field(
+        None,
+        description='Column holding a dataset-given conversation: an OpenAI-style list of {"role", "content"} '
+        "messages (system, user, assistant) whose last message is the user's; sent as is in one request, after "
+        "the system prompt (the conversation's own leading system messages join it) and before the answer; a bad "
+        "cell fails only its sample (`conversation`). Not with turns_column or textual_input_column. Absent: none.",
+    )
     extra_columns: dict[str, str] = Field(
         default_factory=dict,
         description='More columns copied into the sample\'s meta as {meta key: column}, e.g. {"rubrics": '
@@ -310,6 +317,16 @@ class DatasetSpec(BaseModel):
             data = dict(data)
             data["additional_instruction_column"] = data.pop("instruction_column")
         return data
+
+    @model_validator(mode="after")
+    def _one_prompt_shape(self) -> DatasetSpec:
+        if self.messages_column is not None:
+            for other in ("turns_column", "textual_input_column", "in_context"):
+                if getattr(self, other) is not None:
+                    raise ValueError(
+                        f"`messages_column` gives the whole conversation: it cannot be combined with `{other}`"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:

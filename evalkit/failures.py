@@ -44,6 +44,8 @@ class FailureReason(StrEnum):
     AUDIO = "audio"
     #: the sample's image (or an in-context example's) is missing, truncated or not a decodable image
     IMAGE = "image"
+    #: the sample's dataset-given conversation (messages_column) is not a list of messages ending with the user's
+    CONVERSATION = "conversation"
     #: the model cannot answer this kind of turn (a transcription model and a turn without audio)
     UNSUPPORTED = "unsupported"
     #: the metric raised on this sample (the error names the exception)

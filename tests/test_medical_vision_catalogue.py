@@ -48,9 +48,6 @@ KARMA_DATASETS = [
     "openlifescienceai/mmlu_professional_medicine",
     "openlifescienceai/pubmedqa",
 ]
-#: left out, with the reason: HealthBench's prompt is a conversation with earlier assistant turns, which a runspec
-#: cannot send (evalkit's multi-turn history holds the model's own answers)
-NOT_EXPRESSIBLE = {"Tonic/Health-Bench-Eval-OSS-2025-07"}
 
 
 @pytest.fixture(scope="module")
@@ -58,19 +55,23 @@ def catalog():  # type: ignore[no-untyped-def]
     return load_catalog(cwd=REPO)
 
 
-@pytest.mark.parametrize("repo", [r for r in KARMA_DATASETS if r not in NOT_EXPRESSIBLE])
+@pytest.mark.parametrize("repo", KARMA_DATASETS)
 def test_karma_hub_id_resolves_to_a_medical_entry(catalog, repo: str) -> None:  # type: ignore[no-untyped-def]
     (spec,) = catalog.resolve(repo)
     assert spec.category == "medical" and spec.hf_repo == repo
     assert spec.checked is not None and repo in (spec.checked.url + spec.checked.what)
 
 
-def test_karma_names_not_expressible_are_absent_rather_than_wrong(catalog) -> None:  # type: ignore[no-untyped-def]
-    for repo in NOT_EXPRESSIBLE:
-        with pytest.raises(RunspecError, match="is not a dataset, task or category"):
-            catalog.resolve(repo)
-    medical = {spec.hf_repo for spec in catalog.resolve("medical")}
-    assert medical == set(KARMA_DATASETS) - NOT_EXPRESSIBLE
+def test_all_20_karma_datasets_and_nothing_else_are_medical(catalog) -> None:  # type: ignore[no-untyped-def]
+    medical = [spec.hf_repo for spec in catalog.resolve("medical")]
+    assert len(KARMA_DATASETS) == 20 and sorted(medical) == sorted(KARMA_DATASETS)
+
+
+def test_healthbench_sends_its_conversation_and_scores_by_rubric(catalog) -> None:  # type: ignore[no-untyped-def]
+    (spec,) = catalog.resolve("Tonic/Health-Bench-Eval-OSS-2025-07")
+    assert (spec.split, spec.messages_column, spec.id_column) == ("oss_eval", "prompt", "prompt_id")
+    assert spec.extra_columns == {"rubrics": "rubrics", "example_tags": "example_tags"}
+    assert catalog.fitting_metrics(spec) == ["rubric_evaluation"]
 
 
 def test_vision_has_at_least_15_image_entries(catalog) -> None:  # type: ignore[no-untyped-def]

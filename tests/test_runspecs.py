@@ -53,7 +53,9 @@ ALLOWED_KEYS = {
     "gender_column",
     "speaker_column",
     "duration_column",
+    "messages_column",
     "extra_columns",
+    "system_prompt",
     "instruction",
     "preprocessor",
     "postprocessor",
@@ -83,6 +85,7 @@ COLUMN_KEYS = (
     "gender_column",
     "speaker_column",
     "duration_column",
+    "messages_column",
 )
 # The metric names evalkit provides (aliases included); the registry is checked too,
 # once every metric module exists.
@@ -213,6 +216,7 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "ekacare/clinical_note_generation_dataset": "eka_structured",
     "ekacare/medical_records_parsing_validation_set": "eka_records",
     "ekacare/ekacare_medical_history_summarisation": "eka_summary",
+    "Tonic/Health-Bench-Eval-OSS-2025-07": "healthbench",
     # vision (layouts from lmms-eval's task files)
     "lmms-lab/POPE": "pope",
     "lmms-lab/textvqa": "textvqa",
@@ -342,8 +346,11 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
         assert "audio_column" in entry, f"{name}: an audio dataset needs audio_column"
     else:
         assert "audio_column" not in entry, f"{name}: a text dataset must not send audio"
-        assert "textual_input_column" in entry, f"{name}: a text dataset needs textual_input_column"
-    assert entry.get("instruction") or entry.get("instruction_column"), (
+        assert "textual_input_column" in entry or "messages_column" in entry, (
+            f"{name}: a text dataset needs textual_input_column (or a messages_column conversation)"
+        )
+    # a dataset-given conversation (messages_column) already tells the model what to answer
+    assert entry.get("instruction") or entry.get("instruction_column") or entry.get("messages_column"), (
         f"{name}: the model needs to be told what to do (instruction or instruction_column)"
     )
     for key in ("description", "license", "url", "instruction"):
@@ -536,6 +543,11 @@ def _check_samples(spec: Any, source: Path) -> None:
             assert sample.instruction == row[spec.instruction_column] and sample.instruction
         else:
             assert sample.instruction == spec.instruction
+        if spec.messages_column:
+            given = [{"role": m["role"], "content": m["content"]} for m in row[spec.messages_column]]
+            assert sample.messages == given and given[-1]["role"] == "user", f"{where}: messages"
+        else:
+            assert sample.messages is None
         if spec.id_column:
             assert sample.id == str(row[spec.id_column])
         for key in ("accent", "accented", "gender", "speaker", "duration", "choices"):

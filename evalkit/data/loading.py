@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
+from evalkit.data.conversation import ConversationError, conversation_from_cell
 from evalkit.data.files import local_files, require_local_source
 from evalkit.data.hubcache import HubRowCache
 from evalkit.data.image.values import ImageDecodeError, images_from_cell
@@ -235,6 +236,12 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
             )
             for i, t in enumerate(raw_turns)
         ]
+    messages = None
+    if spec.messages_column is not None:
+        try:
+            messages = conversation_from_cell(_column(row, spec.messages_column, spec, "messages_column"))
+        except ConversationError as error:
+            meta.setdefault("conversation_error", f"{spec.messages_column}: {error}")
     return Sample(
         id=str(sample_id) if sample_id is not None else f"{spec.name}-{index}",
         reference=_column(row, spec.target_column, spec, "target_column"),
@@ -243,6 +250,7 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
         audio=audio,
         images=images,
         turns=turns,
+        messages=messages,
         meta=meta,
     )
 

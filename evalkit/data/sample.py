@@ -61,4 +61,6 @@ class Sample:
     #: the sample's images, shown with its (first) user turn; None: no image column
     images: list[Image] | None = None
     turns: list[Turn] | None = None
+    #: a dataset-given conversation (``messages_column``): checked {role, content} messages, the last the user's
+    messages: list[dict[str, str]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)

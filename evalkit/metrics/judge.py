@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 import yaml
 
+from evalkit.data.conversation import render_conversation
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.failures import FailureReason
@@ -246,7 +247,14 @@ def transcript_of(sample: Sample) -> str:
 
 
 def question_text(sample: Sample) -> str:
-    """What the judge is told about the question: text input, spoken question, instruction."""
+    """What the judge is told about the question: text input, spoken question, instruction.
+
+    A dataset-given conversation (``messages_column``) is shown whole, as
+    ``role: content`` paragraphs: the judge grades the answer to its last
+    message in the light of the earlier ones (HealthBench's grader does).
+    """
+    if sample.messages:
+        return render_conversation(sample.messages)
     text = render_text(sample.text)
     transcript = transcript_of(sample)
     has_audio = sample.audio is not None or any(t.audio is not None for t in sample.turns or [])

@@ -63,6 +63,13 @@ class GeneralPreprocessor(Preprocessor):
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
         instruction = _join(sample.instruction, *context.add_ons)
+        if sample.messages:
+            # a dataset-given conversation: its last (user) message is the turn asked, with the instruction
+            # and the images; the messages before it go as they are
+            *earlier, last = sample.messages
+            text = _join(instruction, last["content"]) if instruction else last["content"]
+            turn = PromptTurn(text=text, images=list(sample.images or []))
+            return Prompt(turns=[turn], system=context.system_prompt, history=[dict(m) for m in earlier])
         if sample.turns:
             turns = [PromptTurn(text=t.text, audio=t.audio) for t in sample.turns]
             if instruction:

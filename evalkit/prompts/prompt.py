@@ -25,5 +25,7 @@ class Prompt:
     system: str | None = None
     #: in-context examples shown before the question: (user turn, assistant answer)
     examples: list[tuple[PromptTurn, str]] = field(default_factory=list)
+    #: the dataset-given conversation before the turns ({role, content} messages, sent as they are)
+    history: list[dict[str, str]] = field(default_factory=list)
     #: what shaped the prompt (template id, add-ons...), written to the record
     info: dict[str, Any] = field(default_factory=dict)

@@ -328,8 +328,11 @@ class Engine:
         prompt, examples = self._build_prompt(sample)
         audio_error = sample.meta.pop("audio_error", None)
         image_error = sample.meta.pop("image_error", None)
+        conversation_error = sample.meta.pop("conversation_error", None)
         prepared: Prepared | Outcome
-        if audio_error is not None:
+        if conversation_error is not None:
+            prepared = failed(FailureReason.CONVERSATION, f"unusable conversation in the dataset: {conversation_error}")
+        elif audio_error is not None:
             prepared = failed(FailureReason.AUDIO, f"unreadable audio value in the dataset: {audio_error}")
         elif image_error is not None:
             prepared = failed(FailureReason.IMAGE, f"unreadable image value in the dataset: {image_error}")

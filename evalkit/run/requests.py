@@ -73,11 +73,20 @@ _NO_IMAGES = PreparedImages()
 def _prefix(
     prompt: Prompt, audio: PreparedAudio, ctx: RequestContext, images: PreparedImages = _NO_IMAGES
 ) -> tuple[list[dict[str, Any]], list[AudioPart], list[ImagePart]]:
-    """System message and in-context examples (user turn + reference answer), with the examples' audio and images."""
+    """System message, in-context examples (user turn + reference answer) and the dataset-given conversation.
+
+    With the examples' audio and images. A dataset-given conversation that
+    opens with system messages has them joined to evalkit's system prompt
+    (after it, a blank line between) into the one system message at the head,
+    which every chat template accepts; the rest of it goes as it is, last.
+    """
     prefix: list[dict[str, Any]] = []
     system = ctx.system if (ctx.system is not None or ctx.system_override) else prompt.system
-    if system:
-        prefix.append({"role": "system", "content": system})
+    given = prompt.history
+    lead = next((i for i, m in enumerate(given) if m["role"] != "system"), len(given))
+    texts = [t for t in (system, *(m["content"] for m in given[:lead])) if t]
+    if texts:
+        prefix.append({"role": "system", "content": "\n\n".join(texts)})
     example_audio: list[AudioPart] = []
     example_images: list[ImagePart] = []
     for index, (example, answer) in enumerate(prompt.examples):
@@ -90,6 +99,7 @@ def _prefix(
         prefix += [{"role": "user", "content": content}, {"role": "assistant", "content": answer}]
         example_audio += pieces
         example_images += pictures
+    prefix += [dict(m) for m in given[lead:]]
     return prefix, example_audio, example_images
 
 
@@ -217,6 +227,7 @@ def likelihood_context(prompt: Prompt) -> str | None:
         return None
     parts = [prompt.system] if prompt.system else []
     parts += [f"{turn.text or ''}\nAnswer: {answer}" for turn, answer in prompt.examples]
+    parts += [f"{m['role']}: {m['content']}" for m in prompt.history]
     parts.append("\n".join(turn.text or "" for turn in prompt.turns) + "\nAnswer:")
     return "\n\n".join(parts)
 
