@@ -289,8 +289,9 @@ class DatasetSpec(BaseModel):
     in_context: dict[str, Any] | None = Field(
         None,
         description="In-context examples shown before each sample: {split or path, k (default 1), choice "
-        "(first | random, seeded | similar, alias topk_text: BM25 over the texts; default first), pool_size "
-        "(default 100)}; absent: none.",
+        "(first | random, seeded | similar, alias topk_text: BM25 over the texts | topk_img: nearest images by "
+        "cosine of 16x16 thumbnails, needs image_column; default first), embedding_model (topk_img: a CLIP-class "
+        "model path or hub id instead of thumbnails, needs the local extra), pool_size (default 100)}; absent: none.",
     )
     description: str | None = Field(
         None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty."

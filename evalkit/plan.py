@@ -20,6 +20,7 @@ from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.processing.processors import ProcessorChain, build_processors
+from evalkit.prompts.examples import check_in_context
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
 from evalkit.registry import import_plugin_modules
@@ -297,6 +298,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             elif hub_offline():
                 require_stored(spec)
             check_prompt_choice(spec, library.pools)
+            check_in_context(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
             dataset_processors(spec)

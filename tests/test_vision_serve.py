@@ -153,50 +153,151 @@ def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_idefics3(tmp_path_factory.mktemp("models") / "tiny-idefics3")
 
 
+def _launch_entries(tiny_vlm: Path) -> dict[str, dict[str, Any]]:
+    """The config ``models`` entries of both servers: vLLM and evalkit serve, started by evalkit's launch code."""
+    return {
+        "vllm": {
+            "name": "vlm-vllm",
+            "inference_type": "vllm",
+            "model": MODEL_ID,
+            "launch": {
+                "backend": "vllm",
+                "model_path": str(tiny_vlm),
+                "args": [
+                    "--max-model-len",
+                    "512",
+                    "--dtype",
+                    "float32",
+                    "--enforce-eager",
+                    "--limit-mm-per-prompt",
+                    '{"image": 2}',
+                ],
+                "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+                "startup_timeout": START_TIMEOUT,
+            },
+        },
+        "serve": {
+            "name": "vlm-evalkit-serve",
+            "inference_type": "local",
+            "model": MODEL_ID,
+            "launch": {
+                "backend": "transformers",
+                "model_path": str(tiny_vlm),
+                "args": ["--dtype", "float32", "--max-batch-size", "4"],
+                "env": {"HF_HUB_OFFLINE": "1"},
+                "startup_timeout": START_TIMEOUT,
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_vlm: Path) -> Reference:
+    return Reference(tiny_vlm)
+
+
+def _image_set(root: Path) -> list[dict[str, Any]]:
+    """The module's images as files (PNG and JPEG, five sizes), one question each, and one two-image row."""
+    rows = []
+    names = []
+    for index, (fmt, data) in enumerate(_images()):
+        name = f"images/img{index}.{'jpg' if fmt == 'jpeg' else fmt}"
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+        names.append(name)
+        rows.append({"id": f"s{index}", "image": name, "question": QUESTIONS[index % 2]})
+    rows.append({"id": "two", "image": [names[0], names[3]], "question": QUESTIONS[2]})
+    return rows
+
+
+def _conversation(root: Path, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat request evalkit sends for ``row``: its images (the files' bytes, as they are), then the question."""
+    files = row["image"] if isinstance(row["image"], list) else [row["image"]]
+    parts = [_image_part("jpeg" if f.endswith(".jpg") else "png", (root / f).read_bytes()) for f in files]
+    return [{"role": "user", "content": [*parts, {"type": "text", "text": row["question"]}]}]
+
+
+def test_evalkit_run_launches_both_servers_and_its_answers_equal_transformers_generate(
+    tiny_vlm: Path, reference: Reference, tmp_path: Path
+) -> None:
+    """One ``evalkit run`` over an image_column runspec starts vLLM and evalkit serve itself (``launch:``).
+
+    Placed before the tests that use the module's ``servers`` so two vLLM servers never run at once. The
+    references are ``generate``'s answers, written as the targets, so exact match is 1.0 only if every answer
+    of both models equals transformers'.
+    """
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from helpers import ROOT
+
+    rows = _image_set(tmp_path)
+    answers = {row["id"]: reference.answer(_conversation(tmp_path, row)) for row in rows}
+    assert all(answers.values()) and len(set(answers.values())) > 1, answers
+    with (tmp_path / "vqa.jsonl").open("w") as handle:
+        for row in rows:
+            handle.write(json.dumps({**row, "answer": answers[row["id"]]}) + "\n")
+    specs = tmp_path / "runspecs" / "vision"
+    specs.mkdir(parents=True)
+    entry = {
+        "path": "../../vqa.jsonl",
+        "language": "en",
+        "modality": "image+text",
+        "id_column": "id",
+        "image_column": "image",
+        "textual_input_column": "question",
+        "target_column": "answer",
+    }
+    (specs / "tiny_vqa.json").write_text(json.dumps({"_task": {"metrics": ["exact_match"]}, "tiny_vqa": entry}))
+    models = [
+        {"info": {**info, "temperature": 0.0, "max_tokens": MAX_TOKENS, "batch_size": 4, "timeout": 300}}
+        for info in _launch_entries(tiny_vlm).values()
+    ]
+    config = {
+        "dataset_metric": [["tiny_vqa", "exact_match"]],
+        "models": models,
+        "runspecs_dir": str(tmp_path / "runspecs"),
+        "output_dir": str(tmp_path / "runs"),
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", "run", str(tmp_path / "config.yaml"), "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2 * START_TIMEOUT + 300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    run_dir = next(p.parent for p in (tmp_path / "runs").glob("*/results.json"))
+    records = [
+        json.loads(line) for path in (run_dir / "records").glob("*.jsonl") for line in path.read_text().splitlines()
+    ]
+    got = {(r["model"], r["sample_id"]): r["response"] for r in records}
+    expected = {(model, key): answer for model in ("vlm-vllm", "vlm-evalkit-serve") for key, answer in answers.items()}
+    assert got == expected
+    results = json.loads((run_dir / "results.json").read_text())["results"]
+    assert {(r["model"], r["score"], r["n"], r["n_failed"]) for r in results} == {
+        ("vlm-vllm", 1.0, len(rows), 0),
+        ("vlm-evalkit-serve", 1.0, len(rows), 0),
+    }
+    # both servers evalkit started were stopped when the run ended (their info files say so)
+    infos = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "server-logs").glob("*.json")]
+    launched = [info for info in infos if isinstance(info, dict) and {"backend", "pid", "stopped"} <= set(info)]
+    assert sorted(info["backend"] for info in launched) == ["transformers", "vllm"], infos
+    assert all(info["stopped"] for info in launched), launched
+
+
 @pytest.fixture(scope="module")
 def servers(tiny_vlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """vLLM and evalkit serve on the tiny model, started and stopped by evalkit's launch code."""
     from evalkit.config import ModelInfo
     from evalkit.serve.launch import LaunchedServer, _check_args, _start_ready, stop_servers
 
-    infos = {
-        "vllm": ModelInfo.model_validate(
-            {
-                "name": "vlm-vllm",
-                "inference_type": "vllm",
-                "model": MODEL_ID,
-                "launch": {
-                    "backend": "vllm",
-                    "model_path": str(tiny_vlm),
-                    "args": [
-                        "--max-model-len",
-                        "512",
-                        "--dtype",
-                        "float32",
-                        "--enforce-eager",
-                        "--limit-mm-per-prompt",
-                        '{"image": 2}',
-                    ],
-                    "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
-                    "startup_timeout": START_TIMEOUT,
-                },
-            }
-        ),
-        "serve": ModelInfo.model_validate(
-            {
-                "name": "vlm-evalkit-serve",
-                "inference_type": "local",
-                "model": MODEL_ID,
-                "launch": {
-                    "backend": "transformers",
-                    "model_path": str(tiny_vlm),
-                    "args": ["--dtype", "float32", "--max-batch-size", "4"],
-                    "env": {"HF_HUB_OFFLINE": "1"},
-                    "startup_timeout": START_TIMEOUT,
-                },
-            }
-        ),
-    }
+    infos = {key: ModelInfo.model_validate(entry) for key, entry in _launch_entries(tiny_vlm).items()}
     log_dir = tmp_path_factory.mktemp("server-logs")
     started: list[LaunchedServer] = []
 
@@ -213,8 +314,7 @@ def servers(tiny_vlm: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture(scope="module")
-def reference_answers(tiny_vlm: Path) -> list[str]:
-    reference = Reference(tiny_vlm)
+def reference_answers(reference: Reference) -> list[str]:
     return [reference.answer(conversation) for conversation in _requests()]
 
 

@@ -41,7 +41,8 @@ class PromptAssembler:
         self.preprocessor = preprocessor
         self.context = context
         self.seed = seed
-        self.example_pool = list(example_pool)
+        # kept as the ExamplePool it is: its text index / image vectors are built once, not per sample
+        self.example_pool = example_pool if isinstance(example_pool, icl.ExamplePool) else icl.ExamplePool(example_pool)
         base: dict[str, Any] = {}
         if context.add_on_names:
             base["add_ons"] = list(context.add_on_names)
@@ -49,8 +50,12 @@ class PromptAssembler:
             base["system_prompts"] = list(context.system_prompt_names)
         self._base_info = base
 
-    def build(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
-        """The sample's prompt and the examples shown before it (their ids are in ``prompt.info``)."""
+    def build(self, sample: Sample, query: Any = icl.UNSET) -> tuple[Prompt, list[Sample]]:
+        """The sample's prompt and the examples shown before it (their ids are in ``prompt.info``).
+
+        ``query``: the sample's image vector for ``topk_img`` (:func:`evalkit.prompts.examples.query_vector`,
+        made in a worker thread); made here when not given.
+        """
         info: dict[str, Any] = dict(self._base_info)
         template: str | None = None
         if self.spec.prompt_pool is not None:
@@ -61,11 +66,13 @@ class PromptAssembler:
         prompt = self.preprocessor.build(sample, self.context)
         chosen: list[Sample] = []
         if self.example_pool:
-            chosen = icl.choose(self.spec, self.example_pool, sample, self.seed)
+            chosen = icl.choose(self.spec, self.example_pool, sample, self.seed, query)
             if template is not None:
                 chosen = [dataclasses.replace(example, instruction=template) for example in chosen]
             prompt.examples = [self.preprocessor.example(example, self.context) for example in chosen]
             info["examples"] = [example.id for example in chosen]
             info["example_choice"] = icl.choice_name(self.spec)
+            if info["example_choice"] == "topk_img":
+                info["example_embedding"] = icl.embedding_name(self.example_pool)
         prompt.info.update(info)
         return prompt, chosen

@@ -317,15 +317,19 @@ class Engine:
             return failed(FailureReason.IMAGE, f"could not read the image: {error}")
         return prepared, pictures
 
-    def _build_prompt(self, sample: Sample) -> tuple[Prompt, list[Sample]]:
+    def _build_prompt(self, sample: Sample, query: Any = icl.UNSET) -> tuple[Prompt, list[Sample]]:
         if self._assembler is None:
             self._assembler = PromptAssembler(
                 self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
             )
-        return self._assembler.build(sample)
+        return self._assembler.build(sample, query)
 
     async def _sample(self, sample: Sample) -> None:
-        prompt, examples = self._build_prompt(sample)
+        query: Any = icl.UNSET
+        if isinstance(self._example_pool, icl.ExamplePool) and icl.needs_query_vector(self.spec.dataset):
+            # topk_img: the sample's image is decoded and embedded in a thread, never on the loop
+            query = await asyncio.to_thread(icl.query_vector, self._example_pool, sample)
+        prompt, examples = self._build_prompt(sample, query)
         audio_error = sample.meta.pop("audio_error", None)
         image_error = sample.meta.pop("image_error", None)
         conversation_error = sample.meta.pop("conversation_error", None)
