@@ -50,7 +50,7 @@ import random
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 #: bump when the recipe changes, so cached folders built by an older recipe are rebuilt
@@ -374,12 +374,7 @@ def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     model.generation_config = GenerationConfig(bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD])
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
-    # the template also lives in tokenizer_config.json, for readers (older
-    # transformers, other tools) that do not look for chat_template.jinja
-    cfg_path = folder / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    cfg["chat_template"] = CHAT_TEMPLATE
-    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    store_chat_template(folder, CHAT_TEMPLATE)
 
     return sum(p.numel() for p in model.parameters()), vocab_size
 
@@ -467,14 +462,41 @@ _BUILDERS: dict[str, Callable[[Path, int], tuple[int, int]]] = {
 
 def is_complete(out_dir: str | Path, seed: int = 0, kind: str = "llama") -> bool:
     """True when out_dir holds a model of this kind built by this recipe with this seed."""
+    return folder_is_built(out_dir, _REQUIRED_FILES[kind], kind, RECIPE_VERSION, seed)
+
+
+def folder_is_built(out_dir: str | Path, required: Iterable[str], kind: str, recipe: int, seed: int) -> bool:
+    """True when out_dir holds every required file and the marker of this kind, recipe and seed (the marker is
+    moved in last, so a half-built folder never passes)."""
     folder = Path(out_dir)
-    if not all((folder / name).is_file() for name in _REQUIRED_FILES[kind]):
+    if not all((folder / name).is_file() for name in required):
         return False
     try:
         marker = json.loads((folder / MARKER_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed and marker.get("kind", "llama") == kind
+    return marker.get("recipe") == recipe and marker.get("seed") == seed and marker.get("kind", "llama") == kind
+
+
+def store_chat_template(folder: Path, template: str) -> None:
+    """The chat template also in tokenizer_config.json, for readers (older transformers, other tools) that do
+    not look for chat_template.jinja."""
+    cfg_path = folder / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    cfg["chat_template"] = template
+    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def builder_main(argv: list[str] | None, prog: str, description: str, build: Callable[[str, int], Path]) -> int:
+    """The command line of a tiny-model module: build (or reuse) the model in a folder and say what it is."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("out_dir", help="folder to write the model into (reused when complete)")
+    parser.add_argument("--seed", type=int, default=0, help="weights and training-text seed")
+    args = parser.parse_args(argv)
+    path = build(args.out_dir, args.seed)
+    marker = json.loads((path / MARKER_FILE).read_text(encoding="utf-8"))
+    print(f"{path} ({marker['parameters']:,} parameters, vocabulary {marker['vocab_size']})")
+    return 0
 
 
 def build_into_folder(

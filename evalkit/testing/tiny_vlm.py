@@ -34,8 +34,6 @@ Use ``build_tiny_idefics3(dir)`` or ``python -m evalkit.testing.tiny_vlm OUT_DIR
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -172,24 +170,13 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     processor.save_pretrained(folder)
     # hub checkouts carry the image processor's own file too; some readers look only there
     image_processor.save_pretrained(folder)
-    # the template also in tokenizer_config.json, for readers that look only there
-    cfg_path = folder / "tokenizer_config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    cfg["chat_template"] = CHAT_TEMPLATE
-    cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tiny_model.store_chat_template(folder, CHAT_TEMPLATE)
     return sum(p.numel() for p in model.parameters()), vocab_size
 
 
 def is_complete(out_dir: str | Path, seed: int = 0) -> bool:
     """True when out_dir holds a tiny Idefics3 built by this recipe with this seed."""
-    folder = Path(out_dir)
-    if not all((folder / name).is_file() for name in _REQUIRED_FILES):
-        return False
-    try:
-        marker = json.loads((folder / tiny_model.MARKER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return marker.get("recipe") == RECIPE_VERSION and marker.get("seed") == seed and marker.get("kind") == KIND
+    return tiny_model.folder_is_built(out_dir, _REQUIRED_FILES, KIND, RECIPE_VERSION, seed)
 
 
 def build_tiny_idefics3(out_dir: str | Path, seed: int = 0) -> Path:
@@ -200,17 +187,12 @@ def build_tiny_idefics3(out_dir: str | Path, seed: int = 0) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m evalkit.testing.tiny_vlm",
-        description="Build a tiny random-weight Idefics3 vision-language model with its processor (no downloads).",
+    return tiny_model.builder_main(
+        argv,
+        "python -m evalkit.testing.tiny_vlm",
+        "Build a tiny random-weight Idefics3 vision-language model with its processor (no downloads).",
+        build_tiny_idefics3,
     )
-    parser.add_argument("out_dir", help="folder to write the model into (reused when complete)")
-    parser.add_argument("--seed", type=int, default=0, help="weights and training-text seed")
-    args = parser.parse_args(argv)
-    path = build_tiny_idefics3(args.out_dir, args.seed)
-    marker = json.loads((path / tiny_model.MARKER_FILE).read_text(encoding="utf-8"))
-    print(f"{path} ({marker['parameters']:,} parameters, vocabulary {marker['vocab_size']})")
-    return 0
 
 
 if __name__ == "__main__":
