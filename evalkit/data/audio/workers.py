@@ -5,7 +5,9 @@ loop for the GIL pushed the loop's p99 wake-up lag to ~270 ms during a run of
 10 s clips; in processes the loop keeps the interpreter to itself.
 ``EVALKIT_AUDIO_WORKERS`` sets the number of processes (default: CPU count,
 at most 4); ``0`` decodes in threads instead (also the fallback when
-processes cannot be started or a worker dies).
+processes cannot be started or a worker dies). Media already in the form
+sent skips the pool (:func:`run_media_job`); ``EVALKIT_MEDIA_DIRECT=0``
+sends it through the pool too, to compare the two.
 """
 
 from __future__ import annotations
@@ -149,6 +151,21 @@ async def run_audio_job(fn: Callable[..., T], *args: Any) -> T:
                     _pool = None
             pool.shutdown(wait=False, cancel_futures=True)
     return await asyncio.to_thread(fn, *args)
+
+
+async def run_media_job(direct: Callable[..., T | None], general: Callable[..., T], *args: Any) -> T:
+    """``direct(*args)`` in a thread, and ``general(*args)`` in the worker pool only when ``direct`` answers None.
+
+    ``direct`` is the cheap path for media already in the form sent (read,
+    hash, base64: file reads, libsndfile and sha256 release the GIL), so its
+    result never crosses a process pipe; ``general`` decodes, resamples or
+    resizes, the CPU work the processes are for. Both must give equal results.
+    """
+    if os.environ.get("EVALKIT_MEDIA_DIRECT", "").strip() != "0":
+        found = await asyncio.to_thread(direct, *args)
+        if found is not None:
+            return found
+    return await run_audio_job(general, *args)
 
 
 def shutdown_audio_workers() -> None:
