@@ -237,3 +237,11 @@ def test_an_image_that_needs_a_resize_or_a_new_format_is_left_to_the_workers() -
     assert prepare_images_as_is({0: [Image(data=bmp)]}, [(None, None)]) is None
     resized = asyncio.run(run_media_job(prepare_images_as_is, prepare_images, {0: [Image(data=jpeg)]}, [(60, None)]))
     assert resized.parts(0, (60, None))[0].ref["sent"]["width"] == 60
+
+
+@pytest.mark.parametrize("size", [0, 1, 2, 3, 4, 57, 1000, 320_044])
+def test_b64_text_equals_the_standard_library(size: int) -> None:
+    from evalkit.util.b64 import _stdlib_encode, b64_text
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    assert b64_text(data) == _stdlib_encode(data) == base64.b64encode(data).decode("ascii")

@@ -9,7 +9,6 @@ let go as soon as the URI is made, so a sample in flight holds each image once.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from evalkit.data.image.codec import SENT_AS_IS, EncodedImage, describe, fit_size, probe, read_bytes, transform
 from evalkit.data.sample import Image
+from evalkit.util.b64 import b64_text
 
 #: how a model wants its images: (max_image_side, max_image_pixels), None for no limit
 ImageLimit = tuple[int | None, int | None]
@@ -38,7 +38,7 @@ class ImagePart:
 
 
 def _data_uri(mime: str, data: bytes) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    return f"data:{mime};base64,{b64_text(data)}"
 
 
 def _source_ref(image: Image, sha: str, fmt: str, width: int, height: int, size: int) -> dict[str, Any]:
