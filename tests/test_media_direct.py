@@ -245,3 +245,15 @@ def test_b64_text_equals_the_standard_library(size: int) -> None:
 
     data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
     assert b64_text(data) == _stdlib_encode(data) == base64.b64encode(data).decode("ascii")
+
+
+def test_jpeg_end_check_searches_from_the_end_with_the_same_verdict() -> None:
+    """The EOI-after-last-SOS rule, checked against its plain statement on short strings of the marker bytes."""
+    import random
+
+    from evalkit.data.image.codec import _jpeg_complete
+
+    rng = random.Random(5)
+    for _ in range(20_000):
+        data = bytes(rng.choice(b"\xff\xd9\xda\x00") for _ in range(rng.randint(0, 12)))
+        assert _jpeg_complete(data) == (data.rfind(b"\xff\xd9") > data.rfind(b"\xff\xda") >= 0), data
