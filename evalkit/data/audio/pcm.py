@@ -3,7 +3,8 @@
 Audio is decoded once per sample and every model slices its own chunks from
 those bytes: chunking and truncation are a byte slice plus a WAV header, with
 no second decode. All functions here are blocking: the engine runs them in
-audio worker processes (:mod:`evalkit.data.audio.workers`).
+audio worker processes (:mod:`evalkit.data.audio.workers`), or in a thread
+when the audio is already 16 kHz mono 16-bit (:mod:`evalkit.data.audio.direct`).
 """
 
 from __future__ import annotations

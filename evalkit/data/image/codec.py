@@ -1,4 +1,4 @@
-"""Reading, checking, downsizing and encoding images with Pillow (blocking: runs in the audio/image workers).
+"""Reading, checking, downsizing and encoding images with Pillow (blocking: runs off the loop, in a thread or worker).
 
 An image is *probed*, not decoded, when it is sent as it came: Pillow reads
 the header (format, width x height), and the file's end is checked so a
