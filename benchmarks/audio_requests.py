@@ -2,7 +2,8 @@
 
 The dataset is (d)'s synthetic parquet of 10 s, 16 kHz FLAC tones (distinct
 per row), cut to ``N_REQUESTS`` rows. evalkit reads each row, decodes the
-FLAC in its audio workers, writes a 16 kHz WAV, base64-encodes it into a chat
+FLAC (16 kHz mono 16-bit: straight to int16 in its media threads; any other
+form in its audio worker processes), writes a 16 kHz WAV, base64-encodes it into a chat
 request and sends it (about 427 KB a body). The yardstick is the raw loop
 (:mod:`benchmarks.raw_loop`) sending *the same bodies byte for byte*, made
 beforehand: one evalkit run against a capture server records every body it

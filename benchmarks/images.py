@@ -13,7 +13,8 @@ file through a runspec without ``image_column``, so both runs ask the same
 questions and differ only by the image.
 
 Per image the client reads the file, checks its header and end marker,
-hashes it, writes a ~280 KB base64 data URI (in the worker processes) and
+hashes it, writes a ~280 KB base64 data URI (in evalkit's media threads:
+these images need no resize, so no worker process is involved) and
 sends it in the JSON body; the server parses the body and answers "ok" (it
 decodes no image, logs nothing). Two settings:
 

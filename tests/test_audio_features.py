@@ -272,16 +272,24 @@ def test_generation_parameters_and_temperature_overrides_reach_the_server(tmp_pa
 
 
 def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_server, monkeypatch) -> None:
+    import evalkit.data.audio.direct as direct
     import evalkit.data.audio.pcm as rb
 
     calls: Counter[int] = Counter()
-    original = rb.pcm16_of
+    original, original_direct = rb.pcm16_of, direct.direct_pcm16
 
     def counting(audio):  # type: ignore[no-untyped-def]
         calls[len(audio.data or b"")] += 1
         return original(audio)
 
+    def counting_direct(audio):  # type: ignore[no-untyped-def]
+        found = original_direct(audio)  # the shipped 16 kHz 16-bit FLAC is read straight to PCM, not decoded
+        if found is not None:
+            calls[len(audio.data or b"")] += 1
+        return found
+
     monkeypatch.setattr(rb, "pcm16_of", counting)
+    monkeypatch.setattr(direct, "direct_pcm16", counting_direct)
     monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "0")  # threads, so the counter sees every decode
     server = make_server()
     _, records = run(
@@ -467,7 +475,8 @@ def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -
             }
         )
     )
-    env = {**os.environ, "EVALKIT_AUDIO_WORKERS": "2"}
+    # the shipped FLAC is already 16 kHz mono 16-bit, read in threads: make the run decode it in its workers
+    env = {**os.environ, "EVALKIT_AUDIO_WORKERS": "2", "EVALKIT_MEDIA_DIRECT": "0"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
         cwd=workdir,

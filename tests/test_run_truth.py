@@ -138,6 +138,7 @@ def test_missing_audio_files_fail_the_run_with_the_audio_reason(tmp_path: Path, 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env["EVALKIT_AUDIO_WORKERS"] = "2"  # the worker pool is what printed tracebacks on Ctrl-C
+    env["EVALKIT_MEDIA_DIRECT"] = "0"  # 16 kHz 16-bit clips would be read in threads: keep the pool in the run
     return subprocess.Popen(
         [sys.executable, "-m", "evalkit", *args],
         cwd=cwd,

@@ -28,7 +28,14 @@ PACKAGES = (
 #: command-line tools tests and servers use
 TOOLS = ("espeak-ng", "chromium", "nvidia-smi", "ffmpeg")
 #: environment variables that change what a run does (values shown; none of them holds a secret)
-ENVIRONMENT = ("EVALKIT_AUDIO_WORKERS", "HF_HUB_OFFLINE", "HF_HOME", "HF_DATASETS_CACHE", "CUDA_VISIBLE_DEVICES")
+ENVIRONMENT = (
+    "EVALKIT_AUDIO_WORKERS",
+    "EVALKIT_MEDIA_DIRECT",
+    "HF_HUB_OFFLINE",
+    "HF_HOME",
+    "HF_DATASETS_CACHE",
+    "CUDA_VISIBLE_DEVICES",
+)
 
 
 def _version(name: str) -> str | None:

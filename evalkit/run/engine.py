@@ -3,9 +3,12 @@
 Samples are read in a worker thread in small batches and at most ``window``
 samples are in flight, so memory is bounded by the window, not the dataset.
 A sample's audio is decoded and cut for every model once, in an audio
-worker process (:func:`evalkit.data.audio.workers.run_audio_job`), and shared
+worker process (:func:`evalkit.data.audio.workers.run_media_job`), and shared
 by all models; its images are read, checked and downsized for every model's
-limit there too (:mod:`evalkit.data.image.prepare`); every model's request goes through that model's shared
+limit there too (:mod:`evalkit.data.image.prepare`). Media already in the form
+sent (16 kHz mono 16-bit audio, images within every limit) is read, hashed and
+base64-encoded in a thread instead, so no large result crosses a process pipe;
+every model's request goes through that model's shared
 client (pools, retries, store). A failed request (or one failed chunk of
 long audio) is recorded with its reason and excluded from the score. Each
 record's ``prompt`` says what shaped the prompt: template pool and index,
@@ -28,6 +31,7 @@ from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import ParseError, continuation_logprob
 from evalkit.config import Filters, RequestKind
+from evalkit.data.audio.direct import prepare_example_audio_direct, prepare_turn_audio_direct
 from evalkit.data.audio.pcm import (
     PreparedAudio,
     Shape,
@@ -35,9 +39,9 @@ from evalkit.data.audio.pcm import (
     prepare_example_audio,
     prepare_turn_audio,
 )
-from evalkit.data.audio.workers import run_audio_job
+from evalkit.data.audio.workers import run_media_job
 from evalkit.data.filters import apply_filters
-from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images
+from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images, prepare_images_as_is
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import DiskFullError, UserError
@@ -283,7 +287,9 @@ class Engine:
         if future is None:
             assert example.audio is not None
             future = asyncio.ensure_future(
-                run_audio_job(prepare_example_audio, example.audio, self.shapes, self.encodings)
+                run_media_job(
+                    prepare_example_audio_direct, prepare_example_audio, example.audio, self.shapes, self.encodings
+                )
             )
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
@@ -293,7 +299,7 @@ class Engine:
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
             prepared = (
-                await run_audio_job(prepare_turn_audio, audio, self.shapes, self.encodings)
+                await run_media_job(prepare_turn_audio_direct, prepare_turn_audio, audio, self.shapes, self.encodings)
                 if audio
                 else PreparedAudio({})
             )
@@ -312,7 +318,7 @@ class Engine:
         if not images:
             return prepared, _NO_IMAGES
         try:
-            pictures = await run_audio_job(prepare_images, images, self.image_limits)
+            pictures = await run_media_job(prepare_images_as_is, prepare_images, images, self.image_limits)
         except (ValueError, OSError, RuntimeError) as error:
             return failed(FailureReason.IMAGE, f"could not read the image: {error}")
         return prepared, pictures

@@ -3,18 +3,19 @@
 Audio is decoded once per sample and every model slices its own chunks from
 those bytes: chunking and truncation are a byte slice plus a WAV header, with
 no second decode. All functions here are blocking: the engine runs them in
-audio worker processes (:mod:`evalkit.data.audio.workers`).
+audio worker processes (:mod:`evalkit.data.audio.workers`), or in a thread
+when the audio is already 16 kHz mono 16-bit (:mod:`evalkit.data.audio.direct`).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evalkit.data.sample import Audio
+from evalkit.util.b64 import b64_text
 
 SAMPLE_RATE = 16000
 _BYTES_PER_SECOND = SAMPLE_RATE * 2
@@ -47,7 +48,7 @@ class AudioPart:
     def encode(self, encodings: frozenset[str]) -> None:
         """Keep only ``encodings`` ("wav", "b64"), making the base64 text if asked for."""
         if "b64" in encodings and self.b64 is None and self.wav is not None:
-            self.b64 = base64.b64encode(self.wav).decode("ascii")
+            self.b64 = b64_text(self.wav)
         if "wav" not in encodings and self.b64 is not None:
             self.wav = None
 
@@ -55,7 +56,7 @@ class AudioPart:
     def base64(self) -> str:
         if self.b64 is None:
             assert self.wav is not None
-            self.b64 = base64.b64encode(self.wav).decode("ascii")
+            self.b64 = b64_text(self.wav)
         return self.b64
 
 

@@ -1,4 +1,4 @@
-"""Reading, checking, downsizing and encoding images with Pillow (blocking: runs in the audio/image workers).
+"""Reading, checking, downsizing and encoding images with Pillow (blocking: runs off the loop, in a thread or worker).
 
 An image is *probed*, not decoded, when it is sent as it came: Pillow reads
 the header (format, width x height), and the file's end is checked so a
@@ -91,8 +91,14 @@ def read_bytes(image: Image) -> bytes:
 
 
 def _jpeg_complete(data: bytes) -> bool:
-    """A JPEG whose last scan (SOS, FFDA) is followed by an end-of-image marker (FFD9): not cut short."""
-    return data.rfind(b"\xff\xd9") > data.rfind(b"\xff\xda") >= 0
+    """A JPEG whose last scan (SOS, FFDA) is followed by an end-of-image marker (FFD9): not cut short.
+
+    The last EOI sits at the end of a whole file, so it is found from the end;
+    then a scan must start before it and none after it. (Searching for the
+    last SOS from the end would cross the whole entropy-coded image.)
+    """
+    end = data.rfind(b"\xff\xd9")
+    return end >= 0 and data.find(b"\xff\xda", 0, end + 1) >= 0 and data.find(b"\xff\xda", end) < 0
 
 
 def probe(data: bytes, what: str) -> ProbedImage:

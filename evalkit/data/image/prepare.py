@@ -9,7 +9,6 @@ let go as soon as the URI is made, so a sample in flight holds each image once.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from evalkit.data.image.codec import SENT_AS_IS, EncodedImage, describe, fit_size, probe, read_bytes, transform
 from evalkit.data.sample import Image
+from evalkit.util.b64 import b64_text
 
 #: how a model wants its images: (max_image_side, max_image_pixels), None for no limit
 ImageLimit = tuple[int | None, int | None]
@@ -38,7 +38,7 @@ class ImagePart:
 
 
 def _data_uri(mime: str, data: bytes) -> str:
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    return f"data:{mime};base64,{b64_text(data)}"
 
 
 def _source_ref(image: Image, sha: str, fmt: str, width: int, height: int, size: int) -> dict[str, Any]:
@@ -51,8 +51,15 @@ def _source_ref(image: Image, sha: str, fmt: str, width: int, height: int, size:
     return ref
 
 
-def image_parts(image: Image, limits: Iterable[ImageLimit]) -> dict[ImageLimit, ImagePart]:
-    """The part of ``image`` for every limit (blocking); ImageDecodeError when it cannot be read or decoded."""
+def image_parts(
+    image: Image, limits: Iterable[ImageLimit], as_is_only: bool = False
+) -> dict[ImageLimit, ImagePart] | None:
+    """The part of ``image`` for every limit (blocking); ImageDecodeError when it cannot be read or decoded.
+
+    With ``as_is_only`` the answer is None as soon as some limit needs the
+    image decoded and re-encoded: the caller then sends the work where
+    decoding belongs (the worker processes).
+    """
     what = describe(image)
     data = read_bytes(image)
     found = probe(data, what)
@@ -66,6 +73,8 @@ def image_parts(image: Image, limits: Iterable[ImageLimit]) -> dict[ImageLimit, 
         if part is None:
             if size == (found.width, found.height) and found.format in SENT_AS_IS:
                 part = ImagePart(_data_uri(SENT_AS_IS[found.format], data), sha, source)
+            elif as_is_only:
+                return None
             else:
                 encoded: EncodedImage = transform(data, found, size, what)
                 side, pixels = limit
@@ -109,13 +118,35 @@ def prepare_images(images_by_key: dict[int, list[Image]], limits: list[ImageLimi
     Raises ImageDecodeError (a ValueError) naming the image that cannot be
     read; the engine records the sample as failed with reason ``image``.
     """
+    prepared = _prepare(images_by_key, limits, as_is_only=False)
+    assert prepared is not None
+    return prepared
+
+
+def prepare_images_as_is(images_by_key: dict[int, list[Image]], limits: list[ImageLimit]) -> PreparedImages | None:
+    """:func:`prepare_images` when every image goes as it came, else None (blocking).
+
+    Sending an image as it came is read + header probe + sha256 + base64:
+    file reads and hashing release the GIL, so a thread does it without the
+    ~270 KB round trip of each data URI through a worker process' pipes.
+    Errors are the same :class:`ImageDecodeError` as :func:`prepare_images`'.
+    """
+    return _prepare(images_by_key, limits, as_is_only=True)
+
+
+def _prepare(
+    images_by_key: dict[int, list[Image]], limits: list[ImageLimit], as_is_only: bool
+) -> PreparedImages | None:
     prepared = PreparedImages()
     wanted = list(dict.fromkeys(limits)) or [NO_LIMIT]
     for key, images in images_by_key.items():
         per_image = []
         for index, image in enumerate(images):
             try:
-                per_image.append(image_parts(image, wanted))
+                parts = image_parts(image, wanted, as_is_only)
+                if parts is None:
+                    return None
+                per_image.append(parts)
             except ValueError as error:
                 where = f"image {index + 1} of {len(images)}: " if len(images) > 1 else ""
                 raise type(error)(f"{where}{error}") from None
