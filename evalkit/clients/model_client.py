@@ -246,13 +246,13 @@ class ModelClient:
                     )
                     future.set_result(outcome)
                     return outcome
-            if self._lean():  # a closed circuit is not a dead one: the lean path needs no _all_dead() scan
-                return await self._send_inline(_Job(request=request, store_key=store_key, future=future))
             if self._all_dead():
                 outcome = self._unavailable(None)
                 future.set_result(outcome)
                 return outcome
             job = _Job(request=request, store_key=store_key, future=future)
+            if self._lean():
+                return await self._send_inline(job)
             if not self._started:
                 self._start()
             self._queue.put_nowait(job)
@@ -343,12 +343,11 @@ class ModelClient:
         return reserved
 
     def _settle_tokens(self, reserved: float, attempt: Attempt) -> None:
-        if self._tokens is None:
-            return  # the estimate only sizes token-limit reservations: nothing to learn without a limit
         total = _total_tokens(attempt.usage)
         if total is not None:
             self._token_estimate.observe(total)
-        self._tokens.settle(reserved, total if total is not None else reserved)
+        if self._tokens is not None:
+            self._tokens.settle(reserved, total if total is not None else reserved)
 
     async def _worker(self, replica: _Replica) -> None:
         circuit = replica.circuit

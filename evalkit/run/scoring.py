@@ -53,43 +53,15 @@ async def score_sample(
 
     ``processors`` (the dataset's) run first, then the metric's own (its ``processors`` option).
     """
-    if type(metric).ascore is Metric.ascore:
-        return _score_now(metric, prediction, sample, processors)
     try:
-        prediction, sample = _processed(metric, prediction, sample, processors)
+        own = getattr(metric, "processors", None)
+        chain = processors + own if processors and own else processors or own
+        if chain:  # most pairs have no processors: no chain is built or applied per sample
+            prediction, sample = process_pair(chain, prediction, sample)
         return await metric.ascore(prediction, sample), None
     except Exception as error:
-        return None, _crashed(metric, sample, error)
-
-
-def _score_now(
-    metric: Metric, prediction: str, sample: Sample, processors: ProcessorChain | None
-) -> tuple[SampleScore | None, str | None]:
-    """:func:`score_sample` for a metric whose ``ascore`` is the base one (it only calls ``score``).
-
-    Same result, with no coroutine to make and await per sample: most metrics score in plain code.
-    """
-    try:
-        prediction, sample = _processed(metric, prediction, sample, processors)
-        return metric.score(prediction, sample), None
-    except Exception as error:
-        return None, _crashed(metric, sample, error)
-
-
-def _processed(
-    metric: Metric, prediction: str, sample: Sample, processors: ProcessorChain | None
-) -> tuple[str, Sample]:
-    """The dataset's processors, then the metric's own (its ``processors`` option), applied to the pair."""
-    own = getattr(metric, "processors", None)
-    chain = processors + own if processors and own else processors or own
-    if not chain:  # most pairs have no processors: no chain is built or applied per sample
-        return prediction, sample
-    return process_pair(chain, prediction, sample)
-
-
-def _crashed(metric: Metric, sample: Sample, error: Exception) -> str:
-    log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
-    return f"{type(error).__name__}: {error}"
+        log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
+        return None, f"{type(error).__name__}: {error}"
 
 
 async def score_into_record(
@@ -114,10 +86,7 @@ async def score_into_record(
         accumulator.add_failure(reason, error)
         record.update(score=None, failure=reason, error=error)
         return False
-    if type(metric).ascore is Metric.ascore:
-        score, crash = _score_now(metric, prediction, sample, processors)  # no coroutine per sample
-    else:
-        score, crash = await score_sample(metric, prediction, sample, processors)
+    score, crash = await score_sample(metric, prediction, sample, processors)
     if score is not None and score.failure is None:
         bad = _not_finite(score)
         if bad is None:
