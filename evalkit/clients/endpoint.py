@@ -94,6 +94,8 @@ class EndpointPool:
         self._session: aiohttp.ClientSession | None = None
         self._headers = {**protocol.headers}
         self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
+        #: the usual attempt's timeout, made once: a frozen ClientTimeout per request is measurable at 10k req/s
+        self._default_timeout = aiohttp.ClientTimeout(total=timeout)
 
     def __repr__(self) -> str:
         return f"EndpointPool({self.name!r})"
@@ -129,7 +131,7 @@ class EndpointPool:
         session = self._get_session()
         wire = WIRE_FORMATS[request.kind]
         started = time.perf_counter()
-        timeout = aiohttp.ClientTimeout(total=limit)
+        timeout = self._default_timeout if limit == self.timeout else aiohttp.ClientTimeout(total=limit)
         received: int | None = None  # body bytes read so far; None until the headers came
         try:
             ctx = session.post(self._urls[request.kind], timeout=timeout, **wire.post_arguments(request))

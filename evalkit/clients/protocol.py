@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
@@ -186,13 +187,18 @@ class WireFormat:
         raise NotImplementedError
 
 
+#: one read-only header map for every JSON body: aiohttp merges a multidict proxy into the request's headers
+#: as it is, where a plain dict is first copied into a new CIMultiDict on every request
+_JSON_HEADERS = CIMultiDictProxy(CIMultiDict({"Content-Type": "application/json"}))
+
+
 class ChatWire(WireFormat):
     """``/chat/completions``: a JSON body with messages, audio inlined as base64 WAV."""
 
     path = "chat/completions"
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
-        return {"data": jsonutil.dumps_bytes(chat_body(request)), "headers": {"Content-Type": "application/json"}}
+        return {"data": jsonutil.dumps_bytes(chat_body(request)), "headers": _JSON_HEADERS}
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         return extract_chat_answer(payload)
@@ -222,7 +228,7 @@ class CompletionWire(WireFormat):
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         body = {"model": request.model, "prompt": request.prompt or "", **request.params}
-        return {"data": jsonutil.dumps_bytes(body), "headers": {"Content-Type": "application/json"}}
+        return {"data": jsonutil.dumps_bytes(body), "headers": _JSON_HEADERS}
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         _prompt_logprobs(payload)  # a 200 without them is a parse failure, not an answer

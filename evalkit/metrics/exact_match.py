@@ -36,8 +36,15 @@ def _is_edge(char: str) -> bool:
     return char.isspace() or unicodedata.category(char).startswith("P")
 
 
+#: the ASCII characters ``_is_edge`` accepts (whitespace and category P*): for ASCII text one C-level strip
+_ASCII_EDGES = "".join(c for c in map(chr, range(128)) if _is_edge(c))
+
+
 def normalize_answer(text: str) -> str:
     """The exact-match normal form (see the module docstring)."""
+    if text.isascii():
+        # NFKC leaves ASCII as it is and casefold is lower(): the same result in three C calls
+        return " ".join(text.lower().split()).strip(_ASCII_EDGES)
     text = unicodedata.normalize("NFKC", text).casefold()
     text = " ".join(text.split())
     start, end = 0, len(text)

@@ -20,6 +20,7 @@ from typing import Any
 from evalkit.report.results import ResultRow
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import fmt
+from evalkit.util import jsonutil
 from evalkit.util.redact import redact
 
 #: group charts drawn when present in a row's details.groups, with their section titles
@@ -197,13 +198,28 @@ def iter_records(records_dir: Path) -> Iterator[dict[str, Any]]:
     if not records_dir.is_dir():
         return
     for path in sorted(records_dir.glob("*.jsonl")):
-        with path.open(encoding="utf-8") as handle:
+        with path.open("rb") as handle:  # bytes straight to the decoder: no str per line
             for line in handle:
                 if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a run killed mid-write leaves a torn last line
+                    record = _record(line)
+                    if record is not None:
+                        yield record
+
+
+def _record(line: bytes) -> Any:
+    """One record line decoded (orjson when installed: the report reads every record of the run), or None when torn.
+
+    A line orjson refuses (NaN or Infinity literals, which evalkit's own writer never emits) gets the
+    standard library's more lenient parser before it is given up as a torn line of a killed run.
+    """
+    try:
+        return jsonutil.loads(line)
+    except ValueError:
+        pass
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def quantile(sorted_values: list[float], q: float) -> float:

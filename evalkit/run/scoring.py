@@ -54,8 +54,10 @@ async def score_sample(
     ``processors`` (the dataset's) run first, then the metric's own (its ``processors`` option).
     """
     try:
-        chain = (processors or ProcessorChain()) + getattr(metric, "processors", ProcessorChain())
-        prediction, sample = process_pair(chain, prediction, sample)
+        own = getattr(metric, "processors", None)
+        chain = processors + own if processors and own else processors or own
+        if chain:  # most pairs have no processors: no chain is built or applied per sample
+            prediction, sample = process_pair(chain, prediction, sample)
         return await metric.ascore(prediction, sample), None
     except Exception as error:
         log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
