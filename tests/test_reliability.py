@@ -220,6 +220,27 @@ def test_single_replica_cancelled_submitter_still_answers_its_twin(make_server) 
     assert all(o.ok for o in outcomes)
 
 
+def test_without_a_store_a_twin_that_comes_after_its_answer_shares_it(make_server) -> None:
+    """--no-cache: a second engine asking a request the first already got back sends nothing (bounded memory)."""
+    server = make_server(request_log=True)
+
+    async def go() -> tuple[list[Any], int]:
+        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=4, timeout=5)
+        client = ModelClient("m", [(pool, 4)], RetryPolicy())
+        try:
+            first = await client.submit(_chat("same"))
+            late_twin = await client.submit(_chat("same"))  # the first is answered and gone from the in-flight map
+            other = await client.submit(_chat("other"))
+            return [first, late_twin, other], client.deduplicated
+        finally:
+            await client.close()
+
+    outcomes, deduplicated = asyncio.run(go())
+    assert [o.text for o in outcomes] == ["same", "same", "other"]
+    assert deduplicated == 1
+    assert len([e for e in server.log_events("completed") if e["status"] == 200]) == 2
+
+
 def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
     server = make_server(faults={"rates": {"hang": 1.0}, "hang_seconds": 10})
 

@@ -33,7 +33,9 @@ on its worker right before it is sent, so one replica sends at most
 ``batch_size`` requests per ``delay``.
 
 Identical requests in flight at once share one future; finished ones come
-from the response store. A success resolves only after the store has
+from the response store, or, in a run without one (``--no-cache``), from the
+last ``RECENT_ANSWERS`` answers kept in memory, so two metrics of one dataset
+cost one inference even when one engine runs ahead of the other. A success resolves only after the store has
 committed it (the worker waits for the group commit), so whatever the
 engine records is already stored, and at most ``batch_size`` answers per
 endpoint are received-but-not-stored at any moment. Errors are never stored.
@@ -46,6 +48,7 @@ import dataclasses
 import logging
 import random
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +62,9 @@ from evalkit.errors import DiskFullError
 from evalkit.failures import FailureReason
 
 log = logging.getLogger("evalkit.client")
+#: answers kept in memory for twins in a run without a response store: a few engine windows (256 samples each) of
+#: drift between engines of one dataset, and a bounded memory cost whatever the dataset size
+RECENT_ANSWERS = 2048
 
 
 @dataclass
@@ -163,6 +169,8 @@ class ModelClient:
         self._token_estimate = TokenEstimator()
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
+        #: without a store, the latest outcomes by request key: a twin that comes after its answer still shares it
+        self._recent: OrderedDict[str, Outcome] | None = OrderedDict() if self.store is None else None
         self._started = False
         self._closed = False
         self._store_warned = False
@@ -221,6 +229,11 @@ class ModelClient:
         if twin is not None:
             self.deduplicated += 1
             return await asyncio.shield(twin)
+        if self._recent is not None:
+            answered = self._recent.get(key)
+            if answered is not None:
+                self.deduplicated += 1
+                return answered
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._inflight[key] = future
@@ -260,6 +273,10 @@ class ModelClient:
         finally:
             if self._inflight.get(key) is future:
                 del self._inflight[key]
+                if self._recent is not None and future.done() and not future.cancelled() and not future.exception():
+                    self._recent[key] = future.result()
+                    if len(self._recent) > RECENT_ANSWERS:
+                        self._recent.popitem(last=False)
 
     def _lean(self) -> bool:
         """Whether a request may take the lean path: one replica, no worker started yet, circuit closed.
