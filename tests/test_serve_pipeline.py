@@ -265,3 +265,76 @@ def test_audio_chat_answers_equal_generate_and_similar_lengths_share_a_batch(tin
     assert answers == [expected[-1], *expected[:-1]]
     assert seen_lengths[0] == [16_000] and len(seen_lengths) == 3, seen_lengths
     assert seen_lengths[1] == [16_000] * 4 and seen_lengths[2] == [20 * 16_000] * 4, seen_lengths
+
+
+def test_transcription_features_are_made_off_the_model_thread_while_the_previous_batch_generates(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Whisper's feature extraction and padding run on the preparation thread, decoding in finish; same text."""
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+    from evalkit.testing.tiny_model import build_tiny_whisper
+
+    folder = build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
+    clips = [_as_served(clip) for clip in _clips(2 * MAX_BATCH)]
+    backend = TransformersBackend(folder, max_batch_size=MAX_BATCH)
+    try:
+        expected = [backend.transcribe_batch([clip])[0] for clip in clips]  # one at a time
+        events: list[tuple[str, str, float, float]] = []
+        answers, stats = asyncio.run(_serve_and_transcribe(backend, clips, events))
+    finally:
+        backend.close()
+
+    assert answers == expected
+    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in ("prepare", "generate", "finish")}
+    assert threads["generate"] and all(name.startswith("evalkit-backend") for name in threads["generate"]), threads
+    assert threads["prepare"] and not threads["prepare"] & threads["generate"], threads
+    assert threads["finish"] and not threads["finish"] & threads["generate"], threads
+    assert stats["batch_sizes"] == {str(MAX_BATCH): 2}
+    # the second batch's features were made while the first batch generated
+    first_generate = min((a, b) for s, _, a, b in events if s == "generate")
+    second_prepare = sorted((a, b) for s, _, a, b in events if s == "prepare")[1]
+    assert second_prepare[1] < first_generate[1], events
+
+
+async def _serve_and_transcribe(
+    backend: Any, clips: list[Any], events: list[tuple[str, str, float, float]]
+) -> tuple[list[str], dict[str, Any]]:
+    """All clips posted at once; the first generate holds (up to 30 s) until a second batch's features exist."""
+    from evalkit.data.audio.decode import wav_bytes
+
+    app = create_app(None, max_batch_size=MAX_BATCH, batch_wait_ms=1000)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    generate = backend.model.generate
+
+    def held_generate(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 30
+        while sum(1 for e in events if e[0] == "prepare") < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return generate(*args, **kwargs)
+
+    backend.model.generate = Spy(events, "generate", held_generate)
+    backend._transcription_features = Spy(events, "prepare", backend._transcription_features)
+    backend._decode = Spy(events, "finish", backend._decode)
+    attach_backend(app, backend)
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def ask(clip: Any) -> str:
+                form = aiohttp.FormData()
+                form.add_field("file", wav_bytes(clip), filename="clip.wav", content_type="audio/wav")
+                form.add_field("model", backend.model_id)
+                async with session.post(f"http://127.0.0.1:{port}/v1/audio/transcriptions", data=form) as response:
+                    payload = await response.json()
+                    assert response.status == 200, payload
+                    return str(payload["text"])
+
+            answers = await asyncio.gather(*(ask(clip) for clip in clips))
+            async with session.get(f"http://127.0.0.1:{port}/_stats") as response:
+                stats = await response.json()
+        return list(answers), stats
+    finally:
+        await runner.cleanup()

@@ -10,6 +10,8 @@ padding) and :meth:`Backend.finish_chat` (decoding) run on a preparation
 thread, overlapped with the previous batch's :meth:`Backend.generate_chat` on
 the model thread. A backend that does not split its work keeps the defaults,
 which run all of :meth:`Backend.chat_batch` as the generate stage.
+Transcription batches have the same three stages (``prepare_transcription``,
+``generate_transcription``, ``finish_transcription``).
 """
 
 from __future__ import annotations
@@ -139,6 +141,24 @@ class Backend(ABC):
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
         """Transcribe a batch of 16 kHz mono float32 arrays, in order (an InputError may stand for one)."""
         raise NotImplementedError(f"{type(self).__name__} does not serve transcriptions")
+
+    def prepare_transcription(self, audios: list[np.ndarray], language: str | None = None) -> Any:
+        """CPU work before the model (feature extraction, padding), on the preparation thread.
+
+        Like the chat stages: its result goes to :meth:`generate_transcription`, whose
+        result goes to :meth:`finish_transcription`. The defaults run all of
+        :meth:`transcribe_batch` as the generate stage.
+        """
+        return audios, language
+
+    def generate_transcription(self, prepared: Any) -> Any:
+        """The model's part of a transcription batch, on the model thread."""
+        audios, language = prepared
+        return self.transcribe_batch(audios, language=language)
+
+    def finish_transcription(self, generated: Any) -> list[Any]:
+        """CPU work after the model (decoding), on the preparation thread: one transcript per clip, in order."""
+        return list(generated)
 
     @abstractmethod
     def close(self) -> None:

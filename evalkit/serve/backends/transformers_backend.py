@@ -33,7 +33,10 @@ A chat batch runs in three stages (see backends/base.py): ``prepare_chat``
 templating, features, padding, tensors moved to the device), then
 ``generate_chat`` (only ``generate``, on the model thread), then
 ``finish_chat`` (decoding). The server overlaps the first and last with the
-model; a new chat kind adds its encoder to ``_chat_encoders``.
+model; a new chat kind adds its encoder to ``_chat_encoders``. Transcription
+runs the same way: ``prepare_transcription`` (log-mel features, padding),
+``generate_transcription`` (only ``generate``), ``finish_transcription``
+(decoding).
 
 Loading is local by default: ``local_files_only=True`` is always passed, so a
 folder path loads and a hub id loads only if it is already in the local
@@ -190,6 +193,22 @@ class PreparedChat:
 
     results: list[Any]
     chunks: list[ChatChunk] = field(default_factory=list)
+
+
+@dataclass
+class TranscriptionChunk:
+    """One generate() call of a transcription batch: its features on the device and, once generated, the ids."""
+
+    inputs: dict[str, Any]
+    gen_kwargs: dict[str, Any]
+    sequences: Any = None
+
+
+@dataclass
+class PreparedTranscription:
+    """A transcription batch between the stages, in chunks of at most ``max_batch_size`` clips."""
+
+    chunks: list[TranscriptionChunk]
 
 
 class TransformersBackend(Backend):
@@ -507,14 +526,26 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------ transcription
 
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
+        """All three transcription stages in the calling thread (the server overlaps them, as for chat)."""
         if not self.supports_transcription:
             return super().transcribe_batch(audios, language)
-        results: list[str] = []
-        for start in range(0, len(audios), self.max_batch_size):
-            results.extend(self._transcribe_chunk(audios[start : start + self.max_batch_size], language))
-        return results
+        return self.finish_transcription(self.generate_transcription(self.prepare_transcription(audios, language)))
 
-    def _transcribe_chunk(self, audios: list[np.ndarray], language: str | None) -> list[str]:
+    def prepare_transcription(self, audios: list[np.ndarray], language: str | None = None) -> Any:
+        """Log-mel features, padding and the attention mask of each generate() chunk, moved to the device."""
+        if not self.supports_transcription:
+            return super().prepare_transcription(audios, language)
+        gen_kwargs: dict[str, Any] = {}
+        generation_config = getattr(self.model, "generation_config", None)
+        if language and getattr(generation_config, "is_multilingual", False):
+            gen_kwargs.update(language=language, task="transcribe")
+        chunks = [
+            TranscriptionChunk(self._transcription_features(audios[start : start + self.max_batch_size]), gen_kwargs)
+            for start in range(0, len(audios), self.max_batch_size)
+        ]
+        return PreparedTranscription(chunks)
+
+    def _transcription_features(self, audios: list[np.ndarray]) -> dict[str, Any]:
         arrays = [np.asarray(a, dtype=np.float32).reshape(-1) for a in audios]
         long_form = any(len(a) > WHISPER_WINDOW_SECONDS * SAMPLING_RATE for a in arrays)
         # the mask tells generate() where each clip's padding starts (and silences its warning)
@@ -529,14 +560,23 @@ class TransformersBackend(Backend):
         inputs = {k: v.to(self.device) for k, v in features.items()}
         if "input_features" in inputs:
             inputs["input_features"] = inputs["input_features"].to(self.model.dtype)
-        gen_kwargs: dict[str, Any] = {}
-        generation_config = getattr(self.model, "generation_config", None)
-        if language and getattr(generation_config, "is_multilingual", False):
-            gen_kwargs.update(language=language, task="transcribe")
-        with self._lock, torch.inference_mode():
-            output = self.model.generate(**inputs, **gen_kwargs)
-        sequences = output.sequences if hasattr(output, "sequences") else output
-        return [self._decode(row) for row in sequences]
+        return inputs
+
+    def generate_transcription(self, prepared: Any) -> Any:
+        """Only generate(), chunk by chunk: the features were made in :meth:`prepare_transcription`."""
+        if not isinstance(prepared, PreparedTranscription):
+            return super().generate_transcription(prepared)
+        for chunk in prepared.chunks:
+            with self._lock, torch.inference_mode():
+                output = self.model.generate(**chunk.inputs, **chunk.gen_kwargs)
+            chunk.sequences = output.sequences if hasattr(output, "sequences") else output
+        return prepared
+
+    def finish_transcription(self, generated: Any) -> list[Any]:
+        """The transcripts' text, special tokens skipped."""
+        if not isinstance(generated, PreparedTranscription):
+            return super().finish_transcription(generated)
+        return [self._decode(row) for chunk in generated.chunks for row in chunk.sequences]
 
     # ------------------------------------------------------------ lifecycle
 
