@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from evalkit.serve.app import STATE, attach_backend, create_app  # noqa: E402
-from evalkit.serve.backends.base import ChatInput, GenerationParams  # noqa: E402
+from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEECH = ROOT / "evalkit/assets/speech/espeak_en/data.parquet"
@@ -338,3 +338,66 @@ async def _serve_and_transcribe(
         return list(answers), stats
     finally:
         await runner.cleanup()
+
+
+class _Echo(Backend):
+    """Answers each chat with the length of its first message's content (no model: the test is about parsing)."""
+
+    supports_chat = True
+    model_id = "echo"
+
+    def chat_batch(self, inputs: list[ChatInput]) -> list[Any]:
+        return [f"{len(item.messages[0]['content'])}" for item in inputs]
+
+    def close(self) -> None:
+        pass
+
+
+def test_text_bodies_are_parsed_on_the_loop_and_media_on_the_parse_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text prompt skips the hop to a parse thread; a body with audio is still decoded off the event loop."""
+    import numpy as np
+
+    import evalkit.serve.app as app_module
+
+    parsed_on: list[tuple[bool, str]] = []
+    parse = app_module.parse_chat_body
+
+    def spy(raw: bytes) -> Any:
+        parsed_on.append((b"input_audio" in raw, threading.current_thread().name))
+        return parse(raw)
+
+    monkeypatch.setattr(app_module, "parse_chat_body", spy)
+    clip = (0.1 * np.sin(np.arange(8_000) / 5)).astype(np.float32)
+    audio = [
+        {"type": "input_audio", "input_audio": {"data": _wav_b64(clip), "format": "wav"}},
+        {"type": "text", "text": "Hi"},
+    ]
+    bodies = [
+        {"messages": [{"role": "user", "content": "Hello there"}]},
+        {"messages": [{"role": "user", "content": audio}]},
+    ]
+
+    async def ask_both() -> tuple[list[str], str]:
+        loop_thread = threading.current_thread().name
+        app = create_app(_Echo(), max_batch_size=2, batch_wait_ms=1)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with aiohttp.ClientSession() as session:
+                answers = []
+                for body in bodies:
+                    async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as response:
+                        payload = await response.json()
+                        assert response.status == 200, payload
+                        answers.append(payload["choices"][0]["message"]["content"])
+            return answers, loop_thread
+        finally:
+            await runner.cleanup()
+
+    answers, loop_thread = asyncio.run(ask_both())
+    assert answers == ["11", "2"]  # both parsed and answered
+    assert parsed_on[0] == (False, loop_thread)
+    assert parsed_on[1][0] and parsed_on[1][1].startswith("evalkit-decode"), parsed_on
