@@ -87,9 +87,11 @@ class Spy:
 
 
 def _spy_on(backend: Any, events: list[tuple[str, str, float, float]]) -> None:
-    """Spies on the model's generate, the kind's encoder (templating, features, padding) and decoding."""
+    """Spies on the model's generate, each request's preparation as it arrives (templating, features), a batch's
+    preparation (joining, padding) and decoding."""
     backend.model.generate = Spy(events, "generate", backend.model.generate)
-    backend._chat_encoders[backend.kind] = Spy(events, "prepare", backend._chat_encoders[backend.kind])
+    backend.prepare_chat_item = Spy(events, "prepare_item", backend.prepare_chat_item)
+    backend.prepare_chat = Spy(events, "prepare", backend.prepare_chat)
     backend._decode = Spy(events, "finish", backend._decode)
 
 
@@ -186,12 +188,18 @@ def test_preparation_runs_off_the_model_thread_while_the_previous_batch_generate
         backend.close()
 
     assert answers == expected  # batched and pipelined, the same greedy answers as alone
-    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in ("prepare", "generate", "finish")}
+    stages = ("prepare_item", "prepare", "generate", "finish")
+    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in stages}
     assert all(name.startswith("evalkit-backend") for name in threads["generate"]), threads
     assert threads["prepare"] and not threads["prepare"] & threads["generate"], threads
+    assert threads["prepare_item"] and not threads["prepare_item"] & threads["generate"], threads
+    # every request was prepared as it arrived, the first batch's before that batch's preparation began
+    assert sum(1 for event in events if event[0] == "prepare_item") == len(PROMPTS)
+    first_batch = min(a for s, _, a, _ in events if s == "prepare")
+    assert sum(1 for s, _, _, b in events if s == "prepare_item" and b <= first_batch) >= MAX_BATCH, events
     assert threads["finish"] and not threads["finish"] & threads["generate"], threads
     assert stats["threads"]["generate"] == sorted(threads["generate"])
-    assert stats["threads"]["prepare"] == sorted(threads["prepare"])
+    assert stats["threads"]["prepare"] == sorted(threads["prepare"] | threads["prepare_item"])
     # the queue was deep: every batch full; the second batch was prepared while the first generated
     assert stats["batch_sizes"] == {str(MAX_BATCH): len(PROMPTS) // MAX_BATCH}
     first_generate = min((a, b) for s, _, a, b in events if s == "generate")
@@ -233,13 +241,13 @@ def test_audio_chat_answers_equal_generate_and_similar_lengths_share_a_batch(tin
         expected = [backend.chat_batch([item])[0] for item in items]
         events: list[tuple[str, str, float, float]] = []
         seen_lengths: list[list[int]] = []
-        encode = backend._chat_encoders[backend.kind]
+        prepare_batch = backend.prepare_chat
 
-        def note_lengths(conversations: list[list[dict[str, Any]]]) -> Any:
-            seen_lengths.append(sorted(len(m["content"][0]["array"]) for conv in conversations for m in conv))
-            return encode(conversations)
+        def note_lengths(batch: list[ChatInput]) -> Any:  # which requests share a batch
+            seen_lengths.append(sorted(len(m["content"][0]["array"]) for item in batch for m in item.messages))
+            return prepare_batch(batch)
 
-        backend._chat_encoders[backend.kind] = note_lengths
+        backend.prepare_chat = note_lengths
         bodies: list[dict[str, Any]] = [
             {
                 "temperature": 0,
@@ -401,3 +409,38 @@ def test_text_bodies_are_parsed_on_the_loop_and_media_on_the_parse_threads(monke
     assert answers == ["11", "2"]  # both parsed and answered
     assert parsed_on[0] == (False, loop_thread)
     assert parsed_on[1][0] and parsed_on[1][1].startswith("evalkit-decode"), parsed_on
+
+
+def test_requests_prepared_alone_join_into_the_batch_encoding(tiny_llama: Path, tiny_audio: Path) -> None:
+    """Prepared one by one as they arrive and joined, a batch's inputs equal the batch encoded at once."""
+    import numpy as np
+    import torch
+
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    clip = _clips(1)[0]
+    audio_items = [
+        ChatInput(
+            [{"role": "user", "content": [{"type": "audio", "array": c}, {"type": "text", "text": text}]}],
+            GenerationParams(max_tokens=4),
+        )
+        for c, text in ((clip[:16_000], "Transcribe."), (np.tile(clip, 4)[: 12 * 16_000], "What is said, in short?"))
+    ]
+    text_items = [ChatInput(*_as_input(p * (1 + i % 3))) for i, p in enumerate(PROMPTS[:4])]
+    for folder, items in ((tiny_llama, text_items), (tiny_audio, audio_items)):
+        backend = TransformersBackend(folder, max_batch_size=MAX_BATCH)
+        try:
+            whole = backend._chat_encoders[backend.kind]([item.messages for item in items])
+            for item in items:
+                backend.prepare_chat_item(item)
+            assert all(item.encoded is not None for item in items)
+            lengths = {int(item.encoded["input_ids"].shape[1]) for item in items}
+            assert len(lengths) > 1  # the prompts differ in length, so joining pads
+            joined = backend._join_encoded([item.encoded for item in items])
+            assert joined is not None and sorted(joined) == sorted(whole)
+            for key, value in whole.items():
+                assert torch.equal(joined[key], value), key
+            batch = backend.prepare_chat(items)
+            assert all(torch.equal(batch.chunks[0].encoded[k], v) for k, v in whole.items())
+        finally:
+            backend.close()

@@ -182,6 +182,7 @@ def attach_backend(app: web.Application, backend: Backend) -> None:
             finish=lambda items, generated: _chat_answers(backend, items, backend.finish_chat(generated)),
             prepare_executor=state.prepare_executor,
             cost=backend.chat_cost,
+            prepare_item=backend.prepare_chat_item,
             **common,
         )
         state.chat.start()

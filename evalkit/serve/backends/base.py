@@ -73,6 +73,8 @@ class ChatInput:
 
     messages: list[dict[str, Any]]
     params: GenerationParams = field(default_factory=GenerationParams)
+    #: this request's own model inputs, made by :meth:`Backend.prepare_chat_item` as it arrived (or None)
+    encoded: Any = None
 
 
 class Backend(ABC):
@@ -110,6 +112,15 @@ class Backend(ABC):
     def prepare_chat(self, inputs: list[ChatInput]) -> Any:
         """CPU work before the model, on the preparation thread; its result goes to :meth:`generate_chat`."""
         return inputs
+
+    def prepare_chat_item(self, item: ChatInput) -> None:  # noqa: B027 - optional: the default prepares per batch
+        """Preparation of one request as it arrives (on the preparation thread), kept in ``item.encoded``.
+
+        The first batch after an idle spell has no generate to overlap its
+        preparation with; what is prepared per request while the batch gathers
+        is not waited for when it starts. :meth:`prepare_chat` then only joins
+        (pads) the requests' inputs.
+        """
 
     def generate_chat(self, prepared: Any) -> Any:
         """The model's part of a batch, on the model thread; its result goes to :meth:`finish_chat`."""

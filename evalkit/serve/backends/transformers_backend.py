@@ -360,6 +360,16 @@ class TransformersBackend(Backend):
                 self._add_chunks(prepared, indices, inputs, params, encode)
         return prepared
 
+    def prepare_chat_item(self, item: ChatInput) -> None:
+        """Text and audio chat: this request's template, tokens and features now, joined with its batch's later."""
+        if self.kind not in (KIND_CAUSAL_LM, KIND_AUDIO_CHAT):
+            return
+        try:
+            self.check_chat(item)
+        except InputError:
+            return  # refused when its batch is prepared
+        item.encoded = self._chat_encoders[self.kind]([item.messages])
+
     def _uniform_parts(self, indices: list[int], inputs: list[ChatInput]) -> list[list[int]]:
         """Indices that one processor call can take: an image model's processor takes one image list per text or
         none, so requests with images and text-only ones go to generate() apart."""
@@ -377,17 +387,48 @@ class TransformersBackend(Backend):
         params: GenerationParams,
         encode: Callable[[list[list[dict[str, Any]]]], dict[str, Any]],
     ) -> None:
-        """Chunks of at most ``max_batch_size`` requests, each encoded now (on the preparing thread)."""
+        """Chunks of at most ``max_batch_size`` requests, each encoded now (on the preparing thread).
+
+        Requests prepared as they arrived (:meth:`prepare_chat_item`) are only joined here.
+        """
         for start in range(0, len(indices), self.max_batch_size):
             chunk = indices[start : start + self.max_batch_size]
+            ready = [inputs[i].encoded for i in chunk]
+            joined = self._join_encoded(ready) if all(e is not None for e in ready) else None
             prepared.chunks.append(
                 ChatChunk(
                     indices=chunk,
                     per_item=[inputs[i].params for i in chunk],
                     params=params,
-                    encoded=encode([inputs[i].messages for i in chunk]),
+                    encoded=joined if joined is not None else encode([inputs[i].messages for i in chunk]),
                 )
             )
+
+    def _join_encoded(self, parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """One batch's inputs from requests encoded alone, as the batch's own encoding would give them.
+
+        Token rows (the tensors as long as ``input_ids``) are padded on the left with the pad id (0 for the
+        masks), as the tokenizer pads a batch here; the rest (audio features padded to the extractor's fixed
+        length and their masks) are stacked. None when a part does not fit that shape: the batch is encoded whole.
+        """
+        if len({tuple(sorted(part)) for part in parts}) != 1 or "input_ids" not in parts[0]:
+            return None
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer is not None else None
+        if pad_id is None:
+            return None
+        width = max(int(part["input_ids"].shape[1]) for part in parts)
+        joined: dict[str, Any] = {}
+        for key in parts[0]:
+            values = [part[key] for part in parts]
+            if not all(isinstance(v, torch.Tensor) and v.dim() >= 2 and v.shape[0] == 1 for v in values):
+                return None
+            if all(v.shape[1] == part["input_ids"].shape[1] for v, part in zip(values, parts)):
+                fill = pad_id if key == "input_ids" else 0
+                values = [torch.nn.functional.pad(v, (width - v.shape[1], 0), value=fill) for v in values]
+            elif len({tuple(v.shape[1:]) for v in values}) != 1:
+                return None
+            joined[key] = torch.cat(values, dim=0)
+        return joined
 
     def generate_chat(self, prepared: Any) -> Any:
         """Only generate(): everything else happened in :meth:`prepare_chat` or waits for :meth:`finish_chat`."""
