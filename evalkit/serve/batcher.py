@@ -197,11 +197,12 @@ class DynamicBatcher(Generic[T, R]):
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         cost = float(self._cost(item)) if self._cost is not None else 0.0
         if self._prepare_item is not None:
-            self._item_ready[id(future)] = asyncio.ensure_future(
-                asyncio.get_running_loop().run_in_executor(
-                    self._prepare_executor, self._staged, "prepare", self._prepare_item, item
-                )
+            ready = asyncio.get_running_loop().run_in_executor(
+                self._prepare_executor, self._staged, "prepare", self._prepare_item, item
             )
+            # its error, if any, is the batch's to redo: retrieved here so none is logged as never retrieved
+            ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._item_ready[id(future)] = ready
         self._waiting.append((item, future, cost))
         self._wakeup.set()
         try:
