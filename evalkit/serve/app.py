@@ -112,6 +112,9 @@ class ServerState:
     prepare_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-prepare")
     )
+    prepare_item_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-prepare-item")
+    )
     parse_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(
             max_workers=min(4, os.cpu_count() or 1), thread_name_prefix="evalkit-decode"
@@ -183,6 +186,7 @@ def attach_backend(app: web.Application, backend: Backend) -> None:
             prepare_executor=state.prepare_executor,
             cost=backend.chat_cost,
             prepare_item=backend.prepare_chat_item,
+            prepare_item_executor=state.prepare_item_executor,
             **common,
         )
         state.chat.start()
@@ -206,6 +210,7 @@ async def _shutdown(app: web.Application) -> None:
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, state.backend_executor.shutdown, True)
     await loop.run_in_executor(None, state.prepare_executor.shutdown, True)
+    await loop.run_in_executor(None, state.prepare_item_executor.shutdown, True)
     state.parse_executor.shutdown(wait=False, cancel_futures=True)
     if state.backend is not None:
         backend, state.backend = state.backend, None

@@ -23,7 +23,7 @@ and, once full, prepared, so the model starts it the moment N ends; the
 share of time the model waited for a preparation is in the stats
 (``prepare_wait_seconds`` against ``generate_seconds`` and the wall clock).
 
-A ``prepare_item`` runs on the same executor as each request arrives, so
+A ``prepare_item`` runs on ``prepare_item_executor`` as each request arrives, so
 the batch that starts after an idle spell, which has no generate to overlap
 with, finds most of its preparation done; its batch's ``prepare`` then only
 joins the items.
@@ -137,6 +137,7 @@ class DynamicBatcher(Generic[T, R]):
         prepare_executor: Executor | None = None,
         cost: Callable[[T], float] | None = None,
         prepare_item: Callable[[T], None] | None = None,
+        prepare_item_executor: Executor | None = None,
     ) -> None:
         if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0:
             raise ValueError("max_batch_size and max_queue must be >= 1 and batch_wait_s >= 0")
@@ -151,6 +152,8 @@ class DynamicBatcher(Generic[T, R]):
         self._prepare_executor = prepare_executor if prepare_executor is not None else executor
         self._cost = cost
         self._prepare_item = prepare_item
+        # its own thread: on the batches' thread, a burst of arrivals would queue ahead of a batch's join and finish
+        self._prepare_item_executor = prepare_item_executor if prepare_item_executor is not None else executor
         #: per-item preparation started at submit, awaited before the item's batch is prepared
         self._item_ready: dict[int, asyncio.Future[Any]] = {}
         #: (item, its future, its cost) in arrival order
@@ -198,7 +201,7 @@ class DynamicBatcher(Generic[T, R]):
         cost = float(self._cost(item)) if self._cost is not None else 0.0
         if self._prepare_item is not None:
             ready = asyncio.get_running_loop().run_in_executor(
-                self._prepare_executor, self._staged, "prepare", self._prepare_item, item
+                self._prepare_item_executor, self._staged, "prepare", self._prepare_item, item
             )
             # its error, if any, is the batch's to redo: retrieved here so none is logged as never retrieved
             ready.add_done_callback(lambda f: f.cancelled() or f.exception())
