@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from evalkit.serve.app import STATE, attach_backend, create_app  # noqa: E402
-from evalkit.serve.backends.base import ChatInput, GenerationParams  # noqa: E402
+from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEECH = ROOT / "evalkit/assets/speech/espeak_en/data.parquet"
@@ -87,9 +87,11 @@ class Spy:
 
 
 def _spy_on(backend: Any, events: list[tuple[str, str, float, float]]) -> None:
-    """Spies on the model's generate, the kind's encoder (templating, features, padding) and decoding."""
+    """Spies on the model's generate, each request's preparation as it arrives (templating, features), a batch's
+    preparation (joining, padding) and decoding."""
     backend.model.generate = Spy(events, "generate", backend.model.generate)
-    backend._chat_encoders[backend.kind] = Spy(events, "prepare", backend._chat_encoders[backend.kind])
+    backend.prepare_chat_item = Spy(events, "prepare_item", backend.prepare_chat_item)
+    backend.prepare_chat = Spy(events, "prepare", backend.prepare_chat)
     backend._decode = Spy(events, "finish", backend._decode)
 
 
@@ -186,12 +188,18 @@ def test_preparation_runs_off_the_model_thread_while_the_previous_batch_generate
         backend.close()
 
     assert answers == expected  # batched and pipelined, the same greedy answers as alone
-    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in ("prepare", "generate", "finish")}
+    stages = ("prepare_item", "prepare", "generate", "finish")
+    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in stages}
     assert all(name.startswith("evalkit-backend") for name in threads["generate"]), threads
     assert threads["prepare"] and not threads["prepare"] & threads["generate"], threads
+    assert threads["prepare_item"] and not threads["prepare_item"] & threads["generate"], threads
+    # every request was prepared as it arrived, the first batch's before that batch's preparation began
+    assert sum(1 for event in events if event[0] == "prepare_item") == len(PROMPTS)
+    first_batch = min(a for s, _, a, _ in events if s == "prepare")
+    assert sum(1 for s, _, _, b in events if s == "prepare_item" and b <= first_batch) >= MAX_BATCH, events
     assert threads["finish"] and not threads["finish"] & threads["generate"], threads
     assert stats["threads"]["generate"] == sorted(threads["generate"])
-    assert stats["threads"]["prepare"] == sorted(threads["prepare"])
+    assert stats["threads"]["prepare"] == sorted(threads["prepare"] | threads["prepare_item"])
     # the queue was deep: every batch full; the second batch was prepared while the first generated
     assert stats["batch_sizes"] == {str(MAX_BATCH): len(PROMPTS) // MAX_BATCH}
     first_generate = min((a, b) for s, _, a, b in events if s == "generate")
@@ -233,13 +241,13 @@ def test_audio_chat_answers_equal_generate_and_similar_lengths_share_a_batch(tin
         expected = [backend.chat_batch([item])[0] for item in items]
         events: list[tuple[str, str, float, float]] = []
         seen_lengths: list[list[int]] = []
-        encode = backend._chat_encoders[backend.kind]
+        prepare_batch = backend.prepare_chat
 
-        def note_lengths(conversations: list[list[dict[str, Any]]]) -> Any:
-            seen_lengths.append(sorted(len(m["content"][0]["array"]) for conv in conversations for m in conv))
-            return encode(conversations)
+        def note_lengths(batch: list[ChatInput]) -> Any:  # which requests share a batch
+            seen_lengths.append(sorted(len(m["content"][0]["array"]) for item in batch for m in item.messages))
+            return prepare_batch(batch)
 
-        backend._chat_encoders[backend.kind] = note_lengths
+        backend.prepare_chat = note_lengths
         bodies: list[dict[str, Any]] = [
             {
                 "temperature": 0,
@@ -265,3 +273,174 @@ def test_audio_chat_answers_equal_generate_and_similar_lengths_share_a_batch(tin
     assert answers == [expected[-1], *expected[:-1]]
     assert seen_lengths[0] == [16_000] and len(seen_lengths) == 3, seen_lengths
     assert seen_lengths[1] == [16_000] * 4 and seen_lengths[2] == [20 * 16_000] * 4, seen_lengths
+
+
+def test_transcription_features_are_made_off_the_model_thread_while_the_previous_batch_generates(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Whisper's feature extraction and padding run on the preparation thread, decoding in finish; same text."""
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+    from evalkit.testing.tiny_model import build_tiny_whisper
+
+    folder = build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
+    clips = [_as_served(clip) for clip in _clips(2 * MAX_BATCH)]
+    backend = TransformersBackend(folder, max_batch_size=MAX_BATCH)
+    try:
+        expected = [backend.transcribe_batch([clip])[0] for clip in clips]  # one at a time
+        events: list[tuple[str, str, float, float]] = []
+        answers, stats = asyncio.run(_serve_and_transcribe(backend, clips, events))
+    finally:
+        backend.close()
+
+    assert answers == expected
+    threads = {stage: {name for s, name, _, _ in events if s == stage} for stage in ("prepare", "generate", "finish")}
+    assert threads["generate"] and all(name.startswith("evalkit-backend") for name in threads["generate"]), threads
+    assert threads["prepare"] and not threads["prepare"] & threads["generate"], threads
+    assert threads["finish"] and not threads["finish"] & threads["generate"], threads
+    assert stats["batch_sizes"] == {str(MAX_BATCH): 2}
+    # the second batch's features were made while the first batch generated
+    first_generate = min((a, b) for s, _, a, b in events if s == "generate")
+    second_prepare = sorted((a, b) for s, _, a, b in events if s == "prepare")[1]
+    assert second_prepare[1] < first_generate[1], events
+
+
+async def _serve_and_transcribe(
+    backend: Any, clips: list[Any], events: list[tuple[str, str, float, float]]
+) -> tuple[list[str], dict[str, Any]]:
+    """All clips posted at once; the first generate holds (up to 30 s) until a second batch's features exist."""
+    from evalkit.data.audio.decode import wav_bytes
+
+    app = create_app(None, max_batch_size=MAX_BATCH, batch_wait_ms=1000)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    generate = backend.model.generate
+
+    def held_generate(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 30
+        while sum(1 for e in events if e[0] == "prepare") < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return generate(*args, **kwargs)
+
+    backend.model.generate = Spy(events, "generate", held_generate)
+    backend._transcription_features = Spy(events, "prepare", backend._transcription_features)
+    backend._decode = Spy(events, "finish", backend._decode)
+    attach_backend(app, backend)
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def ask(clip: Any) -> str:
+                form = aiohttp.FormData()
+                form.add_field("file", wav_bytes(clip), filename="clip.wav", content_type="audio/wav")
+                form.add_field("model", backend.model_id)
+                async with session.post(f"http://127.0.0.1:{port}/v1/audio/transcriptions", data=form) as response:
+                    payload = await response.json()
+                    assert response.status == 200, payload
+                    return str(payload["text"])
+
+            answers = await asyncio.gather(*(ask(clip) for clip in clips))
+            async with session.get(f"http://127.0.0.1:{port}/_stats") as response:
+                stats = await response.json()
+        return list(answers), stats
+    finally:
+        await runner.cleanup()
+
+
+class _Echo(Backend):
+    """Answers each chat with the length of its first message's content (no model: the test is about parsing)."""
+
+    supports_chat = True
+    model_id = "echo"
+
+    def chat_batch(self, inputs: list[ChatInput]) -> list[Any]:
+        return [f"{len(item.messages[0]['content'])}" for item in inputs]
+
+    def close(self) -> None:
+        pass
+
+
+def test_text_bodies_are_parsed_on_the_loop_and_media_on_the_parse_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A text prompt skips the hop to a parse thread; a body with audio is still decoded off the event loop."""
+    import numpy as np
+
+    import evalkit.serve.app as app_module
+
+    parsed_on: list[tuple[bool, str]] = []
+    parse = app_module.parse_chat_body
+
+    def spy(raw: bytes) -> Any:
+        parsed_on.append((b"input_audio" in raw, threading.current_thread().name))
+        return parse(raw)
+
+    monkeypatch.setattr(app_module, "parse_chat_body", spy)
+    clip = (0.1 * np.sin(np.arange(8_000) / 5)).astype(np.float32)
+    audio = [
+        {"type": "input_audio", "input_audio": {"data": _wav_b64(clip), "format": "wav"}},
+        {"type": "text", "text": "Hi"},
+    ]
+    bodies = [
+        {"messages": [{"role": "user", "content": "Hello there"}]},
+        {"messages": [{"role": "user", "content": audio}]},
+    ]
+
+    async def ask_both() -> tuple[list[str], str]:
+        loop_thread = threading.current_thread().name
+        app = create_app(_Echo(), max_batch_size=2, batch_wait_ms=1)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with aiohttp.ClientSession() as session:
+                answers = []
+                for body in bodies:
+                    async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as response:
+                        payload = await response.json()
+                        assert response.status == 200, payload
+                        answers.append(payload["choices"][0]["message"]["content"])
+            return answers, loop_thread
+        finally:
+            await runner.cleanup()
+
+    answers, loop_thread = asyncio.run(ask_both())
+    assert answers == ["11", "2"]  # both parsed and answered
+    assert parsed_on[0] == (False, loop_thread)
+    assert parsed_on[1][0] and parsed_on[1][1].startswith("evalkit-decode"), parsed_on
+
+
+def test_requests_prepared_alone_join_into_the_batch_encoding(tiny_llama: Path, tiny_audio: Path) -> None:
+    """Prepared one by one as they arrive and joined, a batch's inputs equal the batch encoded at once."""
+    import numpy as np
+    import torch
+
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    clip = _clips(1)[0]
+    audio_items = [
+        ChatInput(
+            [{"role": "user", "content": [{"type": "audio", "array": c}, {"type": "text", "text": text}]}],
+            GenerationParams(max_tokens=4),
+        )
+        for c, text in ((clip[:16_000], "Transcribe."), (np.tile(clip, 4)[: 12 * 16_000], "What is said, in short?"))
+    ]
+    text_items = [ChatInput(*_as_input(p * (1 + i % 3))) for i, p in enumerate(PROMPTS[:4])]
+    for folder, items in ((tiny_llama, text_items), (tiny_audio, audio_items)):
+        backend = TransformersBackend(folder, max_batch_size=MAX_BATCH)
+        try:
+            whole = backend._chat_encoders[backend.kind]([item.messages for item in items])
+            for item in items:
+                backend.prepare_chat_item(item)
+            assert all(item.encoded is not None for item in items)
+            lengths = {int(item.encoded["input_ids"].shape[1]) for item in items}
+            assert len(lengths) > 1  # the prompts differ in length, so joining pads
+            joined = backend._join_encoded([item.encoded for item in items])
+            assert joined is not None and sorted(joined) == sorted(whole)
+            for key, value in whole.items():
+                assert torch.equal(joined[key], value), key
+            batch = backend.prepare_chat(items)
+            assert all(torch.equal(batch.chunks[0].encoded[k], v) for k, v in whole.items())
+        finally:
+            backend.close()

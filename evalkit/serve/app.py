@@ -42,6 +42,9 @@ from evalkit.serve.batcher import (
 
 log = logging.getLogger("evalkit.serve")
 
+#: chat bodies up to this size are parsed on the event loop: a text prompt's JSON parses in tens of microseconds,
+#: less than handing it to a thread and back; larger ones carry media, decoded on the parse threads
+INLINE_PARSE_BYTES = 16 * 1024
 MAX_BODY_BYTES = 256 * 1024 * 1024  # ~25 min of 16 kHz 16-bit audio as base64, with room to spare
 RESPONSE_FORMATS = ("json", "text", "verbose_json")
 
@@ -108,6 +111,9 @@ class ServerState:
     )
     prepare_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-prepare")
+    )
+    prepare_item_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalkit-prepare-item")
     )
     parse_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(
@@ -179,11 +185,19 @@ def attach_backend(app: web.Application, backend: Backend) -> None:
             finish=lambda items, generated: _chat_answers(backend, items, backend.finish_chat(generated)),
             prepare_executor=state.prepare_executor,
             cost=backend.chat_cost,
+            prepare_item=backend.prepare_chat_item,
+            prepare_item_executor=state.prepare_item_executor,
             **common,
         )
         state.chat.start()
     if backend.supports_transcription:
-        state.transcribe = DynamicBatcher(lambda jobs: _run_transcriptions(backend, jobs), **common)
+        state.transcribe = DynamicBatcher(
+            lambda prepared: _generate_transcriptions(backend, prepared),
+            prepare=lambda jobs: _prepare_transcriptions(backend, jobs),
+            finish=lambda jobs, generated: _finish_transcriptions(backend, jobs, generated),
+            prepare_executor=state.prepare_executor,
+            **common,
+        )
         state.transcribe.start()
     state.backend = backend
 
@@ -196,6 +210,7 @@ async def _shutdown(app: web.Application) -> None:
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, state.backend_executor.shutdown, True)
     await loop.run_in_executor(None, state.prepare_executor.shutdown, True)
+    await loop.run_in_executor(None, state.prepare_item_executor.shutdown, True)
     state.parse_executor.shutdown(wait=False, cancel_futures=True)
     if state.backend is not None:
         backend, state.backend = state.backend, None
@@ -214,25 +229,15 @@ def _chat_answers(backend: Backend, items: list[ChatInput], answers: list[Any]) 
         if isinstance(answer, BaseException):
             results.append(answer)
             continue
-        text_tokens, audio_seconds = 0, 0.0
-        for message in item.messages:
-            content = message.get("content")
-            if isinstance(content, str):
-                text_tokens += backend.count_tokens(content)
-                continue
-            for part in content or []:
-                if part.get("type") == "text":
-                    text_tokens += backend.count_tokens(str(part.get("text", "")))
-                elif part.get("type") == "audio":
-                    audio_seconds += len(part["array"]) / TARGET_SR
-        audio_tokens = backend.count_audio_tokens(audio_seconds) if audio_seconds else 0
-        # the model's own counts when the backend has them (template and special tokens, generated ids)
+        # the model's own counts when the backend has them (template and special tokens, generated ids);
+        # the texts are tokenized again only when it has not (re-tokenizing every prompt cost the finish stage)
         prompt = getattr(answer, "prompt_tokens", None)
         completion = getattr(answer, "completion_tokens", None)
+        audio_tokens = _audio_tokens(backend, item)
         results.append(
             ChatAnswer(
                 str(answer),
-                prompt if prompt is not None else text_tokens + audio_tokens,
+                prompt if prompt is not None else _text_tokens(backend, item) + audio_tokens,
                 audio_tokens,
                 completion if completion is not None else backend.count_tokens(answer),
             )
@@ -240,14 +245,53 @@ def _chat_answers(backend: Backend, items: list[ChatInput], answers: list[Any]) 
     return results
 
 
-def _run_transcriptions(backend: Backend, jobs: list[TranscriptionJob]) -> list[str | BaseException]:
-    """One backend call per language present in the batch (usually exactly one)."""
-    results: list[str | BaseException] = [RuntimeError("not transcribed")] * len(jobs)
+def _audio_tokens(backend: Backend, item: ChatInput) -> int:
+    seconds = sum(
+        len(part["array"]) / TARGET_SR
+        for message in item.messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+        if part.get("type") == "audio"
+    )
+    return backend.count_audio_tokens(seconds) if seconds else 0
+
+
+def _text_tokens(backend: Backend, item: ChatInput) -> int:
+    tokens = 0
+    for message in item.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            tokens += backend.count_tokens(content)
+            continue
+        for part in content or []:
+            if part.get("type") == "text":
+                tokens += backend.count_tokens(str(part.get("text", "")))
+    return tokens
+
+
+def _prepare_transcriptions(backend: Backend, jobs: list[TranscriptionJob]) -> list[tuple[list[int], Any]]:
+    """One prepared backend batch per language present (usually exactly one), on the preparation thread."""
     by_language: dict[str | None, list[int]] = {}
     for index, job in enumerate(jobs):
         by_language.setdefault(job.language, []).append(index)
-    for language, indices in by_language.items():
-        texts = backend.transcribe_batch([jobs[i].audio for i in indices], language=language)
+    return [
+        (indices, backend.prepare_transcription([jobs[i].audio for i in indices], language=language))
+        for language, indices in by_language.items()
+    ]
+
+
+def _generate_transcriptions(backend: Backend, prepared: list[tuple[list[int], Any]]) -> list[tuple[list[int], Any]]:
+    """The model's part of each language's batch (the model thread)."""
+    return [(indices, backend.generate_transcription(part)) for indices, part in prepared]
+
+
+def _finish_transcriptions(
+    backend: Backend, jobs: list[TranscriptionJob], generated: list[tuple[list[int], Any]]
+) -> list[str | BaseException]:
+    """The transcripts in the jobs' order (the finish stage, on the preparation thread)."""
+    results: list[str | BaseException] = [RuntimeError("not transcribed")] * len(jobs)
+    for indices, part in generated:
+        texts = backend.finish_transcription(part)
         if len(texts) != len(indices):
             raise RuntimeError(f"backend returned {len(texts)} transcripts for a batch of {len(indices)}")
         for i, text in zip(indices, texts):
@@ -315,6 +359,14 @@ async def _submit(batcher: DynamicBatcher[Any, Any], item: Any) -> Any:
 
 async def _off_loop(request: web.Request, fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(request.app[STATE].parse_executor, fn, *args)
+
+
+def _inline_parse(raw: bytes) -> bool:
+    """A small body without media: parse it on the loop (audio and images are decoded on the parse threads)."""
+    return len(raw) <= INLINE_PARSE_BYTES and not any(marker in raw for marker in _MEDIA_MARKERS)
+
+
+_MEDIA_MARKERS = (b"input_audio", b"audio_url", b"image_url")
 
 
 def _check_model(requested: Any, backend: Backend) -> None:
@@ -458,7 +510,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     backend = state.require_backend()
     batcher = _require(state.chat, "chat completions", backend)
     raw = await request.read()
-    body, item = await _off_loop(request, parse_chat_body, raw)
+    if _inline_parse(raw):
+        body, item = parse_chat_body(raw)
+    else:
+        body, item = await _off_loop(request, parse_chat_body, raw)
     _check_model(body.get("model"), backend)
     try:
         backend.check_chat(item)

@@ -23,6 +23,11 @@ and, once full, prepared, so the model starts it the moment N ends; the
 share of time the model waited for a preparation is in the stats
 (``prepare_wait_seconds`` against ``generate_seconds`` and the wall clock).
 
+A ``prepare_item`` runs on ``prepare_item_executor`` as each request arrives, so
+the batch that starts after an idle spell, which has no generate to overlap
+with, finds most of its preparation done; its batch's ``prepare`` then only
+joins the items.
+
 Bucketing: with a ``cost`` per item (e.g. the prompt's length in tokens,
 audio tokens included) and more waiting than a batch holds, a batch is the
 oldest request plus the waiting ones closest to it in cost, so short prompts
@@ -131,6 +136,8 @@ class DynamicBatcher(Generic[T, R]):
         finish: Callable[[list[T], Any], Sequence[R | BaseException]] | None = None,
         prepare_executor: Executor | None = None,
         cost: Callable[[T], float] | None = None,
+        prepare_item: Callable[[T], None] | None = None,
+        prepare_item_executor: Executor | None = None,
     ) -> None:
         if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0:
             raise ValueError("max_batch_size and max_queue must be >= 1 and batch_wait_s >= 0")
@@ -144,6 +151,11 @@ class DynamicBatcher(Generic[T, R]):
         self._finish = finish
         self._prepare_executor = prepare_executor if prepare_executor is not None else executor
         self._cost = cost
+        self._prepare_item = prepare_item
+        # its own thread: on the batches' thread, a burst of arrivals would queue ahead of a batch's join and finish
+        self._prepare_item_executor = prepare_item_executor if prepare_item_executor is not None else executor
+        #: per-item preparation started at submit, awaited before the item's batch is prepared
+        self._item_ready: dict[int, asyncio.Future[Any]] = {}
         #: (item, its future, its cost) in arrival order
         self._waiting: deque[tuple[T, asyncio.Future[R], float]] = deque()
         self._wakeup = asyncio.Event()
@@ -187,9 +199,19 @@ class DynamicBatcher(Generic[T, R]):
         self.check_capacity()
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         cost = float(self._cost(item)) if self._cost is not None else 0.0
+        if self._prepare_item is not None:
+            ready = asyncio.get_running_loop().run_in_executor(
+                self._prepare_item_executor, self._staged, "prepare", self._prepare_item, item
+            )
+            # its error, if any, is the batch's to redo: retrieved here so none is logged as never retrieved
+            ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._item_ready[id(future)] = ready
         self._waiting.append((item, future, cost))
         self._wakeup.set()
-        return await future
+        try:
+            return await future
+        finally:
+            self._item_ready.pop(id(future), None)
 
     def retry_after_s(self) -> int:
         """Whole seconds until the queue has likely drained by one batch (at least 1)."""
@@ -281,6 +303,7 @@ class DynamicBatcher(Generic[T, R]):
         if self._prepare is None:
             return items, began
         try:
+            await self._items_prepared(batch)
             prepared = await asyncio.get_running_loop().run_in_executor(
                 self._prepare_executor, self._staged, "prepare", self._prepare, items
             )
@@ -293,6 +316,14 @@ class DynamicBatcher(Generic[T, R]):
         finally:
             self.stats.prepare_seconds += time.monotonic() - began
         return prepared, began
+
+    async def _items_prepared(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        """Wait for the batch's per-item preparation; one that failed is left to the batch's ``prepare`` to redo."""
+        for _, future in batch:
+            ready = self._item_ready.get(id(future))
+            if ready is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(ready)
 
     def _staged(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
         self.stats.ran_on(stage)

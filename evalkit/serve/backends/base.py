@@ -10,6 +10,8 @@ padding) and :meth:`Backend.finish_chat` (decoding) run on a preparation
 thread, overlapped with the previous batch's :meth:`Backend.generate_chat` on
 the model thread. A backend that does not split its work keeps the defaults,
 which run all of :meth:`Backend.chat_batch` as the generate stage.
+Transcription batches have the same three stages (``prepare_transcription``,
+``generate_transcription``, ``finish_transcription``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ class ChatInput:
 
     messages: list[dict[str, Any]]
     params: GenerationParams = field(default_factory=GenerationParams)
+    #: this request's own model inputs, made by :meth:`Backend.prepare_chat_item` as it arrived (or None)
+    encoded: Any = None
 
 
 class Backend(ABC):
@@ -109,6 +113,15 @@ class Backend(ABC):
         """CPU work before the model, on the preparation thread; its result goes to :meth:`generate_chat`."""
         return inputs
 
+    def prepare_chat_item(self, item: ChatInput) -> None:  # noqa: B027 - optional: the default prepares per batch
+        """Preparation of one request as it arrives (on the preparation thread), kept in ``item.encoded``.
+
+        The first batch after an idle spell has no generate to overlap its
+        preparation with; what is prepared per request while the batch gathers
+        is not waited for when it starts. :meth:`prepare_chat` then only joins
+        (pads) the requests' inputs.
+        """
+
     def generate_chat(self, prepared: Any) -> Any:
         """The model's part of a batch, on the model thread; its result goes to :meth:`finish_chat`."""
         return self.chat_batch(prepared)
@@ -139,6 +152,24 @@ class Backend(ABC):
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
         """Transcribe a batch of 16 kHz mono float32 arrays, in order (an InputError may stand for one)."""
         raise NotImplementedError(f"{type(self).__name__} does not serve transcriptions")
+
+    def prepare_transcription(self, audios: list[np.ndarray], language: str | None = None) -> Any:
+        """CPU work before the model (feature extraction, padding), on the preparation thread.
+
+        Like the chat stages: its result goes to :meth:`generate_transcription`, whose
+        result goes to :meth:`finish_transcription`. The defaults run all of
+        :meth:`transcribe_batch` as the generate stage.
+        """
+        return audios, language
+
+    def generate_transcription(self, prepared: Any) -> Any:
+        """The model's part of a transcription batch, on the model thread."""
+        audios, language = prepared
+        return self.transcribe_batch(audios, language=language)
+
+    def finish_transcription(self, generated: Any) -> list[Any]:
+        """CPU work after the model (decoding), on the preparation thread: one transcript per clip, in order."""
+        return list(generated)
 
     @abstractmethod
     def close(self) -> None:

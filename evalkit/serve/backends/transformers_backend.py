@@ -33,7 +33,10 @@ A chat batch runs in three stages (see backends/base.py): ``prepare_chat``
 templating, features, padding, tensors moved to the device), then
 ``generate_chat`` (only ``generate``, on the model thread), then
 ``finish_chat`` (decoding). The server overlaps the first and last with the
-model; a new chat kind adds its encoder to ``_chat_encoders``.
+model; a new chat kind adds its encoder to ``_chat_encoders``. Transcription
+runs the same way: ``prepare_transcription`` (log-mel features, padding),
+``generate_transcription`` (only ``generate``), ``finish_transcription``
+(decoding).
 
 Loading is local by default: ``local_files_only=True`` is always passed, so a
 folder path loads and a hub id loads only if it is already in the local
@@ -192,6 +195,22 @@ class PreparedChat:
     chunks: list[ChatChunk] = field(default_factory=list)
 
 
+@dataclass
+class TranscriptionChunk:
+    """One generate() call of a transcription batch: its features on the device and, once generated, the ids."""
+
+    inputs: dict[str, Any]
+    gen_kwargs: dict[str, Any]
+    sequences: Any = None
+
+
+@dataclass
+class PreparedTranscription:
+    """A transcription batch between the stages, in chunks of at most ``max_batch_size`` clips."""
+
+    chunks: list[TranscriptionChunk]
+
+
 class TransformersBackend(Backend):
     """A local transformers model answering batches of chat or transcription requests."""
 
@@ -341,6 +360,16 @@ class TransformersBackend(Backend):
                 self._add_chunks(prepared, indices, inputs, params, encode)
         return prepared
 
+    def prepare_chat_item(self, item: ChatInput) -> None:
+        """Text and audio chat: this request's template, tokens and features now, joined with its batch's later."""
+        if self.kind not in (KIND_CAUSAL_LM, KIND_AUDIO_CHAT):
+            return
+        try:
+            self.check_chat(item)
+        except InputError:
+            return  # refused when its batch is prepared
+        item.encoded = self._chat_encoders[self.kind]([item.messages])
+
     def _uniform_parts(self, indices: list[int], inputs: list[ChatInput]) -> list[list[int]]:
         """Indices that one processor call can take: an image model's processor takes one image list per text or
         none, so requests with images and text-only ones go to generate() apart."""
@@ -358,17 +387,48 @@ class TransformersBackend(Backend):
         params: GenerationParams,
         encode: Callable[[list[list[dict[str, Any]]]], dict[str, Any]],
     ) -> None:
-        """Chunks of at most ``max_batch_size`` requests, each encoded now (on the preparing thread)."""
+        """Chunks of at most ``max_batch_size`` requests, each encoded now (on the preparing thread).
+
+        Requests prepared as they arrived (:meth:`prepare_chat_item`) are only joined here.
+        """
         for start in range(0, len(indices), self.max_batch_size):
             chunk = indices[start : start + self.max_batch_size]
+            ready = [inputs[i].encoded for i in chunk]
+            joined = self._join_encoded(ready) if all(e is not None for e in ready) else None
             prepared.chunks.append(
                 ChatChunk(
                     indices=chunk,
                     per_item=[inputs[i].params for i in chunk],
                     params=params,
-                    encoded=encode([inputs[i].messages for i in chunk]),
+                    encoded=joined if joined is not None else encode([inputs[i].messages for i in chunk]),
                 )
             )
+
+    def _join_encoded(self, parts: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """One batch's inputs from requests encoded alone, as the batch's own encoding would give them.
+
+        Token rows (the tensors as long as ``input_ids``) are padded on the left with the pad id (0 for the
+        masks), as the tokenizer pads a batch here; the rest (audio features padded to the extractor's fixed
+        length and their masks) are stacked. None when a part does not fit that shape: the batch is encoded whole.
+        """
+        if len({tuple(sorted(part)) for part in parts}) != 1 or "input_ids" not in parts[0]:
+            return None
+        pad_id = self.tokenizer.pad_token_id if self.tokenizer is not None else None
+        if pad_id is None:
+            return None
+        width = max(int(part["input_ids"].shape[1]) for part in parts)
+        joined: dict[str, Any] = {}
+        for key in parts[0]:
+            values = [part[key] for part in parts]
+            if not all(isinstance(v, torch.Tensor) and v.dim() >= 2 and v.shape[0] == 1 for v in values):
+                return None
+            if all(v.shape[1] == part["input_ids"].shape[1] for v, part in zip(values, parts)):
+                fill = pad_id if key == "input_ids" else 0
+                values = [torch.nn.functional.pad(v, (width - v.shape[1], 0), value=fill) for v in values]
+            elif len({tuple(v.shape[1:]) for v in values}) != 1:
+                return None
+            joined[key] = torch.cat(values, dim=0)
+        return joined
 
     def generate_chat(self, prepared: Any) -> Any:
         """Only generate(): everything else happened in :meth:`prepare_chat` or waits for :meth:`finish_chat`."""
@@ -507,14 +567,26 @@ class TransformersBackend(Backend):
     # ------------------------------------------------------------ transcription
 
     def transcribe_batch(self, audios: list[np.ndarray], language: str | None = None) -> list[str]:
+        """All three transcription stages in the calling thread (the server overlaps them, as for chat)."""
         if not self.supports_transcription:
             return super().transcribe_batch(audios, language)
-        results: list[str] = []
-        for start in range(0, len(audios), self.max_batch_size):
-            results.extend(self._transcribe_chunk(audios[start : start + self.max_batch_size], language))
-        return results
+        return self.finish_transcription(self.generate_transcription(self.prepare_transcription(audios, language)))
 
-    def _transcribe_chunk(self, audios: list[np.ndarray], language: str | None) -> list[str]:
+    def prepare_transcription(self, audios: list[np.ndarray], language: str | None = None) -> Any:
+        """Log-mel features, padding and the attention mask of each generate() chunk, moved to the device."""
+        if not self.supports_transcription:
+            return super().prepare_transcription(audios, language)
+        gen_kwargs: dict[str, Any] = {}
+        generation_config = getattr(self.model, "generation_config", None)
+        if language and getattr(generation_config, "is_multilingual", False):
+            gen_kwargs.update(language=language, task="transcribe")
+        chunks = [
+            TranscriptionChunk(self._transcription_features(audios[start : start + self.max_batch_size]), gen_kwargs)
+            for start in range(0, len(audios), self.max_batch_size)
+        ]
+        return PreparedTranscription(chunks)
+
+    def _transcription_features(self, audios: list[np.ndarray]) -> dict[str, Any]:
         arrays = [np.asarray(a, dtype=np.float32).reshape(-1) for a in audios]
         long_form = any(len(a) > WHISPER_WINDOW_SECONDS * SAMPLING_RATE for a in arrays)
         # the mask tells generate() where each clip's padding starts (and silences its warning)
@@ -529,14 +601,23 @@ class TransformersBackend(Backend):
         inputs = {k: v.to(self.device) for k, v in features.items()}
         if "input_features" in inputs:
             inputs["input_features"] = inputs["input_features"].to(self.model.dtype)
-        gen_kwargs: dict[str, Any] = {}
-        generation_config = getattr(self.model, "generation_config", None)
-        if language and getattr(generation_config, "is_multilingual", False):
-            gen_kwargs.update(language=language, task="transcribe")
-        with self._lock, torch.inference_mode():
-            output = self.model.generate(**inputs, **gen_kwargs)
-        sequences = output.sequences if hasattr(output, "sequences") else output
-        return [self._decode(row) for row in sequences]
+        return inputs
+
+    def generate_transcription(self, prepared: Any) -> Any:
+        """Only generate(), chunk by chunk: the features were made in :meth:`prepare_transcription`."""
+        if not isinstance(prepared, PreparedTranscription):
+            return super().generate_transcription(prepared)
+        for chunk in prepared.chunks:
+            with self._lock, torch.inference_mode():
+                output = self.model.generate(**chunk.inputs, **chunk.gen_kwargs)
+            chunk.sequences = output.sequences if hasattr(output, "sequences") else output
+        return prepared
+
+    def finish_transcription(self, generated: Any) -> list[Any]:
+        """The transcripts' text, special tokens skipped."""
+        if not isinstance(generated, PreparedTranscription):
+            return super().finish_transcription(generated)
+        return [self._decode(row) for chunk in generated.chunks for row in chunk.sequences]
 
     # ------------------------------------------------------------ lifecycle
 
