@@ -27,7 +27,6 @@ import contextlib
 import ctypes
 import os
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -44,6 +43,7 @@ from benchmarks.common import (
     servers,
     write_config,
 )
+from benchmarks.overhead import measure_raw
 
 N_REQUESTS = 512
 CONCURRENCY = 32
@@ -153,32 +153,7 @@ def _config(work: Path, runspecs: Path, url: str, tag: str) -> Path:
 
 
 def _measure_raw(work: Path, bodies: Path) -> dict[str, Any]:
-    with servers(1, default_answer="ok", request_log=True) as (server,):
-        cpu0 = server_cpu_s(server)
-        child = run_child(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.raw_loop",
-                "--url",
-                server.base_url,
-                "--bodies",
-                str(bodies),
-                "--concurrency",
-                str(CONCURRENCY),
-            ],
-            work,
-        ).check()
-        server_cpu = server_cpu_s(server) - cpu0
-        phase = request_phase([server])
-    return {
-        "rps_phase": phase.completed / phase.seconds,
-        "phase_s": phase.seconds,
-        "process_s": child.wall_s,
-        "cpu_s": child.cpu_s,
-        "server_cpu_s": server_cpu,
-        "completed": phase.completed,
-    }
+    return measure_raw(work, bodies, CONCURRENCY, source="--bodies", default_answer="ok")
 
 
 def _measure_evalkit(work: Path, runspecs: Path) -> dict[str, Any]:

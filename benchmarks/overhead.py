@@ -49,8 +49,12 @@ def config_for(work: Path, runspecs: Path, url: str, concurrency: int) -> Path:
     )
 
 
-def measure_raw(work: Path, data: Path, concurrency: int) -> dict[str, Any]:
-    with servers(1, request_log=True) as (server,):
+def measure_raw(
+    work: Path, data: Path, concurrency: int, *, source: str = "--prompts", **server_settings: Any
+) -> dict[str, Any]:
+    """The raw aiohttp loop against a fresh server: ``data`` is a prompts jsonl (``--prompts``) or request bodies
+    made beforehand (``source="--bodies"``); ``server_settings`` override the test server's defaults."""
+    with servers(1, request_log=True, **server_settings) as (server,):
         cpu0 = server_cpu_s(server)
         child = run_child(
             [
@@ -59,7 +63,7 @@ def measure_raw(work: Path, data: Path, concurrency: int) -> dict[str, Any]:
                 "benchmarks.raw_loop",
                 "--url",
                 server.base_url,
-                "--prompts",
+                source,
                 str(data),
                 "--concurrency",
                 str(concurrency),
