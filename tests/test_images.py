@@ -11,13 +11,11 @@ from __future__ import annotations
 import io
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, run
+from helpers import ROOT, config_for, evalkit_cli, model_entry, run
 from PIL import Image as PILImage
 
 from evalkit.data.image.codec import fit_size, probe
@@ -99,15 +97,7 @@ def test_evalkit_run_answers_from_pixels_with_known_score(tmp_path: Path, make_s
     runspecs = write_runspec(tmp_path, "colours", "vqa.jsonl")
     server = make_server({"image_answer": "colour", "request_log": str(tmp_path / "server.jsonl")})
     config = config_for(tmp_path, runspecs, [model_entry("vlm", server.base_url)], [["colours", "exact_match"]])
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run(
-        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
     run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())
     records = {r["sample_id"]: r for r in records_of(run_dir)}
@@ -312,19 +302,11 @@ def test_dry_run_names_missing_image_files(tmp_path: Path, capsys: pytest.Captur
 
 def test_the_vqa_example_runs_offline_with_a_known_score(tmp_path: Path, make_server) -> None:
     server = make_server({"image_answer": "colour"})
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "EVALKIT_VQA_URL": server.base_url,
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "evalkit", "run", str(ROOT / "examples" / "vqa" / "config.yaml"), "--quiet"]
-        + ["--output-dir", str(tmp_path / "runs")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    config = str(ROOT / "examples" / "vqa" / "config.yaml")
+    done = evalkit_cli(
+        ["run", config, "--quiet", "--output-dir", str(tmp_path / "runs")],
+        tmp_path,
+        env={**os.environ, "EVALKIT_VQA_URL": server.base_url},
     )
     assert done.returncode == 0, done.stderr
     run_dir = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir())

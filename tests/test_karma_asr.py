@@ -11,14 +11,12 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, run, write_config
+from helpers import config_for, evalkit_cli, model_entry, run, write_config
 
 from evalkit.config import load_config
 from evalkit.data.sample import Sample
@@ -340,13 +338,6 @@ def _hindi_set(root: Path, processors: list[Any] | None = None) -> Path:
     return root / "runspecs"
 
 
-def _evalkit(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "evalkit", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
-    )
-
-
 def test_evalkit_run_reports_the_semantic_metrics_with_n_and_ci(tmp_path: Path) -> None:
     server = start_test_server({"default_answer": "echo"})
     try:
@@ -358,7 +349,7 @@ def test_evalkit_run_reports_the_semantic_metrics_with_n_and_ci(tmp_path: Path) 
             ["hindi_asr", "entity_wer"],
         ]
         config = config_for(tmp_path, runspecs, [model_entry("m", server.base_url)], pairs)
-        result = _evalkit(["run", str(config), "--quiet"], tmp_path)
+        result = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
     finally:
         server.stop()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -415,7 +406,7 @@ def test_runspec_processors_and_metric_option_processors_plan_and_bad_ones_name_
     bad = config_for(
         tmp_path / "bad", bad_runspecs, [model_entry("m", "http://127.0.0.1:9/v1")], [["hindi_asr", "semantic_wer"]]
     )
-    result = _evalkit(["validate", str(bad)], tmp_path)
+    result = evalkit_cli(["validate", str(bad)], tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "hindi_asr.json: hindi_asr.processors[0]" in result.stderr and "'klingon'" in result.stderr
 
@@ -433,7 +424,7 @@ def test_runspec_processors_and_metric_option_processors_plan_and_bad_ones_name_
             "runspecs_dir": str(runspecs),
         },
     )
-    result = _evalkit(["validate", str(bad_option)], tmp_path)
+    result = evalkit_cli(["validate", str(bad_option)], tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "dataset_metric[0]" in result.stderr and "numerals" in result.stderr and "'roman'" in result.stderr
 
@@ -470,12 +461,12 @@ def test_the_semantic_metrics_fit_the_catalogues_hindi_asr_sets_and_entity_wer_o
 
 
 def test_evalkit_list_shows_the_metrics_and_the_processors(tmp_path: Path) -> None:
-    metrics = _evalkit(["list", "metrics", "--format", "json"], tmp_path)
+    metrics = evalkit_cli(["list", "metrics", "--format", "json"], tmp_path)
     assert metrics.returncode == 0, metrics.stderr
     by_name = {row["name"]: row for row in json.loads(metrics.stdout)}
     assert {"semantic_wer", "semantic_cer", "entity_wer"} <= by_name.keys()
     assert "asr_semantic_metric" in by_name["semantic_wer"]["aliases"]
-    processors = _evalkit(["list", "processors", "--format", "json"], tmp_path)
+    processors = evalkit_cli(["list", "processors", "--format", "json"], tmp_path)
     assert processors.returncode == 0, processors.stderr
     rows = {row["name"]: row for row in json.loads(processors.stdout)}
     assert [a.split(":")[0] for a in rows["devanagari_transliterator"]["arguments"]] == ["source", "target"]

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, run
+from helpers import config_for, evalkit_cli, model_entry, run
 from PIL import Image as PILImage
 
 from evalkit.catalog import load_catalog
@@ -237,15 +234,7 @@ def test_bad_in_context_blocks_stop_before_the_run(
 def test_evalkit_run_exits_2_naming_the_file_and_key(tmp_path: Path) -> None:
     runspecs = write_colour_set(tmp_path, {"choice": "topk_img"}, image_column=None)
     config = config_for(tmp_path, runspecs, [model_entry("vlm", "http://127.0.0.1:9")], [["colours", "exact_match"]])
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run(
-        [sys.executable, "-m", "evalkit", "run", str(config), "--quiet"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
     text = " ".join(done.stderr.split())
     assert "colours.json" in text and "colours.in_context.choice: 'topk_img' compares images" in text
