@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,22 @@ from benchmarks.serve_engines import _free_port, _stop_group
 MAX_TOKENS = 16
 MAX_BATCH = 8
 IN_FLIGHT = (1, 8, 32)
+ENGINES = ("generate", "evalkit serve", "transformers serve")
 
 
-def _requests(kind: str, model: str, n: int) -> tuple[list[dict[str, Any]], list[Any]]:
+@dataclass(frozen=True)
+class Settings:
+    """What one run measures; the defaults are the CPU run of BENCHMARKS.md."""
+
+    device: str = "cpu"
+    dtype: str = "auto"
+    max_batch: int = MAX_BATCH
+    max_tokens: int = MAX_TOKENS
+    in_flight: tuple[int, ...] = IN_FLIGHT
+    engines: tuple[str, ...] = ENGINES
+
+
+def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tuple[list[dict[str, Any]], list[Any]]:
     """(HTTP bodies, the backend's ChatInputs for the same requests), n of them."""
     import pyarrow.parquet as pq
 
@@ -88,23 +102,25 @@ def _requests(kind: str, model: str, n: int) -> tuple[list[dict[str, Any]], list
             {
                 "model": model,
                 "temperature": 0,
-                "max_tokens": MAX_TOKENS,
+                "max_tokens": max_tokens,
                 "messages": [{"role": "user", "content": content}],
             }
         )
-        inputs.append(ChatInput([{"role": "user", "content": message}], GenerationParams(max_tokens=MAX_TOKENS)))
+        inputs.append(ChatInput([{"role": "user", "content": message}], GenerationParams(max_tokens=max_tokens)))
     return bodies, inputs
 
 
-def _commands(kind: str, model_dir: Path, port: int) -> dict[str, list[str]]:
+def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict[str, list[str]]:
     tserve = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir), "--host", "127.0.0.1"]
-    tserve += ["--port", str(port + 1), "--device", "cpu", "--dtype", "float32"]
+    tserve += ["--port", str(port + 1), "--device", settings.device, "--dtype", settings.dtype]
     if kind == "text":  # its continuous batching (paged cache kept small: its default sizes it to 90% of the RAM)
         tserve += ["--continuous-batching", "--cb-num-blocks", "64", "--cb-block-size", "64"]
         tserve += ["--cb-max-batch-tokens", "1024"]
     evalkit = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(model_dir)]
-    evalkit += ["--port", str(port), "--dtype", "float32", "--max-batch-size", str(MAX_BATCH)]
-    return {"evalkit serve": evalkit, "transformers serve": tserve}
+    evalkit += ["--port", str(port), "--dtype", settings.dtype, "--max-batch-size", str(settings.max_batch)]
+    evalkit += ["--device", settings.device]
+    commands = {"evalkit serve": evalkit, "transformers serve": tserve}
+    return {name: command for name, command in commands.items() if name in settings.engines}
 
 
 def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
@@ -155,8 +171,8 @@ async def _client(url: str, bodies: list[dict[str, Any]], in_flight: int) -> tup
     return seconds, [a for a, _ in done], [t for _, t in done]
 
 
-def _in_process(backend: Any, inputs: list[Any], in_flight: int) -> tuple[float, list[str], list[int]]:
-    size = min(in_flight, MAX_BATCH)
+def _in_process(backend: Any, inputs: list[Any], in_flight: int, max_batch: int) -> tuple[float, list[str], list[int]]:
+    size = min(in_flight, max_batch)
     started = time.perf_counter()
     answers: list[Any] = []
     for start in range(0, len(inputs), size):
@@ -165,15 +181,17 @@ def _in_process(backend: Any, inputs: list[Any], in_flight: int) -> tuple[float,
     return seconds, [str(a) for a in answers], [a.completion_tokens for a in answers]
 
 
-def _worker(kind: str, model_dir: str, n: int) -> int:
+def _worker(kind: str, model_dir: str, n: int, settings: Settings) -> int:
     """The ``generate`` engine as its own process, like the servers: one line in (in flight), one JSON line out."""
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(model_dir, max_batch_size=MAX_BATCH, dtype="float32")
-    _, inputs = _requests(kind, model_dir, n)
+    backend = TransformersBackend(
+        model_dir, device=settings.device, max_batch_size=settings.max_batch, dtype=settings.dtype
+    )
+    _, inputs = _requests(kind, model_dir, n, settings.max_tokens)
     print("ready", flush=True)
     for line in sys.stdin:
-        seconds, answers, tokens = _in_process(backend, inputs, int(line))
+        seconds, answers, tokens = _in_process(backend, inputs, int(line), settings.max_batch)
         print(json.dumps({"seconds": seconds, "answers": answers, "tokens": tokens}), flush=True)
     return 0
 
@@ -181,10 +199,11 @@ def _worker(kind: str, model_dir: str, n: int) -> int:
 class _Generate:
     """A worker process running ``_in_process`` on request; its CPU seconds come from /proc."""
 
-    def __init__(self, kind: str, model_dir: Path, n: int, log_dir: Path) -> None:
+    def __init__(self, kind: str, model_dir: Path, n: int, log_dir: Path, settings: Settings) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         self.log = (log_dir / f"generate-{kind}.log").open("wb")
         command = [sys.executable, "-m", "benchmarks.serve_throughput", "--worker", kind, str(model_dir), str(n)]
+        command.append(json.dumps(asdict(settings)))
         self.proc = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env, start_new_session=True
         )
@@ -227,25 +246,26 @@ def _delta(before: dict[str, Any], after: dict[str, Any], wall: float) -> dict[s
     }
 
 
-def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path) -> dict[str, Any]:
+def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path, settings: Settings) -> dict[str, Any]:
     port = _free_port()
-    servers = _start(_commands(kind, model_dir, port), port, log_dir)
-    generate = _Generate(kind, model_dir, n, log_dir)
+    servers = _start(_commands(kind, model_dir, port, settings), port, log_dir)
+    generate = _Generate(kind, model_dir, n, log_dir, settings)
     pids = {"generate": generate.proc.pid, **{name: proc.pid for name, (proc, _) in servers.items()}}
     try:
-        bodies, _ = _requests(kind, str(model_dir), n)
+        bodies, _ = _requests(kind, str(model_dir), n, settings.max_tokens)
         engines = ["generate", *servers]
         # warm-up: one pass each, not measured
-        generate.run(MAX_BATCH)
+        generate.run(settings.max_batch)
         for _, url in servers.values():
-            asyncio.run(_client(url, bodies[:MAX_BATCH], MAX_BATCH))
+            asyncio.run(_client(url, bodies[: settings.max_batch], settings.max_batch))
+        runtime = _stats(servers["evalkit serve"][1])["model"]
         rates: dict[tuple[str, int], list[float]] = {}
         cpu_ms: dict[tuple[str, int], list[float]] = {}
         evalkit_figures: dict[int, list[dict[str, Any]]] = {}
         answers: dict[str, list[str]] = {}
         tokens: set[int] = set()
         for round_index in range(rounds):
-            for in_flight in IN_FLIGHT:
+            for in_flight in settings.in_flight:
                 order = engines[round_index % len(engines) :] + engines[: round_index % len(engines)]
                 for engine in order:
                     cpu_before = _cpu_seconds(pids[engine])
@@ -263,9 +283,13 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                     answers.setdefault(engine, got)
                     tokens.update(counts)
                     rate = len(bodies) / seconds
-                    print(f"{kind} round {round_index} {in_flight:>2} in flight {engine}: {rate:.1f} req/s", flush=True)
+                    clock = time.strftime("%H:%M:%S")
+                    print(
+                        f"{clock} {kind} round {round_index} {in_flight:>2} in flight {engine}: {rate:.1f} req/s",
+                        flush=True,
+                    )
         rows = []
-        for in_flight in IN_FLIGHT:
+        for in_flight in settings.in_flight:
             median = {engine: statistics.median(rates[(engine, in_flight)]) for engine in engines}
             figures = evalkit_figures[in_flight]
             histogram: Counter[int] = Counter()
@@ -280,7 +304,11 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                         engine: round(statistics.median(cpu_ms[(engine, in_flight)]), 1) for engine in engines
                     },
                     "evalkit_vs_generate": round(median["evalkit serve"] / median["generate"], 3),
-                    "evalkit_vs_transformers_serve": round(median["evalkit serve"] / median["transformers serve"], 2),
+                    "evalkit_vs_transformers_serve": (
+                        round(median["evalkit serve"] / median["transformers serve"], 2)
+                        if "transformers serve" in median
+                        else None
+                    ),
                     "batch_sizes": dict(sorted(histogram.items())),
                     "prepare_wait_share": round(statistics.median(f["prepare_wait_share"] for f in figures), 4),
                     "generate_share": round(statistics.median(f["generate_share"] for f in figures), 3),
@@ -288,6 +316,7 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
             )
         reference = answers["generate"]
         return {
+            "evalkit_serve_model": runtime,
             "rows": rows,
             "completion_tokens": sorted(tokens),
             "answers_equal": {engine: got == reference for engine, got in answers.items()},
@@ -299,20 +328,23 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
             _stop_group(proc)
 
 
-def _continuous_batching(model_dir: Path, n: int, rounds: int) -> dict[str, Any]:
+def _continuous_batching(model_dir: Path, n: int, rounds: int, settings: Settings) -> dict[str, Any]:
     """transformers' generate_batch (continuous batching, paged cache) against static batches, in this process."""
     import torch
     import transformers
 
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(model_dir, max_batch_size=32, dtype="float32")
+    backend = TransformersBackend(model_dir, device=settings.device, max_batch_size=32, dtype=settings.dtype)
     tok, model = backend.tokenizer, backend.model
-    _, inputs = _requests("text", str(model_dir), n)
+    _, inputs = _requests("text", str(model_dir), n, settings.max_tokens)
     prompts = [tok.apply_chat_template(i.messages, tokenize=False, add_generation_prompt=True) for i in inputs]
     ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
     config = transformers.GenerationConfig(
-        max_new_tokens=MAX_TOKENS, do_sample=False, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id
+        max_new_tokens=settings.max_tokens,
+        do_sample=False,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
     )
     cb_config = transformers.ContinuousBatchingConfig(
         num_blocks=64, page_size=64, max_batch_tokens=1024, max_requests_per_batch=32
@@ -322,6 +354,7 @@ def _continuous_batching(model_dir: Path, n: int, rounds: int) -> dict[str, Any]
         out: list[list[int]] = []
         for start in range(0, len(prompts), size):
             enc = tok(prompts[start : start + size], add_special_tokens=False, padding=True, return_tensors="pt")
+            enc = {k: v.to(backend.device) for k, v in enc.items()}
             with torch.inference_mode():
                 rows = model.generate(**enc, generation_config=config)
             out += [backend._generated_ids(r[enc["input_ids"].shape[1] :]).tolist() for r in rows]
@@ -357,14 +390,14 @@ def _continuous_batching(model_dir: Path, n: int, rounds: int) -> dict[str, Any]
     }
 
 
-def _audio_padding(model_dir: Path, rounds: int) -> dict[str, Any]:
+def _audio_padding(model_dir: Path, rounds: int, settings: Settings) -> dict[str, Any]:
     """generate() seconds for a batch of 8: all 1 s clips, all 20 s clips, seven 1 s + one 20 s."""
     import numpy as np
 
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
-    backend = TransformersBackend(model_dir, max_batch_size=MAX_BATCH, dtype="float32")
-    _, inputs = _requests("audio", str(model_dir), MAX_BATCH)
+    backend = TransformersBackend(model_dir, device=settings.device, max_batch_size=MAX_BATCH, dtype=settings.dtype)
+    _, inputs = _requests("audio", str(model_dir), MAX_BATCH, settings.max_tokens)
 
     def with_seconds(item: Any, seconds: int) -> Any:
         clip = item.messages[0]["content"][0]["array"]
@@ -405,32 +438,71 @@ def _audio_padding(model_dir: Path, rounds: int) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] == ["--worker"]:
-        return _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        fields = json.loads(sys.argv[5])
+        fields.update(in_flight=tuple(fields["in_flight"]), engines=tuple(fields["engines"]))
+        return _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), Settings(**fields))
     parser = argparse.ArgumentParser(prog="python -m benchmarks.serve_throughput", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=48, help="requests per measurement (default 48)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; medians are reported (default 3)")
     parser.add_argument("--only", choices=("audio", "text"), help="one model only")
     parser.add_argument("--out", type=Path, help="also write the figures as JSON here")
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    parser.add_argument("--dtype", default="auto", help="the backends' dtype (default auto: float32 on CPU)")
+    parser.add_argument("--max-batch", type=int, default=MAX_BATCH, help=f"evalkit serve's batch (default {MAX_BATCH})")
+    parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help=f"tokens per answer (default {MAX_TOKENS})")
+    parser.add_argument("--in-flight", default=",".join(map(str, IN_FLIGHT)), help="comma-separated (default 1,8,32)")
+    parser.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset of " + ", ".join(ENGINES))
+    parser.add_argument(
+        "--shape",
+        choices=("tiny", "7b"),
+        default="tiny",
+        help="tiny test models (default), or 7B-shaped random weights (benchmarks/full_shape.py; for a GPU)",
+    )
+    parser.add_argument("--no-side", action="store_true", help="skip the in-process side measurements")
     args = parser.parse_args(argv)
+    engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
+    if "generate" not in engines or "evalkit serve" not in engines or set(engines) - set(ENGINES):
+        parser.error(f"--engines: generate and evalkit serve, optionally transformers serve; got {args.engines!r}")
+    settings = Settings(
+        device=args.device,
+        dtype=args.dtype,
+        max_batch=args.max_batch,
+        max_tokens=args.max_tokens,
+        in_flight=tuple(int(n) for n in args.in_flight.split(",")),
+        engines=engines,
+    )
 
     from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio
     from evalkit.testing.tiny_model import build_tiny_llama
 
     figures: dict[str, Any] = {"load_average_before": round(os.getloadavg()[0], 2), "cpus": os.cpu_count()}
+    figures["settings"] = {**asdict(settings), "shape": args.shape, "requests": args.requests, "rounds": args.rounds}
     print(f"load average before: {figures['load_average_before']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="evalkit-serve-throughput-") as tmp:
         folder = Path(tmp)
-        models = {"audio": build_tiny_qwen2_audio(folder / "qwen2-audio"), "text": build_tiny_llama(folder / "llama")}
-        for kind, model_dir in models.items():
+        builders = {"audio": build_tiny_qwen2_audio, "text": build_tiny_llama}
+        for kind, build in builders.items():
             if args.only and kind != args.only:
                 continue
-            figures[kind] = _measure_kind(kind, model_dir, args.requests, args.rounds, folder)
+            model_dir = build(folder / f"tiny-{kind}")
+            if args.shape == "7b":
+                from benchmarks.full_shape import scale_up
+
+                started = time.perf_counter()
+                dtype = "float32" if settings.dtype == "auto" and settings.device == "cpu" else "bfloat16"
+                model_dir = scale_up(model_dir, folder / f"7b-{kind}", settings.device, dtype)
+                print(f"{kind}: 7B-shaped weights made in {time.perf_counter() - started:.0f} s", flush=True)
+            figures[kind] = _measure_kind(kind, model_dir, args.requests, args.rounds, folder, settings)
             print(json.dumps(figures[kind]["rows"], indent=1), flush=True)
-            if kind == "text":
-                figures["continuous_batching"] = _continuous_batching(model_dir, 32, max(3, args.rounds))
+            if args.out:  # what is measured so far survives a later failure
+                args.out.write_text(json.dumps(figures, indent=2) + "\n")
+            if args.no_side:
+                pass
+            elif kind == "text":
+                figures["continuous_batching"] = _continuous_batching(model_dir, 32, max(3, args.rounds), settings)
                 print(json.dumps(figures["continuous_batching"]), flush=True)
             else:
-                figures["audio_padding"] = _audio_padding(model_dir, args.rounds)
+                figures["audio_padding"] = _audio_padding(model_dir, args.rounds, settings)
                 print(json.dumps(figures["audio_padding"]), flush=True)
             print(f"{kind}: answers equal to generate: {figures[kind]['answers_equal']}", flush=True)
     figures["load_average_after"] = round(os.getloadavg()[0], 2)

@@ -141,6 +141,7 @@ def test_dtype_auto_is_the_default_and_chooses_by_device(backend, monkeypatch: p
     from evalkit.serve.backends.transformers_backend import _torch_dtype
 
     assert backend.model.dtype == torch.float32  # built with the default, dtype="auto", on the CPU
+    assert backend.runtime() == {"device": "cpu", "dtype": "float32"}  # what evalkit serve's /_stats reports
     assert _torch_dtype("auto", torch.device("cpu")) is torch.float32
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert _torch_dtype("auto", torch.device("cuda")) is torch.bfloat16

@@ -713,4 +713,5 @@ async def stats(request: web.Request) -> web.Response:
     body = state.stats.as_dict()
     body["queued"] = sum(b.queued for b in (state.chat, state.transcribe) if b is not None)
     body["max_queue"] = state.max_queue
+    body["model"] = state.backend.runtime() if state.backend is not None else {}
     return web.json_response(body)

@@ -171,6 +171,10 @@ class Backend(ABC):
         """CPU work after the model (decoding), on the preparation thread: one transcript per clip, in order."""
         return list(generated)
 
+    def runtime(self) -> dict[str, str]:
+        """Where and in what precision the model runs (GET /_stats), so a user can see what ``auto`` chose."""
+        return {}
+
     @abstractmethod
     def close(self) -> None:
         """Release model memory."""

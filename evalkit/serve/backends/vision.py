@@ -127,10 +127,8 @@ def _template_messages(conversation: list[dict[str, Any]], images: list[Image.Im
     return messages
 
 
-def encode_image_chats(
-    processor: Any, conversations: list[list[dict[str, Any]]], device: Any, dtype: Any = None
-) -> dict[str, Any]:
-    """Processor inputs for a batch of image chats, left-padded; tensors moved to ``device``.
+def encode_image_chats(processor: Any, conversations: list[list[dict[str, Any]]], dtype: Any = None) -> dict[str, Any]:
+    """Processor inputs for a batch of image chats, left-padded, on the CPU (the model thread moves them).
 
     Floating-point inputs (the pixel values) take the model's ``dtype``: a
     bfloat16 model on a GPU refuses float32 pixels.
@@ -149,12 +147,9 @@ def encode_image_chats(
     kwargs: dict[str, Any] = {"text": prompts, "return_tensors": "pt", "padding": True}
     if any(images):
         kwargs["images"] = images
-    encoded = processor(**kwargs)
-    moved: dict[str, Any] = {}
-    for key, value in encoded.items():
-        if dtype is not None and getattr(value, "is_floating_point", lambda: False)():
-            value = value.to(device=device, dtype=dtype)
-        elif hasattr(value, "to"):
-            value = value.to(device)
-        moved[key] = value
-    return moved
+    encoded = dict(processor(**kwargs))
+    if dtype is not None:
+        for key, value in encoded.items():
+            if getattr(value, "is_floating_point", lambda: False)():
+                encoded[key] = value.to(dtype=dtype)
+    return encoded
