@@ -27,6 +27,7 @@ import socket
 import zlib
 from collections import deque
 from collections.abc import Mapping
+from typing import cast
 
 from httptools import HttpParserError, HttpResponseParser
 
@@ -328,8 +329,7 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError, AttributeError):
