@@ -145,6 +145,25 @@ async def ask(url: str, n: int = 1, **extra: Any) -> list[Attempt]:
         await pool.close()
 
 
+async def ask_once_and_hang_up(url: str, **extra: Any) -> Attempt:
+    """One attempt that must leave no connection open (a failed one is closed, never kept for reuse)."""
+    pool = endpoint(url, **extra)
+    try:
+        attempt = await pool.attempt(chat())
+        assert pool._lean is not None and pool._lean.open_connections == 0
+    finally:
+        await pool.close()
+    return attempt
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (at most 2 s) for something the other end of a socket does."""
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_content_length_answers_reuse_one_connection_and_send_prebuilt_bytes(loop: str) -> None:
     async def main() -> None:
@@ -263,10 +282,7 @@ def test_a_connection_the_server_closed_while_idle_leaves_the_pool() -> None:
             pool = endpoint(server.url)
             try:
                 first = await pool.attempt(chat())
-                for _ in range(50):  # the close reaches the client's loop
-                    await asyncio.sleep(0.01)
-                    if pool._lean is not None and pool._lean.idle_connections == 0:
-                        break
+                await until(lambda: pool._lean is not None and pool._lean.idle_connections == 0)  # the FIN came
                 assert pool._lean is not None and pool._lean.idle_connections == 0
                 second = await pool.attempt(chat())
             finally:
@@ -299,10 +315,7 @@ def test_content_length_over_the_cap_fails_too_large_unread() -> None:
             (attempt,) = await ask(server.url, max_body=1024 * 1024)
             assert attempt.failure == "too_large" and attempt.status == 200
             assert f"{big} bytes is over max_response_bytes (1048576)" in (attempt.error or "")
-            for _ in range(200):
-                if server.closed:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: server.closed > 0)
             assert server.closed == 1 and sent < big  # the client hung up instead of reading 300 MB
 
     run(main)
@@ -324,12 +337,7 @@ def test_chunked_body_over_the_cap_is_cut_off_and_the_connection_closed() -> Non
 
     async def main() -> None:
         async with RawServer(answer) as server:
-            pool = endpoint(server.url, max_body=200_000)
-            try:
-                attempt = await pool.attempt(chat())
-                assert pool._lean is not None and pool._lean.open_connections == 0
-            finally:
-                await pool.close()
+            attempt = await ask_once_and_hang_up(server.url, max_body=200_000)
             assert attempt.failure == "too_large" and "over max_response_bytes (200000)" in (attempt.error or "")
             assert "bytes so far" in (attempt.error or "")
 
@@ -354,12 +362,7 @@ def test_the_attempt_timeout_covers_the_answer_and_its_body(answer: bytes | None
 
     async def main() -> None:
         async with RawServer(respond) as server:
-            pool = endpoint(server.url, timeout=0.3)
-            try:
-                attempt = await pool.attempt(chat())
-                assert pool._lean is not None and pool._lean.open_connections == 0  # a timed-out socket is closed
-            finally:
-                await pool.close()
+            attempt = await ask_once_and_hang_up(server.url, timeout=0.3)  # a timed-out socket is closed
             assert attempt.failure == "timeout" and words in (attempt.error or "")
 
     run(main)
@@ -503,6 +506,29 @@ def test_more_requests_than_connections_wait_for_a_free_one() -> None:
     run(main)
 
 
+def test_waiting_for_a_connection_counts_against_the_attempt_timeout() -> None:
+    async def answer(index: int, request: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.5 if index == 0 else 0)
+        writer.write(ok())
+        return True
+
+    async def main() -> None:
+        async with RawServer(answer) as server:
+            pool = endpoint(server.url, connections=1, timeout=2.0)
+            try:
+                slow = asyncio.create_task(pool.attempt(chat("slow")))
+                await until(lambda: len(server.requests) == 1)
+                waited = await pool.attempt(chat("waits"), timeout=0.1)  # the one connection stays busy
+                assert waited.failure == "timeout" and "no answer within 0.1 s" in (waited.error or "")
+                assert (await slow).text == "hello"
+                assert (await pool.attempt(chat("after"))).text == "hello"
+            finally:
+                await pool.close()
+            assert server.connections == 1 and len(server.requests) == 2
+
+    run(main)
+
+
 def test_closing_the_pool_closes_every_socket_without_resource_warnings() -> None:
     def open_fds() -> int:
         return len(os.listdir("/proc/self/fd"))
@@ -514,10 +540,7 @@ def test_closing_the_pool_closes_every_socket_without_resource_warnings() -> Non
             await asyncio.gather(*(pool.attempt(chat(f"q{i}")) for i in range(8)))
             during = open_fds()
             await pool.close()
-            for _ in range(200):  # the server's ends close once it reads the client's FIN
-                if server.closed == server.connections:
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: server.closed == server.connections)  # the server's ends close at the client's FIN
             after = open_fds()
             return before, during, after
 

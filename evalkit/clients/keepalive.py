@@ -163,9 +163,11 @@ class KeepAlivePool:
                 return conn
         self._open += 1
         try:
-            async with asyncio.timeout_at(deadline):
-                _, conn = await loop.create_connection(lambda: _Connection(self, loop), self.host, self.port)
-        except TimeoutError:
+            _, fresh = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(self, loop), self.host, self.port),
+                max(0.0, deadline - loop.time()),
+            )
+        except asyncio.TimeoutError:  # (not OSError's subclass TimeoutError before Python 3.11)
             self._slot_freed()
             raise timed_out(limit, None) from None
         except OSError as error:
@@ -175,20 +177,19 @@ class KeepAlivePool:
         except BaseException:
             self._slot_freed()
             raise
-        self._all.add(conn)
-        return conn
+        self._all.add(fresh)
+        return fresh
 
     async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop, deadline: float, limit: float) -> None:
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
         try:
-            async with asyncio.timeout_at(deadline):
-                await waiter
-        except TimeoutError:
-            raise timed_out(limit, None) from None
-        except BaseException:
+            await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
+        except BaseException as error:
             if waiter.done() and not waiter.cancelled():
-                self._wake()  # it was woken, then cancelled: the slot goes to the next in line
+                self._wake()  # woken, then timed out or cancelled: the slot goes to the next in line
+            if isinstance(error, asyncio.TimeoutError):
+                raise timed_out(limit, None) from None
             raise
         finally:
             with contextlib.suppress(ValueError):
