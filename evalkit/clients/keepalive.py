@@ -172,8 +172,7 @@ class KeepAlivePool:
             raise timed_out(limit, None) from None
         except OSError as error:
             self._slot_freed()
-            reason = os.strerror(error.errno) if error.errno else str(error) or type(error).__name__
-            raise cannot_connect(self.name, reason) from None
+            raise cannot_connect(self.name, _os_reason(error)) from None
         except BaseException:
             self._slot_freed()
             raise
@@ -295,10 +294,12 @@ class _Connection(asyncio.Protocol):
             self._clear_answer()
         waiter: asyncio.Future[Reply] = self.loop.create_future()
         self.waiter = waiter
-        if self.transport is None or self.closed:
+        transport = self.transport
+        if transport is None or self.closed or transport.is_closing():
             self._fail(_Unanswered())
         else:
-            self.transport.write(b"".join((head, b"%d\r\n\r\n" % len(body), body)))
+            # one buffer list: uvloop sends it with one writev and no copy of the body (asyncio joins it)
+            transport.writelines((head, b"%d\r\n\r\n" % len(body), body))
         return waiter
 
     @property
@@ -436,6 +437,13 @@ class _Connection(asyncio.Protocol):
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(answer)
+
+
+def _os_reason(error: OSError) -> str:
+    """ "Connection refused" (not asyncio's "Connect call failed (...)"), "Name or service not known", ..."""
+    if isinstance(error, socket.gaierror) or not error.errno or error.errno < 0:
+        return error.strerror or str(error) or type(error).__name__
+    return os.strerror(error.errno)
 
 
 #: the media type of an answer without Content-Type (what aiohttp reports too)
