@@ -293,6 +293,25 @@ def test_a_connection_the_server_closed_while_idle_leaves_the_pool() -> None:
     run(main)
 
 
+def test_a_connection_idle_past_the_idle_timeout_is_closed_not_reused() -> None:
+    async def main() -> None:
+        async with RawServer(always(ok())) as server:
+            pool = KeepAlivePool("127.0.0.1", int(server.url.split(":")[2].split("/")[0]), 4, 1 << 20, "n", 0.05)
+            head = request_head("127.0.0.1", "/v1/chat/completions", {})
+            try:
+                first = await pool.post(head, b"{}", 5.0)
+                second = await pool.post(head, b"{}", 5.0)  # at once: the same connection
+                await asyncio.sleep(0.2)
+                third = await pool.post(head, b"{}", 5.0)  # after the idle timeout: a new one
+                await until(lambda: server.closed == 1)
+            finally:
+                await pool.close()
+            assert first.body == second.body == third.body == ANSWER and first.content_type == "application/json"
+            assert server.connections == 2 and server.closed >= 1 and pool.open_connections == 0
+
+    run(main)
+
+
 def test_content_length_over_the_cap_fails_too_large_unread() -> None:
     big = 300 * 1000 * 1000
     sent = 0
