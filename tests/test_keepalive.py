@@ -506,6 +506,39 @@ def test_a_cancelled_attempt_closes_its_connection_and_the_pool_goes_on() -> Non
     run(main)
 
 
+def test_a_cancellation_that_comes_as_the_connection_opens_is_never_lost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled in the very step its connection completes, an attempt still ends cancelled (a run stops on Ctrl-C)."""
+    from evalkit.clients import keepalive
+
+    made = keepalive._Connection.connection_made
+    victims: list[asyncio.Task[Any]] = []
+
+    def connection_made(self: Any, transport: asyncio.BaseTransport) -> None:
+        made(self, transport)
+        if victims:
+            victims.pop().cancel()
+
+    monkeypatch.setattr(keepalive._Connection, "connection_made", connection_made)
+
+    async def main() -> None:
+        async with RawServer(always(ok())) as server:
+            pool = endpoint(server.url, connections=1)
+            try:
+                task = asyncio.create_task(pool.attempt(chat()))
+                victims.append(task)
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                lean = pool._lean
+                assert lean is not None
+                await until(lambda: lean.open_connections == 0)
+                assert lean.open_connections == 0 and not server.requests  # closed, never written to
+                assert (await pool.attempt(chat())).text == "hello"
+            finally:
+                await pool.close()
+
+    run(main)
+
+
 def test_more_requests_than_connections_wait_for_a_free_one() -> None:
     async def answer(index: int, request: bytes, writer: asyncio.StreamWriter) -> bool:
         await asyncio.sleep(0.01)

@@ -163,34 +163,57 @@ class KeepAlivePool:
                 return conn
         self._open += 1
         try:
-            _, fresh = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(self, loop), self.host, self.port),
-                max(0.0, deadline - loop.time()),
-            )
-        except asyncio.TimeoutError:  # (not OSError's subclass TimeoutError before Python 3.11)
-            self._slot_freed()
-            raise timed_out(limit, None) from None
-        except OSError as error:
-            self._slot_freed()
-            raise cannot_connect(self.name, _os_reason(error)) from None
+            fresh = await self._open_connection(loop, deadline, limit)
         except BaseException:
             self._slot_freed()
             raise
         self._all.add(fresh)
         return fresh
 
-    async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop, deadline: float, limit: float) -> None:
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
+    async def _open_connection(self, loop: asyncio.AbstractEventLoop, deadline: float, limit: float) -> _Connection:
+        """A new connection by ``deadline``.
+
+        Not ``asyncio.wait_for``: before Python 3.12 it returns the result and
+        drops the cancellation when both come in one loop step, and a worker
+        cancelled at shutdown would then go on working (seen: a run that never
+        ended after Ctrl-C). Here a cancellation always propagates, and a
+        connection that completes after it is closed.
+        """
+        connecting = asyncio.ensure_future(
+            loop.create_connection(lambda: _Connection(self, loop), self.host, self.port)
+        )
+        ready: asyncio.Future[None] = loop.create_future()
+        connecting.add_done_callback(lambda _: _settle(ready))
+        timer = loop.call_at(deadline, _settle, ready)
         try:
-            await asyncio.wait_for(waiter, max(0.0, deadline - loop.time()))
-        except BaseException as error:
-            if waiter.done() and not waiter.cancelled():
-                self._wake()  # woken, then timed out or cancelled: the slot goes to the next in line
-            if isinstance(error, asyncio.TimeoutError):
-                raise timed_out(limit, None) from None
+            await ready
+        except BaseException:
+            _abandon(connecting)
             raise
         finally:
+            timer.cancel()
+        if not connecting.done():
+            _abandon(connecting)
+            raise timed_out(limit, None)
+        try:
+            _, conn = connecting.result()
+        except OSError as error:
+            raise cannot_connect(self.name, _os_reason(error)) from None
+        return conn
+
+    async def _wait_for_slot(self, loop: asyncio.AbstractEventLoop, deadline: float, limit: float) -> None:
+        """Until a connection is released or closed (woken in turn), or TransportFailure at ``deadline``."""
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_at(deadline, _settle, waiter, timed_out(limit, None))
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._wake()  # woken, then cancelled: the slot goes to the next in line
+            raise
+        finally:
+            timer.cancel()
             with contextlib.suppress(ValueError):
                 self._waiters.remove(waiter)
 
@@ -437,6 +460,27 @@ class _Connection(asyncio.Protocol):
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(answer)
+
+
+def _settle(future: asyncio.Future[None], failure: BaseException | None = None) -> None:
+    if not future.done():
+        if failure is None:
+            future.set_result(None)
+        else:
+            future.set_exception(failure)
+
+
+def _abandon(connecting: asyncio.Task[tuple[asyncio.Transport, _Connection]]) -> None:
+    """Stop a connection attempt no one waits for; one that completes anyway is closed at once."""
+
+    def close(done: asyncio.Task[tuple[asyncio.Transport, _Connection]]) -> None:
+        if not done.cancelled() and done.exception() is None:
+            conn = done.result()[1]
+            conn.counted = False  # its slot was given back when it was abandoned
+            conn.abort()
+
+    connecting.cancel()
+    connecting.add_done_callback(close)
 
 
 def _os_reason(error: OSError) -> str:
