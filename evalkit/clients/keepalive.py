@@ -341,6 +341,7 @@ class _Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.closed = True
+        self.reused = False  # closed by us, not by the server's idle timeout: nothing to retry
         if self.transport is not None:
             self.transport.close()
 
