@@ -1,10 +1,12 @@
-"""One endpoint replica: a persistent keep-alive aiohttp session and one attempt at a time.
+"""One endpoint replica: one attempt at a time through its transport, and the answer classified.
 
-httpx's default pool is CPU-bound at high concurrency (measured here: 59
-req/s at 128 in flight and 100 ms latency, where raw aiohttp managed 1,124),
-so the hot path speaks aiohttp directly. The session belongs to the
-endpoint, shared by every engine; its connection limit equals the number of
-workers the model client runs against it.
+A plain-HTTP JSON post (chat, completions) goes through the lean keep-alive
+client (:mod:`evalkit.clients.keepalive`), everything else (https, multipart
+transcriptions, URLs with credentials, and every request when
+``EVALKIT_LEAN_HTTP=0``) through aiohttp (:mod:`evalkit.clients.aiohttp_transport`).
+Both hand back a :class:`Reply` or a :class:`TransportFailure`; what the answer
+means (an answer, an HTTP error, a body that holds none) is decided here, once.
+The transports belong to the endpoint, shared by every engine.
 """
 
 from __future__ import annotations
@@ -12,22 +14,37 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import email.utils
+import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import aiohttp
+import yarl
 
+from evalkit.clients.aiohttp_transport import AiohttpTransport
+from evalkit.clients.keepalive import KeepAlivePool, request_head
 from evalkit.clients.protocol import (
     WIRE_FORMATS,
     EndpointProtocol,
     ParseError,
+    WireFormat,
     error_message,
 )
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.transport import Reply, TransportFailure
+from evalkit.config import RequestKind
 from evalkit.failures import FailureReason, http_reason
 from evalkit.util import jsonutil
 from evalkit.util.redact import redact_url, scrub, url_secrets
+
+#: ``EVALKIT_LEAN_HTTP=0`` sends every request through aiohttp (to compare, or should a server mind the lean client)
+LEAN_HTTP_SWITCH = "EVALKIT_LEAN_HTTP"
+
+
+def lean_http_enabled() -> bool:
+    """Whether plain-HTTP JSON posts take the lean keep-alive client (``EVALKIT_LEAN_HTTP``, on unless ``0``)."""
+    return os.environ.get(LEAN_HTTP_SWITCH, "1").strip() != "0"
+
 
 #: 4xx statuses that may pass on a retry (timeout, conflict, too early, rate limit); every other 4xx
 #: (400, 401, 403, 404, 422, ...) fails the same way again and is not retried
@@ -74,7 +91,7 @@ class Attempt:
 class EndpointPool:
     """HTTP access to one replica; concurrency is bounded by the caller's workers.
 
-    Error texts are built here from what we know (status, the server's own
+    Error texts are built from what we know (status, the server's own
     message, the exception class and its text) and then scrubbed of the
     endpoint's credentials, so no token reaches a record even when a library
     puts a URL or header value into an exception.
@@ -90,28 +107,21 @@ class EndpointPool:
         self.timeout = timeout
         #: the largest body read (``max_response_bytes``); a bigger one fails as too_large, unread
         self.max_body = max_body
-        self._connections = connections
-        self._session: aiohttp.ClientSession | None = None
-        self._headers = {**protocol.headers}
         self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
-        #: the usual attempt's timeout, made once: a frozen ClientTimeout per request is measurable at 10k req/s
-        self._default_timeout = aiohttp.ClientTimeout(total=timeout)
+        self._aiohttp = AiohttpTransport({**protocol.headers}, connections, timeout, max_body, self.name)
+        #: the lean client and, per request kind it carries, the cached header block of its POST
+        self._lean: KeepAlivePool | None = None
+        self._heads: dict[RequestKind, bytes] = {}
+        if lean_http_enabled():
+            self._lean, self._heads = _lean_route(self._urls, protocol.headers, connections, max_body, self.name)
 
     def __repr__(self) -> str:
         return f"EndpointPool({self.name!r})"
 
-    def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            connector = aiohttp.TCPConnector(
-                limit=self._connections, limit_per_host=self._connections, ttl_dns_cache=300, keepalive_timeout=60
-            )
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                headers=self._headers,
-                json_serialize=jsonutil.dumps,
-                timeout=aiohttp.ClientTimeout(total=None),
-            )
-        return self._session
+    @property
+    def lean(self) -> bool:
+        """Whether requests of this endpoint's own kind take the lean keep-alive client."""
+        return self.protocol.kind in self._heads
 
     async def attempt(self, request: ModelRequest, timeout: float | None = None) -> Attempt:
         """One attempt within ``timeout`` seconds (default: the endpoint's per-attempt timeout)."""
@@ -128,114 +138,91 @@ class EndpointPool:
         return attempt
 
     async def _attempt(self, request: ModelRequest, limit: float) -> Attempt:
-        session = self._get_session()
         wire = WIRE_FORMATS[request.kind]
         started = time.perf_counter()
-        timeout = self._default_timeout if limit == self.timeout else aiohttp.ClientTimeout(total=limit)
-        received: int | None = None  # body bytes read so far; None until the headers came
         try:
-            ctx = session.post(self._urls[request.kind], timeout=timeout, **wire.post_arguments(request))
-            async with ctx as response:
-                status = response.status
-                # only an error answer may say when to come back: a 200 skips two header lookups
-                retry_after = retry_after_seconds(response.headers) if status >= 400 else None
-                content_type = response.content_type
-                received = 0
-                if status < 400 and content_type == "text/event-stream":
-                    response.close()
-                    return Attempt(
-                        failure=FailureReason.UNEXPECTED_STREAM,
-                        status=status,
-                        error="a 200 with an event stream (text/event-stream) although none was asked for",
-                        latency=time.perf_counter() - started,
-                    )
-                length = response.content_length
-                if length is not None and length <= self.max_body:
-                    body = await response.read()  # the common case: a known, acceptable size
-                else:
-                    chunks = []
-                    async for chunk in response.content.iter_chunked(_READ_CHUNK):
-                        received += len(chunk)
-                        if received > self.max_body:
-                            break
-                        chunks.append(chunk)
-                    if received > self.max_body:
-                        response.close()  # the rest is never read: memory stays bounded by the cap
-                        size = f"{length} bytes" if length is not None else f"over {received} bytes so far"
-                        return Attempt(
-                            failure=FailureReason.TOO_LARGE,
-                            status=status,
-                            error=f"answer body of {size} is over max_response_bytes ({self.max_body}); cut off unread",
-                            latency=time.perf_counter() - started,
-                        )
-                    body = b"".join(chunks)
-        except asyncio.TimeoutError:
-            if received is None:
-                error = f"no answer within {limit:g} s"
+            head = self._heads.get(request.kind)
+            if head is not None and self._lean is not None:
+                reply = await self._lean.post(head, wire.json_body(request), limit)
             else:
-                error = (
-                    f"the answer's body did not finish within {limit:g} s ({received} bytes after the headers: "
-                    "a stalled or trickling body)"
-                )
-            return Attempt(failure=FailureReason.TIMEOUT, error=error, latency=time.perf_counter() - started)
-        except aiohttp.ClientConnectorError as error:
-            reason = (
-                error.os_error.strerror
-                if error.os_error is not None and error.os_error.strerror
-                else type(error.os_error or error).__name__
-            )
+                reply = await self._aiohttp.post(self._urls[request.kind], wire.post_arguments(request), limit)
+        except TransportFailure as failure:
             return Attempt(
-                failure=FailureReason.CONNECTION,
-                error=f"cannot connect to {self.name}: {reason}",
-                latency=time.perf_counter() - started,
+                failure=failure.reason, status=failure.status, error=str(failure), latency=time.perf_counter() - started
             )
-        except aiohttp.ClientPayloadError as error:
-            return Attempt(
-                failure=FailureReason.CONNECTION,
-                error=f"the connection closed mid-body ({type(error).__name__}: {error})",
-                latency=time.perf_counter() - started,
-            )
-        except (aiohttp.ClientError, ConnectionError, OSError) as error:
-            return Attempt(
-                failure=FailureReason.CONNECTION,
-                error=f"{type(error).__name__}: {error}",
-                latency=time.perf_counter() - started,
-            )
-        latency = time.perf_counter() - started
-        payload = _decode(body)
-        if status >= 400:
-            text = body[:300].decode("utf-8", "replace")
-            return Attempt(
-                failure=http_reason(status),
-                status=status,
-                error=f"HTTP {status}: {error_message(payload, text)}",
-                retry_after=retry_after,
-                latency=latency,
-            )
-        unusable = _unusable(body, payload, content_type, wire.plain_text)
-        if unusable is not None:
-            reason, message = unusable
-            return Attempt(failure=reason, status=status, error=message, latency=latency)
-        try:
-            text, usage = wire.parse(payload)
-        except ParseError as error:
-            return Attempt(failure=error.reason, status=status, error=str(error), latency=latency)
-        return Attempt(
-            text=text,
-            raw=payload if isinstance(payload, dict) else {"text": payload},
-            usage=usage,
-            status=status,
-            latency=latency,
-        )
+        return classify(reply, wire, time.perf_counter() - started)
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
+        if self._lean is not None:
+            await self._lean.close()
+        await self._aiohttp.close()
+
+
+def _lean_route(
+    urls: Mapping[RequestKind, str], headers: Mapping[str, str], connections: int, max_body: int, name: str
+) -> tuple[KeepAlivePool | None, dict[RequestKind, bytes]]:
+    """The lean client for a plain-HTTP endpoint and the header block of each JSON kind, or (None, {}).
+
+    https, a URL with credentials in it (aiohttp turns them into basic auth)
+    and a header that cannot be sent as it is stay with aiohttp.
+    """
+    heads: dict[RequestKind, bytes] = {}
+    host: tuple[str, int] | None = None
+    for kind, url in urls.items():
+        wire = WIRE_FORMATS[kind]
+        parsed = yarl.URL(url)
+        if not wire.json or parsed.scheme != "http" or parsed.user is not None or parsed.raw_host is None:
+            continue
+        where = (parsed.raw_host, parsed.port or 80)
+        if host is not None and where != host:
+            continue  # every kind of one endpoint has one host:port; a pool speaks to one
+        try:
+            head = request_head(
+                parsed.host_port_subcomponent or parsed.raw_host,
+                parsed.raw_path_qs,
+                {"Content-Type": "application/json", **headers},
+            )
+        except ValueError:
+            continue
+        host = where
+        heads[kind] = head
+    if host is None:
+        return None, {}
+    return KeepAlivePool(host[0], host[1], connections, max_body, name), heads
+
+
+def classify(reply: Reply, wire: WireFormat, latency: float) -> Attempt:
+    """What an HTTP answer means: an answer with its text and usage, an HTTP error, or a 200 that holds none."""
+    status = reply.status
+    body = reply.body
+    payload = _decode(body)
+    if status >= 400:
+        text = body[:300].decode("utf-8", "replace")
+        return Attempt(
+            failure=http_reason(status),
+            status=status,
+            error=f"HTTP {status}: {error_message(payload, text)}",
+            retry_after=retry_after_seconds(reply.retry_headers) if reply.retry_headers is not None else None,
+            latency=latency,
+        )
+    unusable = _unusable(body, payload, reply.content_type, wire.plain_text)
+    if unusable is not None:
+        reason, message = unusable
+        return Attempt(failure=reason, status=status, error=message, latency=latency)
+    try:
+        text, usage = wire.parse(payload)
+    except ParseError as error:
+        return Attempt(failure=error.reason, status=status, error=str(error), latency=latency)
+    return Attempt(
+        text=text,
+        raw=payload if isinstance(payload, dict) else {"text": payload},
+        usage=usage,
+        status=status,
+        latency=latency,
+    )
 
 
 _UNDECODABLE = object()
-#: bytes read at a time from a body whose size is unknown or over the cap
-_READ_CHUNK = 64 * 1024
 
 
 def _unusable(body: bytes, payload: object, content_type: str, plain_text: bool) -> tuple[str, str] | None:

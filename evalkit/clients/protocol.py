@@ -177,10 +177,16 @@ class WireFormat:
     path: str = ""
     #: whether a 200 may be plain text rather than JSON (a transcription's ``text`` format)
     plain_text: bool = False
+    #: whether the body is JSON bytes (:meth:`json_body`): what the lean keep-alive client can carry
+    json: bool = True
+
+    def json_body(self, request: ModelRequest) -> bytes:
+        """The request's JSON body, encoded."""
+        raise NotImplementedError
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """Keyword arguments for ``aiohttp.ClientSession.post`` (``data`` and, where needed, ``headers``)."""
-        raise NotImplementedError
+        return {"data": self.json_body(request), "headers": _JSON_HEADERS}
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         """The answer text and usage from a decoded 200 body; ParseError when it holds none."""
@@ -197,8 +203,8 @@ class ChatWire(WireFormat):
 
     path = "chat/completions"
 
-    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
-        return {"data": jsonutil.dumps_bytes(chat_body(request)), "headers": _JSON_HEADERS}
+    def json_body(self, request: ModelRequest) -> bytes:
+        return jsonutil.dumps_bytes(chat_body(request))
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         return extract_chat_answer(payload)
@@ -209,6 +215,7 @@ class TranscriptionWire(WireFormat):
 
     path = "audio/transcriptions"
     plain_text = True
+    json = False
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         return {"data": transcription_form(request)}
@@ -226,9 +233,8 @@ class CompletionWire(WireFormat):
 
     path = "completions"
 
-    def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
-        body = {"model": request.model, "prompt": request.prompt or "", **request.params}
-        return {"data": jsonutil.dumps_bytes(body), "headers": _JSON_HEADERS}
+    def json_body(self, request: ModelRequest) -> bytes:
+        return jsonutil.dumps_bytes({"model": request.model, "prompt": request.prompt or "", **request.params})
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         _prompt_logprobs(payload)  # a 200 without them is a parse failure, not an answer
