@@ -115,21 +115,38 @@ class LaunchSpec(_Strict):
 
 #: `launch.backend` values that start `evalkit serve` (the others are vLLM's and transformers' own servers)
 EVALKIT_SERVE_BACKENDS = frozenset({"transformers", "pocketsphinx"})
-#: evalkit serve's own default for --max-batch-size
+#: evalkit serve's own default for --max-batch-size on the CPU
 SERVE_DEFAULT_MAX_BATCH = 8
+#: ... and on a CUDA device: measured on an H200 with 7B-shaped models, batches of 32 gave 2x (audio chat) and
+#: 4.6x (text) the throughput of batches of 8; a batch that does not fit is halved (see the transformers backend)
+SERVE_DEFAULT_MAX_BATCH_CUDA = 32
+
+
+def serve_default_max_batch(device: str) -> int:
+    """evalkit serve's --max-batch-size when none is given, by --device."""
+    return SERVE_DEFAULT_MAX_BATCH_CUDA if device.strip().lower().startswith("cuda") else SERVE_DEFAULT_MAX_BATCH
+
+
+def _option_value(args: list[str], option: str) -> str | None:
+    """The value of ``option`` on a command line (``--opt N`` or ``--opt=N``), the last one given; None if absent."""
+    found: str | None = None
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name == option:
+            found = value if eq else (args[index + 1] if index + 1 < len(args) else "")
+    return found
 
 
 def _launch_max_batch(args: list[str]) -> int:
-    """The --max-batch-size an `evalkit serve` command line sets (``N`` or ``=N`` form), else its default."""
-    for index, arg in enumerate(args):
-        name, eq, value = arg.partition("=")
-        if name == "--max-batch-size":
-            value = value if eq else (args[index + 1] if index + 1 < len(args) else "")
-            try:
-                return max(1, int(value))
-            except ValueError:
-                return SERVE_DEFAULT_MAX_BATCH  # evalkit serve itself refuses the value, with its own message
-    return SERVE_DEFAULT_MAX_BATCH
+    """The --max-batch-size an `evalkit serve` command line sets, else its default for the line's --device."""
+    default = serve_default_max_batch(_option_value(args, "--device") or "cpu")
+    value = _option_value(args, "--max-batch-size")
+    if value is None:
+        return default
+    try:
+        return max(1, int(value))
+    except ValueError:
+        return default  # evalkit serve itself refuses the value, with its own message
 
 
 class ModelInfo(_Strict):

@@ -435,9 +435,11 @@ def test_a_foreign_server_on_the_chosen_port_is_not_taken_for_ours(make_server: 
 @pytest.mark.parametrize(
     ("launch", "extra", "in_flight"),
     [
-        ({"backend": "transformers", "model_path": "/m"}, {}, 16),  # evalkit serve's default batch is 8
+        ({"backend": "transformers", "model_path": "/m"}, {}, 16),  # evalkit serve's default batch is 8 on the CPU
         ({"backend": "transformers", "model_path": "/m", "args": ["--max-batch-size", "4"]}, {}, 8),
         ({"backend": "transformers", "model_path": "/m", "args": ["--max-batch-size=32"]}, {}, 64),
+        ({"backend": "transformers", "model_path": "/m", "args": ["--device", "cuda"]}, {}, 64),  # 32 on a GPU
+        ({"backend": "transformers", "model_path": "/m", "args": ["--device=cuda:1", "--max-batch-size", "8"]}, {}, 16),
         ({"backend": "pocketsphinx"}, {}, 16),
         ({"backend": "transformers", "model_path": "/m"}, {"batch_size": 3}, 3),  # the user's choice stands
         ({"backend": "vllm", "model_path": "/m"}, {}, 8),  # vLLM schedules its own batches: the usual default

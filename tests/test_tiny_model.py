@@ -176,6 +176,53 @@ def test_batches_larger_than_max_batch_size_are_split(tiny_llama: Path, greedy_a
         small.close()
 
 
+def _out_of_memory_above(model, rows: int, calls: list[int]):
+    """A stand-in for a GPU that fits ``rows`` rows: generate() raises torch's out-of-memory error above that.
+
+    No accelerator here: the error torch raises on one is the only part faked; generate() itself runs.
+    """
+    import torch
+
+    real = model.generate
+
+    def generate(**inputs):
+        calls.append(int(inputs["input_ids"].shape[0]))
+        if inputs["input_ids"].shape[0] > rows:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(**inputs)
+
+    return generate
+
+
+def test_a_batch_out_of_accelerator_memory_runs_in_halves_and_later_batches_shrink(
+    tiny_llama: Path, greedy_answers: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.serve.backends.transformers_backend import TransformersBackend
+
+    big = TransformersBackend(tiny_llama, max_batch_size=8)
+    try:
+        calls: list[int] = []
+        monkeypatch.setattr(big.model, "generate", _out_of_memory_above(big.model, 2, calls))
+        # five prompts of different lengths: the halves end at different lengths and are joined, padded
+        assert big.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS]) == greedy_answers
+        assert calls == [5, 3, 2, 1, 2]  # 5 -> 3 + 2, 3 -> 2 + 1
+        assert big.max_batch_size == 2  # the largest half that fitted
+        calls.clear()
+        assert big.chat_batch([_chat(p, max_tokens=16) for p in PROMPTS]) == greedy_answers
+        assert calls == [2, 2, 1]  # later batches are made to fit from the start
+        monkeypatch.setattr(big.model, "generate", _out_of_memory_above(big.model, 0, []))
+        with pytest.raises(torch_out_of_memory()):  # one row that does not fit is the model's error, not a loop
+            big.chat_batch([_chat("x", max_tokens=4)])
+    finally:
+        big.close()
+
+
+def torch_out_of_memory() -> type[BaseException]:
+    import torch
+
+    return torch.OutOfMemoryError
+
+
 def test_each_answer_keeps_its_own_max_tokens(backend) -> None:
     short, long = backend.chat_batch([_chat("Hello there", max_tokens=3), _chat("Hello there", max_tokens=16)])
     assert long.startswith(short) and len(short) < len(long)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 
 
@@ -60,8 +59,13 @@ class Circuit:
             if wait <= 0 and self.probes_in_flight + self.round_failures < self.width:
                 self.probes_in_flight += 1
                 return self.round
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(changed.wait(), timeout=wait if wait > 0 else None)
+            # not asyncio.wait_for: before Python 3.12 it can swallow a cancellation that arrives in the
+            # step the event fires, and a worker cancelled at shutdown would then go on to send a request
+            waiter = asyncio.ensure_future(changed.wait())
+            try:
+                await asyncio.wait({waiter}, timeout=wait if wait > 0 else None)
+            finally:
+                waiter.cancel()
 
     def _end_probe(self, probe: int) -> bool:
         """Account for a finished probe; True when it belongs to the current round."""

@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 
 from aiohttp import web
 
-from evalkit.config import SERVE_DEFAULT_MAX_BATCH
+from evalkit.config import SERVE_DEFAULT_MAX_BATCH, SERVE_DEFAULT_MAX_BATCH_CUDA, serve_default_max_batch
 from evalkit.errors import UserError
 from evalkit.serve.backends.registry import (
     BACKENDS,
@@ -68,9 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--max-batch-size",
         type=int,
-        default=SERVE_DEFAULT_MAX_BATCH,
         metavar="N",
-        help="largest batch (default: %(default)s)",
+        help=f"largest batch (default: {SERVE_DEFAULT_MAX_BATCH} on the CPU, {SERVE_DEFAULT_MAX_BATCH_CUDA} on a CUDA "
+        "device; a batch that runs out of accelerator memory is run in halves and later ones made smaller)",
     )
     parser.add_argument(
         "--batch-wait-ms",
@@ -112,6 +112,8 @@ def _check(args: argparse.Namespace) -> None:
     spec = backend_spec(args.backend)
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.max_batch_size is None:
+        args.max_batch_size = serve_default_max_batch(args.device)
     if args.max_batch_size < 1:
         raise UserError(f"--max-batch-size must be at least 1, got {args.max_batch_size}")
     if args.max_queue < 1:

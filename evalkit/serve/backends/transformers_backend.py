@@ -54,6 +54,7 @@ same tokens.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -78,6 +79,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 HUB_DOWNLOAD_ENV = "EVALKIT_ALLOW_HUB_DOWNLOAD"
+_log = logging.getLogger("evalkit.serve")
+#: what torch raises when the accelerator's memory runs out (torch.cuda's name before torch 2.5)
+_OUT_OF_MEMORY: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 SAMPLING_RATE = 16_000
 #: Whisper's window: longer audio needs long-form decoding
 WHISPER_WINDOW_SECONDS = 30.0
@@ -439,9 +443,55 @@ class TransformersBackend(Backend):
             with self._lock, torch.inference_mode():
                 if chunk.params.temperature > 0 and chunk.params.seed is not None:
                     torch.manual_seed(chunk.params.seed)
-                inputs = self._on_device(chunk.encoded)
-                chunk.output = self.model.generate(**inputs, **self._decoding_kwargs(chunk.params, max_new)).cpu()
+                chunk.output = self._generate_fitting(chunk.encoded, self._decoding_kwargs(chunk.params, max_new))
         return prepared
+
+    def _generate_fitting(self, inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
+        """generate()'s sequences, on the CPU; a batch that runs out of accelerator memory runs in halves.
+
+        The batch that ran out is split (every tensor whose first dimension
+        is the batch's rows) and each half generated alone; later batches are
+        made no larger than the half that fitted, so a default that is too big
+        for a smaller GPU costs one retry and a warning, not failed requests.
+        Greedy answers are the same either way: each row is generated from the
+        same padded prompt.
+        """
+        try:
+            output = self.model.generate(**self._on_device(inputs), **kwargs)
+        except _OUT_OF_MEMORY:
+            rows = int(inputs["input_ids"].shape[0]) if "input_ids" in inputs else 0
+            splittable = rows > 1 and all(
+                not hasattr(v, "shape") or (v.dim() > 0 and v.shape[0] == rows) for v in inputs.values()
+            )
+            if not splittable:
+                raise
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            half = (rows + 1) // 2
+            if self.max_batch_size > half:
+                _log.warning(
+                    "a batch of %d ran out of accelerator memory: run in halves; batches of at most %d from now on",
+                    rows,
+                    half,
+                )
+                self.max_batch_size = half
+            parts = [
+                self._generate_fitting(
+                    {k: (v[start:stop] if hasattr(v, "shape") else v) for k, v in inputs.items()}, kwargs
+                )
+                for start, stop in ((0, half), (half, rows))
+            ]
+            return _right_padded(parts, self._pad_id())
+        return (output.sequences if hasattr(output, "sequences") else output).cpu()
+
+    def _pad_id(self) -> int:
+        """The id that fills answers that ended before the longest of their batch (after their end token)."""
+        for source in (self.tokenizer, getattr(self.model, "generation_config", None)):
+            value = getattr(source, "pad_token_id", None)
+            if value is not None:
+                return int(value)
+        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        return int(eos[0] if isinstance(eos, (list, tuple)) else eos or 0)
 
     def _on_device(self, encoded: dict[str, Any]) -> dict[str, Any]:
         """A batch's CPU tensors on the model's device, moved by the model thread itself.
@@ -621,8 +671,7 @@ class TransformersBackend(Backend):
             return super().generate_transcription(prepared)
         for chunk in prepared.chunks:
             with self._lock, torch.inference_mode():
-                output = self.model.generate(**self._on_device(chunk.inputs), **chunk.gen_kwargs)
-            chunk.sequences = (output.sequences if hasattr(output, "sequences") else output).cpu()
+                chunk.sequences = self._generate_fitting(chunk.inputs, chunk.gen_kwargs)
         return prepared
 
     def finish_transcription(self, generated: Any) -> list[Any]:
@@ -680,3 +729,9 @@ def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], Gen
         groups.setdefault(key, []).append(index)
         first.setdefault(key, p)
     return [(indices, first[key]) for key, indices in groups.items()]
+
+
+def _right_padded(parts: list[Any], pad_id: int) -> Any:
+    """Sequences of two halves of a batch as one tensor: the shorter half filled on the right with ``pad_id``."""
+    width = max(int(part.shape[1]) for part in parts)
+    return torch.cat([torch.nn.functional.pad(part, (0, width - int(part.shape[1])), value=pad_id) for part in parts])
