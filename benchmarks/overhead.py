@@ -28,7 +28,8 @@ from benchmarks.common import (
 )
 
 N_REQUESTS = 5000
-CONCURRENCIES = (32, 128)
+#: (in flight, server latency in ms): the points of issue 17's table
+POINTS = ((32, 0), (128, 0), (128, 100))
 #: alternating raw/evalkit rounds per concurrency; figures are medians (one run on a shared machine is a coin toss)
 ROUNDS = 3
 
@@ -37,6 +38,10 @@ def prepare(work: Path) -> tuple[Path, Path]:
     runspecs = work / "runspecs"
     data = write_text_dataset(runspecs, "bench_overhead", N_REQUESTS)
     return runspecs, data
+
+
+def point_label(concurrency: int, latency_ms: int) -> str:
+    return f"{concurrency} in flight" + (f", {latency_ms} ms latency" if latency_ms else "")
 
 
 def config_for(work: Path, runspecs: Path, url: str, concurrency: int) -> Path:
@@ -86,8 +91,8 @@ def measure_raw(
     }
 
 
-def measure_evalkit(work: Path, runspecs: Path, concurrency: int) -> dict[str, Any]:
-    with servers(1, request_log=True) as (server,):
+def measure_evalkit(work: Path, runspecs: Path, concurrency: int, latency_ms: int = 0) -> dict[str, Any]:
+    with servers(1, request_log=True, latency_ms=latency_ms) as (server,):
         config = config_for(work, runspecs, server.base_url, concurrency)
         cpu0 = server_cpu_s(server)
         child = run_child(evalkit_argv("run", str(config), "--no-cache", "--quiet"), work).check()
@@ -139,20 +144,21 @@ def run(work: Path) -> dict[str, Any]:
     tasks = peers.write_task(work, data) if lm_eval is not None else None
     if lm_eval is not None:
         results["lm_eval_version"] = peers.lm_eval_version(lm_eval)
-    for concurrency in CONCURRENCIES:
+    for concurrency, latency_ms in POINTS:
+        label = point_label(concurrency, latency_ms)
         raw_runs: list[dict[str, Any]] = []
         evalkit_runs: list[dict[str, Any]] = []
         lm_eval_runs: list[dict[str, Any]] = []
         for _ in range(ROUNDS):  # alternated, so a burst of load on the machine hits every client alike
-            raw_runs.append(measure_raw(work, data, concurrency))
-            evalkit_runs.append(measure_evalkit(work, runspecs, concurrency))
+            raw_runs.append(measure_raw(work, data, concurrency, latency_ms=latency_ms))
+            evalkit_runs.append(measure_evalkit(work, runspecs, concurrency, latency_ms))
             if lm_eval is not None and tasks is not None:
-                lm_eval_runs.append(peers.measure_lm_eval(work, lm_eval, tasks, concurrency))
+                lm_eval_runs.append(peers.measure_lm_eval(work, lm_eval, tasks, concurrency, latency_ms))
         for run_ in raw_runs + evalkit_runs + lm_eval_runs:
             if run_["completed"] != N_REQUESTS:
                 raise RuntimeError(f"expected {N_REQUESTS} answered requests, got {run_['completed']}")
         raw, evalkit = _median(raw_runs), _median(evalkit_runs)
-        results["by_concurrency"][concurrency] = {
+        results["by_concurrency"][label] = {
             "raw": raw,
             "evalkit": evalkit,
             "ratio_phase": evalkit["rps_phase"] / raw["rps_phase"],
@@ -162,16 +168,16 @@ def run(work: Path) -> dict[str, Any]:
         }
         if lm_eval_runs:
             peer = _median(lm_eval_runs)
-            results["by_concurrency"][concurrency]["lm_eval"] = peer
-            results["by_concurrency"][concurrency]["ratio_phase_lm_eval"] = peer["rps_phase"] / raw["rps_phase"]
+            results["by_concurrency"][label]["lm_eval"] = peer
+            results["by_concurrency"][label]["ratio_phase_lm_eval"] = peer["rps_phase"] / raw["rps_phase"]
             print(
-                f"  (a) c={concurrency}: lm-eval {peer['rps_phase']:,.0f} req/s request phase "
+                f"  (a) {label}: lm-eval {peer['rps_phase']:,.0f} req/s request phase "
                 f"({peer['rps_phase'] / raw['rps_phase']:.2f}x raw), whole process {peer['process_s']:.1f} s",
                 flush=True,
             )
-        r = results["by_concurrency"][concurrency]
+        r = results["by_concurrency"][label]
         print(
-            f"  (a) c={concurrency}: raw {raw['rps_phase']:,.0f} req/s; evalkit {evalkit['rps_phase']:,.0f} req/s "
+            f"  (a) {label}: raw {raw['rps_phase']:,.0f} req/s; evalkit {evalkit['rps_phase']:,.0f} req/s "
             "request phase "
             f"({r['ratio_phase']:.2f}x), {evalkit['rps_process']:,.0f} vs {raw['rps_process']:,.0f} req/s whole "
             "process "

@@ -86,9 +86,9 @@ def write_task(work: Path, data: Path) -> Path:
     return folder
 
 
-def measure_lm_eval(work: Path, script: Path, tasks: Path, concurrency: int) -> dict[str, Any]:
+def measure_lm_eval(work: Path, script: Path, tasks: Path, concurrency: int, latency_ms: int = 0) -> dict[str, Any]:
     """One lm-eval run against a fresh server; request phase from the server's log, like the raw loop's."""
-    with servers(1, request_log=True) as (server,):
+    with servers(1, request_log=True, latency_ms=latency_ms) as (server,):
         cpu0 = server_cpu_s(server)
         model_args = ",".join(
             [

@@ -22,6 +22,11 @@ def _mark(ok: bool | None) -> str:
     return "—" if ok is None else ("yes" if ok else "**no**")
 
 
+def _point(key: object) -> str:
+    """(a)'s point: a label ("128 in flight, 100 ms latency"), or a bare concurrency from an older run's JSON."""
+    return str(key) if "in flight" in str(key) else f"{key} in flight"
+
+
 def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | None]]:
     """(figure, measured, target, met) for the table at the top."""
     rows: list[tuple[str, str, str, bool | None]] = []
@@ -31,7 +36,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
             raw, ek = r["raw"], r["evalkit"]
             rows.append(
                 (
-                    f"(a) request phase, {c} in flight",
+                    f"(a) request phase, {_point(c)}",
                     f"{ek['rps_phase']:,.0f} req/s vs raw {raw['rps_phase']:,.0f} = **{r['ratio_phase']:.2f}x**",
                     ">= 0.85x",
                     r["ratio_phase"] >= 0.85,
@@ -41,7 +46,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
             if peer:
                 rows.append(
                     (
-                        f"(a) request phase, {c} in flight, vs lm-eval {a.get('lm_eval_version', '')} (same run)",
+                        f"(a) request phase, {_point(c)}, vs lm-eval {a.get('lm_eval_version', '')} (same run)",
                         f"evalkit {ek['rps_phase']:,.0f} vs lm-eval {peer['rps_phase']:,.0f} req/s "
                         f"(lm-eval {r['ratio_phase_lm_eval']:.2f}x raw)",
                         "ahead of lm-eval",
@@ -50,7 +55,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
                 )
             rows.append(
                 (
-                    f"(a) whole process, {c} in flight",
+                    f"(a) whole process, {_point(c)}",
                     f"{ek['rps_process']:,.0f} req/s vs raw {raw['rps_process']:,.0f} = **{r['ratio_process']:.2f}x**",
                     ">= 0.8x",
                     r["ratio_process"] >= 0.8,
@@ -59,7 +64,7 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
         rows.append(
             (
                 "(a') `evalkit run` spawn -> first request",
-                f"**{a['startup_s']:.2f} s** (median, worse of the two concurrencies)",
+                f"**{a['startup_s']:.2f} s** (median, worst of the points)",
                 "< 0.4 s",
                 a["startup_s"] < 0.4,
             )
@@ -216,7 +221,8 @@ def _details(results: dict[str, Any]) -> list[str]:
             "### (a) overhead and (a') start-up",
             "",
             (
-                f"{a['n_requests']:,} distinct chat prompts, zero-latency test server (own process, request log on "
+                f"{a['n_requests']:,} distinct chat prompts, a zero-latency test server (100 ms at the last point; own "
+                "process, request log on "
                 "for both clients), "
                 "`evalkit run --no-cache --quiet` vs `python -m benchmarks.raw_loop` (one aiohttp session + "
                 "semaphore). "
@@ -233,7 +239,7 @@ def _details(results: dict[str, Any]) -> list[str]:
                 )
             ),
             "",
-            "| in flight | client | request phase | req/s (phase) | whole process | req/s (process) | client CPU | "
+            "| point | client | request phase | req/s (phase) | whole process | req/s (process) | client CPU | "
             "CPU per request | server CPU |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
@@ -253,12 +259,12 @@ def _details(results: dict[str, Any]) -> list[str]:
                 runs = r.get(who, {}).get("runs_rps_phase")
                 if runs:
                     out.append(
-                        f"- {c} in flight, {who}: request-phase req/s per round {', '.join(f'{x:,.0f}' for x in runs)}"
+                        f"- {_point(c)}, {who}: request-phase req/s per round {', '.join(f'{x:,.0f}' for x in runs)}"
                     )
         for c, r in a["by_concurrency"].items():
             ek = r["evalkit"]
             out.append(
-                f"- {c} in flight: evalkit spawn -> first request {ek['startup_s']:.2f} s; last response -> exit "
+                f"- {_point(c)}: evalkit spawn -> first request {ek['startup_s']:.2f} s; last response -> exit "
                 f"{ek['after_last_s']:.2f} s."
             )
         lst = a["list"]
