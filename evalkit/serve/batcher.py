@@ -26,7 +26,11 @@ share of time the model waited for a preparation is in the stats
 A ``prepare_item`` runs on ``prepare_item_executor`` as each request arrives, so
 the batch that starts after an idle spell, which has no generate to overlap
 with, finds most of its preparation done; its batch's ``prepare`` then only
-joins the items.
+joins the items. The batch's stage waits for its items on the preparation
+thread, not on the event loop: a request's preparation is handed to its
+thread and never comes back to the loop (no asyncio future, no wake-up of
+the loop per request), because every bit of loop work holds the GIL that the
+model's Python-heavy ``generate`` needs.
 
 Bucketing: with a ``cost`` per item (e.g. the prompt's length in tokens,
 audio tokens included) and more waiting than a batch holds, a batch is the
@@ -43,6 +47,7 @@ timeouts.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import math
 import threading
@@ -154,8 +159,8 @@ class DynamicBatcher(Generic[T, R]):
         self._prepare_item = prepare_item
         # its own thread: on the batches' thread, a burst of arrivals would queue ahead of a batch's join and finish
         self._prepare_item_executor = prepare_item_executor if prepare_item_executor is not None else executor
-        #: per-item preparation started at submit, awaited before the item's batch is prepared
-        self._item_ready: dict[int, asyncio.Future[Any]] = {}
+        #: per-item preparation started at submit, waited for (on the preparation thread) before its batch's
+        self._item_ready: dict[int, concurrent.futures.Future[Any]] = {}
         #: (item, its future, its cost) in arrival order
         self._waiting: deque[tuple[T, asyncio.Future[R], float]] = deque()
         self._wakeup = asyncio.Event()
@@ -200,12 +205,10 @@ class DynamicBatcher(Generic[T, R]):
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         cost = float(self._cost(item)) if self._cost is not None else 0.0
         if self._prepare_item is not None:
-            ready = asyncio.get_running_loop().run_in_executor(
-                self._prepare_item_executor, self._staged, "prepare", self._prepare_item, item
+            # a thread's future, not the loop's: waited for by the batch's preparation; an error is that stage's to redo
+            self._item_ready[id(future)] = self._prepare_item_executor.submit(
+                self._staged, "prepare", self._prepare_item, item
             )
-            # its error, if any, is the batch's to redo: retrieved here so none is logged as never retrieved
-            ready.add_done_callback(lambda f: f.cancelled() or f.exception())
-            self._item_ready[id(future)] = ready
         self._waiting.append((item, future, cost))
         self._wakeup.set()
         try:
@@ -302,10 +305,10 @@ class DynamicBatcher(Generic[T, R]):
         began = time.monotonic()
         if self._prepare is None:
             return items, began
+        ready = [self._item_ready[id(future)] for _, future in batch if id(future) in self._item_ready]
         try:
-            await self._items_prepared(batch)
             prepared = await asyncio.get_running_loop().run_in_executor(
-                self._prepare_executor, self._staged, "prepare", self._prepare, items
+                self._prepare_executor, self._staged, "prepare", self._prepare_when_ready, ready, items
             )
         except asyncio.CancelledError:
             _fail(batch, ServerClosingError("the server is shutting down"))
@@ -317,13 +320,14 @@ class DynamicBatcher(Generic[T, R]):
             self.stats.prepare_seconds += time.monotonic() - began
         return prepared, began
 
-    async def _items_prepared(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
-        """Wait for the batch's per-item preparation; one that failed is left to the batch's ``prepare`` to redo."""
-        for _, future in batch:
-            ready = self._item_ready.get(id(future))
-            if ready is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(ready)
+    def _prepare_when_ready(self, ready: list[concurrent.futures.Future[Any]], items: list[T]) -> Any:
+        """The batch's ``prepare`` once its requests' own preparation has ended (on the preparation thread).
+
+        One that failed or was cancelled is left to ``prepare`` to redo.
+        """
+        concurrent.futures.wait(ready)
+        assert self._prepare is not None
+        return self._prepare(items)
 
     def _staged(self, stage: str, fn: Callable[..., Any], *args: Any) -> Any:
         self.stats.ran_on(stage)

@@ -511,16 +511,18 @@ class TransformersBackend(Backend):
         if not isinstance(generated, PreparedChat):
             return super().finish_chat(generated)
         results = generated.results
+        stops = self._stop_ids()
         for chunk in generated.chunks:
             encoded = chunk.encoded
-            prompt_len = encoded["input_ids"].shape[1]
-            new_tokens = chunk.output[:, prompt_len:].cpu()
+            prompt_len = int(encoded["input_ids"].shape[1])
+            # plain lists, once per chunk: per-row tensor slices and sums were GIL time taken from the model thread
+            rows = chunk.output[:, prompt_len:].tolist()
             mask = encoded.get("attention_mask")
-            for row_index, (row, item, index) in enumerate(zip(new_tokens, chunk.per_item, chunk.indices)):
+            prompts = mask.sum(dim=1).tolist() if mask is not None else [prompt_len] * len(rows)
+            for row, prompt, item, index in zip(rows, prompts, chunk.per_item, chunk.indices):
                 # a shorter max_tokens is the prefix of a longer greedy answer
-                ids = self._generated_ids(row[: max(1, item.max_tokens)])
-                prompt = int(mask[row_index].sum()) if mask is not None else int(prompt_len)
-                results[index] = Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=prompt)
+                ids = _until_stop(row[: max(1, item.max_tokens)], stops)
+                results[index] = Generated(self._decode(ids), completion_tokens=len(ids), prompt_tokens=int(prompt))
         return results
 
     def check_chat(self, item: ChatInput) -> None:
@@ -543,15 +545,14 @@ class TransformersBackend(Backend):
         A batch pads shorter answers after their end with pad ids (often the EOS id
         itself); those were never generated for this answer and are not counted.
         """
+        return row[: len(_until_stop(row.tolist(), self._stop_ids()))]
+
+    def _stop_ids(self) -> set[int]:
+        """The end-of-sequence ids: the model's generation config's, else the tokenizer's."""
         eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
         if eos is None and self.tokenizer is not None:
             eos = self.tokenizer.eos_token_id
-        stops = set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
-        values = row.tolist()
-        for position, value in enumerate(values):
-            if value in stops:
-                return row[: position + 1]
-        return row
+        return set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
 
     def truncate(self, text: str, max_tokens: int) -> str:
         if self.tokenizer is None:
@@ -729,6 +730,14 @@ def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], Gen
         groups.setdefault(key, []).append(index)
         first.setdefault(key, p)
     return [(indices, first[key]) for key, indices in groups.items()]
+
+
+def _until_stop(ids: list[int], stops: set[int]) -> list[int]:
+    """``ids`` up to and including the first stop id (all of them when none is there)."""
+    for position, value in enumerate(ids):
+        if value in stops:
+            return ids[: position + 1]
+    return ids
 
 
 def _right_padded(parts: list[Any], pad_id: int) -> Any:
