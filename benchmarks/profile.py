@@ -31,7 +31,7 @@ IMPORT_FRAME = "_find_and_load (<frozen importlib._bootstrap>)"
 
 #: where a request's CPU goes: the deepest of these frames on a stack names its bucket
 BUCKETS: tuple[tuple[str, str], ...] = (
-    ("HTTP request in aiohttp (EndpointPool._attempt)", "EndpointPool._attempt"),
+    ("HTTP exchange: lean transport or aiohttp (EndpointPool._attempt)", "EndpointPool._attempt"),
     ("model client worker, excl. HTTP (ModelClient._worker)", "ModelClient._worker"),
     ("model client submit (de-dup, queue)", "ModelClient.submit"),
     ("metric", "ascore"),

@@ -130,11 +130,21 @@ def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str
         "HF_HUB_DISABLE_UPDATE_CHECK": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    servers = {}
+    servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
     for offset, (name, command) in enumerate(commands.items()):
         log = (log_dir / f"{name.replace(' ', '-')}.log").open("wb")
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         servers[name] = (proc, f"http://127.0.0.1:{port + offset}")
+    try:
+        _wait_healthy(servers, log_dir)
+    except BaseException:
+        for proc, _ in servers.values():  # one failed to start: the others do not outlive the benchmark
+            _stop_group(proc)
+        raise
+    return servers
+
+
+def _wait_healthy(servers: dict[str, tuple[subprocess.Popen[bytes], str]], log_dir: Path) -> None:
     for name, (proc, url) in servers.items():
         deadline = time.monotonic() + 300
         while True:
@@ -148,7 +158,6 @@ def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not answer /health in 300 s")
             time.sleep(0.25)
-    return servers
 
 
 async def _client(url: str, bodies: list[dict[str, Any]], in_flight: int) -> tuple[float, list[str], list[int]]:
