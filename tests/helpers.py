@@ -206,13 +206,18 @@ def vllm_group_marks(*modules: str) -> list[pytest.MarkDecorator]:
 
 
 def evalkit_cli(
-    args: list[str], cwd: Path, *, timeout: float = 300, env: dict[str, str] | None = None
+    args: list[str],
+    cwd: Path,
+    *,
+    timeout: float = 300,
+    env: dict[str, str] | None = None,
+    python_flags: list[str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """``python -m evalkit ARGS`` in a child process importing this checkout (as a user's shell would run it)."""
     base = env if env is not None else dict(os.environ)
     child_env = {**base, "PYTHONPATH": str(ROOT) + os.pathsep + base.get("PYTHONPATH", "")}
     return subprocess.run(
-        [sys.executable, "-m", "evalkit", *args],
+        [sys.executable, *(python_flags or []), "-m", "evalkit", *args],
         cwd=cwd,
         env=child_env,
         capture_output=True,

@@ -18,6 +18,7 @@ import re
 import warnings
 import zlib
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -678,3 +679,22 @@ def test_hostile_answers_fail_the_same_way_through_both_transports(
         assert same[0] == same[1], kind  # one classification: the same text (but the answer's id)
     assert "closed mid-body" in (lean["cut"].error or "") and "trickling" in (lean["trickle"].error or "")
     assert "over max_response_bytes (1048576)" in (lean["huge"].error or "")
+
+
+@pytest.mark.parametrize(("switch", "aiohttp_imported"), [("1", False), ("0", True)])
+def test_a_run_on_the_lean_client_never_imports_aiohttp(tmp_path: Path, switch: str, aiohttp_imported: bool) -> None:
+    """aiohttp is ~90 ms of start-up; a plain-HTTP chat run has no use for it (python -X importtime)."""
+    from helpers import config_for, evalkit_cli, model_entry, text_set
+
+    from evalkit.testing import start_test_server
+
+    with start_test_server() as server:
+        config = config_for(tmp_path, text_set(tmp_path, 6), [model_entry("echo", server.base_url)])
+        env = {**os.environ, "EVALKIT_LEAN_HTTP": switch}
+        proc = evalkit_cli(
+            ["run", str(config), "--no-cache", "--quiet"], tmp_path, env=env, python_flags=["-X", "importtime"]
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "evalkit.clients.keepalive" in imported
+    assert ("aiohttp" in imported) is aiohttp_imported

@@ -18,10 +18,10 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import yarl
 
-from evalkit.clients.aiohttp_transport import AiohttpTransport
 from evalkit.clients.keepalive import KeepAlivePool, request_head
 from evalkit.clients.protocol import (
     WIRE_FORMATS,
@@ -36,6 +36,9 @@ from evalkit.config import RequestKind
 from evalkit.failures import FailureReason, http_reason
 from evalkit.util import jsonutil
 from evalkit.util.redact import redact_url, scrub, url_secrets
+
+if TYPE_CHECKING:
+    from evalkit.clients.aiohttp_transport import AiohttpTransport
 
 #: ``EVALKIT_LEAN_HTTP=0`` sends every request through aiohttp (to compare, or should a server mind the lean client)
 LEAN_HTTP_SWITCH = "EVALKIT_LEAN_HTTP"
@@ -108,7 +111,9 @@ class EndpointPool:
         #: the largest body read (``max_response_bytes``); a bigger one fails as too_large, unread
         self.max_body = max_body
         self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
-        self._aiohttp = AiohttpTransport({**protocol.headers}, connections, timeout, max_body, self.name)
+        self._connections = connections
+        #: aiohttp, made (and imported: ~90 ms of start-up) on the first request the lean client does not carry
+        self._aiohttp: AiohttpTransport | None = None
         #: the lean client and, per request kind it carries, the cached header block of its POST
         self._lean: KeepAlivePool | None = None
         self._heads: dict[RequestKind, bytes] = {}
@@ -145,17 +150,27 @@ class EndpointPool:
             if head is not None and self._lean is not None:
                 reply = await self._lean.post(head, wire.json_body(request), limit)
             else:
-                reply = await self._aiohttp.post(self._urls[request.kind], wire.post_arguments(request), limit)
+                reply = await self._general().post(self._urls[request.kind], wire.post_arguments(request), limit)
         except TransportFailure as failure:
             return Attempt(
                 failure=failure.reason, status=failure.status, error=str(failure), latency=time.perf_counter() - started
             )
         return classify(reply, wire, time.perf_counter() - started)
 
+    def _general(self) -> AiohttpTransport:
+        if self._aiohttp is None:
+            from evalkit.clients.aiohttp_transport import AiohttpTransport
+
+            self._aiohttp = AiohttpTransport(
+                {**self.protocol.headers}, self._connections, self.timeout, self.max_body, self.name
+            )
+        return self._aiohttp
+
     async def close(self) -> None:
         if self._lean is not None:
             await self._lean.close()
-        await self._aiohttp.close()
+        if self._aiohttp is not None:
+            await self._aiohttp.close()
 
 
 def _lean_route(

@@ -10,16 +10,18 @@ answer is read), so no other module asks "chat or transcription?".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
 from evalkit.failures import FailureReason
 from evalkit.util import jsonutil
+
+if TYPE_CHECKING:
+    import aiohttp
 
 
 class ParseError(ValueError):
@@ -107,6 +109,8 @@ def _with_media(message: dict[str, Any], request: ModelRequest) -> dict[str, Any
 
 
 def transcription_form(request: ModelRequest) -> aiohttp.FormData:
+    import aiohttp  # only the aiohttp transport sends forms; a run on the lean client never imports aiohttp
+
     form = aiohttp.FormData()
     form.add_field("file", request.audio[0].wav, filename="audio.wav", content_type="audio/wav")
     form.add_field("model", request.model)

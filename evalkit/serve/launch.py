@@ -45,15 +45,16 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import aiohttp
+from typing import TYPE_CHECKING, Any
 
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.redact import is_secret_key, scrub
+
+if TYPE_CHECKING:
+    import aiohttp
 
 log = logging.getLogger("evalkit")
 
@@ -337,6 +338,8 @@ def _exited_message(server: LaunchedServer) -> str:
 
 async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float) -> None:
     """Wait for the port (evalkit serve reports it), then /health 200, then our model id in /v1/models."""
+    import aiohttp  # here, not at the top: a run without launch: blocks never needs it (~90 ms of start-up)
+
     deadline = server.started + timeout
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -365,6 +368,8 @@ async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float) -> 
 
 
 async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model_id: str) -> bool:
+    import aiohttp
+
     base = server.url.removesuffix("/v1")
     timeout = aiohttp.ClientTimeout(total=5)
     with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
