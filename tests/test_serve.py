@@ -618,6 +618,23 @@ def test_bad_arguments_exit_2_with_one_message(args: list[str], message: str) ->
     assert len(done.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "batch"),
+    [
+        ([], 8),
+        (["--device", "cuda"], 32),  # a GPU wants bigger batches (BENCHMARKS.md: 2.1x audio, 4.6x text at 32 vs 8)
+        (["--device", "CUDA:1"], 32),
+        (["--device", "cuda", "--max-batch-size", "4"], 4),  # the user's choice stands
+    ],
+)
+def test_the_default_batch_depends_on_the_device(args: list[str], batch: int) -> None:
+    from evalkit.serve.cli import _check, build_parser
+
+    parsed = build_parser().parse_args(["--backend", "pocketsphinx", *args])
+    _check(parsed)
+    assert parsed.max_batch_size == batch
+
+
 def test_grammar_words_outside_the_dictionary_are_refused(tmp_path: Path) -> None:
     grammar = tmp_path / "g.txt"
     grammar.write_text("hello world\nflibbertigibbetqux now\n")
