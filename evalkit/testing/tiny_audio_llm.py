@@ -195,16 +195,9 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     return sum(p.numel() for p in model.parameters()), vocab_size
 
 
-def is_complete(out_dir: str | Path, seed: int = 0) -> bool:
-    """True when out_dir holds a tiny Qwen2-Audio built by this recipe with this seed."""
-    return tiny_model.folder_is_built(out_dir, _REQUIRED_FILES, KIND, RECIPE_VERSION, seed)
-
-
 def build_tiny_qwen2_audio(out_dir: str | Path, seed: int = 0) -> Path:
     """The tiny Qwen2-Audio in out_dir (built unless already there for this seed)."""
-    if is_complete(out_dir, seed):
-        return Path(out_dir).resolve()
-    return tiny_model.build_into_folder(out_dir, seed, KIND, _build_into, RECIPE_VERSION)
+    return tiny_model.build_once(out_dir, seed, KIND, _build_into, RECIPE_VERSION, _REQUIRED_FILES)
 
 
 def main(argv: list[str] | None = None) -> int:

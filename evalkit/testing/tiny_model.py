@@ -460,11 +460,6 @@ _BUILDERS: dict[str, Callable[[Path, int], tuple[int, int]]] = {
 }
 
 
-def is_complete(out_dir: str | Path, seed: int = 0, kind: str = "llama") -> bool:
-    """True when out_dir holds a model of this kind built by this recipe with this seed."""
-    return folder_is_built(out_dir, _REQUIRED_FILES[kind], kind, RECIPE_VERSION, seed)
-
-
 def folder_is_built(out_dir: str | Path, required: Iterable[str], kind: str, recipe: int, seed: int) -> bool:
     """True when out_dir holds every required file and the marker of this kind, recipe and seed (the marker is
     moved in last, so a half-built folder never passes)."""
@@ -532,11 +527,23 @@ def build_into_folder(
     return folder
 
 
+def build_once(
+    out_dir: str | Path,
+    seed: int,
+    kind: str,
+    build: Callable[[Path, int], tuple[int, int]],
+    recipe: int,
+    required: Iterable[str],
+) -> Path:
+    """out_dir when it already holds this kind, recipe and seed (every required file there); else built there."""
+    if folder_is_built(out_dir, required, kind, recipe, seed):
+        return Path(out_dir).resolve()
+    return build_into_folder(out_dir, seed, kind, build, recipe)
+
+
 def _build_cached(out_dir: str | Path, seed: int, kind: str) -> Path:
     """Build (or reuse) a model of ``kind`` in out_dir and return its path."""
-    if is_complete(out_dir, seed, kind):
-        return Path(out_dir).resolve()
-    return build_into_folder(out_dir, seed, kind, _BUILDERS[kind], RECIPE_VERSION)
+    return build_once(out_dir, seed, kind, _BUILDERS[kind], RECIPE_VERSION, _REQUIRED_FILES[kind])
 
 
 def build_tiny_llama(out_dir: str | Path, seed: int = 0) -> Path:
