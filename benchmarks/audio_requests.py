@@ -35,6 +35,7 @@ from typing import Any
 
 from benchmarks import memory, raw_loop
 from benchmarks.common import (
+    client_figures,
     evalkit_argv,
     model_entry,
     request_phase,
@@ -165,16 +166,11 @@ def _measure_evalkit(work: Path, runspecs: Path) -> dict[str, Any]:
         server_cpu = server_cpu_s(server) - cpu0
         phase = request_phase([server])
     return {
-        "rps_phase": phase.completed / phase.seconds,
-        "phase_s": phase.seconds,
-        "process_s": child.wall_s,
-        "startup_s": phase.first_received - child.started,
+        **client_figures(phase, child, server_cpu),
         "main_cpu_s": child.cpu_s,
         "workers_cpu_s": workers_cpu,
         "workers_reaped": reaped,
-        "cpu_s": child.cpu_s + workers_cpu,
-        "server_cpu_s": server_cpu,
-        "completed": phase.completed,
+        "cpu_s": child.cpu_s + workers_cpu,  # its audio worker processes count as its own
     }
 
 

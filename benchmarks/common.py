@@ -261,6 +261,21 @@ def self_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def client_figures(phase: Phase, child: Child, server_cpu: float) -> dict[str, Any]:
+    """What every client run against one server reports: request phase (from the server's log), whole process,
+    start-up, the client's CPU and the server's."""
+    return {
+        "rps_phase": phase.completed / phase.seconds,
+        "phase_s": phase.seconds,
+        "process_s": child.wall_s,
+        "rps_process": phase.completed / child.wall_s,
+        "startup_s": phase.first_received - child.started,
+        "cpu_s": child.cpu_s,
+        "server_cpu_s": server_cpu,
+        "completed": phase.completed,
+    }
+
+
 def server_cpu_s(server: TestServer) -> float:
     """CPU seconds a running server has used so far (from /proc, Linux only)."""
     try:

@@ -17,6 +17,7 @@ from typing import Any
 from benchmarks import peers
 from benchmarks.common import (
     child_env,
+    client_figures,
     evalkit_argv,
     model_entry,
     request_phase,
@@ -99,15 +100,8 @@ def measure_evalkit(work: Path, runspecs: Path, concurrency: int, latency_ms: in
         server_cpu = server_cpu_s(server) - cpu0
         phase = request_phase([server])
     return {
-        "rps_phase": phase.completed / phase.seconds,
-        "phase_s": phase.seconds,
-        "process_s": child.wall_s,
-        "rps_process": phase.completed / child.wall_s,
-        "startup_s": phase.first_received - child.started,
+        **client_figures(phase, child, server_cpu),
         "after_last_s": child.started + child.wall_s - phase.last_completed,
-        "cpu_s": child.cpu_s,
-        "server_cpu_s": server_cpu,
-        "completed": phase.completed,
     }
 
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import request_phase, run_child, server_cpu_s, servers
+from benchmarks.common import client_figures, request_phase, run_child, server_cpu_s, servers
 
 #: the lm-eval release the issue's table was taken with; ``[api]`` brings the HTTP clients it needs
 LM_EVAL_SPEC = "lm_eval[api]==0.4.13"
@@ -121,13 +121,4 @@ def measure_lm_eval(work: Path, script: Path, tasks: Path, concurrency: int, lat
         ).check()
         server_cpu = server_cpu_s(server) - cpu0
         phase = request_phase([server])
-    return {
-        "rps_phase": phase.completed / phase.seconds,
-        "phase_s": phase.seconds,
-        "process_s": child.wall_s,
-        "rps_process": phase.completed / child.wall_s,
-        "startup_s": phase.first_received - child.started,
-        "cpu_s": child.cpu_s,
-        "server_cpu_s": server_cpu,
-        "completed": phase.completed,
-    }
+    return client_figures(phase, child, server_cpu)

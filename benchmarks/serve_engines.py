@@ -37,31 +37,47 @@ MAX_TOKENS = 16
 CLIP_SECONDS = 10
 
 
-def _bodies(kind: str, model: str, n: int) -> list[dict[str, Any]]:
+#: what every audio request asks about its clip
+AUDIO_PROMPT = "Transcribe the audio."
+
+
+def speech_rows() -> list[dict[str, Any]]:
+    """The shipped espeak speech set's rows (``text`` and ``audio`` bytes): the serve benchmarks' requests."""
     import pyarrow.parquet as pq
 
+    return list(pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist())
+
+
+def audio_content(wav: bytes) -> list[dict[str, Any]]:
+    """An OpenAI chat content list: the clip as an ``input_audio`` WAV part, then the prompt."""
+    encoded = base64.b64encode(wav).decode("ascii")
+    return [
+        {"type": "input_audio", "input_audio": {"data": encoded, "format": "wav"}},
+        {"type": "text", "text": AUDIO_PROMPT},
+    ]
+
+
+def chat_body(model: str, content: Any, max_tokens: int) -> dict[str, Any]:
+    """One greedy chat request with one user turn."""
+    return {
+        "model": model,
+        "temperature": 0,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": content}],
+    }
+
+
+def _bodies(kind: str, model: str, n: int) -> list[dict[str, Any]]:
     from evalkit.data.audio.decode import Audio, load_16k_mono, wav_bytes
 
-    rows = pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()[:n]
     bodies = []
-    for row in rows:
+    for row in speech_rows()[:n]:
         if kind == "text":
             content: Any = row["text"]
         else:
             clip = load_16k_mono(Audio(data=row["audio"]["bytes"]))[: 16000 * CLIP_SECONDS]
-            wav = base64.b64encode(wav_bytes(clip)).decode("ascii")
-            content = [
-                {"type": "input_audio", "input_audio": {"data": wav, "format": "wav"}},
-                {"type": "text", "text": "Transcribe the audio."},
-            ]
-        bodies.append(
-            {
-                "model": model,
-                "temperature": 0,
-                "max_tokens": MAX_TOKENS,
-                "messages": [{"role": "user", "content": content}],
-            }
-        )
+            content = audio_content(wav_bytes(clip))
+        bodies.append(chat_body(model, content, MAX_TOKENS))
     return bodies
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import os
 import statistics
@@ -51,7 +50,7 @@ from typing import Any
 import httpx
 
 from benchmarks.common import ROOT
-from benchmarks.serve_engines import _free_port, _stop_group
+from benchmarks.serve_engines import AUDIO_PROMPT, _free_port, _stop_group, audio_content, chat_body, speech_rows
 
 MAX_TOKENS = 16
 MAX_BATCH = 8
@@ -73,12 +72,10 @@ class Settings:
 
 def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tuple[list[dict[str, Any]], list[Any]]:
     """(HTTP bodies, the backend's ChatInputs for the same requests), n of them."""
-    import pyarrow.parquet as pq
-
     from evalkit.data.audio.decode import Audio, load_16k_mono, wav_bytes
     from evalkit.serve.backends.base import ChatInput, GenerationParams
 
-    rows = pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()
+    rows = speech_rows()
     bodies, inputs = [], []
     for index in range(n):
         row = rows[index % len(rows)]
@@ -87,25 +84,12 @@ def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tu
             message: Any = content
         else:
             wav = wav_bytes(load_16k_mono(Audio(data=row["audio"]["bytes"])))
-            content = [
-                {
-                    "type": "input_audio",
-                    "input_audio": {"data": base64.b64encode(wav).decode("ascii"), "format": "wav"},
-                },
-                {"type": "text", "text": "Transcribe the audio."},
-            ]
+            content = audio_content(wav)
             message = [
                 {"type": "audio", "array": load_16k_mono(Audio(data=wav))},
-                {"type": "text", "text": "Transcribe the audio."},
+                {"type": "text", "text": AUDIO_PROMPT},
             ]
-        bodies.append(
-            {
-                "model": model,
-                "temperature": 0,
-                "max_tokens": max_tokens,
-                "messages": [{"role": "user", "content": content}],
-            }
-        )
+        bodies.append(chat_body(model, content, max_tokens))
         inputs.append(ChatInput([{"role": "user", "content": message}], GenerationParams(max_tokens=max_tokens)))
     return bodies, inputs
 
