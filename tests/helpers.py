@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import yaml
+from aiohttp import web
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan
@@ -115,6 +116,16 @@ def text_set(root: Path, n: int, name: str = "synth_qa", words: int = 3) -> Path
     }
     (specs / f"{name}.json").write_text(json.dumps(spec))
     return root / "runspecs"
+
+
+async def serve_app(app: web.Application) -> tuple[web.AppRunner, str]:
+    """``app`` listening on a free loopback port in this loop: (its runner, to clean up; its root URL)."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
 
 
 def closed_port() -> int:

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 import soundfile as sf
 from aiohttp import web
-from helpers import ROOT, model_entry, processes_mentioning, write_config
+from helpers import ROOT, model_entry, processes_mentioning, serve_app, write_config
 
 from evalkit.config import load_config
 from evalkit.plan import build_plan
@@ -170,15 +170,6 @@ def test_chunked_and_truncated_audio_is_what_the_server_received(tmp_path: Path,
     assert all(row.n == 3 and row.n_failed == 0 for row in rows.values())
 
 
-async def _serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/v1"
-
-
 def _fingerprints_in(body: dict[str, Any]) -> list[str]:
     found = []
     for message in body.get("messages", []):
@@ -216,7 +207,8 @@ def test_a_failing_chunk_fails_the_whole_sample(tmp_path: Path, clips) -> None:
     )
 
     async def main() -> RunOutcome:
-        runner, url = await _serve(app)
+        runner, root = await serve_app(app)
+        url = root + "/v1"
         try:
             plan = build_plan(load_config(path), source=str(path))
             plan.models["chat10"].replicas[0].url = url

@@ -27,7 +27,7 @@ import aiohttp
 import jiwer
 import numpy as np
 import pytest
-from aiohttp import web
+from helpers import serve_app
 
 from evalkit.serve.app import attach_backend, create_app
 from evalkit.serve.backends.base import Backend, ChatInput, InputError
@@ -563,12 +563,7 @@ class _Flaky(Backend):
 def test_backend_failures_become_500_and_per_request_400() -> None:
     async def go() -> list[tuple[int, Any]]:
         app = create_app(None, batch_wait_ms=50)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        url = f"http://127.0.0.1:{port}"
+        runner, url = await serve_app(app)
         try:
             async with aiohttp.ClientSession() as session:
                 loading = await session.get(f"{url}/health")

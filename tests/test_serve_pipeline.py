@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
+from helpers import serve_app
 
 _MISSING = [name for name in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(name) is None]
 pytestmark = pytest.mark.skipif(
@@ -113,12 +113,7 @@ async def _serve_and_ask(
     """
     # the default long window: a batch is taken when MAX_BATCH wait (all bodies are sent at once), whatever the load
     app = create_app(None, max_batch_size=MAX_BATCH, batch_wait_ms=batch_wait_ms)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    url = f"http://127.0.0.1:{port}"
+    runner, url = await serve_app(app)
     state = app[STATE]
     stage, until = hold
     held = threading.Event()
@@ -312,11 +307,7 @@ async def _serve_and_transcribe(
     from evalkit.data.audio.decode import wav_bytes
 
     app = create_app(None, max_batch_size=MAX_BATCH, batch_wait_ms=1000)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, url = await serve_app(app)
     generate = backend.model.generate
 
     def held_generate(*args: Any, **kwargs: Any) -> Any:
@@ -336,13 +327,13 @@ async def _serve_and_transcribe(
                 form = aiohttp.FormData()
                 form.add_field("file", wav_bytes(clip), filename="clip.wav", content_type="audio/wav")
                 form.add_field("model", backend.model_id)
-                async with session.post(f"http://127.0.0.1:{port}/v1/audio/transcriptions", data=form) as response:
+                async with session.post(f"{url}/v1/audio/transcriptions", data=form) as response:
                     payload = await response.json()
                     assert response.status == 200, payload
                     return str(payload["text"])
 
             answers = await asyncio.gather(*(ask(clip) for clip in clips))
-            async with session.get(f"http://127.0.0.1:{port}/_stats") as response:
+            async with session.get(f"{url}/_stats") as response:
                 stats = await response.json()
         return list(answers), stats
     finally:
@@ -389,16 +380,12 @@ def test_text_bodies_are_parsed_on_the_loop_and_media_on_the_parse_threads(monke
     async def ask_both() -> tuple[list[str], str]:
         loop_thread = threading.current_thread().name
         app = create_app(_Echo(), max_batch_size=2, batch_wait_ms=1)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner, url = await serve_app(app)
         try:
             async with aiohttp.ClientSession() as session:
                 answers = []
                 for body in bodies:
-                    async with session.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body) as response:
+                    async with session.post(f"{url}/v1/chat/completions", json=body) as response:
                         payload = await response.json()
                         assert response.status == 200, payload
                         answers.append(payload["choices"][0]["message"]["content"])
