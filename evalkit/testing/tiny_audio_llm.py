@@ -124,7 +124,6 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     import torch
     from transformers import (
         GenerationConfig,
-        PreTrainedTokenizerFast,
         Qwen2AudioConfig,
         Qwen2AudioForConditionalGeneration,
         Qwen2AudioProcessor,
@@ -132,15 +131,8 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     )
 
     raw = tiny_model._train_tokenizer(seed, SPECIAL_TOKENS)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        eos_token=IM_END,
-        pad_token=ENDOFTEXT,
-        unk_token=tiny_model.UNK,
-        additional_special_tokens=[IM_START, AUDIO_BOS, AUDIO, AUDIO_EOS],
-        clean_up_tokenization_spaces=False,
-        model_max_length=MAX_POSITIONS,
-        padding_side="left",
+    tokenizer = tiny_model.chat_tokenizer(
+        raw, eos=IM_END, pad=ENDOFTEXT, special=[IM_START, AUDIO_BOS, AUDIO, AUDIO_EOS], max_positions=MAX_POSITIONS
     )
     tokenizer.chat_template = CHAT_TEMPLATE
     feature_extractor = WhisperFeatureExtractor(feature_size=NUM_MEL_BINS, sampling_rate=16000)

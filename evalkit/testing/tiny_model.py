@@ -52,6 +52,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 #: bump when the recipe changes, so cached folders built by an older recipe are rebuilt
 RECIPE_VERSION = 1
@@ -329,26 +330,41 @@ def _fill_weights(model, seed: int) -> None:
             param.copy_(torch.from_numpy(values))
 
 
+def chat_tokenizer(
+    raw: Any, *, eos: str, pad: str, special: list[str], max_positions: int, bos: str | None = None
+) -> Any:
+    """A transformers tokenizer around ``raw`` (:func:`_train_tokenizer`) with the rules every tiny chat model shares.
+
+    No clean-up of spaces (streaming and one-shot decoding agree, as vLLM needs),
+    left padding (batched generation), and the recipe's own special tokens.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    optional = {"bos_token": bos} if bos is not None else {}  # absent, not null, in a checkpoint without one
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        **optional,
+        eos_token=eos,
+        pad_token=pad,
+        unk_token=UNK,
+        additional_special_tokens=special,
+        clean_up_tokenization_spaces=False,
+        model_max_length=max_positions,
+        padding_side="left",
+    )
+
+
 def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     import torch
     from transformers import (
         GenerationConfig,
         LlamaConfig,
         LlamaForCausalLM,
-        PreTrainedTokenizerFast,
     )
 
     raw = _train_tokenizer(seed)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=BOS,
-        eos_token=EOS,
-        pad_token=PAD,
-        unk_token=UNK,
-        additional_special_tokens=[SYSTEM, USER, ASSISTANT],
-        clean_up_tokenization_spaces=False,
-        model_max_length=MAX_POSITIONS,
-        padding_side="left",
+    tokenizer = chat_tokenizer(
+        raw, bos=BOS, eos=EOS, pad=PAD, special=[SYSTEM, USER, ASSISTANT], max_positions=MAX_POSITIONS
     )
     tokenizer.chat_template = CHAT_TEMPLATE
 

@@ -101,20 +101,16 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
         Idefics3ForConditionalGeneration,
         Idefics3ImageProcessorPil,
         Idefics3Processor,
-        PreTrainedTokenizerFast,
     )
 
     raw = tiny_model._train_tokenizer(seed, SPECIAL_TOKENS)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw,
-        bos_token=BOS,
-        eos_token=END_OF_UTTERANCE,
-        pad_token=PAD,
-        unk_token=tiny_model.UNK,
-        additional_special_tokens=[FAKE_IMAGE, IMAGE, END_OF_UTTERANCE, GLOBAL_IMAGE],
-        clean_up_tokenization_spaces=False,
-        model_max_length=MAX_POSITIONS,
-        padding_side="left",
+    tokenizer = tiny_model.chat_tokenizer(
+        raw,
+        bos=BOS,
+        eos=END_OF_UTTERANCE,
+        pad=PAD,
+        special=[FAKE_IMAGE, IMAGE, END_OF_UTTERANCE, GLOBAL_IMAGE],
+        max_positions=MAX_POSITIONS,
     )
     image_processor = Idefics3ImageProcessorPil(
         size={"longest_edge": IMAGE_SIDE},
