@@ -55,7 +55,8 @@ from benchmarks.serve_engines import AUDIO_PROMPT, _free_port, _stop_group, audi
 MAX_TOKENS = 16
 MAX_BATCH = 8
 IN_FLIGHT = (1, 8, 32)
-ENGINES = ("generate", "evalkit serve", "transformers serve")
+ONE_PROCESS = "evalkit serve --in-process"
+ENGINES = ("generate", "evalkit serve", "transformers serve", ONE_PROCESS)
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,8 @@ def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tu
     return bodies, inputs
 
 
-def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict[str, list[str]]:
+def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict[str, tuple[list[str], int]]:
+    """Each server engine's command and port."""
     tserve = [sys.executable, "-m", "transformers.cli.transformers", "serve", str(model_dir), "--host", "127.0.0.1"]
     tserve += ["--port", str(port + 1), "--device", settings.device, "--dtype", settings.dtype]
     if kind == "text":  # its continuous batching (paged cache kept small: its default sizes it to 90% of the RAM)
@@ -103,11 +105,17 @@ def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict
     evalkit = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(model_dir)]
     evalkit += ["--port", str(port), "--dtype", settings.dtype, "--max-batch-size", str(settings.max_batch)]
     evalkit += ["--device", settings.device]
-    commands = {"evalkit serve": evalkit, "transformers serve": tserve}
+    one_process = [*evalkit, "--in-process"]
+    one_process[one_process.index("--port") + 1] = str(port + 2)
+    commands = {
+        "evalkit serve": (evalkit, port),
+        "transformers serve": (tserve, port + 1),
+        ONE_PROCESS: (one_process, port + 2),
+    }
     return {name: command for name, command in commands.items() if name in settings.engines}
 
 
-def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
+def _start(commands: dict[str, tuple[list[str], int]], log_dir: Path) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -115,10 +123,10 @@ def _start(commands: dict[str, list[str]], port: int, log_dir: Path) -> dict[str
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
-    for offset, (name, command) in enumerate(commands.items()):
+    for name, (command, port) in commands.items():
         log = (log_dir / f"{name.replace(' ', '-')}.log").open("wb")
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        servers[name] = (proc, f"http://127.0.0.1:{port + offset}")
+        servers[name] = (proc, f"http://127.0.0.1:{port}")
     try:
         _wait_healthy(servers, log_dir)
     except BaseException:
@@ -217,9 +225,21 @@ class _Generate:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process and its threads (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds of a process, its threads and its live children (/proc/PID/stat).
+
+    evalkit serve's model runs in a child process: its CPU is the server's too.
+    """
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        own = int(stat.parent.name) == pid
+        fields = text.rsplit(")", 1)[1].split()
+        if own or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _stats(url: str) -> dict[str, Any]:
@@ -241,7 +261,7 @@ def _delta(before: dict[str, Any], after: dict[str, Any], wall: float) -> dict[s
 
 def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path, settings: Settings) -> dict[str, Any]:
     port = _free_port()
-    servers = _start(_commands(kind, model_dir, port, settings), port, log_dir)
+    servers = _start(_commands(kind, model_dir, port, settings), log_dir)
     generate = _Generate(kind, model_dir, n, log_dir, settings)
     pids = {"generate": generate.proc.pid, **{name: proc.pid for name, (proc, _) in servers.items()}}
     try:
@@ -297,6 +317,9 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                         engine: round(statistics.median(cpu_ms[(engine, in_flight)]), 1) for engine in engines
                     },
                     "evalkit_vs_generate": round(median["evalkit serve"] / median["generate"], 3),
+                    "one_process_vs_generate": (
+                        round(median[ONE_PROCESS] / median["generate"], 3) if ONE_PROCESS in median else None
+                    ),
                     "evalkit_vs_transformers_serve": (
                         round(median["evalkit serve"] / median["transformers serve"], 2)
                         if "transformers serve" in median
@@ -455,7 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
     if "generate" not in engines or "evalkit serve" not in engines or set(engines) - set(ENGINES):
-        parser.error(f"--engines: generate and evalkit serve, optionally transformers serve; got {args.engines!r}")
+        parser.error(
+            f"--engines: generate and evalkit serve, optionally transformers serve and {ONE_PROCESS}; "
+            f"got {args.engines!r}"
+        )
     settings = Settings(
         device=args.device,
         dtype=args.dtype,

@@ -188,12 +188,18 @@ def attach_backend(app: web.Application, backend: Backend) -> None:
     """Start serving ``backend`` (call on the app's running loop)."""
     state = app[STATE]
     size = max(1, min(state.max_batch_size, backend.max_batch_size or state.max_batch_size))
+    if backend.pipeline_depth > 1:  # a thread waits on each batch handed over, for chat and transcription alike
+        state.backend_executor.shutdown(wait=False)
+        state.backend_executor = ThreadPoolExecutor(
+            max_workers=2 * backend.pipeline_depth, thread_name_prefix="evalkit-backend"
+        )
     common: dict[str, Any] = {
         "executor": state.backend_executor,
         "max_batch_size": size,
         "batch_wait_s": state.batch_wait_s,
         "max_queue": state.max_queue,
         "stats": state.stats,
+        "pipeline": backend.pipeline_depth,
     }
     if backend.supports_chat:
         state.chat = DynamicBatcher(
@@ -720,8 +726,12 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    if request.app[STATE].backend is None:
+    backend = request.app[STATE].backend
+    if backend is None:
         return json_response({"status": "loading"}, status=503, headers={"Retry-After": "1"})
+    failure = backend.failure()
+    if failure is not None:
+        return json_response({"status": "failed", "error": failure}, status=503)
     return json_response({"status": "ok"})
 
 

@@ -23,6 +23,13 @@ and, once full, prepared, so the model starts it the moment N ends; the
 share of time the model waited for a preparation is in the stats
 (``prepare_wait_seconds`` against ``generate_seconds`` and the wall clock).
 
+Pipelining (``pipeline`` > 1): for a backend whose ``run_batch`` hands the batch
+to a model in another process, up to ``pipeline`` batches are handed over at
+once, so the model's queue already holds the next full batch when it ends
+one, instead of idling while the server's thread and event loop come back
+round to send it. A batch that is not full is still only taken once no batch
+is generating, so pipelining never makes batches smaller.
+
 A ``prepare_item`` runs on ``prepare_item_executor`` as each request arrives, so
 the batch that starts after an idle spell, which has no generate to overlap
 with, finds most of its preparation done; its batch's ``prepare`` then only
@@ -53,7 +60,7 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -143,9 +150,10 @@ class DynamicBatcher(Generic[T, R]):
         cost: Callable[[T], float] | None = None,
         prepare_item: Callable[[T], None] | None = None,
         prepare_item_executor: Executor | None = None,
+        pipeline: int = 1,
     ) -> None:
-        if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0:
-            raise ValueError("max_batch_size and max_queue must be >= 1 and batch_wait_s >= 0")
+        if max_batch_size < 1 or max_queue < 1 or batch_wait_s < 0 or pipeline < 1:
+            raise ValueError("max_batch_size, max_queue and pipeline must be >= 1 and batch_wait_s >= 0")
         self._run_batch = run_batch
         self._executor = executor
         self.max_batch_size = max_batch_size
@@ -170,12 +178,19 @@ class DynamicBatcher(Generic[T, R]):
         self.max_fill_wait_s = max_fill_wait_s
         #: requests the recent batches had to serve (batch + waiting at its end), decaying by one per idle batch
         self._expected = 0
-        #: batches generating or finishing (at most one generates: the model thread is one thread)
+        #: batches generating or finishing
         self._in_flight: set[asyncio.Task[None]] = set()
-        #: set while no batch is generating
-        self._model_free = asyncio.Event()
-        self._model_free.set()
-        self._model_free_since = time.monotonic()
+        #: batches handed to ``run_batch`` at most at once (1 unless it queues them to a model elsewhere)
+        self._pipeline = pipeline
+        #: batches handed to ``run_batch`` and not yet back
+        self._generating = 0
+        #: set while fewer than ``pipeline`` batches are generating
+        self._slot_free = asyncio.Event()
+        self._slot_free.set()
+        #: when the last batch came back with none left generating (the model idle since then)
+        self._idle_since = time.monotonic()
+        #: when the last batch came back: a pipelined batch's model time starts there
+        self._last_end = 0.0
         #: items of the batch prepared and waiting for the model (counted as demand)
         self._ready = 0
 
@@ -243,28 +258,103 @@ class DynamicBatcher(Generic[T, R]):
             batch = self._take()
             if not batch:
                 continue
+            if self._pipeline > 1:
+                self._ready = len(batch)
+                await self._slot_free.wait()
+                self._ready = 0
+                self._dispatch(self._pipelined(batch, self._occupy_slot()))
+                continue
             prepared = await self._prepared(batch)
             if prepared is None:
                 continue
             self._ready = len(batch)
-            await self._model_free.wait()
+            await self._slot_free.wait()
             self._ready = 0
-            self._model_free.clear()
-            task = asyncio.get_running_loop().create_task(
-                self._generate(batch, prepared[0], prepared[1]), name="evalkit-batch"
-            )
-            self._in_flight.add(task)
-            task.add_done_callback(self._in_flight.discard)
+            self._dispatch(self._generate(batch, prepared[0], prepared[1], self._occupy_slot()))
+
+    def _occupy_slot(self) -> bool:
+        """Count a batch handed to the model; True when none was generating (the model was idle)."""
+        was_idle = self._generating == 0
+        self._generating += 1
+        if self._generating >= self._pipeline:
+            self._slot_free.clear()
+        return was_idle
+
+    def _dispatch(self, run: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(run, name="evalkit-batch")
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
+
+    def _model_done(self, size: int, started: float, ended: float) -> None:
+        """A batch came back from the model (or failed): its model time, the demand it saw, a free slot."""
+        # the model's time for this batch: a batch handed over behind another starts when that one ends
+        elapsed = max(0.0, ended - max(started, self._last_end))
+        self._last_end = max(self._last_end, ended)
+        self.stats.generate_seconds += elapsed
+        self._batch_seconds = elapsed if self._batch_seconds == 0 else 0.8 * self._batch_seconds + 0.2 * elapsed
+        demand = size + self._ready + len(self._waiting)
+        self._expected = demand if demand >= self._expected else self._expected - 1
+        self._generating -= 1
+        if self._generating == 0:
+            self._idle_since = ended
+        self._slot_free.set()
+        self._wakeup.set()
+
+    async def _pipelined(self, batch: list[tuple[T, asyncio.Future[R]]], was_idle: bool) -> None:
+        """All three stages of a batch on one backend thread, for a ``run_batch`` that queues it to a model elsewhere.
+
+        That thread only waits while the model works, so it may as well prepare
+        and finish: each hop between the event loop and a stage's thread is GIL
+        time and latency, and a full batch is handed over the moment it is taken.
+        """
+        items = [item for item, _ in batch]
+        self.stats.record(len(items))
+        ready = [self._item_ready[id(future)] for _, future in batch if id(future) in self._item_ready]
+        taken = time.monotonic()
+        times = [taken, taken]  # when the batch went to the model and came back, set by the thread
+        try:
+            try:
+                results = await asyncio.get_running_loop().run_in_executor(
+                    self._executor, self._all_stages, ready, items, times
+                )
+            finally:
+                sent, back = times
+                if was_idle:  # the model was free while this batch was prepared
+                    self.stats.prepare_wait_seconds += max(0.0, sent - max(taken, self._idle_since))
+                self._model_done(len(batch), sent, back if back > taken else time.monotonic())
+            if len(results) != len(items):
+                raise RuntimeError(f"backend returned {len(results)} results for a batch of {len(items)}")
+        except asyncio.CancelledError:
+            _fail(batch, ServerClosingError("the server is shutting down"))
+            raise
+        except Exception as exc:  # the whole batch failed: every request in it gets the error
+            _fail(batch, exc)
+            return
+        _settle(batch, results)
+
+    def _all_stages(self, ready: list[concurrent.futures.Future[Any]], items: list[T], times: list[float]) -> Any:
+        began = time.monotonic()
+        prepared = self._staged("prepare", self._prepare_when_ready, ready, items) if self._prepare else items
+        times[0] = time.monotonic()
+        self.stats.prepare_seconds += times[0] - began
+        generated = self._staged("generate", self._run_batch, prepared)
+        times[1] = time.monotonic()
+        if self._finish is None:
+            return generated
+        results = self._staged("finish", self._finish, items, generated)
+        self.stats.prepare_seconds += time.monotonic() - times[1]
+        return results
 
     async def _gather(self) -> None:
         """Wait until a batch is worth taking.
 
         While the model is busy: until a full batch waits (it is then prepared
-        during the current generate) or the model is free. Once it is free: the
-        short window, or the fill window while fewer than the recent demand wait.
+        during the current generate, and with pipelining handed over at once) or
+        the model is free. Once it is free: the short window, or the fill window
+        while fewer than the recent demand wait.
         """
         loop = asyncio.get_running_loop()
-        while not self._model_free.is_set() and len(self._waiting) < self.max_batch_size:
+        while self._generating > 0 and len(self._waiting) < self.max_batch_size:
             self._wakeup.clear()
             await self._wakeup.wait()
         if len(self._waiting) >= self.max_batch_size:
@@ -333,28 +423,22 @@ class DynamicBatcher(Generic[T, R]):
         self.stats.ran_on(stage)
         return fn(*args)
 
-    async def _generate(self, batch: list[tuple[T, asyncio.Future[R]]], prepared: Any, prepare_began: float) -> None:
+    async def _generate(
+        self, batch: list[tuple[T, asyncio.Future[R]]], prepared: Any, prepare_began: float, was_idle: bool
+    ) -> None:
         loop = asyncio.get_running_loop()
         items = [item for item, _ in batch]
         self.stats.record(len(items))
         started = time.monotonic()
-        # the model was free but this batch was not ready yet: time lost to preparation
-        self.stats.prepare_wait_seconds += max(0.0, started - max(prepare_began, self._model_free_since))
+        if was_idle:  # the model was free but this batch was not ready yet: time lost to preparation
+            self.stats.prepare_wait_seconds += max(0.0, started - max(prepare_began, self._idle_since))
         try:
             try:
                 generated = await loop.run_in_executor(
                     self._executor, self._staged, "generate", self._run_batch, prepared
                 )
             finally:
-                ended = time.monotonic()
-                elapsed = ended - started
-                self.stats.generate_seconds += elapsed
-                self._batch_seconds = elapsed if self._batch_seconds == 0 else 0.8 * self._batch_seconds + 0.2 * elapsed
-                demand = len(batch) + self._ready + len(self._waiting)
-                self._expected = demand if demand >= self._expected else self._expected - 1
-                self._model_free_since = ended
-                self._model_free.set()
-                self._wakeup.set()
+                self._model_done(len(batch), started, time.monotonic())
             if self._finish is None:
                 results = generated
             else:
@@ -373,13 +457,18 @@ class DynamicBatcher(Generic[T, R]):
         except Exception as exc:  # the whole batch failed: every request in it gets the error
             _fail(batch, exc)
             return
-        for (_, future), result in zip(batch, results):
-            if future.done():
-                continue
-            if isinstance(result, BaseException):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
+        _settle(batch, results)
+
+
+def _settle(batch: Sequence[tuple[Any, asyncio.Future[Any]]], results: Sequence[Any]) -> None:
+    """Each request's result, or its own exception, to its waiting handler (unless it went away)."""
+    for (_, future), result in zip(batch, results):
+        if future.done():
+            continue
+        if isinstance(result, BaseException):
+            future.set_exception(result)
+        else:
+            future.set_result(result)
 
 
 def _fail(batch: Sequence[tuple[Any, asyncio.Future[Any]]], exc: BaseException) -> None:

@@ -88,6 +88,9 @@ class Backend(ABC):
     supports_transcription: bool = False
     #: ISO 639-1 codes a transcription request may ask for; None accepts any
     languages: frozenset[str] | None = None
+    #: batches the server may hand to ``generate_*`` at once: 1 for a model in the server's own thread; more for
+    #: one that queues batches to a model elsewhere (a model process), whose queue then always holds the next
+    pipeline_depth: int = 1
     #: reported as prompt audio tokens per second of input audio (override with the model's rate)
     audio_tokens_per_second: float = 25.0
 
@@ -170,6 +173,10 @@ class Backend(ABC):
     def finish_transcription(self, generated: Any) -> list[Any]:
         """CPU work after the model (decoding), on the preparation thread: one transcript per clip, in order."""
         return list(generated)
+
+    def failure(self) -> str | None:
+        """Why this backend can answer nothing more (e.g. its model process died), else None (GET /health)."""
+        return None
 
     def runtime(self) -> dict[str, str]:
         """Where and in what precision the model runs (GET /_stats), so a user can see what ``auto`` chose."""

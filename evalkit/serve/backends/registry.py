@@ -22,6 +22,8 @@ class BackendSpec:
     needs_model: bool
     extra: str  # the pip extra that installs its dependencies
     summary: str
+    #: "package.module:ClassName" of the variant whose model runs in a process of its own (the default where set)
+    separate_target: str | None = None
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -41,6 +43,7 @@ BACKENDS: dict[str, BackendSpec] = {
             needs_model=True,
             extra="local",
             summary="a local Hugging Face model directory (--model PATH), CPU or GPU",
+            separate_target="evalkit.serve.backends.model_process:ModelProcessBackend",
         ),
     )
 }
@@ -60,10 +63,14 @@ def backend_spec(name: str) -> BackendSpec:
     return spec
 
 
-def load_backend_class(name: str) -> type[Backend]:
-    """Import the backend's module now; a missing dependency becomes a UserError naming the extra."""
+def load_backend_class(name: str, *, separate_process: bool = False) -> type[Backend]:
+    """Import the backend's module now; a missing dependency becomes a UserError naming the extra.
+
+    ``separate_process``: the variant whose model runs in a process of its own, where the backend has one.
+    """
     spec = backend_spec(name)
-    module_name, _, class_name = spec.target.partition(":")
+    target = spec.separate_target if separate_process and spec.separate_target else spec.target
+    module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -76,7 +83,7 @@ def load_backend_class(name: str) -> type[Backend]:
         ) from None
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
-        raise UserError(f"backend {name!r}: {spec.target} is not a Backend class")
+        raise UserError(f"backend {name!r}: {target} is not a Backend class")
     return cls
 
 
@@ -87,17 +94,19 @@ def create_backend(
     device: str = "cpu",
     max_batch_size: int = 8,
     model_id: str | None = None,
+    separate_process: bool = False,
     **options: Any,
 ) -> Backend:
     """Build and load a backend (blocking: may take minutes for a large model).
 
     ``options`` are backend-specific keywords (``grammar`` for pocketsphinx);
-    ``model_id`` overrides the id the backend reports.
+    ``model_id`` overrides the id the backend reports; ``separate_process`` runs the model in a process of its
+    own where the backend can (the transformers backend), else it is ignored.
     """
     spec = backend_spec(name)
     if spec.needs_model and not model_path:
         raise UserError(f"--backend {name} needs --model PATH")
-    cls = load_backend_class(name)
+    cls = load_backend_class(name, separate_process=separate_process)
     backend = cls(model_path, device=device, max_batch_size=max_batch_size, **options)  # type: ignore[call-arg]
     if model_id:
         backend.model_id = model_id

@@ -218,8 +218,11 @@ class PreparedTranscription:
 class TransformersBackend(Backend):
     """A local transformers model answering batches of chat or transcription requests."""
 
-    #: set by the loader of the model's kind (``_init_*``); None once closed
+    #: set by the loader of the model's kind (``_init_*``); None once closed, and in a front (``load_model=False``)
     model: Any
+    #: the model's generation config (end and pad ids, Whisper's languages): the model's own, or the model
+    #: process's for a front
+    generation_config: Any = None
 
     def __init__(
         self,
@@ -228,13 +231,24 @@ class TransformersBackend(Backend):
         max_batch_size: int = 8,
         model_id: str | None = None,
         dtype: str = "auto",
+        load_model: bool = True,
+        threads: int | None = None,
     ) -> None:
+        """``load_model=False`` makes a front: config, tokenizer and processor only, for the preparation and
+        finishing stages of a server whose model runs in another process (see ``model_process``).
+
+        ``threads``: torch's CPU threads in this process (``torch.set_num_threads``); None keeps torch's default.
+        """
+        if threads is not None:
+            torch.set_num_threads(max(1, int(threads)))
         self.model_path = str(model_path)
         self.device = torch.device(device)
         self.max_batch_size = max(1, int(max_batch_size))
         # like vLLM, the served name defaults to the path as given
         self.model_id = model_id or self.model_path
-        self._dtype = _torch_dtype(dtype, self.device)
+        #: the weights' and inputs' dtype (a front learns the model's from the model process)
+        self.dtype = _torch_dtype(dtype, self.device)
+        self._load_model_weights = load_model
         # generate() is not re-entrant with seeded sampling; one batch at a time
         self._lock = threading.Lock()
 
@@ -264,7 +278,16 @@ class TransformersBackend(Backend):
             self._init_image_chat()
         else:
             self._init_audio_chat()
-        self.model.eval()
+        if self.model is not None:
+            self.model.eval()
+            self.dtype = self.model.dtype
+            self.use_generation_config(getattr(self.model, "generation_config", None))
+
+    def use_generation_config(self, generation_config: Any) -> None:
+        """The model's generation config, and what follows from it (a Whisper model's languages)."""
+        self.generation_config = generation_config
+        if self.kind == KIND_SPEECH_TO_TEXT:
+            self.languages = _whisper_languages(generation_config)
 
     # ------------------------------------------------------------ loading
 
@@ -282,7 +305,10 @@ class TransformersBackend(Backend):
             raise UserError(f"cannot load model {self.model_path!r}: {exc}{hint}") from exc
 
     def _load_model(self, *auto_classes: Any) -> Any:
-        kwargs = {_dtype_kwarg(): self._dtype}
+        """The model on its device, or None for a front (``load_model=False``)."""
+        if not self._load_model_weights:
+            return None
+        kwargs = {_dtype_kwarg(): self.dtype}
         last: Exception | None = None
         for auto_class in auto_classes:
             if auto_class is None:
@@ -316,7 +342,6 @@ class TransformersBackend(Backend):
         self.processor = self._load(transformers.AutoProcessor.from_pretrained)
         self.tokenizer = getattr(self.processor, "tokenizer", None)
         self.model = self._load_model(transformers.AutoModelForSpeechSeq2Seq, self._architecture_class())
-        self.languages = _whisper_languages(getattr(self.model, "generation_config", None))
 
     def _init_audio_chat(self) -> None:
         self.supports_chat = True
@@ -439,12 +464,20 @@ class TransformersBackend(Backend):
         if not isinstance(prepared, PreparedChat):
             return super().generate_chat(prepared)
         for chunk in prepared.chunks:
-            max_new = max(max(1, p.max_tokens) for p in chunk.per_item)
-            with self._lock, torch.inference_mode():
-                if chunk.params.temperature > 0 and chunk.params.seed is not None:
-                    torch.manual_seed(chunk.params.seed)
-                chunk.output = self._generate_fitting(chunk.encoded, self._decoding_kwargs(chunk.params, max_new))
+            chunk.output = self.generate_chat_chunk(chunk.encoded, chunk.params, chunk_max_new_tokens(chunk))
         return prepared
+
+    def generate_chat_chunk(self, encoded: dict[str, Any], params: GenerationParams, max_new_tokens: int) -> Any:
+        """One generate() call of a chat batch: its sequences on the CPU (what a model process runs per chunk)."""
+        with self._lock, torch.inference_mode():
+            if params.temperature > 0 and params.seed is not None:
+                torch.manual_seed(params.seed)
+            return self._generate_fitting(encoded, self._decoding_kwargs(params, max_new_tokens))
+
+    def generate_transcription_chunk(self, inputs: dict[str, Any], gen_kwargs: dict[str, Any]) -> Any:
+        """One generate() call of a transcription batch: its sequences on the CPU."""
+        with self._lock, torch.inference_mode():
+            return self._generate_fitting(inputs, gen_kwargs)
 
     def _generate_fitting(self, inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         """generate()'s sequences, on the CPU; a batch that runs out of accelerator memory runs in halves.
@@ -486,11 +519,11 @@ class TransformersBackend(Backend):
 
     def _pad_id(self) -> int:
         """The id that fills answers that ended before the longest of their batch (after their end token)."""
-        for source in (self.tokenizer, getattr(self.model, "generation_config", None)):
+        for source in (self.tokenizer, self.generation_config):
             value = getattr(source, "pad_token_id", None)
             if value is not None:
                 return int(value)
-        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        eos = getattr(self.generation_config, "eos_token_id", None)
         return int(eos[0] if isinstance(eos, (list, tuple)) else eos or 0)
 
     def _on_device(self, encoded: dict[str, Any]) -> dict[str, Any]:
@@ -549,7 +582,7 @@ class TransformersBackend(Backend):
 
     def _stop_ids(self) -> set[int]:
         """The end-of-sequence ids: the model's generation config's, else the tokenizer's."""
-        eos = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        eos = getattr(self.generation_config, "eos_token_id", None)
         if eos is None and self.tokenizer is not None:
             eos = self.tokenizer.eos_token_id
         return set(eos) if isinstance(eos, (list, tuple)) else ({eos} if eos is not None else set())
@@ -561,7 +594,7 @@ class TransformersBackend(Backend):
         return self.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
     def _encode_image_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
-        return encode_image_chats(self.processor, conversations, self.model.dtype)
+        return encode_image_chats(self.processor, conversations, self.dtype)
 
     def _encode_text_chats(self, conversations: list[list[dict[str, Any]]]) -> dict[str, Any]:
         tok = self.tokenizer
@@ -641,8 +674,7 @@ class TransformersBackend(Backend):
         if not self.supports_transcription:
             return super().prepare_transcription(audios, language)
         gen_kwargs: dict[str, Any] = {}
-        generation_config = getattr(self.model, "generation_config", None)
-        if language and getattr(generation_config, "is_multilingual", False):
+        if language and getattr(self.generation_config, "is_multilingual", False):
             gen_kwargs.update(language=language, task="transcribe")
         chunks = [
             TranscriptionChunk(self._transcription_features(audios[start : start + self.max_batch_size]), gen_kwargs)
@@ -663,7 +695,7 @@ class TransformersBackend(Backend):
             feature_kwargs.update(truncation=False, padding="longest")
         inputs = dict(self.processor(arrays, **feature_kwargs))
         if "input_features" in inputs:
-            inputs["input_features"] = inputs["input_features"].to(self.model.dtype)
+            inputs["input_features"] = inputs["input_features"].to(self.dtype)
         return inputs
 
     def generate_transcription(self, prepared: Any) -> Any:
@@ -671,8 +703,7 @@ class TransformersBackend(Backend):
         if not isinstance(prepared, PreparedTranscription):
             return super().generate_transcription(prepared)
         for chunk in prepared.chunks:
-            with self._lock, torch.inference_mode():
-                chunk.sequences = self._generate_fitting(chunk.inputs, chunk.gen_kwargs)
+            chunk.sequences = self.generate_transcription_chunk(chunk.inputs, chunk.gen_kwargs)
         return prepared
 
     def finish_transcription(self, generated: Any) -> list[Any]:
@@ -730,6 +761,11 @@ def _generation_groups(inputs: Iterable[ChatInput]) -> list[tuple[list[int], Gen
         groups.setdefault(key, []).append(index)
         first.setdefault(key, p)
     return [(indices, first[key]) for key, indices in groups.items()]
+
+
+def chunk_max_new_tokens(chunk: ChatChunk) -> int:
+    """The longest answer a chunk's requests ask for: generate() runs that long, each answer is cut to its own."""
+    return max(max(1, p.max_tokens) for p in chunk.per_item)
 
 
 def _until_stop(ids: list[int], stops: set[int]) -> list[int]:
