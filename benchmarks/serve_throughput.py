@@ -69,6 +69,7 @@ class Settings:
     max_tokens: int = MAX_TOKENS
     in_flight: tuple[int, ...] = IN_FLIGHT
     engines: tuple[str, ...] = ENGINES
+    threads: str = "auto"
 
 
 def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -104,7 +105,7 @@ def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict
         tserve += ["--cb-max-batch-tokens", "1024"]
     evalkit = [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(model_dir)]
     evalkit += ["--port", str(port), "--dtype", settings.dtype, "--max-batch-size", str(settings.max_batch)]
-    evalkit += ["--device", settings.device]
+    evalkit += ["--device", settings.device, "--threads", settings.threads]
     one_process = [*evalkit, "--in-process"]
     one_process[one_process.index("--port") + 1] = str(port + 2)
     commands = {
@@ -123,12 +124,13 @@ def _start(commands: dict[str, tuple[list[str], int]], log_dir: Path) -> dict[st
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
-    for name, (command, port) in commands.items():
-        log = (log_dir / f"{name.replace(' ', '-')}.log").open("wb")
-        proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        servers[name] = (proc, f"http://127.0.0.1:{port}")
     try:
-        _wait_healthy(servers, log_dir)
+        # one at a time: evalkit serve measures its thread count at start-up, which another's loading would upset
+        for name, (command, port) in commands.items():
+            log = (log_dir / f"{name.replace(' ', '-')}.log").open("wb")
+            proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            servers[name] = (proc, f"http://127.0.0.1:{port}")
+            _wait_healthy({name: servers[name]}, log_dir)
     except BaseException:
         for proc, _ in servers.values():  # one failed to start: the others do not outlive the benchmark
             _stop_group(proc)
@@ -474,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         default="tiny",
         help="tiny test models (default), or 7B-shaped random weights (benchmarks/full_shape.py; for a GPU)",
     )
+    parser.add_argument("--threads", default="auto", help="evalkit serve's --threads (default auto)")
     parser.add_argument("--no-side", action="store_true", help="skip the in-process side measurements")
     args = parser.parse_args(argv)
     engines = tuple(e.strip() for e in args.engines.split(",") if e.strip())
@@ -489,6 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         max_tokens=args.max_tokens,
         in_flight=tuple(int(n) for n in args.in_flight.split(",")),
         engines=engines,
+        threads=args.threads,
     )
 
     from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,3 +66,11 @@ def make_server() -> Iterator[Any]:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Llama (built once a session; needs torch and transformers: call it only from tests that do)."""
+    from evalkit.testing.tiny_model import build_tiny_llama
+
+    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)

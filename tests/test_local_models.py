@@ -30,14 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_model import build_tiny_llama
-
-    # the place test_tiny_model.py uses, so one build serves all modules
-    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
-
-
-@pytest.fixture(scope="session")
 def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from evalkit.testing.tiny_model import build_tiny_whisper
 

@@ -41,12 +41,6 @@ def _chat(text: str, **params: object) -> ChatInput:
     return ChatInput(messages=[{"role": "user", "content": text}], params=GenerationParams(**params))  # type: ignore[arg-type]
 
 
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # a fixed place under the session's base temp, so other test modules reuse the same build
-    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
-
-
 @pytest.fixture(scope="module")
 def backend(tiny_llama: Path):
     from evalkit.serve.backends.transformers_backend import TransformersBackend
@@ -141,7 +135,8 @@ def test_dtype_auto_is_the_default_and_chooses_by_device(backend, monkeypatch: p
     from evalkit.serve.backends.transformers_backend import _torch_dtype
 
     assert backend.model.dtype == torch.float32  # built with the default, dtype="auto", on the CPU
-    assert backend.runtime() == {"device": "cpu", "dtype": "float32"}  # what evalkit serve's /_stats reports
+    # what evalkit serve's /_stats reports; made with torch's own thread count
+    assert backend.runtime() == {"device": "cpu", "dtype": "float32", "threads": str(torch.get_num_threads())}
     assert _torch_dtype("auto", torch.device("cpu")) is torch.float32
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert _torch_dtype("auto", torch.device("cuda")) is torch.bfloat16

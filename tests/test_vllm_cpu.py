@@ -34,7 +34,6 @@ from helpers import vllm_group_marks
 
 pytestmark = vllm_group_marks("psutil")
 
-from evalkit.testing.tiny_model import build_tiny_llama  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: seconds to wait for vLLM's /health; override on a slow machine
@@ -250,12 +249,6 @@ def _answers(url: str, model: str, concurrent: bool) -> list[str]:
 
 
 # ------------------------------------------------------------------ fixtures
-
-
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # same place as in test_tiny_model.py, so one build serves both modules
-    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
 
 
 @pytest.fixture(scope="module")

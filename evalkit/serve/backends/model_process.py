@@ -162,9 +162,10 @@ class ModelProcessBackend(TransformersBackend):
         max_batch_size: int = 8,
         model_id: str | None = None,
         dtype: str = "auto",
-        threads: int | None = None,
+        threads: int | str | None = None,
     ) -> None:
-        """``threads``: torch's CPU threads in the model process (None: torch's default there).
+        """``threads``: torch's CPU threads in the model process (None: torch's default there; "auto": chosen by
+        measuring, see :meth:`TransformersBackend.choose_threads`).
 
         The front's own tensor work is joining and padding a batch's rows, so it runs torch on one thread:
         more would spin on the cores the model uses.

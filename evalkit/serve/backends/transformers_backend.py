@@ -55,8 +55,10 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,6 +85,8 @@ _log = logging.getLogger("evalkit.serve")
 #: what torch raises when the accelerator's memory runs out (torch.cuda's name before torch 2.5)
 _OUT_OF_MEMORY: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
 SAMPLING_RATE = 16_000
+#: torch's own thread count in this process, before any backend changed it
+_DEFAULT_THREADS = torch.get_num_threads()
 #: Whisper's window: longer audio needs long-form decoding
 WHISPER_WINDOW_SECONDS = 30.0
 
@@ -232,15 +236,18 @@ class TransformersBackend(Backend):
         model_id: str | None = None,
         dtype: str = "auto",
         load_model: bool = True,
-        threads: int | None = None,
+        threads: int | str | None = None,
     ) -> None:
         """``load_model=False`` makes a front: config, tokenizer and processor only, for the preparation and
         finishing stages of a server whose model runs in another process (see ``model_process``).
 
-        ``threads``: torch's CPU threads in this process (``torch.set_num_threads``); None keeps torch's default.
+        ``threads``: torch's CPU threads in this process (``torch.set_num_threads``); None keeps torch's default;
+        ``"auto"`` measures the model on the CPU once loaded (see :meth:`choose_threads`).
         """
-        if threads is not None:
-            torch.set_num_threads(max(1, int(threads)))
+        if isinstance(threads, int):
+            torch.set_num_threads(max(1, threads))
+        #: how the thread count was chosen, for GET /_stats
+        self.threads_note = ""
         self.model_path = str(model_path)
         self.device = torch.device(device)
         self.max_batch_size = max(1, int(max_batch_size))
@@ -282,6 +289,61 @@ class TransformersBackend(Backend):
             self.model.eval()
             self.dtype = self.model.dtype
             self.use_generation_config(getattr(self.model, "generation_config", None))
+            if threads == "auto" and self.device.type == "cpu":
+                self.choose_threads()
+
+    def choose_threads(self, margin: float = 0.05) -> int:
+        """One torch thread, unless torch's default count makes a full batch over ``margin`` faster; the count.
+
+        A small model's generate is mostly Python: extra threads buy it nothing
+        alone and, in a server, spin on the cores its HTTP side and clients
+        need (measured on 2 cores with the tiny Llama: 8.8 ms a batch on one
+        thread, 9.4 ms and twice the CPU on two; evalkit serve reached 1.0x of
+        generate on one thread against 0.90x on two). A model whose matrices are
+        large (the tiny Qwen2-Audio's encoder over 30 s of features) needs every
+        core (in the server on 2 cores: 32 req/s on two threads, 18 on one). So
+        both are timed on a batch of synthetic requests, three times each after
+        a warm-up, alternating, and the faster (by its best time) kept, one
+        thread on a near tie. A machine busy at that moment slows the
+        many-thread runs most; GET /_stats shows the choice and its times, and
+        ``--threads`` sets the count outright.
+        """
+        default = _DEFAULT_THREADS
+        if default <= 1:
+            return default
+        run = self._sample_batch()
+        seconds = {default: math.inf, 1: math.inf}
+        for round_index in range(4):  # alternating, the first round a warm-up: a busy moment hits both alike
+            for count in (default, 1):
+                torch.set_num_threads(count)
+                started = time.perf_counter()
+                run()
+                if round_index:
+                    seconds[count] = min(seconds[count], time.perf_counter() - started)
+        chosen = default if seconds[default] * (1 + margin) < seconds[1] else 1
+        torch.set_num_threads(chosen)
+        self.threads_note = (
+            f"{chosen} (auto: a batch of {self.max_batch_size} took {1000 * seconds[1]:.1f} ms on 1 thread, "
+            f"{1000 * seconds[default]:.1f} ms on {default})"
+        )
+        _log.info("torch threads: %s", self.threads_note)
+        return chosen
+
+    def _sample_batch(self) -> Callable[[], Any]:
+        """A full batch of short synthetic requests of this model's kind, as a call (for :meth:`choose_threads`)."""
+        rows = self.max_batch_size
+        params = GenerationParams(max_tokens=8)
+        if self.kind == KIND_SPEECH_TO_TEXT:
+            silence = [np.zeros(SAMPLING_RATE, dtype=np.float32)] * rows
+            return lambda: self.transcribe_batch(silence)
+        content: Any = "Say one short sentence."
+        if self.kind == KIND_AUDIO_CHAT:
+            content = [
+                {"type": "audio", "array": np.zeros(SAMPLING_RATE, dtype=np.float32)},
+                {"type": "text", "text": content},
+            ]
+        inputs = [ChatInput([{"role": "user", "content": content}], params) for _ in range(rows)]
+        return lambda: self.chat_batch(inputs)
 
     def use_generation_config(self, generation_config: Any) -> None:
         """The model's generation config, and what follows from it (a Whisper model's languages)."""
@@ -717,7 +779,10 @@ class TransformersBackend(Backend):
     def runtime(self) -> dict[str, str]:
         if self.model is None:
             return {}
-        return {"device": str(self.device), "dtype": str(self.model.dtype).removeprefix("torch.")}
+        facts = {"device": str(self.device), "dtype": str(self.model.dtype).removeprefix("torch.")}
+        if self.device.type == "cpu":
+            facts["threads"] = self.threads_note or str(torch.get_num_threads())
+        return facts
 
     def close(self) -> None:
         self.model = None
