@@ -12,6 +12,7 @@ holds and releases; nothing asserts speed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.util
 import os
 import pickle
@@ -358,13 +359,25 @@ def test_an_idle_model_process_killed_is_reported_with_its_signal_once(tiny_llam
 
 
 @needs_torch
-def test_closing_the_backend_ends_its_model_process_with_code_0(tiny_llama: Path) -> None:
-    from evalkit.serve.backends.model_process import ModelProcessBackend
+def test_a_batch_failing_in_the_model_process_fails_alone_and_close_ends_it_with_code_0(tiny_llama: Path) -> None:
+    from evalkit.serve.backends.base import ChatInput, GenerationParams
+    from evalkit.serve.backends.model_process import ModelProcessBackend, ModelProcessError
 
+    item = ChatInput([{"role": "user", "content": "Hello there"}], GenerationParams(max_tokens=4))
     backend = ModelProcessBackend(tiny_llama, max_batch_size=MAX_BATCH, threads=THREADS)
     process = backend._process
-    assert _alive(process.pid) and backend.failure() is None
-    backend.close()
+    try:
+        expected = _answers(backend, [item])
+        broken = backend.prepare_chat([item])
+        broken.chunks[0].encoded["input_ids"] = broken.chunks[0].encoded["input_ids"].float()  # not token ids
+        with pytest.raises(RuntimeError) as raised:
+            backend.generate_chat(broken)
+        assert not isinstance(raised.value, ModelProcessError), raised.value  # the model's own error, sent back
+        assert "Float" in str(raised.value), raised.value
+        assert _alive(process.pid) and backend.failure() is None
+        assert _answers(backend, [item]) == expected  # the next batch is answered as before
+    finally:
+        backend.close()
     assert process.exitcode == 0
     assert not _alive(process.pid)
 
@@ -468,12 +481,9 @@ class _Server:
 
     def stop(self) -> None:
         """SIGKILL whatever is left of this server's group (a test that failed half-way)."""
-        with_members = live_group_members(self.proc.pid)
-        for pid in with_members:
-            if _alive(pid):
-                os.kill(pid, signal.SIGCONT)
-        if with_members:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if live_group_members(self.proc.pid):
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.killpg(self.proc.pid, signal.SIGKILL)  # a stopped process too
         self.proc.wait(timeout=30)
 
 
@@ -517,6 +527,17 @@ def servers(tiny_llama: Path) -> Iterator[dict[str, _Server]]:
                 server.stop()
 
 
+@pytest.fixture(scope="module")
+def ending(tiny_llama: Path) -> Iterator[dict[str, _Server]]:
+    """Three servers of the tiny Llama, started together, each for one test that ends it its own way."""
+    started = {name: _Server(tiny_llama) for name in ("kill", "term", "interrupt")}
+    try:
+        yield started
+    finally:
+        for server in started.values():
+            server.stop()
+
+
 @needs_torch
 def test_serve_runs_the_model_in_a_child_process_and_in_process_on_request(
     servers: dict[str, _Server], tiny_llama: Path
@@ -541,8 +562,8 @@ def test_serve_runs_the_model_in_a_child_process_and_in_process_on_request(
 
 
 @needs_torch
-def test_a_killed_model_process_ends_the_server_with_code_1_naming_the_signal(tiny_llama: Path) -> None:
-    server = _Server(tiny_llama)
+def test_a_killed_model_process_ends_the_server_with_code_1_naming_the_signal(ending: dict[str, _Server]) -> None:
+    server = ending["kill"]
     try:
         server.wait_listening()
         os.kill(server.model_process(), signal.SIGKILL)
@@ -560,8 +581,8 @@ def test_a_killed_model_process_ends_the_server_with_code_1_naming_the_signal(ti
 
 
 @needs_torch
-def test_sigterm_ends_the_server_and_its_model_process(tiny_llama: Path) -> None:
-    server = _Server(tiny_llama)
+def test_sigterm_ends_the_server_and_its_model_process(ending: dict[str, _Server]) -> None:
+    server = ending["term"]
     try:
         server.wait_listening()
         child = server.model_process()
@@ -575,14 +596,16 @@ def test_sigterm_ends_the_server_and_its_model_process(tiny_llama: Path) -> None
 
 
 @needs_torch
-def test_ctrl_c_leaves_the_model_process_to_the_front_which_finishes_its_request(tiny_llama: Path) -> None:
+def test_ctrl_c_leaves_the_model_process_to_the_front_which_finishes_its_request(
+    ending: dict[str, _Server], tiny_llama: Path
+) -> None:
     """SIGINT to the whole group while a request is in the model process: it is answered, all exit cleanly.
 
     The model process is stopped (SIGSTOP) while the Ctrl-C comes, so the
     request is surely in it; had it not ignored SIGINT, the pending signal
     would kill it when it continues, and the request would fail.
     """
-    server = _Server(tiny_llama)
+    server = ending["interrupt"]
     try:
         url = server.wait_listening()
         child = server.model_process()
@@ -608,6 +631,20 @@ def test_ctrl_c_leaves_the_model_process_to_the_front_which_finishes_its_request
         assert server.wait(60) == 0, server.stderr()
         assert "KeyboardInterrupt" not in server.stderr() and "Traceback" not in server.stderr()
         server.group_gone()
+    finally:
+        server.stop()
+
+
+@needs_torch
+def test_sigterm_while_the_model_loads_exits_0_and_leaves_no_process(tiny_llama: Path) -> None:
+    server = _Server(tiny_llama)
+    try:
+        _wait_for(lambda: bool(_model_processes(server.proc.pid)), what="the model process to start")
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait(60) == 0, server.stderr()
+        assert server._lines.get(timeout=10) == ""  # it never listened
+        server.group_gone()
+        assert "Traceback" not in server.stderr()
     finally:
         server.stop()
 
