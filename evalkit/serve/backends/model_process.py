@@ -73,8 +73,10 @@ def _model_main(conn: Connection, backend_kwargs: dict[str, Any], log_level: int
     except UserError as exc:
         conn.send(("load_error", str(exc)))
         return
-    except Exception as exc:
-        conn.send(("load_error", f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # e.g. a truncated weights file: the user's to fix, so say which model
+        conn.send(
+            ("load_error", f"cannot load model {str(backend_kwargs['model_path'])!r}: {type(exc).__name__}: {exc}")
+        )
         return
     conn.send(("ready", {"generation_config": backend.generation_config, "runtime": backend.runtime()}))
     run: dict[str, Callable[..., Any]] = {
@@ -193,6 +195,9 @@ class ModelProcessBackend(TransformersBackend):
         self._pending: deque[concurrent.futures.Future[tuple[Any, ...]]] = deque()
         self._closing = False
         self._failure: str | None = None
+        #: held while the process's end is recorded: the reader, the watcher and ``failure`` learn of it at once,
+        #: and one reaping the process under another's feet makes it read as alive or as "exit code None"
+        self._death_lock = threading.Lock()
         self._runtime: dict[str, str] = {}
         try:
             # the front's tokenizer and processor load while the model process loads the weights
@@ -259,7 +264,10 @@ class ModelProcessBackend(TransformersBackend):
             except (EOFError, OSError):
                 break
             self._pending.popleft().set_result(message)
-        reason = "the server is shutting down" if self._closing else self._died("while it ran a batch")
+        if self._closing:
+            reason = "the server is shutting down"
+        else:
+            reason = self._died("while it ran a batch" if self._pending else "")
         with self._send_lock:
             self._failure = self._failure or reason
             waiters = list(self._pending)
@@ -276,20 +284,22 @@ class ModelProcessBackend(TransformersBackend):
 
     def _died(self, doing: str = "") -> str:
         """Record (once) and log why the model process is gone: its exit code or signal, and what it was doing."""
-        if self._failure is not None:
+        with self._death_lock:
+            if self._failure is not None:
+                return self._failure
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+            how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+            self._failure = f"the model process {how}{' ' + doing if doing else ''}; restart evalkit serve"
+            _log.error("%s", self._failure)
             return self._failure
-        self._process.join(timeout=5)
-        code = self._process.exitcode
-        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
-        self._failure = f"the model process {how}{' ' + doing if doing else ''}; restart evalkit serve"
-        _log.error("%s", self._failure)
-        return self._failure
 
     # ------------------------------------------------------------ lifecycle
 
     def failure(self) -> str | None:
         """Why this backend can answer nothing more (its model process is gone), else None."""
-        if self._failure is None and not self._process.is_alive():
+        # its sentinel, not is_alive(): that reaps the process, racing the reader thread's join in _died
+        if self._failure is None and multiprocessing.connection.wait([self._process.sentinel], timeout=0):
             self._died()
         return self._failure
 
