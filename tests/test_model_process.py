@@ -33,7 +33,6 @@ import pytest
 from helpers import live_group_members, serve_app
 
 from evalkit.serve.batcher import BatchStats, DynamicBatcher
-from evalkit.serve.cli import default_threads
 from evalkit.serve.cli import main as serve_main
 
 _MISSING = [name for name in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(name) is None]
@@ -59,13 +58,6 @@ PROMPTS = [
 
 
 # ---------------------------------------------------------------------- tiny models
-
-
-@pytest.fixture(scope="session")
-def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_model import build_tiny_llama
-
-    return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
 
 
 @pytest.fixture(scope="session")
@@ -676,15 +668,6 @@ def test_broken_weights_exit_with_one_line_and_leave_no_process(tiny_llama: Path
 # ---------------------------------------------------------------------- 7. --threads and --in-process
 
 
-def test_default_threads_leave_one_core_on_the_cpu_and_torch_decides_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert default_threads("cpu") == max(1, len(os.sched_getaffinity(0)) - 1)
-    assert default_threads("cuda") is None and default_threads("CUDA:1") is None
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0})
-    assert default_threads("cpu") == 1
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(8)))
-    assert default_threads("cpu") == 7
-
-
 def test_threads_0_is_a_usage_error_with_one_line(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run(
@@ -697,7 +680,9 @@ def test_threads_0_is_a_usage_error_with_one_line(tmp_path: Path) -> None:
         cwd=ROOT,
     )
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == "evalkit serve: error: --threads must be at least 1, got 0"
+    assert (
+        done.stderr.strip() == "evalkit serve: error: --threads must be auto or a whole number of at least 1, got '0'"
+    )
 
 
 @pytest.mark.parametrize(
