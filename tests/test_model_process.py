@@ -91,7 +91,7 @@ def _both(folder: Path) -> tuple[Any, Any]:
 
     separate = ModelProcessBackend(folder, max_batch_size=MAX_BATCH, threads=THREADS)
     try:
-        return separate, TransformersBackend(folder, max_batch_size=MAX_BATCH)
+        return separate, TransformersBackend(folder, max_batch_size=MAX_BATCH, threads=THREADS)
     except BaseException:
         separate.close()
         raise
@@ -539,8 +539,14 @@ def test_serve_runs_the_model_in_a_child_process_and_in_process_on_request(
     assert _alive(child)
     assert _model_processes(in_process.proc.pid) == []
     stats = {name: asyncio.run(_get(f"{server.url}/_stats")) for name, server in servers.items()}
-    assert stats["separate"][1]["model"] == {"device": "cpu", "dtype": "float32", "process": "separate"}
-    assert stats["in_process"][1]["model"] == {"device": "cpu", "dtype": "float32"}
+    threads = str(THREADS)  # the servers were started with --threads THREADS
+    assert stats["separate"][1]["model"] == {
+        "device": "cpu",
+        "dtype": "float32",
+        "threads": threads,
+        "process": "separate",
+    }
+    assert stats["in_process"][1]["model"] == {"device": "cpu", "dtype": "float32", "threads": threads}
     answers = {name: asyncio.run(_ask(server.url, _bodies(tiny_llama))) for name, server in servers.items()}
     for status, payload in answers["separate"]:
         assert status == 200, payload

@@ -190,10 +190,15 @@ def test_preparation_runs_off_the_model_thread_while_the_previous_batch_generate
     assert stats["threads"]["prepare"] == sorted(threads["prepare"] | threads["prepare_item"])
     # the queue was deep: every batch full; the second batch was prepared while the first generated
     assert stats["batch_sizes"] == {str(MAX_BATCH): len(PROMPTS) // MAX_BATCH}
-    import torch
 
     # dtype auto on the CPU; the backend was made with torch's own thread count
-    assert stats["model"] == {"device": "cpu", "dtype": "float32", "threads": str(torch.get_num_threads())}
+    from evalkit.serve.backends import transformers_backend
+
+    assert stats["model"] == {
+        "device": "cpu",
+        "dtype": "float32",
+        "threads": str(transformers_backend._DEFAULT_THREADS),
+    }
     first_generate = min((a, b) for s, _, a, b in events if s == "generate")
     second_prepare = sorted((a, b) for s, _, a, b in events if s == "prepare")[1]
     assert second_prepare[1] < first_generate[1], events

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 from typing import Any
 
@@ -81,6 +82,36 @@ def test_threads_auto_at_load_reports_its_choice(tiny_llama: Any) -> None:
         made.close()
     finally:
         torch.set_num_threads(before)
+
+
+def test_generate_uses_the_chosen_count_on_a_thread_that_had_another(
+    backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenMP's thread count is per thread: a model thread that ran torch work before keeps its own count."""
+    from evalkit.serve.backends.base import ChatInput, GenerationParams
+
+    seen: list[int] = []
+    generate = backend.model.generate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(torch.get_num_threads())
+        return generate(*args, **kwargs)
+
+    monkeypatch.setattr(backend.model, "generate", spy)
+    prepared = backend.prepare_chat([ChatInput([{"role": "user", "content": "hello"}], GenerationParams(max_tokens=2))])
+    chunk = prepared.chunks[0]
+    out: list[int] = []
+
+    def model_thread() -> None:
+        torch.set_num_threads(3)  # this thread's own count, as a thread that ran torch work keeps it
+        backend.threads = 1
+        backend.generate_chat_chunk(chunk.encoded, chunk.params, 2)
+        out.append(torch.get_num_threads())
+
+    worker = threading.Thread(target=model_thread)
+    worker.start()
+    worker.join()
+    assert seen == [1] and out == [1]
 
 
 @pytest.mark.parametrize(

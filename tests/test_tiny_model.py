@@ -136,7 +136,13 @@ def test_dtype_auto_is_the_default_and_chooses_by_device(backend, monkeypatch: p
 
     assert backend.model.dtype == torch.float32  # built with the default, dtype="auto", on the CPU
     # what evalkit serve's /_stats reports; made with torch's own thread count
-    assert backend.runtime() == {"device": "cpu", "dtype": "float32", "threads": str(torch.get_num_threads())}
+    from evalkit.serve.backends import transformers_backend
+
+    assert backend.runtime() == {
+        "device": "cpu",
+        "dtype": "float32",
+        "threads": str(transformers_backend._DEFAULT_THREADS),
+    }
     assert _torch_dtype("auto", torch.device("cpu")) is torch.float32
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert _torch_dtype("auto", torch.device("cuda")) is torch.bfloat16

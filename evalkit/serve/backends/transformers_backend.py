@@ -244,8 +244,11 @@ class TransformersBackend(Backend):
         ``threads``: torch's CPU threads in this process (``torch.set_num_threads``); None keeps torch's default;
         ``"auto"`` measures the model on the CPU once loaded (see :meth:`choose_threads`).
         """
-        if isinstance(threads, int):
-            torch.set_num_threads(max(1, threads))
+        #: torch threads for generate (None: torch's default); set on the generating thread itself, since a thread
+        #: that already ran torch work keeps the count it had (OpenMP's is per thread)
+        self.threads: int | None = max(1, threads) if isinstance(threads, int) else None
+        if self.threads is not None:
+            torch.set_num_threads(self.threads)
         #: how the thread count was chosen, for GET /_stats
         self.threads_note = ""
         self.model_path = str(model_path)
@@ -321,6 +324,7 @@ class TransformersBackend(Backend):
                 if round_index:
                     seconds[count] = min(seconds[count], time.perf_counter() - started)
         chosen = default if seconds[default] * (1 + margin) < seconds[1] else 1
+        self.threads = chosen
         torch.set_num_threads(chosen)
         self.threads_note = (
             f"{chosen} (auto: a batch of {self.max_batch_size} took {1000 * seconds[1]:.1f} ms on 1 thread, "
@@ -532,6 +536,7 @@ class TransformersBackend(Backend):
     def generate_chat_chunk(self, encoded: dict[str, Any], params: GenerationParams, max_new_tokens: int) -> Any:
         """One generate() call of a chat batch: its sequences on the CPU (what a model process runs per chunk)."""
         with self._lock, torch.inference_mode():
+            self._use_threads()
             if params.temperature > 0 and params.seed is not None:
                 torch.manual_seed(params.seed)
             return self._generate_fitting(encoded, self._decoding_kwargs(params, max_new_tokens))
@@ -539,7 +544,12 @@ class TransformersBackend(Backend):
     def generate_transcription_chunk(self, inputs: dict[str, Any], gen_kwargs: dict[str, Any]) -> Any:
         """One generate() call of a transcription batch: its sequences on the CPU."""
         with self._lock, torch.inference_mode():
+            self._use_threads()
             return self._generate_fitting(inputs, gen_kwargs)
+
+    def _use_threads(self) -> None:
+        if self.threads is not None and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
 
     def _generate_fitting(self, inputs: dict[str, Any], kwargs: dict[str, Any]) -> Any:
         """generate()'s sequences, on the CPU; a batch that runs out of accelerator memory runs in halves.
@@ -781,7 +791,7 @@ class TransformersBackend(Backend):
             return {}
         facts = {"device": str(self.device), "dtype": str(self.model.dtype).removeprefix("torch.")}
         if self.device.type == "cpu":
-            facts["threads"] = self.threads_note or str(torch.get_num_threads())
+            facts["threads"] = self.threads_note or str(self.threads or _DEFAULT_THREADS)
         return facts
 
     def close(self) -> None:
