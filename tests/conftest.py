@@ -74,3 +74,19 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from evalkit.testing.tiny_model import build_tiny_llama
 
     return build_tiny_llama(tmp_path_factory.getbasetemp() / "tiny-llama-seed0", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Qwen2-Audio (built once a session; needs torch and transformers)."""
+    from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio
+
+    return build_tiny_qwen2_audio(tmp_path_factory.getbasetemp() / "tiny-qwen2-audio-seed0", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random Whisper (built once a session; needs torch and transformers)."""
+    from evalkit.testing.tiny_model import build_tiny_whisper
+
+    return build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)

@@ -235,3 +235,13 @@ def evalkit_cli(
         text=True,
         timeout=timeout,
     )
+
+
+def speech_clips(n: int) -> list[Any]:
+    """The first ``n`` clips of the committed espeak speech set, decoded to 16 kHz mono as a server would."""
+    import pyarrow.parquet as pq
+
+    from evalkit.data.audio.decode import Audio, load_16k_mono
+
+    rows = pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()[:n]
+    return [load_16k_mono(Audio(data=row["audio"]["bytes"])) for row in rows]

@@ -29,13 +29,6 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="session")
-def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_model import build_tiny_whisper
-
-    return build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
-
-
 def _start(config: Path) -> subprocess.Popen[str]:
     env = {
         **os.environ,

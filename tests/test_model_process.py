@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import live_group_members, serve_app
+from helpers import live_group_members, serve_app, speech_clips
 
 from evalkit.serve.batcher import BatchStats, DynamicBatcher
 from evalkit.serve.cli import main as serve_main
@@ -43,7 +43,6 @@ needs_torch = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEECH = ROOT / "evalkit/assets/speech/espeak_en/data.parquet"
 MAX_BATCH = 4
 #: the model process's torch threads: one, so the tests leave the shared machine's other core to the front
 THREADS = 1
@@ -58,30 +57,6 @@ PROMPTS = [
 
 
 # ---------------------------------------------------------------------- tiny models
-
-
-@pytest.fixture(scope="session")
-def tiny_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio
-
-    return build_tiny_qwen2_audio(tmp_path_factory.getbasetemp() / "tiny-qwen2-audio-seed0", seed=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_model import build_tiny_whisper
-
-    return build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
-
-
-def _clips(n: int) -> list[Any]:
-    """``n`` real speech clips (espeak), through 16-bit WAV as a server would receive them."""
-    import pyarrow.parquet as pq
-
-    from evalkit.data.audio.decode import Audio, load_16k_mono
-
-    rows = pq.read_table(SPEECH).to_pylist()[:n]
-    return [load_16k_mono(Audio(data=row["audio"]["bytes"])) for row in rows]
 
 
 def _both(folder: Path) -> tuple[Any, Any]:
@@ -147,7 +122,7 @@ def test_audio_chat_answers_equal_the_in_process_backend(tiny_audio: Path) -> No
 
     from evalkit.serve.backends.base import ChatInput, GenerationParams
 
-    clips = _clips(3)
+    clips = speech_clips(3)
     clips.append(np.tile(clips[0], 3))  # a longer clip: the batch's audio is padded
     items = [
         ChatInput(
@@ -171,7 +146,7 @@ def test_audio_chat_answers_equal_the_in_process_backend(tiny_audio: Path) -> No
 
 @needs_torch
 def test_transcripts_and_languages_equal_the_in_process_backend(tiny_whisper: Path) -> None:
-    clips = _clips(2 * MAX_BATCH + 1)  # three generate chunks
+    clips = speech_clips(2 * MAX_BATCH + 1)  # three generate chunks
     separate, alone = _both(tiny_whisper)
     try:
         _same_facts(separate, alone)

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import serve_app
+from helpers import serve_app, speech_clips
 
 _MISSING = [name for name in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(name) is None]
 pytestmark = pytest.mark.skipif(
@@ -31,25 +31,7 @@ pytestmark = pytest.mark.skipif(
 from evalkit.serve.app import STATE, attach_backend, create_app  # noqa: E402
 from evalkit.serve.backends.base import Backend, ChatInput, GenerationParams  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-SPEECH = ROOT / "evalkit/assets/speech/espeak_en/data.parquet"
 MAX_BATCH = 4
-
-
-@pytest.fixture(scope="session")
-def tiny_audio(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from evalkit.testing.tiny_audio_llm import build_tiny_qwen2_audio
-
-    return build_tiny_qwen2_audio(tmp_path_factory.getbasetemp() / "tiny-qwen2-audio-seed0", seed=0)
-
-
-def _clips(n: int) -> list[Any]:
-    import pyarrow.parquet as pq
-
-    from evalkit.data.audio.decode import Audio, load_16k_mono
-
-    rows = pq.read_table(SPEECH).to_pylist()[:n]
-    return [load_16k_mono(Audio(data=row["audio"]["bytes"])) for row in rows]
 
 
 def _as_served(clip: Any) -> Any:
@@ -218,7 +200,7 @@ def test_audio_chat_answers_equal_generate_and_similar_lengths_share_a_batch(tin
 
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
-    clips = _clips(9)
+    clips = speech_clips(9)
     # four short clips (1 s) and four long ones (the clip repeated to 20 s), interleaved in arrival order
     shaped = []
     for index, clip in enumerate(clips):
@@ -280,7 +262,7 @@ def test_transcription_features_are_made_off_the_model_thread_while_the_previous
     from evalkit.testing.tiny_model import build_tiny_whisper
 
     folder = build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
-    clips = [_as_served(clip) for clip in _clips(2 * MAX_BATCH)]
+    clips = [_as_served(clip) for clip in speech_clips(2 * MAX_BATCH)]
     backend = TransformersBackend(folder, max_batch_size=MAX_BATCH)
     try:
         expected = [backend.transcribe_batch([clip])[0] for clip in clips]  # one at a time
@@ -407,7 +389,7 @@ def test_requests_prepared_alone_join_into_the_batch_encoding(tiny_llama: Path, 
 
     from evalkit.serve.backends.transformers_backend import TransformersBackend
 
-    clip = _clips(1)[0]
+    clip = speech_clips(1)[0]
     audio_items = [
         ChatInput(
             [{"role": "user", "content": [{"type": "audio", "array": c}, {"type": "text", "text": text}]}],
