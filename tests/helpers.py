@@ -10,9 +10,12 @@ import asyncio
 import io
 import json
 import os
+import queue
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +248,75 @@ def speech_clips(n: int) -> list[Any]:
 
     rows = pq.read_table(ROOT / "evalkit/assets/speech/espeak_en/data.parquet").to_pylist()[:n]
     return [load_16k_mono(Audio(data=row["audio"]["bytes"])) for row in rows]
+
+
+class ServeProcess:
+    """``python -m evalkit.serve ARGS`` in a subprocess; ``url`` comes from its LISTENING line, stderr is kept.
+
+    ``own_session``: in a process group of its own, so a test can signal or inspect the server with its
+    children (the model process) and nothing else.
+    """
+
+    def __init__(self, *args: str, own_session: bool = False) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit.serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            start_new_session=own_session,
+        )
+        self._lines: queue.Queue[str] = queue.Queue()
+        self._stderr: list[str] = []
+        self._pumps = [
+            threading.Thread(target=self._pump_stdout, daemon=True),
+            threading.Thread(target=self._pump_stderr, daemon=True),
+        ]
+        for pump in self._pumps:
+            pump.start()
+        self.url = ""
+
+    def _pump_stdout(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put("")
+
+    def _pump_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.append(line)
+
+    def wait_listening(self, timeout: float = 60) -> str:
+        try:
+            line = self._lines.get(timeout=timeout)
+        except queue.Empty:
+            self.proc.kill()
+            raise AssertionError("the server printed nothing within the timeout") from None
+        if not line.startswith("LISTENING http://"):
+            self.wait(timeout=30)
+            raise AssertionError(f"unexpected first line {line!r}; stderr: {self.stderr()}")
+        self.url = line.split()[1]
+        return self.url
+
+    def wait(self, timeout: float = 60) -> int:
+        """Its exit code, once its output has been read to the end."""
+        code = self.proc.wait(timeout=timeout)
+        for pump in self._pumps:
+            pump.join(10)
+        return code
+
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def terminate(self, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import live_group_members, serve_app, speech_clips
+from helpers import ServeProcess, live_group_members, serve_app, speech_clips
 
 from evalkit.serve.batcher import BatchStats, DynamicBatcher
 from evalkit.serve.cli import main as serve_main
@@ -381,61 +381,18 @@ def _model_processes(pid: int) -> list[int]:
     return found
 
 
-class _Server:
-    """``python -m evalkit.serve`` in a session of its own (its process group: the server and its children)."""
+class _Server(ServeProcess):
+    """The tiny model behind ``evalkit serve`` in a session of its own (its group: the server and its children)."""
 
     def __init__(self, model: Path, *extra: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.serve", "--backend", "transformers", "--model", str(model), "--port", "0"]
-            + ["--max-batch-size", str(MAX_BATCH), "--threads", str(THREADS), *extra],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-            start_new_session=True,
+        super().__init__(
+            *["--backend", "transformers", "--model", str(model), "--port", "0"],
+            *["--max-batch-size", str(MAX_BATCH), "--threads", str(THREADS), *extra],
+            own_session=True,
         )
-        self._lines: queue.Queue[str] = queue.Queue()
-        self._stderr: list[str] = []
-        self._pumps = [
-            threading.Thread(target=self._pump_stdout, daemon=True),
-            threading.Thread(target=self._pump_stderr, daemon=True),
-        ]
-        for pump in self._pumps:
-            pump.start()
-        self.url = ""
-
-    def _pump_stdout(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put("")
-
-    def _pump_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self._stderr.append(line)
 
     def wait_listening(self, timeout: float = 120) -> str:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError("the server printed nothing within the timeout") from None
-        if not line.startswith("LISTENING http://"):
-            self.proc.wait(timeout=30)
-            raise AssertionError(f"unexpected first line {line!r}; stderr: {self.stderr()}")
-        self.url = line.split()[1]
-        return self.url
-
-    def wait(self, timeout: float = 60) -> int:
-        code = self.proc.wait(timeout=timeout)
-        for pump in self._pumps:
-            pump.join(10)
-        return code
-
-    def stderr(self) -> str:
-        return "".join(self._stderr)
+        return super().wait_listening(timeout)
 
     def model_process(self) -> int:
         found = _model_processes(self.proc.pid)

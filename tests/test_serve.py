@@ -12,9 +12,7 @@ import asyncio
 import base64
 import json
 import os
-import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -27,7 +25,7 @@ import aiohttp
 import jiwer
 import numpy as np
 import pytest
-from helpers import serve_app
+from helpers import ServeProcess, serve_app
 
 from evalkit.serve.app import attach_backend, create_app
 from evalkit.serve.backends.base import Backend, ChatInput, InputError
@@ -59,52 +57,6 @@ def espeak(folder: Path, text: str) -> bytes:
 
 def words(text: str) -> str:
     return " ".join("".join(c for c in text.lower() if c.isalnum() or c in " '").split())
-
-
-class ServeProcess:
-    """``python -m evalkit.serve`` in a subprocess; ``url`` comes from its LISTENING line."""
-
-    def __init__(self, *args: str) -> None:
-        env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit.serve", *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.url = ""
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self._lines.put(line)
-        self._lines.put("")
-
-    def wait_listening(self, timeout: float = 60) -> str:
-        try:
-            line = self._lines.get(timeout=timeout)
-        except queue.Empty:
-            self.proc.kill()
-            raise AssertionError("server printed nothing within the timeout") from None
-        if not line.startswith("LISTENING http://"):
-            self.proc.wait(timeout=10)
-            raise AssertionError(f"unexpected first line {line!r}; stderr: {self.proc.stderr.read()}")  # type: ignore[union-attr]
-        self.url = line.split()[1]
-        return self.url
-
-    def terminate(self, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
 
 
 def run(coro: Any) -> Any:
@@ -634,8 +586,8 @@ def test_grammar_words_outside_the_dictionary_are_refused(tmp_path: Path) -> Non
     grammar = tmp_path / "g.txt"
     grammar.write_text("hello world\nflibbertigibbetqux now\n")
     server = ServeProcess("--backend", "pocketsphinx", "--port", "0", "--grammar", str(grammar))
-    assert server.proc.wait(timeout=60) == 2
-    stderr = server.proc.stderr.read()  # type: ignore[union-attr]
+    assert server.wait(timeout=60) == 2
+    stderr = server.stderr()
     assert "'flibbertigibbetqux' (line 2)" in stderr and "Traceback" not in stderr
 
 
