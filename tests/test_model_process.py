@@ -583,12 +583,15 @@ def test_sigterm_while_the_model_loads_exits_0_and_leaves_no_process(tiny_llama:
 
 
 @needs_torch
-def test_broken_weights_exit_with_one_line_and_leave_no_process(tiny_llama: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", [(), ("--in-process",)], ids=["model-process", "in-process"])
+def test_broken_weights_exit_with_one_line_and_leave_no_process(
+    tiny_llama: Path, tmp_path: Path, layout: tuple[str, ...]
+) -> None:
     broken = tmp_path / "broken-llama"
     shutil.copytree(tiny_llama, broken)
     weights = broken / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    server = _Server(broken)
+    server = _Server(broken, *layout)
     try:
         code = server.wait(120)
         stderr = server.stderr()

@@ -384,6 +384,10 @@ class TransformersBackend(Backend):
             except ValueError as exc:  # this auto class does not know the architecture
                 last = exc
                 continue
+            except UserError:
+                raise
+            except Exception as exc:  # e.g. a truncated weights file: the user's to fix, so say which model
+                raise UserError(f"cannot load model {self.model_path!r}: {type(exc).__name__}: {exc}") from exc
             return model.to(self.device)
         raise UserError(f"cannot load model {self.model_path!r} with {[c for c in auto_classes if c]}: {last}")
 
