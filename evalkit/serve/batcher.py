@@ -60,7 +60,7 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -312,9 +312,10 @@ class DynamicBatcher(Generic[T, R]):
         ready = [self._item_ready[id(future)] for _, future in batch if id(future) in self._item_ready]
         taken = time.monotonic()
         times = [taken, taken]  # when the batch went to the model and came back, set by the thread
-        try:
+
+        async def results() -> Sequence[Any]:
             try:
-                results = await asyncio.get_running_loop().run_in_executor(
+                return await asyncio.get_running_loop().run_in_executor(
                     self._executor, self._all_stages, ready, items, times
                 )
             finally:
@@ -322,15 +323,8 @@ class DynamicBatcher(Generic[T, R]):
                 if was_idle:  # the model was free while this batch was prepared
                     self.stats.prepare_wait_seconds += max(0.0, sent - max(taken, self._idle_since))
                 self._model_done(len(batch), sent, back if back > taken else time.monotonic())
-            if len(results) != len(items):
-                raise RuntimeError(f"backend returned {len(results)} results for a batch of {len(items)}")
-        except asyncio.CancelledError:
-            _fail(batch, ServerClosingError("the server is shutting down"))
-            raise
-        except Exception as exc:  # the whole batch failed: every request in it gets the error
-            _fail(batch, exc)
-            return
-        _settle(batch, results)
+
+        await _deliver(batch, results())
 
     def _all_stages(self, ready: list[concurrent.futures.Future[Any]], items: list[T], times: list[float]) -> Any:
         began = time.monotonic()
@@ -432,7 +426,8 @@ class DynamicBatcher(Generic[T, R]):
         started = time.monotonic()
         if was_idle:  # the model was free but this batch was not ready yet: time lost to preparation
             self.stats.prepare_wait_seconds += max(0.0, started - max(prepare_began, self._idle_since))
-        try:
+
+        async def results() -> Sequence[Any]:
             try:
                 generated = await loop.run_in_executor(
                     self._executor, self._staged, "generate", self._run_batch, prepared
@@ -440,24 +435,34 @@ class DynamicBatcher(Generic[T, R]):
             finally:
                 self._model_done(len(batch), started, time.monotonic())
             if self._finish is None:
-                results = generated
-            else:
-                finish_began = time.monotonic()
-                try:
-                    results = await loop.run_in_executor(
-                        self._prepare_executor, self._staged, "finish", self._finish, items, generated
-                    )
-                finally:
-                    self.stats.prepare_seconds += time.monotonic() - finish_began
-            if len(results) != len(items):
-                raise RuntimeError(f"backend returned {len(results)} results for a batch of {len(items)}")
-        except asyncio.CancelledError:
-            _fail(batch, ServerClosingError("the server is shutting down"))
-            raise
-        except Exception as exc:  # the whole batch failed: every request in it gets the error
-            _fail(batch, exc)
-            return
-        _settle(batch, results)
+                return generated
+            finish_began = time.monotonic()
+            try:
+                return await loop.run_in_executor(
+                    self._prepare_executor, self._staged, "finish", self._finish, items, generated
+                )
+            finally:
+                self.stats.prepare_seconds += time.monotonic() - finish_began
+
+        await _deliver(batch, results())
+
+
+async def _deliver(batch: Sequence[tuple[Any, asyncio.Future[Any]]], results: Awaitable[Sequence[Any]]) -> None:
+    """Each request's answer from a batch's ``results``; if they fail, the whole batch fails with that error.
+
+    A cancelled batch (the server closing) fails with ServerClosingError and the cancellation goes on.
+    """
+    try:
+        answers = await results
+        if len(answers) != len(batch):
+            raise RuntimeError(f"backend returned {len(answers)} results for a batch of {len(batch)}")
+    except asyncio.CancelledError:
+        _fail(batch, ServerClosingError("the server is shutting down"))
+        raise
+    except Exception as exc:  # the whole batch failed: every request in it gets the error
+        _fail(batch, exc)
+        return
+    _settle(batch, answers)
 
 
 def _settle(batch: Sequence[tuple[Any, asyncio.Future[Any]]], results: Sequence[Any]) -> None:
