@@ -33,9 +33,10 @@ on its worker right before it is sent, so one replica sends at most
 ``batch_size`` requests per ``delay``.
 
 Identical requests in flight at once share one future; finished ones come
-from the response store, or, in a run without one (``--no-cache``), from the
-last ``RECENT_ANSWERS`` answers kept in memory, so two metrics of one dataset
-cost one inference even when one engine runs ahead of the other. A success resolves only after the store has
+from the last ``RECENT_ANSWERS`` outcomes kept in memory (with a response
+store, answers only), then from the store, so two metrics of one dataset
+cost one inference even when one engine runs ahead of the other, and the
+run counts the twin as shared whichever engine came first. A success resolves only after the store has
 committed it (the worker waits for the group commit), so whatever the
 engine records is already stored, and at most ``batch_size`` answers per
 endpoint are received-but-not-stored at any moment. Errors are never stored.
@@ -169,8 +170,10 @@ class ModelClient:
         self._token_estimate = TokenEstimator()
         self._queue: asyncio.Queue[_Job] = asyncio.Queue()
         self._inflight: dict[str, asyncio.Future[Outcome]] = {}
-        #: without a store, the latest outcomes by request key: a twin that comes after its answer still shares it
-        self._recent: OrderedDict[str, Outcome] | None = OrderedDict() if self.store is None else None
+        #: the latest outcomes by request key (with a store, answers only: errors are asked again), so a twin
+        #: that comes after its answer shares it, and is counted as shared whether its first came from the
+        #: store or the endpoint (a second store read would count it as an earlier run's answer, by timing)
+        self._recent: OrderedDict[str, Outcome] = OrderedDict()
         self._started = False
         self._closed = False
         self._store_warned = False
@@ -229,11 +232,10 @@ class ModelClient:
         if twin is not None:
             self.deduplicated += 1
             return await asyncio.shield(twin)
-        if self._recent is not None:
-            answered = self._recent.get(key)
-            if answered is not None:
-                self.deduplicated += 1
-                return answered
+        answered = self._recent.get(key) if use_store or self.store is None else None
+        if answered is not None:
+            self.deduplicated += 1
+            return answered
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._inflight[key] = future
@@ -273,10 +275,15 @@ class ModelClient:
         finally:
             if self._inflight.get(key) is future:
                 del self._inflight[key]
-                if self._recent is not None and future.done() and not future.cancelled() and not future.exception():
-                    self._recent[key] = future.result()
-                    if len(self._recent) > RECENT_ANSWERS:
-                        self._recent.popitem(last=False)
+                if future.done() and not future.cancelled() and not future.exception():
+                    self._remember(key, future.result())
+
+    def _remember(self, key: str, outcome: Outcome) -> None:
+        if self.store is not None and outcome.failure is not None:
+            return
+        self._recent[key] = outcome
+        if len(self._recent) > RECENT_ANSWERS:
+            self._recent.popitem(last=False)
 
     def _lean(self) -> bool:
         """Whether a request may take the lean path: one replica, no worker started yet, circuit closed.
