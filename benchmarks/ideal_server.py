@@ -100,7 +100,7 @@ def make_app(max_batch: int, window: float) -> web.Application:
     async def stats(_: web.Request) -> web.Response:
         return web.json_response({"batches": len(model.batches), "batch_seconds": model.batch_seconds})
 
-    app = web.Application()
+    app = web.Application(client_max_size=256 * 1024 * 1024)  # audio requests carry whole clips
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/_batch_seconds", batch_seconds)
     app.router.add_get("/health", health)
