@@ -266,6 +266,21 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
+def _settle(pids: list[int], limit: float = 20.0) -> float:
+    """Wait until the engines' processes are idle (under 5% of a core for 0.25 s); the seconds it took.
+
+    vLLM's CPU build keeps its cores busy for a while after its last answer; an engine measured
+    right after it (``generate`` on two torch threads most of all) ran at a third of its rate.
+    """
+    started = time.monotonic()
+    while time.monotonic() - started < limit:
+        before = sum(_cpu_seconds(pid) for pid in pids)
+        time.sleep(0.25)
+        if sum(_cpu_seconds(pid) for pid in pids) - before < 0.05 * 0.25:
+            break
+    return time.monotonic() - started
+
+
 def _stats(url: str) -> dict[str, Any]:
     return dict(httpx.get(url + "/_stats", timeout=10).json())
 
@@ -305,6 +320,9 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
             for in_flight in settings.in_flight:
                 order = engines[round_index % len(engines) :] + engines[: round_index % len(engines)]
                 for engine in order:
+                    settled = _settle(list(pids.values()))
+                    if settled > 1:
+                        print(f"waited {settled:.1f} s for the engines to go idle before {engine}", flush=True)
                     cpu_before = _cpu_seconds(pids[engine])
                     if engine == "generate":
                         seconds, got, counts = generate.run(in_flight)
@@ -331,6 +349,7 @@ def _measure_kind(kind: str, model_dir: Path, n: int, rounds: int, log_dir: Path
                     batch_seconds = generate_seconds / -(-len(bodies) // settings.max_batch)
                     url = servers[IDEAL][1]
                     httpx.post(url + "/_batch_seconds", json={"seconds": batch_seconds}, timeout=10)
+                    _settle(list(pids.values()))
                     seconds, _, _ = asyncio.run(_client(url, bodies, in_flight))
                     rate = len(bodies) / seconds
                     rates.setdefault((IDEAL, in_flight), []).append(rate)
