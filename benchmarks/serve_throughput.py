@@ -249,20 +249,28 @@ class _Generate:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process, its threads and its live children (/proc/PID/stat).
+    """User + system CPU seconds of a process, its threads and its live descendants (/proc/PID/stat).
 
-    evalkit serve's model runs in a child process: its CPU is the server's too.
+    evalkit serve's model runs in a child process, and vLLM's model in a grandchild: theirs count too.
     """
-    total = 0.0
+    parent: dict[int, int] = {}
+    seconds: dict[int, float] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:  # ended meanwhile
             continue
-        own = int(stat.parent.name) == pid
         fields = text.rsplit(")", 1)[1].split()
-        if own or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        child = int(stat.parent.name)
+        parent[child] = int(fields[1])
+        seconds[child] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for child, own in seconds.items():
+        ancestor = child
+        while ancestor > 1 and ancestor != pid:
+            ancestor = parent.get(ancestor, 0)
+        if ancestor == pid:
+            total += own
     return total
 
 
