@@ -40,10 +40,10 @@ def _timed_by_threads(one: float, many: float, calls: list[int]) -> Any:
 
 @pytest.mark.parametrize(
     ("one", "many", "expected"),
-    [(0.002, 0.020, 1), (0.020, 0.002, "default"), (0.010, 0.010, 1)],
-    ids=["one-thread-faster", "threads-pay", "tie-goes-to-one"],
+    [(0.002, 0.020, 1), (0.020, 0.002, "default"), (0.010, 0.010, 1), (0.012, 0.010, 1), (0.016, 0.010, "default")],
+    ids=["one-thread-faster", "threads-pay", "tie-goes-to-one", "1.2x-is-not-enough", "1.6x-pays"],
 )
-def test_auto_keeps_the_faster_count_and_one_thread_on_a_tie(
+def test_auto_keeps_many_threads_only_when_they_pay_for_their_cores(
     backend: Any, monkeypatch: pytest.MonkeyPatch, one: float, many: float, expected: Any
 ) -> None:
     monkeypatch.setattr(transformers_backend, "_DEFAULT_THREADS", 4)

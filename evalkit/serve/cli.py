@@ -98,8 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         metavar="N",
         help="transformers: torch's CPU threads for the model, or auto (default): on the CPU, one thread unless "
-        "torch's default buys a batch over 5%% more speed (measured at start-up: a small model's generate is mostly "
-        "Python, and idle threads spin on the cores the HTTP side needs); on CUDA, torch's default",
+        "torch's default makes a batch 1.5x as fast (measured at start-up: a small model's generate is mostly "
+        "Python, and extra threads spin on the cores the HTTP side needs); on CUDA, torch's default",
     )
     parser.add_argument(
         "--in-process",
