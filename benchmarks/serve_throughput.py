@@ -23,9 +23,11 @@ rotates every round, so the machine's noise falls on all alike):
   ``generate``'s is the ceiling the HTTP round trip with this client leaves to
   any server; ``evalkit_vs_ideal`` says how close evalkit serve comes.
 
-Same requests everywhere (the speech set's sentences, or its clips for audio),
-greedy, 16 tokens (the tiny models never stop early, so every answer is 16
-tokens long; the script checks it). Reported: medians over the rounds,
+Same requests everywhere (the speech set's sentences, or its clips for audio;
+each request made unique, by a number before the sentence or one sample of
+the clip, so that no engine's cache answers a repeat: vLLM's would), greedy,
+at most 16 tokens (the tiny Qwen2-Audio never stops early; the tiny Llama's
+answers are 5-16 tokens; the script reports the counts). Reported: medians over the rounds,
 evalkit serve as a ratio to ``generate`` and to ``transformers serve``, its
 batch-size histogram and the share of wall time its model thread waited for a
 batch's preparation (``/_stats``), each engine's CPU time per request (from
@@ -91,11 +93,15 @@ def _requests(kind: str, model: str, n: int, max_tokens: int = MAX_TOKENS) -> tu
     bodies, inputs = [], []
     for index in range(n):
         row = rows[index % len(rows)]
+        # every request differs from every other (the set has 60 rows): no engine's cache (vLLM's prefix
+        # cache, its multimodal processor and encoder caches) answers a repeat
         if kind == "text":
-            content: Any = row["text"]
+            content: Any = f"{index}. {row['text']}"
             message: Any = content
         else:
-            wav = wav_bytes(load_16k_mono(Audio(data=row["audio"]["bytes"])))
+            clip = load_16k_mono(Audio(data=row["audio"]["bytes"])).copy()
+            clip[0] = (index % 32_000 + 1) / 32_768  # one 16-bit sample of its own
+            wav = wav_bytes(clip)
             content = audio_content(wav)
             message = [
                 {"type": "audio", "array": load_16k_mono(Audio(data=wav))},
