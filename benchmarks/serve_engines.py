@@ -81,7 +81,7 @@ def _bodies(kind: str, model: str, n: int) -> list[dict[str, Any]]:
     return bodies
 
 
-def _command(engine: str, model_dir: Path, port: int, kind: str) -> list[str]:
+def _command(engine: str, model_dir: Path, port: int, kind: str, dtype: str = "float32") -> list[str]:
     if engine == "vllm":
         limit = ["--limit-mm-per-prompt", '{"audio": 1}'] if kind == "audio" else []
         return [
@@ -97,7 +97,7 @@ def _command(engine: str, model_dir: Path, port: int, kind: str) -> list[str]:
             "--max-model-len",
             "1024" if kind == "audio" else "512",  # the tiny Llama has 512 positions
             "--dtype",
-            "float32",
+            dtype,
             "--enforce-eager",
             *limit,
         ]

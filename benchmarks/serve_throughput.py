@@ -59,7 +59,15 @@ from typing import Any
 import httpx
 
 from benchmarks.common import ROOT
-from benchmarks.serve_engines import AUDIO_PROMPT, _free_port, _stop_group, audio_content, chat_body, speech_rows
+from benchmarks.serve_engines import (
+    AUDIO_PROMPT,
+    _command,
+    _free_port,
+    _stop_group,
+    audio_content,
+    chat_body,
+    speech_rows,
+)
 
 MAX_TOKENS = 16
 MAX_BATCH = 8
@@ -124,13 +132,8 @@ def _commands(kind: str, model_dir: Path, port: int, settings: Settings) -> dict
     evalkit += ["--device", settings.device, "--threads", settings.threads]
     one_process = [*evalkit, "--in-process"]
     one_process[one_process.index("--port") + 1] = str(port + 2)
-    vllm = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir)]
-    vllm += ["--host", "127.0.0.1", "--port", str(port + 3), "--enforce-eager"]
-    vllm += ["--dtype", "float32" if settings.dtype == "auto" and settings.device == "cpu" else settings.dtype]
-    # the tiny Llama has 512 positions; a 30 s clip is about 795 prompt tokens
-    vllm += ["--max-model-len", "1024" if kind == "audio" else "512", "--max-num-seqs", str(4 * settings.max_batch)]
-    if kind == "audio":
-        vllm += ["--limit-mm-per-prompt", '{"audio": 1}']
+    vllm_dtype = "float32" if settings.dtype == "auto" and settings.device == "cpu" else settings.dtype
+    vllm = [*_command("vllm", model_dir, port + 3, kind, vllm_dtype), "--max-num-seqs", str(4 * settings.max_batch)]
     ideal = [sys.executable, "-m", "benchmarks.ideal_server", "--port", str(port + 4)]
     ideal += ["--max-batch", str(settings.max_batch)]
     commands = {
