@@ -275,6 +275,26 @@ def test_with_a_store_a_twin_that_comes_after_its_stored_answer_is_counted_share
     assert len(server.log_events("completed")) == 1
 
 
+def test_with_a_store_a_twin_of_a_failed_request_asks_again(tmp_path: Path, make_server) -> None:
+    """Errors are never stored, so with a store a later twin of a failure is sent again, not handed the error."""
+    server = make_server(faults={"rates": {"422": 1.0}}, request_log=True)
+
+    async def go() -> tuple[list[Any], int]:
+        store = await ResponseStore(tmp_path / "s.sqlite").open()
+        pool = EndpointPool(EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT), connections=4, timeout=5)
+        client = ModelClient("m", [(pool, 4)], RetryPolicy(), store=store)
+        try:
+            outcomes = [await client.submit(_chat("same")), await client.submit(_chat("same"))]
+            return outcomes, client.deduplicated
+        finally:
+            await client.close()
+            await store.close()
+
+    outcomes, deduplicated = asyncio.run(go())
+    assert [o.failure for o in outcomes] == ["http_422", "http_422"] and deduplicated == 0
+    assert len(server.log_events("received")) == 2
+
+
 def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
     server = make_server(faults={"rates": {"hang": 1.0}, "hang_seconds": 10})
 
