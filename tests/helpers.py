@@ -7,6 +7,7 @@ Test files import these from here, never from each other or from conftest
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import os
@@ -16,8 +17,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -320,3 +322,22 @@ class ServeProcess:
             self.proc.kill()
             self.proc.wait()
             raise
+
+    def close(self) -> None:
+        """End it after its tests (a fixture's teardown, see :func:`serving`): SIGTERM."""
+        self.terminate()
+
+
+ServerT = TypeVar("ServerT", bound=ServeProcess)
+
+
+@contextlib.contextmanager
+def serving(started: dict[str, ServerT]) -> Iterator[dict[str, ServerT]]:
+    """Servers started together: each listening before the tests use them, each closed after, however they end."""
+    try:
+        for server in started.values():
+            server.wait_listening()
+        yield started
+    finally:
+        for server in started.values():
+            server.close()

@@ -30,7 +30,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from helpers import ServeProcess, live_group_members, serve_app, speech_clips
+from helpers import ServeProcess, live_group_members, serve_app, serving, speech_clips
 
 from evalkit.serve.batcher import BatchStats, DynamicBatcher
 from evalkit.serve.cli import main as serve_main
@@ -403,6 +403,15 @@ class _Server(ServeProcess):
         """Every process of the server's group has ended (the resource tracker ends once nobody holds it)."""
         _wait_for(lambda: not live_group_members(self.proc.pid), timeout, f"group {self.proc.pid} to end")
 
+    def close(self) -> None:
+        """SIGTERM, then SIGKILL whatever of its group is left."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.wait(30)
+        finally:
+            self.stop()
+
     def stop(self) -> None:
         """SIGKILL whatever is left of this server's group (a test that failed half-way)."""
         if live_group_members(self.proc.pid):
@@ -436,19 +445,8 @@ def _bodies(model: Path) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def servers(tiny_llama: Path) -> Iterator[dict[str, _Server]]:
     """Two servers of the tiny Llama for the module (started together): the default one and --in-process."""
-    started = {"separate": _Server(tiny_llama), "in_process": _Server(tiny_llama, "--in-process")}
-    try:
-        for server in started.values():
-            server.wait_listening()
+    with serving({"separate": _Server(tiny_llama), "in_process": _Server(tiny_llama, "--in-process")}) as started:
         yield started
-    finally:
-        for server in started.values():
-            if server.proc.poll() is None:
-                server.proc.send_signal(signal.SIGTERM)
-            try:
-                server.wait(30)
-            finally:
-                server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -25,7 +25,7 @@ import aiohttp
 import jiwer
 import numpy as np
 import pytest
-from helpers import ServeProcess, serve_app
+from helpers import ServeProcess, serve_app, serving
 
 from evalkit.serve.app import attach_backend, create_app
 from evalkit.serve.backends.base import Backend, ChatInput, InputError
@@ -117,13 +117,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Serv
             "--backend", "pocketsphinx", "--port", "0", "--grammar", str(grammar), "--model-id", GRAMMAR_MODEL_ID
         ),
     }
-    try:
-        for server in started.values():
-            server.wait_listening()
+    with serving(started):
         yield started
-    finally:
-        for server in started.values():
-            server.terminate()
 
 
 # ---------------------------------------------------------------------- endpoints
