@@ -20,6 +20,10 @@ group::
     [project.entry-points."evalkit.plugins"]
     my_plugin = "my_plugin"
 
+A metric that reproduces another implementation says which with a class
+attribute ``reference = Reference(project, source, version, checked_by,
+differences)``; ``evalkit info metric`` shows it.
+
 A sample that cannot be scored returns ``SampleScore(None, failure=...)``
 with a :class:`FailureReason` (or a short reason of its own): it is counted
 as failed, never as a score.
@@ -30,6 +34,7 @@ from __future__ import annotations
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import METRICS, Metric, MetricResult, SampleScore, check_options, reference_strings
+from evalkit.metrics.references import Reference
 from evalkit.processing.postprocessors import POSTPROCESSORS, Postprocessor
 from evalkit.prompts.preprocessors import PREPROCESSORS, Preprocessor, PromptContext
 from evalkit.prompts.prompt import Prompt, PromptTurn
@@ -47,6 +52,7 @@ __all__ = [
     "Prompt",
     "PromptContext",
     "PromptTurn",
+    "Reference",
     "Sample",
     "SampleScore",
     "Turn",

@@ -199,7 +199,7 @@ def test_question_text_for_text_spoken_and_audio_only_samples() -> None:
 # -- rubric scoring --------------------------------------------------------------------------------
 
 
-def test_rubric_score_negative_points_clipping_and_tags() -> None:
+def test_rubric_score_negative_points_and_tags() -> None:
     criteria = [
         Criterion("A", 5, ("axis:accuracy",)),
         Criterion("B", 3, ("axis:completeness",)),
@@ -210,12 +210,40 @@ def test_rubric_score_negative_points_clipping_and_tags() -> None:
     assert score == pytest.approx(3 / 10) and parts["achieved"] == 3 and parts["possible"] == 10
     assert parts["tags"]["axis:accuracy"] == {"achieved": 1, "possible": 5, "score": pytest.approx(0.2)}
     assert parts["tags"]["axis:completeness"]["score"] == 0.0
+    # HealthBench (simple-evals calculate_score) does not clip an example's score: only the mean is clipped
     low, parts = rubric_score(criteria, [False, False, True, False], ("theme:emergency",))
-    assert low == 0.0 and parts["achieved"] == -4 and parts["tags"]["axis:accuracy"]["score"] == 0.0
-    assert parts["tags"]["theme:emergency"]["score"] == 0.0
+    assert low == pytest.approx(-0.4) and parts["achieved"] == -4
+    assert parts["tags"]["axis:accuracy"]["score"] == pytest.approx(-0.8)
+    assert parts["tags"]["theme:emergency"]["score"] == pytest.approx(-0.4)
     only_negative = [Criterion("bad", -2, ("axis:safety",)), Criterion("good", 1)]
     _, parts = rubric_score(only_negative, [True, True])
     assert parts["tags"]["axis:safety"]["score"] is None  # a tag without positive points has no score
+
+
+def _healthbench_clipped_mean(values: list[float]) -> float:
+    """simple-evals' healthbench_eval.py ``_compute_clipped_stats(values, "mean")``: the mean, clipped to [0, 1]."""
+    return min(1.0, max(0.0, sum(values) / len(values)))
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [[-0.4, 0.3, 0.2], [-0.9, -0.2, 0.1], [1.0, 0.8, -0.1], [0.5], [-1.0, -0.5]],
+)
+def test_rubric_corpus_is_healthbenchs_clipped_mean_of_unclipped_scores(scores: list[float]) -> None:
+    """A sample below 0 pulls the mean down before the clip, as in HealthBench; the CI is clipped alike."""
+    from evalkit.metrics.accumulator import ScoreAccumulator
+    from evalkit.metrics.base import SampleScore
+    from evalkit.metrics.rubric import RubricEvaluation
+
+    metric = RubricEvaluation(language="en")  # corpus and bounds need no judge
+    accumulator = ScoreAccumulator(metric)
+    for i, value in enumerate(scores):
+        accumulator.add(SampleScore(value, (value, 1.0), details={"tags": {"t": {"score": value}}}), order=i)
+    result = accumulator.result()
+    assert result.score == pytest.approx(_healthbench_clipped_mean(scores))
+    if len(scores) > 1:
+        assert 0.0 <= result.ci_low <= result.ci_high <= 1.0
+    assert result.details["subscores"]["t"]["score"] == pytest.approx(_healthbench_clipped_mean(scores))
 
 
 def test_criteria_from_meta_json_strings_and_ifeval_references() -> None:
@@ -452,7 +480,7 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
         {"match": "re:RESP-ONE[\\s\\S]*CRIT-B", "answer": "criteria_met: false"},
         {"match": "re:RESP-ONE[\\s\\S]*CRIT-C", "answer": "<think>it does</think>" + _met(True)},
         {"match": "re:RESP-ONE[\\s\\S]*CRIT-D", "answer": _met(True)},
-        # sample 2 (RESP-TWO): only the negative criterion met -> clipped to 0
+        # sample 2 (RESP-TWO): only the negative criterion met -> -4 / 10 (HealthBench clips only the mean)
         {"match": "re:RESP-TWO[\\s\\S]*CRIT-C", "answer": _met(True)},
         {"match": "RESP-TWO", "answer": _met(False)},
         # sample 3 (RESP-THREE): every positive met, the negative not -> 1
@@ -474,7 +502,7 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
     pairs.append(("RESP-FIVE", Sample(id="none", text="q", meta={})))
     scores, (result, _) = _score_all("rubric_evaluation", _judge_props(server), pairs)
 
-    assert [s.score for s in scores[:3]] == [pytest.approx(0.3), 0.0, 1.0]
+    assert [s.score for s in scores[:3]] == [pytest.approx(0.3), pytest.approx(-0.4), 1.0]
     one = scores[0].details
     assert one["achieved"] == 3 and one["possible"] == 10 and one["judge_model"] == "judge-model"
     assert [c["met"] for c in one["criteria"]] == [True, False, True, True]
@@ -485,10 +513,10 @@ def test_rubric_evaluation_one_call_per_criterion(make_server) -> None:
     assert scores[3].failure == "judge_parse" and "1 of 4 criteria" in scores[3].details["error"]
     assert scores[4].failure == "rubric_invalid"
 
-    assert result.score == pytest.approx((0.3 + 0.0 + 1.0) / 3) and result.n == 3
+    assert result.score == pytest.approx((0.3 - 0.4 + 1.0) / 3) and result.n == 3
     assert result.details["failure_reasons"] == {"judge_parse": 1, "rubric_invalid": 1}
     subs = result.details["subscores"]
-    assert subs["axis:accuracy"]["score"] == pytest.approx((0.2 + 0.0 + 1.0) / 3)
+    assert subs["axis:accuracy"]["score"] == pytest.approx((0.2 - 0.8 + 1.0) / 3)
     assert subs["axis:completeness"]["score"] == pytest.approx((0.0 + 0.0 + 1.0) / 3)
     assert subs["theme:dosing"]["n"] == 3
 

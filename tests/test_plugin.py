@@ -20,7 +20,7 @@ from helpers import FIXTURES, ROOT, model_entry, write_config
 from evalkit.testing import start_test_server
 
 PLUGIN = '''
-from evalkit.plugin import METRICS, FailureReason, Metric, Sample, SampleScore
+from evalkit.plugin import METRICS, FailureReason, Metric, Reference, Sample, SampleScore
 
 
 @METRICS.register("exact_length", "same_length")
@@ -28,6 +28,9 @@ class ExactLength(Metric):
     """1 when the answer has as many words as the reference."""
 
     bounds = (0.0, 1.0)
+    reference = Reference(
+        "lab/length-eval", "length.py, same_length()", "1.0", "a table of cases", ("counts words by whitespace",)
+    )
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         if not sample.reference:
@@ -87,7 +90,17 @@ def test_a_plugin_metric_is_listed_and_scores_a_run(tmp_path: Path, server: Any)
     assert (
         row["aliases"] == ["same_length"]
         and row["description"] == "1 when the answer has as many words as the reference."
+        and row["reference"] == "lab/length-eval 1.0"
     )
+    info = _evalkit(["info", "metric", "same_length", "--format", "json"], tmp_path, site)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["reference"] == {
+        "project": "lab/length-eval",
+        "source": "length.py, same_length()",
+        "version": "1.0",
+        "checked_by": "a table of cases",
+        "differences": ["counts words by whitespace"],
+    }
 
     config = write_config(
         tmp_path / "config.yaml",

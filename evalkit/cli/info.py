@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.errors import UserError, did_you_mean
+from evalkit.metrics.references import Reference
 from evalkit.metrics.table import METRICS, MetricInfo, metric_infos
 
 INFO_KINDS = ("dataset", "metric", "task")
@@ -104,9 +105,22 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
         "needs_judge": info.needs_judge,
         "description": description,
         "module": info.module,
+        "reference": _reference_fields(info.reference),
         "tasks": [{"name": t.name, "category": t.category, "datasets": len(t.datasets)} for t in tasks],
         "datasets": len(datasets),
         "example": f"dataset_metric:\n  - [{target}, {canonical}]",
+    }
+
+
+def _reference_fields(reference: Reference | None) -> dict[str, Any] | None:
+    if reference is None:
+        return None
+    return {
+        "project": reference.project,
+        "source": reference.source,
+        "version": reference.version,
+        "checked_by": reference.checked_by,
+        "differences": list(reference.differences),
     }
 
 
@@ -199,6 +213,14 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         table.add_row("95% CI", data["ci_method"])
         table.add_row("needs judge", "yes" if data["needs_judge"] else "no")
         table.add_row("defined in", data["module"])
+        reference = data.get("reference")
+        if reference:
+            table.add_row("reference", Text(f"{reference['project']}: {reference['source']}"))
+            table.add_row("checked against", Text(f"{reference['version']} ({reference['checked_by']})"))
+            differences = reference["differences"]
+            table.add_row("known differences", Text("\n".join(f"- {d}" for d in differences) or "none known"))
+        else:
+            table.add_row("reference", "none named (a plugin without a `reference` attribute)")
         table.add_row(
             "fits",
             f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]),

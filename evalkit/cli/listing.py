@@ -219,6 +219,7 @@ def metric_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dic
                 "ci": info.ci_method,
                 "judge": info.needs_judge,
                 "tasks": sorted(used_by.get(name, [])),
+                "reference": info.reference.short if info.reference else "",
                 "description": info.summary,
             }
         )
@@ -332,7 +333,7 @@ TABLE_COLUMNS = {
     "datasets": ["name", "task", "language", "modality", "source", "checked", "metrics"],
     "tasks": ["name", "category", "datasets", "default_metric", "metrics", "description"],
     "categories": ["name", "datasets", "tasks"],
-    "metrics": ["name", "aliases", "better", "ci", "judge", "description"],
+    "metrics": ["name", "aliases", "better", "ci", "judge", "reference", "description"],
     "models": ["name", "inference_type", "model", "endpoints", "batch_size", "source", "notes"],
     "preprocessors": ["name", "aliases", "datasets", "description"],
     "postprocessors": ["name", "aliases", "datasets", "description"],

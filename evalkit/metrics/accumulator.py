@@ -194,26 +194,29 @@ class ScoreAccumulator:
     def _subscore_results(self) -> dict[str, dict[str, float | int]]:
         import numpy as np
 
-        from evalkit.metrics.ci import normal_ci
+        from evalkit.metrics.ci import clip_to, normal_ci
 
-        floor, ceiling = getattr(self.metric, "subscore_bounds", self.metric.bounds)
+        bounds = getattr(self.metric, "subscore_bounds", self.metric.bounds)
         out: dict[str, dict[str, float | int]] = {}
         for name in sorted(self._subscores, key=_natural_key):
             values = self.subscore_values(name)
             finite = values[np.isfinite(values)]
             mean = float(finite.mean()) if finite.size else math.nan
+            # the mean is clipped as the CI is: a subscore's bounds are those of its mean (HealthBench clips the
+            # mean of per-example tag scores, which may fall below 0); for scores within bounds this changes nothing
             low, high = normal_ci(finite)
-            if floor is not None and not math.isnan(low):
-                low = max(low, floor)
-            if ceiling is not None and not math.isnan(high):
-                high = min(high, ceiling)
-            out[name] = {"score": mean, "ci_low": low, "ci_high": high, "n": int(finite.size)}
+            out[name] = {
+                "score": clip_to(mean, bounds),
+                "ci_low": clip_to(low, bounds),
+                "ci_high": clip_to(high, bounds),
+                "n": int(finite.size),
+            }
         return out
 
     def _summarize(
         self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
     ) -> tuple[float, float, float]:
-        from evalkit.metrics.ci import bootstrap_ci, normal_ci
+        from evalkit.metrics.ci import bootstrap_ci, clip_to, normal_ci
 
         if rows.shape[0] == 0:
             return math.nan, math.nan, math.nan
@@ -222,11 +225,7 @@ class ScoreAccumulator:
             low, high = bootstrap_ci(self.metric, rows, n_resamples=n_resamples, seed=seed)
         else:
             low, high = normal_ci(scores)
-            floor, ceiling = self.metric.bounds
-            if floor is not None and not math.isnan(low):
-                low = max(low, floor)
-            if ceiling is not None and not math.isnan(high):
-                high = min(high, ceiling)
+            low, high = clip_to(low, self.metric.bounds), clip_to(high, self.metric.bounds)
         return value, low, high
 
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
+from evalkit.metrics.references import Reference
 from evalkit.metrics.table import METRICS as METRICS  # re-exported: plugins and tests import it from here
 from evalkit.processing.processors import ProcessorChain, build_processors
 
@@ -74,6 +75,9 @@ class Metric(ABC):
     #: stems, e.g. "asr", "text_qa"), categories (e.g. "speech_recognition") or "*" for every task. A
     #: dataset_metric pair naming the metric on a catalogue dataset of such a task is accepted as is.
     tasks: ClassVar[tuple[str, ...]] = ()
+    #: a plugin's reference implementation (shown by `evalkit info metric`); built-ins have theirs in
+    #: evalkit/metrics/references.py, read without importing the metric
+    reference: ClassVar[Reference | None] = None
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         self.language = language

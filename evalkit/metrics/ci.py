@@ -33,6 +33,22 @@ class _HasCorpus(Protocol):
     def corpus(self, totals: np.ndarray) -> np.ndarray: ...
 
 
+def clip_to(value: float, bounds: tuple[float | None, float | None]) -> float:
+    """``value`` within ``bounds`` (either may be None); NaN stays NaN.
+
+    Every end of an interval and every clipped mean goes through here, so an interval lying wholly
+    below the floor becomes (floor, floor), never (floor, something lower).
+    """
+    floor, ceiling = bounds
+    if math.isnan(value):
+        return value
+    if floor is not None:
+        value = max(value, floor)
+    if ceiling is not None:
+        value = min(value, ceiling)
+    return value
+
+
 def normal_ci(scores: np.ndarray) -> tuple[float, float]:
     """``mean ± 1.96·s/√n`` over the finite scores (sample std, ddof=1); fewer than 2 -> NaN bounds."""
     values = np.asarray(scores, dtype=float).ravel()
@@ -125,10 +141,4 @@ def combine(
     if not np.all(np.isfinite(halves)):
         return MetricResult(score, math.nan, math.nan, n, method, details)
     se = math.sqrt(float(np.sum((share * halves / Z95) ** 2)))
-    low, high = score - Z95 * se, score + Z95 * se
-    floor, ceiling = bounds
-    if floor is not None:
-        low = max(low, floor)
-    if ceiling is not None:
-        high = min(high, ceiling)
-    return MetricResult(score, low, high, n, method, details)
+    return MetricResult(score, clip_to(score - Z95 * se, bounds), clip_to(score + Z95 * se, bounds), n, method, details)

@@ -9,6 +9,13 @@ option is the one with the highest score: the raw sum (``loglikelihood_accuracy`
 the mean per token (``..._per_token``) or per character (``..._per_char``, lm-eval's
 ``acc_norm`` uses bytes; the options here are text, so characters). Ties go to
 the first option.
+
+References (evalkit/metrics/references.py): ``loglikelihood_accuracy`` is
+lm-evaluation-harness's ``acc`` and ``..._per_char`` its ``acc_norm``
+(EleutherAI/lm-evaluation-harness, lm_eval/api/task.py,
+``ConfigurableTask.process_results`` for ``multiple_choice``: argmax of the
+summed log-likelihoods, or of each divided by ``len(choice)``). lm-eval has no
+per-token normalisation; ``..._per_token`` is evalkit's own.
 """
 
 from __future__ import annotations

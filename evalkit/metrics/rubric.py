@@ -17,14 +17,21 @@ instruction ids (IFEval: "punctuation:no_comma", with their arguments in
 The judge decides, criterion by criterion and concurrently, whether the
 response meets it. The sample's score is
 
-    achieved / possible, clipped to [0, 1]
+    achieved / possible
 
 where ``achieved`` sums the points of the met criteria (negative ones
-included) and ``possible`` sums the positive points. The same formula over
-the criteria carrying a tag gives that tag's score (none when the tag has no
-positive points); tags in ``meta["example_tags"]`` (HealthBench's themes)
-score the whole sample. Per-tag scores are in each record's details, and the
-corpus-level per-tag means with their CIs are in the result's
+included) and ``possible`` sums the positive points, so a response that
+meets only negative criteria scores below 0. The corpus value is the mean of
+the sample scores clipped to [0, 1]: HealthBench's definition (openai/
+simple-evals, healthbench_eval.py: ``calculate_score`` per example, unclipped,
+and ``_compute_clipped_stats``: ``np.clip(np.mean(values), 0, 1)``).
+Clipping each sample instead would raise the mean of a model whose bad
+answers meet negative criteria. The normal CI of the mean is clipped the same
+way, which is the CI of the clipped mean (clipping is monotone). The same
+formula over the criteria carrying a tag gives that tag's score (none when
+the tag has no positive points), averaged and clipped the same way; tags in
+``meta["example_tags"]`` (HealthBench's themes) score the whole sample.
+Per-tag scores are in each record's details, and the corpus-level per-tag means with their CIs are in the result's
 ``details["subscores"]`` (the accumulator collects them through
 :meth:`RubricEvaluation.subscores`).
 
@@ -41,6 +48,8 @@ import math
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
@@ -156,9 +165,10 @@ def criteria_of(sample: Sample) -> list[Criterion]:
 
 
 def _ratio(achieved: float, possible: float) -> float | None:
+    """HealthBench's per-example score: not clipped (only the mean over examples is)."""
     if possible <= 0:
         return None
-    return min(1.0, max(0.0, achieved / possible))
+    return achieved / possible
 
 
 def rubric_score(
@@ -185,13 +195,21 @@ def rubric_score(
 
 
 class RubricEvaluation(JudgeMetric):
-    """Points of the criteria the judge finds met, over the positive points, clipped to [0, 1]."""
+    """Points of the met criteria over the positive points; the corpus mean clipped to [0, 1]."""
 
     name = "rubric_evaluation"
     prompt_name = "rubric_evaluation"
     prompt_fields = ("question", "candidate", "criterion", "points")
     prompt_required = ("candidate", "criterion")
+    #: the corpus mean and its CI are clipped to this range (HealthBench's clipped mean); per-sample and
+    #: per-tag scores are not, and the accumulator clips the per-tag means the same way
     bounds = (0.0, 1.0)
+
+    def corpus(self, totals: np.ndarray) -> np.ndarray:
+        """HealthBench's overall score: the mean of per-example scores, clipped to [0, 1]."""
+        totals = np.asarray(totals, dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.clip(totals[..., 0] / totals[..., 1], 0.0, 1.0)
 
     async def _judge(
         self, criterion: Criterion, question: str, candidate: str
@@ -253,6 +271,6 @@ class RubricEvaluation(JudgeMetric):
     def describe(self) -> dict[str, Any]:
         return {
             **super().describe(),
-            "scale": "achieved / positive points, clipped to [0, 1], mean",
+            "scale": "achieved / positive points per sample; the mean clipped to [0, 1] (HealthBench)",
             "per_tag": "details.subscores",
         }

@@ -17,6 +17,7 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from evalkit.metrics.references import Reference, reference_of
 from evalkit.registry import Registry
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ class MetricInfo:
     needs_judge: bool = False
     #: one line for listings (the class docstring's first line)
     summary: str = ""
+    #: the implementation whose value the metric equals (evalkit/metrics/references.py; a plugin's class attribute)
+    reference: Reference | None = None
 
     @property
     def module(self) -> str:
@@ -46,7 +49,7 @@ class MetricInfo:
 def _m(
     name: str, target: str, *aliases: str, lower: bool = False, ci: str = "normal", judge: bool = False, summary: str
 ) -> MetricInfo:
-    return MetricInfo(name, target, tuple(sorted(aliases)), not lower, ci, judge, summary)
+    return MetricInfo(name, target, tuple(sorted(aliases)), not lower, ci, judge, summary, reference_of(name))
 
 
 BUILTIN_METRICS: tuple[MetricInfo, ...] = (
@@ -193,7 +196,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "rubric",
         "healthbench_rubric",
         judge=True,
-        summary="Points of the criteria the judge finds met, over the positive points, clipped to [0, 1].",
+        summary="Points of the met criteria over the positive points; the corpus mean clipped to [0, 1].",
     ),
     # --- vision: VQA, documents, charts, POPE ---
     _m(
@@ -273,6 +276,7 @@ def _plugin_info(name: str, cls: type[Metric]) -> MetricInfo:
         str(cls.ci_method),
         bool(cls.needs_judge),
         doc.splitlines()[0] if doc else "",
+        getattr(cls, "reference", None),
     )
 
 
