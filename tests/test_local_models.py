@@ -22,7 +22,10 @@ from helpers import live_group_members, write_config
 
 _MISSING = [m for m in ("torch", "transformers", "tokenizers") if importlib.util.find_spec(m) is None]
 pytestmark = [
-    pytest.mark.skipif(bool(_MISSING), reason=f"needs {', '.join(_MISSING)} (pip install 'evalkit[serve]')"),
+    pytest.mark.skipif(
+        bool(_MISSING),
+        reason=f"needs {', '.join(_MISSING)} (pip install torch==2.13.0 'evalkit[local]', or bash .ci/install_vllm.sh)",
+    ),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc"),
 ]
 

@@ -3,7 +3,7 @@ dependencies are what the code imports; a definition read twice is not a conflic
 
 The wheel test builds the wheel with pip (the same setuptools build as ``python -m build``), installs it
 into a fresh virtual environment and runs ``evalkit`` from an empty folder, as a new user would. The
-venv sees the machine's packages (``--system-site-packages``) so no dependency is downloaded here;
+venv sees the test environment's packages (a ``.pth`` file) so no dependency is downloaded here;
 ``.ci/run`` does the same with a venv of its own that installs every dependency.
 """
 
@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -39,8 +40,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip("needs git to copy the working tree")
     root = tmp_path_factory.mktemp("wheel")
     dist = root / "dist"
+    # with build isolation, as a user's pip builds it: pip reads pyproject's build-system (setuptools>=68) and
+    # brings it into a build environment of its own; --no-build-isolation would use whatever setuptools the
+    # venv has (a new Python 3.11 venv has 65.5 and no `wheel`, which cannot build it)
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q", "-w", str(dist)],
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(dist)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -50,6 +54,18 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (wheel,) = dist.glob("evalkit-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    # the dependencies come from the environment running the tests, which is itself a venv when a user follows
+    # the README (--system-site-packages alone would see the base interpreter's packages only). A plain path line
+    # in a .pth file adds the folder without running its own .pth files, so an editable evalkit stays out of sight
+    site_packages = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    parent = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(site_packages) / "_evalkit_test_dependencies.pth").write_text("\n".join(parent) + "\n")
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
         capture_output=True,
