@@ -45,15 +45,20 @@ def test_exact_match_metric() -> None:
 
 def test_squad_f1() -> None:
     assert squad_tokens("The Eiffel Tower, Paris!") == ["eiffel", "tower", "paris"]
+    # SQuAD deletes exactly ASCII punctuation: "$" goes, "«»" stay, and there is no NFKC
+    assert squad_tokens("$5.00 «Oui» Ｘ") == ["500", "«oui»", "ｘ"]
     assert token_f1(["eiffel", "tower"], ["eiffel", "tower", "paris"]) == pytest.approx(0.8)
     assert token_f1([], []) == 1.0
+    assert token_f1([], [], both_empty=0.0) == 0.0  # MLQA's f1_score
     assert token_f1(["a"], []) == 0.0
     metric = METRICS.get("f1")(language="en")
     score = metric.score("the Eiffel tower", Sample(id="1", reference=["Louvre", "Eiffel Tower in Paris"]))
     assert score.score == pytest.approx(2 / 3)  # P = 1, R = 2/4
     assert score.stats == (pytest.approx(2 / 3), 1.0)
-    # articles are English-only; Chinese is compared by characters
+    # other languages follow MLQA: its German articles are der/die/das/ein..., not "the a"
     assert METRICS.get("f1")(language="de").score("the a", Sample(id="1", reference="the a")).score == 1.0
+    assert METRICS.get("f1")(language="de").score("der Hund", Sample(id="1", reference="Hund")).score == 1.0
+    # Chinese: MLQA's mixed segmentation, one token per ideograph
     zh = METRICS.get("f1")(language="zh")
     assert zh.score("北京市", Sample(id="1", reference="北京")).score == pytest.approx(0.8)
 
@@ -93,6 +98,13 @@ CHOICES = ["London", "Paris", "Berlin", "Madrid"]
         ("The answer is a city in France", None),
         ("A city in France", None),
         ("London or Paris", None),
+        ("I think A or B", None),  # a hedge: no answer (lmms-eval reads B)
+        ("Either A or B", None),
+        ("It is between B and C", None),
+        ("A and/or B", None),
+        ("A, B", None),
+        ("Both A and C are correct", None),
+        ("Between A and B, I'd go with B", "B"),  # the hedge is resolved
         ("E", None),
         ("", None),
         ("I don't know", None),
@@ -125,7 +137,13 @@ def test_mcq_metric() -> None:
     sample = Sample(id="1", reference=1, meta={"choices": CHOICES})
     good = metric.score("The answer is (B).", sample)
     assert good.score == 1.0 and good.stats == (1.0, 1.0)
-    assert good.details == {"extracted": "B", "correct": ["B"]}
+    assert good.details == {"extracted": "B", "correct": ["B"], "reading": "an answer statement"}
+    hedge = metric.score("I think A or B", sample)  # naming two options is no answer, not the last one named
+    assert hedge.score == 0.0 and hedge.details == {
+        "extracted": None,
+        "correct": ["B"],
+        "reading": "a hedge between A, B",
+    }
     assert metric.score("A", sample).score == 0.0
     assert metric.score("no idea", sample).score == 0.0
     assert metric.score("B", Sample(id="2", reference="Rome", meta={"choices": CHOICES})).failure == (

@@ -30,8 +30,42 @@ Reading the response, the first rule that yields an answer wins:
    contained in a longer matching option are ignored, so "dark red" beats
    "red"); two or more unrelated options -> no answer.
 
+The letter rules 3-5 pick one occurrence of a letter; when that letter is
+joined to another option's letter by nothing but a connector ("A or B",
+"either A or B", "between B and C", "A and/or B", "A, B", "A/B", "both A and
+C", "neither A nor B", also after the first option's text: "C) Berlin or D)
+Madrid") the response is a **hedge**: no answer, and the details say so
+("a hedge between A, B"). A hedge names several options without choosing one,
+so it earns no credit, whichever of them is right; a hedge that is resolved
+later ("between A and B, I'd go with B") is an answer.
+
 No answer scores 0 (the model did not choose), it is not a failure. Letters
-outside the options (E with four options) are ignored at every step.
+outside the options (E with four options) are ignored at every step. The
+details of each sample record the letter read and the rule that read it
+(``reading``).
+
+Reference. These rules are evalkit's own: no reference parser both reads the
+forms models write and refuses hedges. They are compared with lmms-eval's MMMU
+parser (EvolvingLMMs-Lab/lmms-eval, ``lmms_eval/tasks/_task_utils/mmmu_mcq_utils.py``
+``parse_mmmu_multi_choice_response``, which ``lmms_eval/tasks/mmmu/utils.py``'s
+``parse_multi_choice_response`` calls; commit 75571cfe0fa3) on the table of
+cases in ``tests/fixtures/references/mcq_accuracy.json``, produced by running
+that function: they agree where lmms-eval reads a letter the way a reader
+would, and differ by design in these classes (each case in the table names its
+class):
+
+- nothing can be read: lmms-eval picks a random option, evalkit scores 0;
+- a hedge: lmms-eval takes the option named last, evalkit reads no answer;
+- lower-case letters ("b", "Answer: (b)"): lmms-eval reads upper-case only;
+- markdown and punctuation ("**C**", "B)", "B: Paris"): lmms-eval sees a
+  letter only as "(B)", "B " or "B.";
+- full-width forms: evalkit reads the response after NFKC;
+- the article and the pronoun: lmms-eval reads any "A " or "I " as a letter;
+- option texts: lmms-eval looks for them only in responses of more than five
+  words, as substrings, the one found last winning; evalkit reads a response
+  that is an option's text, or exactly one option named as whole words.
+
+The corpus value is the mean of the per-sample 0/1 scores, as lmms-eval's.
 """
 
 from __future__ import annotations
@@ -79,10 +113,63 @@ def _letter_index(letter: str, n_choices: int) -> int | None:
     return index if 0 <= index < n_choices else None
 
 
-def extract_choice(response: str, choices: list[str] | None = None) -> int | None:
-    """The 0-based option index a free-form response picks, or None (rules in the module docstring)."""
+#: a letter standing alone ("B", "(B)", "**B**", "b"), a candidate member of a hedge
+_LETTER = re.compile(r"(?<![A-Za-z0-9'’])(?P<letter>[A-Za-z])(?![A-Za-z0-9'’])(?P<rest>\s+[a-z]+|\.[A-Za-z])?")
+#: what joins the letters of a hedge: "A or B", "A, B", "A and/or B", "A/B", "A & B", "B and C", "A nor B"
+_HEDGE_GAP = re.compile(
+    r"[\s()\[\]*.:]*(?:and\s*/\s*or|,\s*or|,\s*and|or|and|nor|,|/|&)"
+    r"(?:\s+(?:maybe|perhaps|possibly|probably|even|also))?[\s()\[\]*]*(?:(?:option|choice)\s*)?[\s()\[\]*]*",
+    re.IGNORECASE,
+)
+_CONNECTORS = ("or", "and", "nor")
+
+
+def _joined(text: str, start: int, end: int, choices: list[str]) -> bool:
+    """Whether only a connector separates two letters, after the first one's option text ("C) Berlin or D")."""
+    gap = text[start:end]
+    head = gap.lstrip(" \t()[]*.:")
+    for choice in sorted(choices, key=len, reverse=True):
+        words = choice.split()
+        if words:
+            written = re.match(r"\s+".join(map(re.escape, words)) + r"(?![\w])", head, re.IGNORECASE)
+            if written:
+                return _HEDGE_GAP.fullmatch(head, written.end()) is not None
+    return _HEDGE_GAP.fullmatch(gap) is not None
+
+
+def _hedge(text: str, position: int, n_choices: int, choices: list[str]) -> list[int]:
+    """The distinct options named together with the letter at ``position`` ("A or B"), or [] when it stands alone.
+
+    Letters are joined into one group when only a connector (or, and, and/or, nor,
+    a comma, a slash, an ampersand) separates them; "A" and "I" before a word are
+    the article and the pronoun, except before a connector ("A or B").
+    """
+    letters: list[tuple[int, int]] = []  # (start, end) of each letter that can be an option's
+    for m in _LETTER.finditer(text):
+        rest = m.group("rest")
+        if rest and (rest.startswith(".") or (m.group("letter") in "AaIi" and rest.split()[0] not in _CONNECTORS)):
+            continue
+        letters.append((m.start("letter"), m.end("letter")))
+    here = next((k for k, (start, _) in enumerate(letters) if start == position), None)
+    if here is None:
+        return []
+    first = last = here
+    while first > 0 and _joined(text, letters[first - 1][1], letters[first][0], choices):
+        first -= 1
+    while last + 1 < len(letters) and _joined(text, letters[last][1], letters[last + 1][0], choices):
+        last += 1
+    named = []
+    for start, _ in letters[first : last + 1]:
+        index = _letter_index(text[start], n_choices)
+        if index is not None and index not in named:
+            named.append(index)
+    return named if len(named) > 1 else []
+
+
+def read_choice(response: str, choices: list[str] | None = None) -> tuple[int | None, str]:
+    """(the 0-based option index a free-form response picks or None, how it was read); rules in the module docstring."""
     if not response:
-        return None
+        return None, "empty response"
     n = min(len(choices), len(LETTERS)) if choices else len(LETTERS)
     text = unicodedata.normalize("NFKC", response)
 
@@ -90,14 +177,14 @@ def extract_choice(response: str, choices: list[str] | None = None) -> int | Non
     if len(core) == 1 and core.isalpha():
         index = _letter_index(core, n)
         if index is not None:
-            return index
+            return index, "the response is a letter"
 
     forms = [_text_form(c) for c in choices] if choices else []
     whole = _text_form(text)
     if whole and whole in forms:
-        return forms.index(whole)
+        return forms.index(whole), "the response is an option's text"
 
-    explicit = None
+    found: tuple[int, int, str] | None = None  # (index, position of its letter, rule)
     for m in _EXPLICIT.finditer(text):
         letter, after = m.group("letter"), m.group("after")
         if after.isalnum():
@@ -111,32 +198,44 @@ def extract_choice(response: str, choices: list[str] | None = None) -> int | Non
             continue
         index = _letter_index(letter, n)
         if index is not None:
-            explicit = index
-    if explicit is not None:
-        return explicit
+            found = (index, m.start("letter"), "an answer statement")
 
-    marked = [_letter_index(m.group("a") or m.group("b") or m.group("c"), n) for m in _MARKED.finditer(text)]
-    marked = [i for i in marked if i is not None]
-    if marked:
-        return marked[-1]
+    if found is None:
+        for m in _MARKED.finditer(text):
+            group = "a" if m.group("a") else "b" if m.group("b") else "c"
+            index = _letter_index(m.group(group), n)
+            if index is not None:
+                found = (index, m.start(group), "a marked letter")
 
-    bare = []
-    for m in _BARE.finditer(text):
-        if m.group("letter") in "AI" and m.group("rest"):
-            continue
-        index = _letter_index(m.group("letter"), n)
-        if index is not None:
-            bare.append(index)
-    if bare:
-        return bare[-1]
+    if found is None:
+        for m in _BARE.finditer(text):
+            if m.group("letter") in "AI" and m.group("rest"):
+                continue
+            index = _letter_index(m.group("letter"), n)
+            if index is not None:
+                found = (index, m.start("letter"), "a letter")
+
+    if found is not None:
+        index, position, rule = found
+        named = _hedge(text, position, n, choices or [])
+        if named:
+            return None, "a hedge between " + ", ".join(LETTERS[i] for i in named)
+        return index, rule
 
     if forms:
         padded = f" {whole} "
-        found = [i for i, f in enumerate(forms) if f and f" {f} " in padded]
-        found = [i for i in found if not any(j != i and f" {forms[i]} " in f" {forms[j]} " for j in found)]
-        if len(found) == 1:
-            return found[0]
-    return None
+        within = [i for i, f in enumerate(forms) if f and f" {f} " in padded]
+        within = [i for i in within if not any(j != i and f" {forms[i]} " in f" {forms[j]} " for j in within)]
+        if len(within) == 1:
+            return within[0], "an option's text in the response"
+        if len(within) > 1:
+            return None, "the texts of several options"
+    return None, "no option found"
+
+
+def extract_choice(response: str, choices: list[str] | None = None) -> int | None:
+    """The 0-based option index a free-form response picks, or None (rules in the module docstring)."""
+    return read_choice(response, choices)[0]
 
 
 def resolve_reference(reference: Any, choices: list[str] | None, index_base: int = 0) -> set[int]:
@@ -181,7 +280,7 @@ def _option_columns(meta: dict[str, Any]) -> list[str]:
 
 
 class MultipleChoiceAccuracy(Metric):
-    """1 when the option extracted from the response is a correct one, else 0."""
+    """1 when the one option the response chooses is a correct one; else 0 (also a hedge or no answer)."""
 
     bounds = (0.0, 1.0)
 
@@ -210,7 +309,7 @@ class MultipleChoiceAccuracy(Metric):
         correct = resolve_reference(sample.reference, choices, self.index_base)
         if not correct:
             return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
-        picked = extract_choice(prediction or "", choices)
+        picked, reading = read_choice(prediction or "", choices)
         value = 1.0 if picked in correct else 0.0
         return SampleScore(
             value,
@@ -218,8 +317,9 @@ class MultipleChoiceAccuracy(Metric):
             details={
                 "extracted": None if picked is None else LETTERS[picked],
                 "correct": sorted(LETTERS[i] for i in correct if i < len(LETTERS)),
+                "reading": reading,
             },
         )
 
     def describe(self) -> dict[str, Any]:
-        return {"extraction": "evalkit-mcq-v1", "index_base": self.index_base}
+        return {"extraction": "evalkit-mcq-v2", "index_base": self.index_base}
