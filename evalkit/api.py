@@ -170,15 +170,17 @@ def apply_overrides(
     dataset with every metric (the plan then checks each pair fits).
     """
     datasets, metrics, models = _as_list(dataset), _as_list(metric), _as_list(model)
+    from evalkit.config import MAX_IN_FLIGHT, MAX_SAMPLES
+
     if num_samples is not None:
-        if num_samples < 0:
-            raise ConfigError(f"--num-samples: must be >= 0 (got {num_samples})")
+        if not 0 <= num_samples <= MAX_SAMPLES:
+            raise ConfigError(f"--num-samples: must be 0 to {MAX_SAMPLES} (got {num_samples})")
         config.filters.num_samples = num_samples
     if output_dir:
         config.output_dir = str(output_dir)
     if batch_size is not None:
-        if batch_size < 1:
-            raise ConfigError(f"--batch-size: must be >= 1 (got {batch_size})")
+        if not 1 <= batch_size <= MAX_IN_FLIGHT:
+            raise ConfigError(f"--batch-size: must be 1 to {MAX_IN_FLIGHT} (got {batch_size})")
         for entry in config.models:  # every replica: the number is per endpoint, as batch_size in the config
             entry.info.batch_size = batch_size
     if models:

@@ -15,7 +15,6 @@ wheel carries them inside the package (``evalkit/runspecs/``, mapped in
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalkit.errors import RunspecError, did_you_mean
+from evalkit.util.json_safe import load_json_file
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -438,10 +438,7 @@ def _runspec_files(root: Path) -> Iterable[Path]:
 
 
 def _read_runspec(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RunspecError(f"{path}: line {error.lineno}, column {error.colno}: not valid JSON: {error.msg}") from None
+    data = load_json_file(path, RunspecError)  # duplicate keys and deep nesting refused, one line naming the file
     if not isinstance(data, dict):
         raise RunspecError(f"{path}: expected a JSON object mapping dataset names to entries")
     return data

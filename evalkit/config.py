@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -28,9 +27,37 @@ from evalkit.envvars import expand_tree
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.util.enums import StrEnum
 from evalkit.util.redact import is_secret_key
+from evalkit.util.yaml_safe import load_yaml_file, shorten
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
 AggregateMethod = Literal["macro", "micro"]
+
+# The documented ranges of the numeric fields. A value outside them cannot be meant and is refused with the
+# range (a `delay` of 2**63 ms passed validation and hung the run with no request sent); floats must be finite.
+#: a day, in seconds: the longest pause or stretch of audio a config may ask for
+DAY_S = 86_400
+#: a week, in seconds: the longest timeout or deadline a config may ask for
+WEEK_S = 604_800
+#: most requests in flight against one URL (batch_size, judge_concurrency)
+MAX_IN_FLIGHT = 65_536
+#: most retries of one request after its first attempt
+MAX_RETRIES = 100
+#: most tokens generated per answer (beyond the longest context windows served)
+MAX_TOKENS = 10_000_000
+#: highest sampling temperature (servers take 0-2; nothing meaningful samples hotter than this)
+MAX_TEMPERATURE = 100
+#: largest answer body: a stored answer must fit SQLite's 1,000,000,000-byte value limit with room to spare
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+#: longest image side in pixels (JPEG's limit is 65,535) and most pixels (that side squared)
+MAX_IMAGE_SIDE = 65_536
+MAX_IMAGE_PIXELS = MAX_IMAGE_SIDE * MAX_IMAGE_SIDE
+#: most requests per minute (about 166,000 a second) and tokens per minute a rate limit may name
+MAX_REQUESTS_PER_MINUTE = 10_000_000
+MAX_TOKENS_PER_MINUTE = 10_000_000_000
+#: most samples per dataset
+MAX_SAMPLES = 1_000_000_000
+#: seeds are 64-bit integers, as servers and numpy take them
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 
 
 def _quoted_pair(text: str, index: int) -> list[str]:
@@ -72,7 +99,8 @@ _INFERENCE_ALIASES = {
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    #: allow_inf_nan=False: .inf or .nan is never a meant timeout, rate or temperature
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class LaunchSpec(_Strict):
@@ -107,9 +135,11 @@ class LaunchSpec(_Strict):
     startup_timeout: float = Field(
         600.0,
         gt=0,
+        le=WEEK_S,
         description="Seconds the server may take from start until /health answers and /v1/models lists the entry's "
         "model; "
-        "the run stops with the server's log tail when it is exceeded (default 600).",
+        "the run stops with the server's log tail when it is exceeded (default 600; more than 0, at most 604800: a "
+        "week).",
     )
 
 
@@ -191,73 +221,96 @@ class ModelInfo(_Strict):
     batch_size: int = Field(
         8,
         ge=1,
+        le=MAX_IN_FLIGHT,
         description="Requests in flight at once against each URL of this entry, and its connection limit (default 8; "
-        "for a server evalkit starts with `evalkit serve`, twice its --max-batch-size, which defaults to 8).",
+        "for a server evalkit starts with `evalkit serve`, twice its --max-batch-size, which defaults to 8; "
+        "1 to 65536).",
     )
     timeout: float = Field(
         60.0,
         gt=0,
-        description="Seconds one attempt may take before it fails as a timeout (default 60); a retry gets a new "
-        "attempt.",
+        le=WEEK_S,
+        description="Seconds one attempt may take before it fails as a timeout (default 60; more than 0, at most "
+        "604800: a week); a retry gets a new attempt.",
     )
     max_response_bytes: int = Field(
         10 * 1024 * 1024,
         ge=1024,
-        description="Largest answer body read from this endpoint, in bytes (default 10485760, 10 MiB); a bigger one "
+        le=MAX_RESPONSE_BYTES,
+        description="Largest answer body read from this endpoint, in bytes (default 10485760, 10 MiB; 1024 to "
+        "536870912, 512 MiB, so a stored answer fits SQLite); a bigger one "
         "is cut off unread and the sample fails as too_large (not retried), so a runaway answer cannot exhaust "
         "memory.",
+    )
+    follow_redirects: bool = Field(
+        False,
+        description="Follow a 307/308 redirect to the same origin (scheme, host, port), sending the request "
+        "again there, up to 5 in a row (default false: every 3xx fails the sample as `redirect`). A redirect to "
+        "another origin is never followed, whatever this says: it fails as `redirect_cross_origin` and the "
+        "request, with its credentials, is never sent there.",
     )
     retry_attempts: int = Field(
         3,
         ge=0,
+        le=MAX_RETRIES,
         description="Retries after the first attempt for 5xx, connection errors, timeouts and unparseable answers "
-        "(default 3; "
+        "(default 3; 0 to 100; "
         "per model). 429s do not use them up; other 4xx are never retried.",
     )
     deadline: float | None = Field(
         None,
         gt=0,
+        le=WEEK_S,
         description="Seconds a request may take over all its attempts and waits, counted from its first attempt (per "
-        "model). "
+        "model; more than 0, at most 604800: a week). "
         "Absent: max(300, 4 x timeout x (retry_attempts + 1)).",
     )
     delay: float = Field(
         0.0,
         ge=0,
+        le=DAY_S * 1000,
         description="Milliseconds each worker waits before every attempt, a politeness pause (default 0: none; per "
-        "model).",
+        "model; 0 to 86400000: a day).",
     )
     chunk_size: float | None = Field(
         None,
         gt=0,
-        description="Most seconds of audio sent in one request (per model); longer audio is cut into pieces asked "
+        le=DAY_S,
+        description="Most seconds of audio sent in one request (per model; more than 0, at most 86400: a day); longer "
+        "audio is cut into pieces asked "
         "one by one, "
         "or truncated, as the dataset's long_audio says. Absent: audio is sent whole.",
     )
     max_image_side: int | None = Field(
         None,
         ge=1,
-        description="Longest side, in pixels, of an image sent to this model (per model: servers cap image size); a "
+        le=MAX_IMAGE_SIDE,
+        description="Longest side, in pixels (1 to 65536), of an image sent to this model (per model: servers cap "
+        "image size); a "
         "bigger image is downsized keeping its aspect ratio and re-encoded (JPEG and WebP at quality 90, others as "
         "PNG). Absent: no limit.",
     )
     max_image_pixels: int | None = Field(
         None,
         ge=1,
-        description="Most pixels (width x height) of an image sent to this model, applied with max_image_side (the "
+        le=MAX_IMAGE_PIXELS,
+        description="Most pixels (width x height; 1 to 4294967296) of an image sent to this model, applied with "
+        "max_image_side (the "
         "smaller size wins), e.g. 1003520 for Qwen2-VL's default; absent: no limit.",
     )
     temperature: float | None = Field(
         None,
         ge=0,
-        description="This model's sampling temperature, below temperature_overrides/generation_overrides and above the "
-        "runspec's defaults; absent everywhere: 0.",
+        le=MAX_TEMPERATURE,
+        description="This model's sampling temperature (0 to 100), below temperature_overrides/generation_overrides "
+        "and above the runspec's defaults; absent everywhere: 0.",
     )
     max_tokens: int | None = Field(
         None,
         ge=1,
-        description="Most tokens the model may generate per answer, below generation_overrides and above the runspec's "
-        "defaults; absent everywhere: not sent (the server decides).",
+        le=MAX_TOKENS,
+        description="Most tokens the model may generate per answer (1 to 10000000), below generation_overrides and "
+        "above the runspec's defaults; absent everywhere: not sent (the server decides).",
     )
     top_p: float | None = Field(
         None,
@@ -269,8 +322,10 @@ class ModelInfo(_Strict):
     )
     seed: int | None = Field(
         None,
-        description="Sampling seed sent with every request, below generation_overrides and above the runspec's "
-        "defaults; "
+        ge=SEED_MIN,
+        le=SEED_MAX,
+        description="Sampling seed sent with every request (a 64-bit integer), below generation_overrides and above "
+        "the runspec's defaults; "
         "absent everywhere: not sent.",
     )
     extra_body: dict[str, Any] = Field(
@@ -282,14 +337,16 @@ class ModelInfo(_Strict):
     requests_per_minute: float | None = Field(
         None,
         gt=0,
-        description="Most requests per minute sent to this model, shared by its replicas (a token bucket); absent: "
-        "no limit.",
+        le=MAX_REQUESTS_PER_MINUTE,
+        description="Most requests per minute sent to this model, shared by its replicas (a token bucket; more than "
+        "0, at most 10000000); absent: no limit.",
     )
     tokens_per_minute: float | None = Field(
         None,
         gt=0,
+        le=MAX_TOKENS_PER_MINUTE,
         description="Most tokens per minute (the responses' usage.total_tokens) spent on this model, shared by its "
-        "replicas; "
+        "replicas (more than 0, at most 10000000000); "
         "absent: no limit.",
     )
     launch: LaunchSpec | None = Field(
@@ -367,7 +424,9 @@ class Filters(_Strict):
     num_samples: int | None = Field(
         None,
         ge=0,
-        description="Samples per dataset, counted among those the other filters keep; absent: every sample.",
+        le=MAX_SAMPLES,
+        description="Samples per dataset, counted among those the other filters keep (0 to 1000000000); absent: "
+        "every sample.",
     )
     sampling: Literal["first", "random"] = Field(
         "first",
@@ -377,14 +436,16 @@ class Filters(_Strict):
     )
     seed: int = Field(
         0,
-        description="Seed of the run's random choices: random sampling, random prompt templates and in-context "
-        "examples "
-        "(default 0); the same seed asks the same questions again.",
+        ge=0,
+        le=SEED_MAX,
+        description="Seed of the run's random choices: random sampling, random prompt templates, in-context "
+        "examples and the bootstrap CIs "
+        "(default 0; 0 to 9223372036854775807); the same seed asks the same questions again.",
     )
     length_filter: tuple[float, float] | None = Field(
         None,
-        description="[min, max] seconds of audio a sample must have to be kept; samples without audio or a known "
-        "length are "
+        description="[min, max] seconds of audio a sample must have to be kept (0 <= min <= max <= 86400: a day); "
+        "samples without audio or a known length are "
         "kept. Absent: no length filter.",
     )
     accented: bool | None = Field(
@@ -409,8 +470,8 @@ class Filters(_Strict):
     @field_validator("length_filter")
     @classmethod
     def _ordered_lengths(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
-        if value is not None and not (0 <= value[0] <= value[1]):
-            raise ValueError("expects [min, max] seconds with 0 <= min <= max")
+        if value is not None and not (0 <= value[0] <= value[1] <= DAY_S):
+            raise ValueError(f"expects [min, max] seconds with 0 <= min <= max <= {DAY_S}")
         return value
 
     system_prompts: list[str] = Field(
@@ -445,7 +506,9 @@ class TemperatureOverride(_RuleTarget):
     """A temperature for a model, a task, or a model on a task (LALMEval's key; generation_overrides covers more)."""
 
     temperature: float = Field(
-        ge=0, description="Mandatory: the temperature sent when this rule is the most specific that matches."
+        ge=0,
+        le=MAX_TEMPERATURE,
+        description="Mandatory: the temperature sent when this rule is the most specific that matches (0 to 100).",
     )
 
 
@@ -455,10 +518,15 @@ class GenerationOverride(_RuleTarget):
     temperature: float | None = Field(
         None,
         ge=0,
-        description="Sampling temperature set by this rule; absent: this rule leaves temperature to the next one.",
+        le=MAX_TEMPERATURE,
+        description="Sampling temperature set by this rule (0 to 100); absent: this rule leaves temperature to the "
+        "next one.",
     )
     max_tokens: int | None = Field(
-        None, ge=1, description="Most tokens generated per answer set by this rule; absent: left to the next rule."
+        None,
+        ge=1,
+        le=MAX_TOKENS,
+        description="Most tokens generated per answer set by this rule (1 to 10000000); absent: left to the next rule.",
     )
     top_p: float | None = Field(
         None,
@@ -467,7 +535,12 @@ class GenerationOverride(_RuleTarget):
         description="Nucleus-sampling probability mass set by this rule (0 < top_p <= 1); absent: left to the next "
         "rule.",
     )
-    seed: int | None = Field(None, description="Sampling seed set by this rule; absent: left to the next rule.")
+    seed: int | None = Field(
+        None,
+        ge=SEED_MIN,
+        le=SEED_MAX,
+        description="Sampling seed set by this rule (a 64-bit integer); absent: left to the next rule.",
+    )
 
 
 class JudgeProperties(_Strict):
@@ -476,7 +549,9 @@ class JudgeProperties(_Strict):
     An endpoint asked like any model: retries, circuit breaker, response store.
     """
 
-    judge_concurrency: int = Field(1, ge=1, description="Judge requests in flight at once (default 1).")
+    judge_concurrency: int = Field(
+        1, ge=1, le=MAX_IN_FLIGHT, description="Judge requests in flight at once (default 1; 1 to 65536)."
+    )
     judge_model: str = Field(
         description="Mandatory: the judge's model id sent in requests (for Azure, the deployment name)."
     )
@@ -496,7 +571,10 @@ class JudgeProperties(_Strict):
         "or stored.",
     )
     judge_temperature: float = Field(
-        0.0, ge=0, description="Temperature of every judge request (default 0: repeatable verdicts)."
+        0.0,
+        ge=0,
+        le=MAX_TEMPERATURE,
+        description="Temperature of every judge request (default 0: repeatable verdicts; 0 to 100).",
     )
     judge_prompt_model_override: str | None = Field(
         None,
@@ -505,13 +583,18 @@ class JudgeProperties(_Strict):
         "per judge model); absent: judge_model picks it.",
     )
     judge_timeout: float = Field(
-        120.0, gt=0, description="Seconds one judge attempt may take before it is retried (default 120)."
+        120.0,
+        gt=0,
+        le=WEEK_S,
+        description="Seconds one judge attempt may take before it is retried (default 120; more than 0, at most "
+        "604800: a week).",
     )
     judge_retry_attempts: int = Field(
         3,
         ge=0,
-        description="Retries of a judge request after its first attempt (default 3); a judge that still fails fails "
-        "the sample.",
+        le=MAX_RETRIES,
+        description="Retries of a judge request after its first attempt (default 3; 0 to 100); a judge that still "
+        "fails fails the sample.",
     )
 
 
@@ -751,14 +834,58 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"
+    return shorten(out) or "(top level)"
+
+
+def _field_at(loc: tuple[Any, ...]) -> Any:
+    """The pydantic FieldInfo a ``loc`` ends at (None when it ends inside a list, a tuple or an unknown key)."""
+    if not loc or not isinstance(loc[-1], str):
+        return None
+    current: Any = Config
+    field = None
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = (getattr(current, "model_fields", None) or {}).get(part)
+        if field is None:
+            return None
+        current = _first_model(field.annotation)
+    return field
+
+
+def _number(value: Any) -> str:
+    return str(value) if isinstance(value, int) else repr(value)
+
+
+def documented_range(field: Any, name: str) -> str | None:
+    """``"1 <= batch_size <= 65536"`` from a field's ge/gt/le/lt bounds; None when it has none."""
+    low = high = ""
+    for bound in getattr(field, "metadata", ()):
+        for attr, side, sign in (("ge", "low", "<="), ("gt", "low", "<"), ("le", "high", "<="), ("lt", "high", "<")):
+            value = getattr(bound, attr, None)
+            if value is None:
+                continue
+            if side == "low":
+                low = f"{_number(value)} {sign} "
+            else:
+                high = f" {sign} {_number(value)}"
+    return f"{low}{name}{high}" if low or high else None
+
+
+#: pydantic's error types for a number outside a field's bounds, and for inf/nan
+_RANGE_ERRORS = frozenset({"greater_than", "greater_than_equal", "less_than", "less_than_equal", "finite_number"})
+#: most problems listed in one message: a generated config wrong in 10,000 places is not printed 10,000 times
+_MAX_PROBLEMS = 50
 
 
 def format_validation_error(error: ValidationError, source: str) -> str:
+    """One line per problem: the file, the key path, the value (at most 200 characters) and what was expected."""
     lines = []
     for item in error.errors():
         loc = tuple(p for p in item["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         where = _format_loc(loc)
+        secret = any(isinstance(p, str) and is_secret_key(p) for p in loc)
+        got = item.get("input")
         if item["type"] == "extra_forbidden":
             key = loc[-1]
             hint = did_you_mean(str(key), _known_fields(Config, loc))
@@ -770,13 +897,16 @@ def format_validation_error(error: ValidationError, source: str) -> str:
             hint = did_you_mean(
                 str(item.get("input")), [s.strip("'") for s in str(expected).replace(" or ", ", ").split(", ")]
             )
-            lines.append(f"{source}: {where}: {item['input']!r} is not one of {expected}{hint}")
+            lines.append(f"{source}: {where}: {shorten(repr(item['input']))} is not one of {expected}{hint}")
+        elif item["type"] in _RANGE_ERRORS and (allowed := documented_range(_field_at(loc), str(loc[-1]))):
+            shown = "" if secret else f" (got {shorten(repr(got))})"
+            lines.append(f"{source}: {where}: {item['msg']}{shown}; allowed: {allowed}")
         else:
             msg = item["msg"].removeprefix("Value error, ")
-            got = item.get("input")
-            secret = any(isinstance(p, str) and is_secret_key(p) for p in loc)
-            shown = "" if isinstance(got, (dict, list)) or secret else f" (got {got!r})"
-            lines.append(f"{source}: {where}: {msg}{shown}")
+            shown = "" if isinstance(got, (dict, list)) or secret else f" (got {shorten(repr(got))})"
+            lines.append(f"{source}: {where}: {shorten(msg)}{shown}")
+    if len(lines) > _MAX_PROBLEMS:
+        lines[_MAX_PROBLEMS:] = [f"{source}: ... and {len(lines) - _MAX_PROBLEMS} more problems"]
     return "\n".join(lines)
 
 
@@ -798,13 +928,7 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(f"{path}:{where}: not valid YAML: {problem}") from None
+    data = load_yaml_file(path)
     config = parse_config(data, str(path), env)
     config.anchor(path.parent)
     return config

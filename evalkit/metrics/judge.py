@@ -31,8 +31,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-import yaml
-
 from evalkit.data.conversation import render_conversation
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
@@ -44,6 +42,7 @@ from evalkit.metrics.base import (
     reference_strings,
 )
 from evalkit.metrics.verdict import Verdict, VerdictError, parse_binary, parse_scale
+from evalkit.util.yaml_safe import load_yaml_file
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts" / "judges"
 
@@ -118,10 +117,7 @@ def _check_template(text: Any, where: str, allowed: tuple[str, ...], required: t
 
 @cache
 def _read_prompt_file(path: str) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"{path}: cannot read judge prompt: {error}") from None
+    data = load_yaml_file(path)  # bounded: aliases, depth and duplicate keys refused, one line naming the file
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with system, user and (optionally) models")
     return data

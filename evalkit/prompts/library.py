@@ -18,19 +18,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evalkit.catalog import DatasetSpec
 from evalkit.config import Config
 from evalkit.errors import ConfigError, RunspecError, did_you_mean
 from evalkit.prompts.preprocessors import PromptContext
+from evalkit.util.yaml_safe import load_yaml_file
 
 _HERE = Path(__file__).parent
 
 
 @cache
 def _load(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((_HERE / name).read_text(encoding="utf-8")) or {}
+    data = load_yaml_file(_HERE / name) or {}
     if not isinstance(data, dict):
         raise RuntimeError(f"{_HERE / name}: expected a mapping of names")
     return data
@@ -71,9 +70,9 @@ def shipped_library() -> PromptLibrary:
 
 def _read_user_file(path: Path, where: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"{where}: cannot read {path}: {error}") from None
+        data = load_yaml_file(path) or {}
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: {path}: expected a mapping of prompt names")
     return data
