@@ -76,7 +76,7 @@ def test_resolving_names_and_listing_infos_import_no_metric_module() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('evalkit.metrics.') or m == 'numpy'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert eval(out) == ["evalkit.metrics.table"]
+    assert eval(out) == ["evalkit.metrics.references", "evalkit.metrics.table"]  # two data modules, no numpy
 
 
 @pytest.fixture()
@@ -159,3 +159,27 @@ def test_a_plugin_registers_with_the_decorator_and_cannot_take_a_builtin_name() 
         registry.register("other", "b")(Mine)
     with pytest.raises(ConfigError, match='did you mean "mine"'):
         registry.get("mien")
+
+
+@pytest.mark.parametrize("info", BUILTIN_METRICS, ids=lambda i: i.name)
+def test_each_builtin_names_the_reference_it_equals(info) -> None:
+    """Issue 29: every metric says which implementation its value equals, where, at which version, how checked."""
+    ref = info.reference
+    assert ref is not None, f"{info.name} has no entry in evalkit/metrics/references.py"
+    assert ref.project and ref.source and ref.version and ref.checked_by
+    assert all(isinstance(d, str) and d for d in ref.differences)
+    # the class or its module says so too, so a reader of the code meets the same name
+    module, _, attribute = info.target.partition(":")
+    mod = importlib.import_module(module)
+    text = (mod.__doc__ or "") + (getattr(mod, attribute).__doc__ or "")
+    if ref.project != "evalkit":
+        key = ref.project.split("/")[-1].lower()
+        assert key in text.lower(), f"{info.name}: its docstrings do not name {ref.project}"
+
+
+def test_listing_shows_each_metrics_reference() -> None:
+    from evalkit.cli.listing import Filters, metric_rows
+
+    rows = {row["name"]: row for row in metric_rows(Filters())}
+    assert rows["bleu"]["reference"].startswith("sacrebleu ")
+    assert all(row["reference"] for row in rows.values())

@@ -1,5 +1,23 @@
-"""VQAv2 soft accuracy (``vqa_accuracy``): the VQA answer normalisation and min(matches / 3, 1) over
-leave-one-out subsets of the human answers."""
+"""VQA soft accuracy (``vqa_accuracy``), equal to the official VQA evaluation.
+
+Reference: GT-Vision-Lab/VQA, ``PythonEvaluationTools/vqaEvaluation/vqaEval.py``, ``VQAEval.evaluate`` with
+``processPunctuation`` and ``processDigitArticle``, checked at commit a013f0043c1e2cdc995922dfe257f7149aa9af06
+by running that file (tests/fixtures/references/vqa_accuracy.json). The official script decides per question
+whether to normalise: only when the human answers (newline/tab to space, stripped) are not all the same does it
+normalise them AND the prediction (punctuation, then lower-casing, number words to digits, articles dropped,
+contractions restored); when they all agree it compares the stripped strings as they are, so "Two." scores 0
+against ten "2". Each human answer is left out in turn and the prediction scores min(matches among the others
+/ 3, 1); the question's accuracy is the mean of those. A single reference string is one human answer, which
+leaves no other answer to match: 0, as in the official script.
+
+Known differences: the corpus figure is the mean of the per-question accuracies in [0, 1], where the official
+prints 100 times it rounded to 2 places (scale only). The official file is Python 2; evalkit follows it run
+under Python 3 (as every port does: lmms-eval, LAVIS, mmpretrain), where its ``\\d`` also matches non-ASCII
+digits and lower-casing follows the current Unicode tables. Unmodified under Python 2.7, ``\\d`` is ASCII only,
+"İ" lower-cases to "i" and letters cased after Unicode 5.2 stay as they are (2 of the 66 fixture cases differ).
+The option ``normalize_agreeing: true`` (off by default, not the official reading) normalises agreeing answers
+and the prediction too, for datasets whose single-valued answers the model phrases differently.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +25,11 @@ import re
 from typing import Any
 
 from evalkit.data.sample import Sample
+from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options, reference_strings
 
-# --- VQAv2 answer normalisation, written from the published evaluation's description ------------------------
+# --- the VQA answer normalisation, written from the official evaluation's definition ------------------------
 
 #: contractions written without their apostrophe, as annotators and models do, mapped to the standard form
 _CONTRACTIONS = {
@@ -173,13 +192,24 @@ _PUNCTUATION = [
     "?",
     "!",
 ]
-#: a period not followed by a digit ("3." loses it, "3.5" keeps it), as the published evaluation strips it
+#: a period not followed by a digit ("3." loses it, "3.5" keeps it). The official pattern also has an empty
+#: look-ahead, "(?!<=\d)", that never excludes anything, so the period rule is just this.
 _PERIOD = re.compile(r"\.(?!\d)")
+#: the official passes re.UNICODE (32) where ``Pattern.sub`` takes its count: at most 32 periods go
+_PERIOD_LIMIT = int(re.UNICODE)
 _THOUSANDS_COMMA = re.compile(r"(\d)(,)(\d)")
 
 
+def _vqa_strip(text: str) -> str:
+    """The cleaning every answer gets: newlines and tabs to spaces, surrounding whitespace off."""
+    return text.replace("\n", " ").replace("\t", " ").strip()
+
+
 def _vqa_punctuation(text: str) -> str:
-    """Drop punctuation stuck to a word or inside a number (1,000), turn other punctuation into a space."""
+    """Drop punctuation that touches a space (or anything, when a digit,digit comma is present), space out the rest.
+
+    The test looks at the text as given, not as it is being edited, so one "a, b" drops every comma.
+    """
     out = text
     has_number_comma = _THOUSANDS_COMMA.search(text) is not None
     for p in _PUNCTUATION:
@@ -187,51 +217,68 @@ def _vqa_punctuation(text: str) -> str:
             out = out.replace(p, "")
         else:
             out = out.replace(p, " ")
-    return _PERIOD.sub("", out)
+    return _PERIOD.sub("", out, count=_PERIOD_LIMIT)
 
 
 def _vqa_digits_articles(text: str) -> str:
-    """Number words to digits, articles dropped, apostrophe-less contractions restored."""
+    """Number words to digits, articles dropped, apostrophe-less contractions restored (after lower-casing, so the
+    table's capitalised keys such as "Im" never apply, as in the official)."""
     words = [_NUMBER_WORDS.get(w, w) for w in text.lower().split()]
     words = [w for w in words if w not in _ARTICLES]
     return " ".join(_CONTRACTIONS.get(w, w) for w in words)
 
 
 def vqa_normalize(answer: str) -> str:
-    """The VQAv2 normal form of an answer (whitespace, punctuation, then digits, articles and contractions)."""
-    answer = answer.replace("\n", " ").replace("\t", " ").strip()
-    return _vqa_digits_articles(_vqa_punctuation(answer))
+    """The full VQA normal form of an answer: cleaning, punctuation, then digits, articles and contractions."""
+    return _vqa_digits_articles(_vqa_punctuation(_vqa_strip(answer)))
 
 
-def vqa_soft_accuracy(prediction: str, answers: list[str]) -> float:
+def _compared_forms(prediction: str, answers: list[str], normalize_agreeing: bool) -> tuple[str, list[str]]:
+    """The prediction and human answers as compared: normalised only where the cleaned answers disagree."""
+    got = _vqa_strip(prediction)
+    humans = [_vqa_strip(a) for a in answers]
+    if normalize_agreeing or len(set(humans)) > 1:
+        return vqa_normalize(got), [vqa_normalize(a) for a in humans]
+    return got, humans
+
+
+def vqa_soft_accuracy(prediction: str, answers: list[str], *, normalize_agreeing: bool = False) -> float:
     """min(matches among the other answers / 3, 1), averaged over leaving each human answer out in turn."""
-    got = vqa_normalize(prediction)
-    # human answers get the punctuation step only, as in the published evaluation: VQA's annotations were
-    # normalised when the dataset was made, and an annotator's "none" stays a different answer from "0"
-    normal = [_vqa_punctuation(a.replace("\n", " ").replace("\t", " ").strip()) for a in answers]
-    total = 0.0
-    for left_out in range(len(normal)):
-        matches = sum(1 for j, a in enumerate(normal) if j != left_out and a == got)
-        total += min(1.0, matches / 3)
-    return total / len(normal)
+    if not answers:
+        raise ValueError("VQA accuracy needs at least one human answer")
+    got, humans = _compared_forms(prediction, answers, normalize_agreeing)
+    matching = [a == got for a in humans]
+    hits = sum(matching)
+    # leaving out answer i leaves hits - 1 matches when i matched, hits otherwise
+    total = sum(min(1.0, float(hits - m) / 3) for m in matching)
+    return total / len(humans)
 
 
 class VqaAccuracy(Metric):
-    """VQAv2 soft accuracy: min(matching human answers / 3, 1) over leave-one-out subsets, normalised."""
+    """VQA soft accuracy (official vqaEval.py): min(matching human answers / 3, 1), leave-one-out averaged."""
 
     name = "vqa_accuracy"
     bounds = (0.0, 1.0)
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
-        check_options(self.name, options, ())
+        check_options(self.name, options, ("normalize_agreeing",))
         super().__init__(language, **options)
+        value = options.get("normalize_agreeing", False)
+        if not isinstance(value, bool):
+            raise ConfigError(f"metric {self.name!r}: option 'normalize_agreeing' must be true or false, got {value!r}")
+        self.normalize_agreeing: bool = value
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         answers = reference_strings(sample.reference)
         if not answers:
             return SampleScore(None, failure=FailureReason.NO_REFERENCE)
-        value = vqa_soft_accuracy(prediction or "", answers)
-        return SampleScore(value, (value, 1.0), details={"normalized_prediction": vqa_normalize(prediction or "")})
+        value = vqa_soft_accuracy(prediction or "", answers, normalize_agreeing=self.normalize_agreeing)
+        compared, _ = _compared_forms(prediction or "", answers, self.normalize_agreeing)
+        return SampleScore(value, (value, 1.0), details={"normalized_prediction": compared})
 
     def describe(self) -> dict[str, Any]:
-        return {"normalization": "vqav2 (always applied)", "leave_one_out": True}
+        return {
+            "reference": "GT-Vision-Lab/VQA vqaEval.py VQAEval.evaluate",
+            "normalization": "always" if self.normalize_agreeing else "only where the human answers disagree",
+            "leave_one_out": True,
+        }
