@@ -1,4 +1,4 @@
-"""KARMA's structured-output scoring: a JSON answer compared field by field with a JSON reference.
+"""Structured-output scoring (evalkit's own definition): a JSON answer compared field by field with a JSON reference.
 
 The reference is a JSON object (a dict, or a string holding one). Each of its
 fields is a rubric item worth 1 point, or the weight given in the sample's
@@ -13,6 +13,9 @@ An answer that is not JSON (after dropping a Markdown code fence and text
 around the outermost object) is a scored 0, with ``details["reason"]`` saying
 why: a model that cannot produce the structure has failed the task, so it
 must count, not be excluded as a failure of the harness would be.
+
+This is not KARMA's ``json_rubric_evaluation``, which asks an LLM judge with
+the dataset's rubric as its prompt; evalkit/metrics/references.py says so.
 """
 
 from __future__ import annotations
