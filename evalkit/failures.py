@@ -32,8 +32,17 @@ class FailureReason(StrEnum):
     CONTENT_TYPE = "content_type"
     #: an answer body larger than the model's ``max_response_bytes`` (cut off unread, not retried)
     TOO_LARGE = "too_large"
+    #: an answer the response store cannot keep (over SQLite's largest value, or refused by it); not scored, not
+    #: retried: an answer a resume could not find again would make the run's results unrepeatable
+    UNSTORABLE = "unstorable"
     #: an event stream (SSE) although none was asked for
     UNEXPECTED_STREAM = "unexpected_stream"
+    #: a 3xx answer not followed (``follow_redirects`` off, not a 307/308, or too many); not retried
+    REDIRECT = "redirect"
+    #: a redirect to another origin (scheme, host, port): never followed, the request is never sent there
+    REDIRECT_CROSS_ORIGIN = "redirect_cross_origin"
+    #: a 101 Switching Protocols answer to a plain request: the connection stops speaking HTTP; not retried
+    SWITCHING_PROTOCOLS = "switching_protocols"
     #: every replica of the model is dead (circuit breaker); the error names the last endpoint error
     ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
     #: the request could not be built or sent (not retried)

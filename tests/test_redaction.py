@@ -112,7 +112,7 @@ def test_redact_masks_secret_keys_and_url_credentials() -> None:
     text = json.dumps(redact(tree))
     assert TOKEN not in text and text.count(MASK) == 5
     assert redact_url("https://h/v1?x=1") == "https://h/v1?x=1"
-    assert set(secrets_of(tree)) == {TOKEN}
+    assert set(secrets_of(tree)) == {TOKEN, f"u:{TOKEN}"}  # user:password too: what HTTP Basic auth encodes
     assert TOKEN not in json.dumps(scrub_tree({"error": f"401 for Bearer {TOKEN}", TOKEN: [TOKEN]}, [TOKEN]))
 
 

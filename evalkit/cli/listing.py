@@ -281,6 +281,31 @@ def _with_usage(
     return rows
 
 
+def import_config_plugins(config_path: str | None = None) -> None:
+    """Import the ``plugins:`` modules of a config, so listings and ``info`` show the metrics they register.
+
+    The config is ``--config`` (an error in it is exit 2, as for a run) or ``./config.yaml`` when
+    present (an error in that one is a warning: a listing is not a run, and must not fail on a
+    config the user did not name). Modules are found beside the config first, as in a run;
+    entry-point plugins are imported by the registry itself.
+    """
+    import logging
+
+    path = Path(config_path) if config_path else Path("config.yaml")
+    if not config_path and not path.is_file():
+        return
+    from evalkit.config import load_config
+    from evalkit.registry import import_plugin_modules
+
+    try:
+        config = load_config(path)
+        import_plugin_modules(config.plugins, f"{path}: plugins", beside=config.base_dir)
+    except UserError as error:
+        if config_path:
+            raise
+        logging.getLogger("evalkit").warning("%s: its plugins are not listed: %s", path, error)
+
+
 def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[str, Any]]:
     """The models of a config (default ./config.yaml when present), then the local backends `evalkit serve` offers."""
     rows: list[dict[str, Any]] = []
@@ -360,12 +385,15 @@ def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None
     if fmt == "csv":
         import csv
 
+        from evalkit.report.tables import spreadsheet_safe
+
         buffer = io.StringIO()
         fields = list(dict.fromkeys(k for row in rows for k in row)) or TABLE_COLUMNS[kind]
         writer = csv.DictWriter(buffer, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in row.items()})
+            cells = {k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in row.items()}
+            writer.writerow({k: spreadsheet_safe(v) for k, v in cells.items()})  # "=cmd" shows as text
         return buffer.getvalue()
     from rich.console import Console
     from rich.table import Table

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 import yarl
@@ -52,6 +53,16 @@ def lean_http_enabled() -> bool:
 #: 4xx statuses that may pass on a retry (timeout, conflict, too early, rate limit); every other 4xx
 #: (400, 401, 403, 404, 422, ...) fails the same way again and is not retried
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
+#: failures that would come back the same on another attempt
+_NOT_RETRIED = frozenset(
+    {
+        FailureReason.CLIENT_ERROR,
+        FailureReason.TOO_LARGE,
+        FailureReason.REDIRECT,
+        FailureReason.REDIRECT_CROSS_ORIGIN,
+        FailureReason.SWITCHING_PROTOCOLS,
+    }
+)
 
 
 @dataclass(slots=True)
@@ -69,7 +80,7 @@ class Attempt:
 
     @property
     def retryable(self) -> bool:
-        if self.failure is None or self.failure in (FailureReason.CLIENT_ERROR, FailureReason.TOO_LARGE):
+        if self.failure is None or self.failure in _NOT_RETRIED:
             return False
         status = self.status
         return status is None or status < 400 or status >= 500 or status in RETRYABLE_4XX
@@ -101,7 +112,12 @@ class EndpointPool:
     """
 
     def __init__(
-        self, protocol: EndpointProtocol, connections: int, timeout: float, max_body: int = 10 * 1024 * 1024
+        self,
+        protocol: EndpointProtocol,
+        connections: int,
+        timeout: float,
+        max_body: int = 10 * 1024 * 1024,
+        follow_redirects: bool = False,
     ) -> None:
         self.protocol = protocol
         self.url = protocol.url
@@ -110,6 +126,8 @@ class EndpointPool:
         self.timeout = timeout
         #: the largest body read (``max_response_bytes``); a bigger one fails as too_large, unread
         self.max_body = max_body
+        #: the model's follow_redirects (same-origin 307/308 only; see evalkit.clients.redirects)
+        self.follow_redirects = follow_redirects
         self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
         self._connections = connections
         #: aiohttp, made (and imported: ~90 ms of start-up) on the first request the lean client does not carry
@@ -118,7 +136,9 @@ class EndpointPool:
         self._lean: KeepAlivePool | None = None
         self._heads: dict[RequestKind, bytes] = {}
         if lean_http_enabled():
-            self._lean, self._heads = _lean_route(self._urls, protocol.headers, connections, max_body, self.name)
+            self._lean, self._heads = _lean_route(
+                self._urls, protocol.headers, connections, max_body, self.name, follow_redirects
+            )
 
     def __repr__(self) -> str:
         return f"EndpointPool({self.name!r})"
@@ -150,7 +170,10 @@ class EndpointPool:
             if head is not None and self._lean is not None:
                 reply = await self._lean.post(head, wire.json_body(request), limit)
             else:
-                reply = await self._general().post(self._urls[request.kind], wire.post_arguments(request), limit)
+                # a function, not the arguments: a redirect followed needs a fresh multipart form
+                reply = await self._general().post(
+                    self._urls[request.kind], partial(wire.post_arguments, request), limit
+                )
         except TransportFailure as failure:
             return Attempt(
                 failure=failure.reason, status=failure.status, error=str(failure), latency=time.perf_counter() - started
@@ -162,7 +185,12 @@ class EndpointPool:
             from evalkit.clients.aiohttp_transport import AiohttpTransport
 
             self._aiohttp = AiohttpTransport(
-                {**self.protocol.headers}, self._connections, self.timeout, self.max_body, self.name
+                {**self.protocol.headers},
+                self._connections,
+                self.timeout,
+                self.max_body,
+                self.name,
+                self.follow_redirects,
             )
         return self._aiohttp
 
@@ -174,7 +202,12 @@ class EndpointPool:
 
 
 def _lean_route(
-    urls: Mapping[RequestKind, str], headers: Mapping[str, str], connections: int, max_body: int, name: str
+    urls: Mapping[RequestKind, str],
+    headers: Mapping[str, str],
+    connections: int,
+    max_body: int,
+    name: str,
+    follow_redirects: bool = False,
 ) -> tuple[KeepAlivePool | None, dict[RequestKind, bytes]]:
     """The lean client for a plain-HTTP endpoint and the header block of each JSON kind, or (None, {}).
 
@@ -203,7 +236,7 @@ def _lean_route(
         heads[kind] = head
     if host is None:
         return None, {}
-    return KeepAlivePool(host[0], host[1], connections, max_body, name), heads
+    return KeepAlivePool(host[0], host[1], connections, max_body, name, follow_redirects=follow_redirects), heads
 
 
 def classify(reply: Reply, wire: WireFormat, latency: float) -> Attempt:

@@ -15,7 +15,10 @@ idle ones are reused last-in first-out (the warmest socket) and closed after
 while it sat idle (the keep-alive race) is retried once on a fresh one, but
 only when not one byte of the answer came. Everything else a real server or
 a broken one can do ends as a :class:`TransportFailure` with the same texts
-the aiohttp transport gives (see :mod:`evalkit.clients.transport`).
+the aiohttp transport gives (see :mod:`evalkit.clients.transport`): a
+compressed body is inflated as it arrives and cut off once its decoded size
+passes the cap (:mod:`evalkit.clients.decoding`), a 3xx is followed or failed
+as :mod:`evalkit.clients.redirects` says, a 101 fails as switching_protocols.
 """
 
 from __future__ import annotations
@@ -24,18 +27,21 @@ import asyncio
 import contextlib
 import os
 import socket
-import zlib
 from collections import deque
 from collections.abc import Mapping
 from typing import cast
 
-from httptools import HttpParserError, HttpResponseParser
+import yarl
+from httptools import HttpParserError, HttpParserUpgrade, HttpResponseParser
 
+from evalkit.clients.decoding import ACCEPT_ENCODING, CappedBody, is_identity
+from evalkit.clients.redirects import is_redirect, redirect_target
 from evalkit.clients.transport import (
     Reply,
     TransportFailure,
     cannot_connect,
     closed_mid_body,
+    switching_protocols,
     timed_out,
     too_large,
     unexpected_stream,
@@ -61,7 +67,7 @@ def request_head(host: str, target: str, headers: Mapping[str, str]) -> bytes:
         f"POST {target} HTTP/1.1",
         f"Host: {host}",
         "Accept: */*",
-        "Accept-Encoding: gzip, deflate",
+        f"Accept-Encoding: {ACCEPT_ENCODING}",
         "User-Agent: evalkit",
     ]
     for name, value in headers.items():
@@ -89,6 +95,7 @@ class KeepAlivePool:
         max_body: int,
         name: str,
         idle_timeout: float = IDLE_TIMEOUT,
+        follow_redirects: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -97,6 +104,8 @@ class KeepAlivePool:
         #: how errors name the endpoint (a redacted URL)
         self.name = name
         self.idle_timeout = idle_timeout
+        #: the model's follow_redirects: a same-origin 307/308 is sent again to its Location
+        self.follow_redirects = follow_redirects
         #: idle connections, the most recently used last
         self._idle: list[_Connection] = []
         #: every connection open or being opened, counted against ``limit``
@@ -116,9 +125,32 @@ class KeepAlivePool:
         return len(self._idle)
 
     async def post(self, head: bytes, body: bytes, limit: float) -> Reply:
-        """Send ``head`` (:func:`request_head`) and ``body``; the answer within ``limit`` s, or TransportFailure."""
+        """Send ``head`` (:func:`request_head`) and ``body``; the answer within ``limit`` s, or TransportFailure.
+
+        A 3xx is never handed back: it is followed (a same-origin 307/308 when
+        the model allows it, within the same ``limit``) or fails the attempt.
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + limit
+        hops = 0
+        while True:
+            reply = await self._exchange(loop, head, body, deadline, limit)
+            if not is_redirect(reply.status):
+                return reply
+            url = self._url(head)
+            target = redirect_target(reply.status, reply.location, url, self.follow_redirects, hops)
+            head = _retarget(head, target.raw_path_qs)
+            hops += 1
+
+    def _url(self, head: bytes) -> yarl.URL:
+        """The URL a header block is sent to (to resolve a Location against)."""
+        target = head[5 : head.index(b" HTTP/1.1\r\n")].decode("ascii")
+        return yarl.URL.build(scheme="http", host=self.host, port=self.port).join(yarl.URL(target))
+
+    async def _exchange(
+        self, loop: asyncio.AbstractEventLoop, head: bytes, body: bytes, deadline: float, limit: float
+    ) -> Reply:
+        """One request and its answer on one connection (twice if a reused one was found closed)."""
         retried = False
         while True:
             conn = self._take_idle(loop) or await self._connect(loop, deadline, limit)
@@ -302,7 +334,10 @@ class _Connection(asyncio.Protocol):
         self._encoding: bytes | None = None
         self._framed = False  # a Content-Length or Transfer-Encoding: else the body runs to the close
         self._retry: dict[str, str] | None = None
+        self._location: bytes | None = None
         self._chunks: list[bytes] = []
+        #: the decoder of a compressed body (None: the body is kept as it comes, in ``_chunks``)
+        self._decoder: CappedBody | None = None
         self._received = 0
 
     # -- the exchange, driven by KeepAlivePool.post ------------------------------------------------
@@ -368,6 +403,8 @@ class _Connection(asyncio.Protocol):
         self._got_bytes = True
         try:
             self.parser.feed_data(data)
+        except HttpParserUpgrade:  # the bytes after a 101 are another protocol's
+            self._fail(switching_protocols())
         except HttpParserError as error:
             self._fail(TransportFailure(FailureReason.CONNECTION, f"a malformed HTTP answer ({error})", self._status))
         if self._failure is not None:  # too large, an event stream, malformed: the rest is never read
@@ -410,6 +447,8 @@ class _Connection(asyncio.Protocol):
             self._framed = True
         elif name == b"content-encoding":
             self._encoding = value.strip().lower()
+        elif name == b"location":
+            self._location = value
         elif name == b"retry-after" or name == b"retry-after-ms":
             if self._retry is None:
                 self._retry = {}
@@ -418,6 +457,9 @@ class _Connection(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self.parser.get_status_code()
         self._status = status
+        if status == 101:
+            self._fail(switching_protocols())
+            return
         if status < 200:
             return  # an interim answer (100, 103): the real one follows
         self._head_done = True
@@ -425,11 +467,24 @@ class _Connection(asyncio.Protocol):
             self._fail(unexpected_stream(status))
         elif self._length is not None and self._length > self.max_body:
             self._fail(too_large(status, self._length, 0, self.max_body))
+        elif self._encoding is not None and not is_identity(self._encoding.decode("latin-1")):
+            try:
+                self._decoder = CappedBody(self._encoding.decode("latin-1"), status, self._length, self.max_body)
+            except TransportFailure as failure:  # an encoding not asked for: its body is never read
+                self._fail(failure)
 
     def on_body(self, body: bytes) -> None:
+        if self._failure is not None:
+            return  # failed at its headers or mid-body: the rest of this packet is not looked at
         received = self._received + len(body)
         self._received = received
-        if received > self.max_body:
+        decoder = self._decoder
+        if decoder is not None:  # a compressed body: the cap counts its bytes after decompression too
+            try:
+                decoder.feed(body)
+            except TransportFailure as failure:
+                self._fail(failure)
+        elif received > self.max_body:
             self._fail(too_large(self._status, self._length, received, self.max_body))
         else:
             self._chunks.append(body)
@@ -444,23 +499,32 @@ class _Connection(asyncio.Protocol):
         self._finish()
 
     def _finish(self) -> None:
-        """The whole answer came: made into a Reply (decompressed if need be) and handed to the waiter."""
-        chunks = self._chunks
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        """The whole answer came: made into a Reply (its body decompressed already) and handed to the waiter."""
         status = self._status
-        if self._encoding is not None and self._encoding != b"identity":
+        if self._decoder is not None:
             try:
-                body = _decompress(body, self._encoding, self.max_body, status)
+                body = self._decoder.finish()
             except TransportFailure as failure:
                 self._fail(failure)
                 return
+        else:
+            chunks = self._chunks
+            body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         content_type = _media_type(self._content_type) if self._content_type is not None else _OCTETS
         retry = (self._retry or _NO_HEADERS) if status >= 400 else None
-        answer = Reply(status, content_type, body, retry)
+        location = self._location.decode("latin-1") if self._location is not None and 300 <= status < 400 else None
+        answer = Reply(status, content_type, body, retry, location)
         self._answer = answer
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(answer)
+
+
+def _retarget(head: bytes, target: str) -> bytes:
+    """``head`` with another request target (a same-origin redirect's path and query, percent-encoded by yarl)."""
+    if not target.startswith("/") or any(c in target for c in " \r\n"):
+        raise TransportFailure(FailureReason.REDIRECT, f"a redirect to a target that cannot be sent: {target[:200]!r}")
+    return b"POST " + target.encode("ascii") + head[head.index(b" HTTP/1.1\r\n") :]
 
 
 def _settle(future: asyncio.Future[None], failure: BaseException | None = None) -> None:
@@ -504,30 +568,3 @@ def _media_type(raw: bytes) -> str:
     if len(_MEDIA_TYPES) < 64:
         _MEDIA_TYPES[raw] = media
     return media
-
-
-def _decompress(body: bytes, encoding: bytes, max_body: int, status: int) -> bytes:
-    """A gzip or deflate body, inflated up to ``max_body`` bytes (more fails too_large: a bomb stays bounded)."""
-    if encoding in (b"gzip", b"x-gzip"):
-        wbits = 16 + zlib.MAX_WBITS
-    elif encoding == b"deflate":
-        # "deflate" is meant to be zlib-wrapped; some servers send it raw
-        wbits = zlib.MAX_WBITS if body[:1] and body[0] & 0x0F == 8 else -zlib.MAX_WBITS
-    else:
-        raise TransportFailure(
-            FailureReason.PARSE,
-            f"the answer's Content-Encoding {encoding.decode('latin-1')!r} is not supported",
-            status,
-        )
-    inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(body, max_body + 1)
-    except zlib.error as error:
-        raise TransportFailure(
-            FailureReason.PARSE, f"the answer's {encoding.decode()} body cannot be decompressed ({error})", status
-        ) from None
-    if len(out) > max_body or inflater.unconsumed_tail:
-        raise too_large(status, None, len(out), max_body)
-    if not inflater.eof:
-        raise TransportFailure(FailureReason.PARSE, f"the answer's {encoding.decode()} body is truncated", status)
-    return out

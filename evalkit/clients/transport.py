@@ -25,6 +25,8 @@ class Reply:
     body: bytes
     #: the answer's headers when it may say when to come back (status >= 400), else None
     retry_headers: Mapping[str, str] | None = None
+    #: the Location header of a 3xx answer (where a redirect points), else None
+    location: str | None = None
 
 
 class TransportFailure(Exception):
@@ -47,9 +49,19 @@ def timed_out(limit: float, received: int | None) -> TransportFailure:
     )
 
 
-def too_large(status: int, length: int | None, received: int, max_body: int) -> TransportFailure:
-    """A body over ``max_response_bytes``: by its Content-Length (unread) or by what came so far (cut off)."""
-    size = f"{length} bytes" if length is not None else f"over {received} bytes so far"
+def too_large(
+    status: int, length: int | None, received: int, max_body: int, *, decoded: bool = False
+) -> TransportFailure:
+    """A body over ``max_response_bytes``: by its Content-Length (unread) or by what came so far (cut off).
+
+    ``decoded``: ``received`` counts bytes after decompression (a small compressed body that inflates past the cap).
+    """
+    if length is not None:
+        size = f"{length} bytes"
+    elif decoded:
+        size = f"over {received} bytes after decompression so far"
+    else:
+        size = f"over {received} bytes so far"
     return TransportFailure(
         FailureReason.TOO_LARGE,
         f"answer body of {size} is over max_response_bytes ({max_body}); cut off unread",
@@ -63,6 +75,15 @@ def unexpected_stream(status: int) -> TransportFailure:
         FailureReason.UNEXPECTED_STREAM,
         "a 200 with an event stream (text/event-stream) although none was asked for",
         status,
+    )
+
+
+def switching_protocols() -> TransportFailure:
+    """A 101: the server switched the connection to another protocol (a WebSocket, h2c), so no HTTP answer comes."""
+    return TransportFailure(
+        FailureReason.SWITCHING_PROTOCOLS,
+        "a 101 Switching Protocols answer although no protocol switch was asked for; the connection was closed",
+        101,
     )
 
 

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
 
 #: file types evalkit reads itself, without ``datasets``
 LOCAL_SUFFIXES = frozenset({".parquet", ".jsonl", ".json", ".csv", ".tsv"})
+#: a file ``datasets`` may load itself (a loading script, for datasets releases that still run them)
+PASSED_TO_DATASETS = frozenset({".py"})
 #: what a local folder is searched for when the runspec names no ``data_files``
 DEFAULT_PATTERNS = ("*.parquet", "*.jsonl", "*.csv")
 
@@ -38,4 +40,11 @@ def require_local_source(spec: DatasetSpec, source: str | None = None) -> Path:
     path = Path(source or spec.source)
     if not path.exists():
         raise RunspecError(f"{spec.file}: {spec.name}.path: {path} does not exist")
+    if path.is_file() and path.suffix not in LOCAL_SUFFIXES and path.suffix not in PASSED_TO_DATASETS:
+        # said here, not as "cannot be found" by `datasets`, which takes a file path for a dataset name
+        kind = f"a {path.suffix} file" if path.suffix else "a file without an extension"
+        raise RunspecError(
+            f"{spec.file}: {spec.name}.path: {path} is {kind}, a format evalkit does not read; supported: "
+            f"{', '.join(sorted(LOCAL_SUFFIXES))} (lower case), or a folder of them"
+        )
     return path

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.report.results import ResultRow
-from evalkit.report.tables import fmt
+from evalkit.report.tables import fmt, safe_csv_row
 
 
 @dataclass
@@ -132,7 +132,7 @@ def render_comparison(comparisons: list[Comparison], fmt_name: str, label_a: str
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(HEADERS)
-        writer.writerows(rows)
+        writer.writerows(safe_csv_row(r) for r in rows)  # a name like "=cmd" shows as text in a spreadsheet
         return buffer.getvalue()
     if fmt_name == "md":
         lines = [f"A = `{label_a}`, B = `{label_b}`\n", "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]

@@ -5,9 +5,36 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
+from collections.abc import Iterable
 from typing import Any
 
 from evalkit.report.results import ResultRow
+
+#: what makes a spreadsheet read a cell as a formula (OWASP "CSV Injection"): = + - @, tab, carriage return
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as text, never runs: a string that starts like a formula gets a leading ``'``.
+
+    Only strings are changed, and a string that is a plain number (``-0.5``) or evalkit's "none" mark ``-``
+    stays as it is: evalkit's numbers must stay numbers, and neither is a formula.
+    """
+    if (
+        isinstance(value, str)
+        and value.startswith(_FORMULA_START)
+        and value not in ("-", "+")
+        and not _NUMBER.fullmatch(value)
+    ):
+        return "'" + value
+    return value
+
+
+def safe_csv_row(cells: Iterable[Any]) -> list[Any]:
+    """:func:`spreadsheet_safe` applied to every cell of a row: how every CSV evalkit writes gets its cells."""
+    return [spreadsheet_safe(cell) for cell in cells]
 
 
 def fmt(value: float | None) -> str:
@@ -60,22 +87,24 @@ def results_csv(rows: list[ResultRow]) -> str:
     for r in rows:
         d = r.as_dict()
         writer.writerow(
-            [
-                r.kind,
-                r.dataset,
-                r.task,
-                r.category,
-                r.metric,
-                r.model,
-                d["score"],
-                d["ci_low"],
-                d["ci_high"],
-                r.n,
-                r.n_failed,
-                round(r.failure_rate, 4),
-                r.unreliable,
-                r.seconds,
-            ]
+            safe_csv_row(
+                [
+                    r.kind,
+                    r.dataset,
+                    r.task,
+                    r.category,
+                    r.metric,
+                    r.model,
+                    d["score"],
+                    d["ci_low"],
+                    d["ci_high"],
+                    r.n,
+                    r.n_failed,
+                    round(r.failure_rate, 4),
+                    r.unreliable,
+                    r.seconds,
+                ]
+            )
         )
     return buffer.getvalue()
 

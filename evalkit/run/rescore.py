@@ -52,6 +52,7 @@ from evalkit.metrics import METRICS, Metric
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
 from evalkit.report.results import ResultRow, aggregate_rows
 from evalkit.util import jsonutil
+from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
 
@@ -242,7 +243,7 @@ async def _rescore_dataset(
     from evalkit.plan import EngineSpec, dataset_processors
     from evalkit.processing.postprocessors import POSTPROCESSORS
     from evalkit.run.engine import EngineResult, ModelResult
-    from evalkit.run.scoring import new_record, score_into_record
+    from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize
 
     started = time.perf_counter()
     postprocessor = POSTPROCESSORS.get(spec.postprocessor)()
@@ -294,10 +295,12 @@ async def _rescore_dataset(
                 if out is not None:
                     out.write(jsonutil.dumps(line) + "\n")
     engine_spec = EngineSpec(dataset=spec, metric=metric_name, models=models)
-    result = EngineResult(spec=engine_spec, metric_info=metric.describe())
+    settings, broken = metric_settings(metric)  # a metric that raises fails this pair, as in a run
+    result = EngineResult(spec=engine_spec, metric_info=settings, error=broken)
     result.n_samples = len({str(r.get("sample_id")) for r in records})
     for name, acc in accumulators.items():
-        summary = await asyncio.to_thread(acc.result, seed=seed) if acc.n else None
+        summary, crashed = await summarize(acc, seed)
+        result.error = result.error or crashed
         result.models[name] = ModelResult(
             model=name,
             result=summary,
@@ -392,7 +395,7 @@ async def arescore(
                         outcome.notes[dataset] = (
                             f"{lost} sample ids of the records are no longer in the dataset; scored from their records"
                         )
-            out_path = run_dir / "rescore" / f"{dataset}__{canonical}.jsonl" if write else None
+            out_path = safe_path(run_dir / "rescore", dataset, canonical, suffix=".jsonl") if write else None
             log.info("re-scoring %s (%s) with %s", dataset, path.name, canonical)
             results.append(
                 await _rescore_dataset(spec, canonical, instance, records, samples, out_path, config.filters.seed)
@@ -412,7 +415,7 @@ async def arescore(
         outcome.notes["aggregate"] = f"not computed: {error}"
     outcome.seconds = time.perf_counter() - started
     if write:
-        path = run_dir / f"rescore_{canonical}.json"
+        path = safe_path(run_dir, f"rescore_{canonical}", suffix=".json")
         path.write_text(
             json.dumps(outcome.payload(run_dir), indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8"
         )

@@ -19,6 +19,9 @@ Why the details:
   an API server, an engine core and a worker).
 - On Linux the server is started with a parent-death signal (SIGTERM), so
   even a SIGKILLed evalkit does not leave a server behind.
+- A server's output reaches its log through a pipe, with the entry's secrets
+  masked as it is written (``--api-key K`` echoed back in an argument error
+  shows as ``***``); the model's name is made a safe file name first.
 - Every server writes ``server-<model>-<pid>.log`` and a ``.json`` beside it
   (pid, port, url, command with secrets masked, seconds to ready, exit code,
   whether anything was left that needed SIGKILL) in the log folder
@@ -51,7 +54,8 @@ from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
 from evalkit.util.atomic import write_json_atomic
-from evalkit.util.redact import is_secret_key, scrub
+from evalkit.util.redact import StreamScrubber, argv_secrets, is_secret_key, scrub
+from evalkit.util.safe_names import safe_path
 
 if TYPE_CHECKING:
     import aiohttp
@@ -97,6 +101,8 @@ class LaunchedServer:
     started: float = field(default_factory=time.monotonic)
     started_at: str = field(default_factory=lambda: dt.datetime.now().isoformat(timespec="seconds"))
     ready_seconds: float | None = None
+    #: the thread copying the server's output into its log, secrets masked (None: the server writes it itself)
+    pump: threading.Thread | None = field(default=None, repr=False)
     stopped_at: str | None = None
     returncode: int | None = None
     stop_seconds: float | None = None
@@ -139,6 +145,8 @@ class LaunchedServer:
             write_json_atomic(self.info_path, self.describe())
 
     def tail(self, lines: int = 25) -> str:
+        if self.pump is not None and self.process.poll() is not None:
+            self.pump.join(timeout=2.0)  # the server is gone: let its last words reach the log first
         return scrub(_tail(self.log_path, lines), self.secrets)
 
 
@@ -237,15 +245,12 @@ def _check_args(info: ModelInfo) -> None:
 
 
 def _launch_secrets(info: ModelInfo) -> list[str]:
-    """Values that must not show in logs or messages: the entry's token, secret env values, values of secret flags."""
+    """Values that must not show in logs or messages: the entry's token, secret env values, values of secret flags
+    and ``KEY=VALUE`` arguments (``--api-key K``, ``--hf-token=K``, ``HF_TOKEN=K``)."""
     assert info.launch is not None
     found = {info.auth_token or ""}
     found |= {value for key, value in info.launch.env.items() if is_secret_key(key)}
-    args = info.launch.args
-    for index, arg in enumerate(args):
-        name, eq, value = arg.partition("=")
-        if name.startswith("-") and is_secret_key(name.lstrip("-")):
-            found.add(value if eq else (args[index + 1] if index + 1 < len(args) else ""))
+    found |= set(argv_secrets(list(info.launch.args)))
     return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
 
 
@@ -283,8 +288,21 @@ def _site_dirs() -> set[str]:
     return {str(Path(d).resolve()) for d in dirs if d}
 
 
-def _safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+def _pump_masked(source: Any, log_path: Path, secrets: list[str]) -> None:
+    """Copy the server's output into its log as it comes, secrets masked (a server may echo its arguments)."""
+    scrubber = StreamScrubber(secrets)
+    fd = source.fileno()
+    try:
+        with log_path.open("ab") as sink:
+            while chunk := os.read(fd, 65536):
+                sink.write(scrubber.feed(chunk))
+                sink.flush()
+            sink.write(scrubber.close())
+    except OSError as error:
+        log.warning("%s: cannot write the server's output: %s", log_path, error)
+    finally:
+        with contextlib.suppress(OSError):
+            source.close()
 
 
 def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
@@ -298,31 +316,44 @@ def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
     argv = command
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-c", _PDEATHSIG_SHIM, str(os.getpid()), *command]
+    secrets = _launch_secrets(info)
     starting = log_dir / f".starting-{uuid.uuid4().hex}.log"
-    with starting.open("wb") as handle:
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=_child_env(info),
-                start_new_session=True,
-            )
-        except OSError as error:
-            starting.unlink(missing_ok=True)
-            raise LaunchError(f"models: {info.name}: cannot start {command[0]}: {error}") from None
-    log_path = log_dir / f"server-{_safe_name(info.name)}-{process.pid}.log"
-    os.replace(starting, log_path)  # the server keeps writing to the renamed file
+    starting.touch()
+    try:
+        # the output goes through a pipe, so what the server echoes of its secrets is masked before it is written
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=_child_env(info),
+            start_new_session=True,
+        )
+    except OSError as error:
+        starting.unlink(missing_ok=True)
+        raise LaunchError(f"models: {info.name}: cannot start {command[0]}: {error}") from None
+    try:
+        log_path = safe_path(log_dir, f"server-{info.name}-{process.pid}", suffix=".log")
+    except UserError:
+        os.killpg(process.pid, signal.SIGKILL)  # its own session: the group is the server alone
+        process.wait()
+        starting.unlink(missing_ok=True)
+        raise
+    os.replace(starting, log_path)
+    pump = threading.Thread(
+        target=_pump_masked, args=(process.stdout, log_path, secrets), name=f"server-log-{process.pid}", daemon=True
+    )
+    pump.start()
     server = LaunchedServer(
         model=info.name,
         backend=backend,
         process=process,
         log_path=log_path,
         command=command,
-        secrets=_launch_secrets(info),
+        secrets=secrets,
         port=port,
         port_file=port_file,
+        pump=pump,
     )
     server.write_info()
     log.info("started %s for %s (pid %d), log %s", backend, info.name, process.pid, log_path)
@@ -482,6 +513,8 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> No
                 _signal_group(server, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.process.wait(timeout=5)
+            if server.pump is not None:
+                server.pump.join(timeout=2.0)  # the log gets the server's last words
             server.returncode = server.process.returncode
             server.stop_seconds = round(time.monotonic() - begun, 3)
             server.stopped_at = dt.datetime.now().isoformat(timespec="seconds")

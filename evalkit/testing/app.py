@@ -71,6 +71,7 @@ class TestServerApp:
         self.strict_model = spec.strict_model
         self.answers = script.answers
         self.token = spec.require_auth
+        self.echo_auth = spec.echo_auth
         self.stats = Stats()
         self.log = RequestLog(spec.request_log) if spec.request_log is not None else None
         table = FaultTable(spec.faults) if spec.faults is not None else None
@@ -113,6 +114,13 @@ class TestServerApp:
             return True
         key = request.headers.get("api-key")
         return key is not None and hmac.compare_digest(key.strip().encode(), token.encode())
+
+    def _denied(self, request: web.Request) -> str | None:
+        """The 401 message: with ``echo_auth``, what a careless server says, the credentials it got and the URL."""
+        if not self.echo_auth:
+            return None
+        got = request.headers.get("Authorization") or request.headers.get("api-key") or "(none)"
+        return f"Incorrect API key provided: {got} for {request.path_qs}"
 
     def _error(
         self,
@@ -198,7 +206,9 @@ class TestServerApp:
             elif fault in HOSTILE_KINDS:
                 ok = make_ok().body
                 ok_body = ok if isinstance(ok, bytes) else b""
-                resp = await hostile_response(request, fault, f"chatcmpl-{self.id_prefix}{seq:08x}", ok_body)
+                resp = await hostile_response(
+                    request, fault, f"chatcmpl-{self.id_prefix}{seq:08x}", ok_body, self.script.spec.redirect_to
+                )
             else:
                 resp = make_ok()
             st.count_status(resp.status)
@@ -251,7 +261,7 @@ class TestServerApp:
         if log is not None:
             log.write("received", seq, path, model, sha)
         if not self._authorized(request):
-            return self._error(seq, path, model, sha, 401)
+            return self._error(seq, path, model, sha, 401, self._denied(request))
         if not isinstance(body, dict):
             return self._error(seq, path, model, sha, 400, "We could not parse the JSON body of your request.")
         rejected = self._check_model(seq, path, model, sha)
@@ -355,7 +365,7 @@ class TestServerApp:
         if self.log is not None:
             self.log.write("received", seq, path, model, sha)
         if not self._authorized(request):
-            return self._error(seq, path, model, sha, 401)
+            return self._error(seq, path, model, sha, 401, self._denied(request))
         if not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
             return self._error(seq, path, model, sha, 400, "`prompt` must be a string.", "prompt")
         rejected = self._check_model(seq, path, model, sha)
@@ -425,7 +435,7 @@ class TestServerApp:
         if log is not None:
             log.write("received", seq, path, model, sha)
         if not self._authorized(request):
-            return self._error(seq, path, model, sha, 401)
+            return self._error(seq, path, model, sha, 401, self._denied(request))
         if audio is None:
             return self._error(seq, path, model, sha, 400, "You must provide a 'file' (an audio file upload).", "file")
         rejected = self._check_model(seq, path, model, sha)
@@ -470,14 +480,14 @@ class TestServerApp:
     async def models(self, request: web.Request) -> web.Response:
         self.stats.count_request(request.path)
         if not self._authorized(request):
-            return self._error(None, request.path, None, None, 401)
+            return self._error(None, request.path, None, None, 401, self._denied(request))
         self.stats.count_status(200)
         return web.Response(body=dumps({"object": "list", "data": [self._model_entry(self.model)]}), content_type=JSON)
 
     async def model_info(self, request: web.Request) -> web.Response:
         self.stats.count_request(request.path)
         if not self._authorized(request):
-            return self._error(None, request.path, None, None, 401)
+            return self._error(None, request.path, None, None, 401, self._denied(request))
         name = request.match_info["model"]
         if name != self.model:
             message = f"The model `{name}` does not exist or you do not have access to it."

@@ -15,6 +15,7 @@ import os
 import selectors
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -55,8 +56,9 @@ def _finalize(proc: subprocess.Popen[bytes], tmpdir: str) -> None:
 class TestServer:
     """A running test server process.
 
-    ``url`` is ``http://127.0.0.1:PORT``; ``base_url`` adds ``/v1`` (what an
-    OpenAI client wants). Use as a context manager or call :meth:`stop`.
+    ``url`` is ``http://127.0.0.1:PORT`` (``https://`` when started with
+    ``tls``); ``base_url`` adds ``/v1`` (what an OpenAI client wants). Use as
+    a context manager or call :meth:`stop`.
     """
 
     __test__ = False  # not a pytest test class
@@ -69,8 +71,11 @@ class TestServer:
         script_path: Path,
         tmpdir: Path,
         stderr_path: Path,
+        cafile: Path | None = None,
     ) -> None:
         self.process = process
+        #: the certificate an https server was started with (what its inspection requests trust)
+        self.cafile = cafile
         self.url = url
         self.base_url = url + "/v1"
         self.port = int(url.rsplit(":", 1)[1])
@@ -92,7 +97,12 @@ class TestServer:
     # -- inspection ----------------------------------------------------------------------
 
     def _request(self, method: str, path: str, timeout: float = 10.0) -> Any:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        conn: http.client.HTTPConnection
+        if self.url.startswith("https://"):
+            context = ssl.create_default_context(cafile=str(self.cafile) if self.cafile is not None else None)
+            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=timeout, context=context)
+        else:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             conn.request(method, path)
             resp = conn.getresponse()
@@ -186,14 +196,16 @@ def start_test_server(
     port: int = 0,
     startup_timeout: float = 20.0,
     env: Mapping[str, str] | None = None,
+    tls: tuple[Path, Path] | None = None,
     **overrides: Any,
 ) -> TestServer:
     """Start ``python -m evalkit.testing.server`` and wait until it listens.
 
     ``script`` is a dict, a YAML/JSON path or None (defaults); ``overrides`` set
     script keys (``latency_ms=5``, ``max_concurrency=4``, ``faults={...}``).
-    ``request_log=True`` logs to a temporary file (``.log_path``). The script is
-    validated here first, so a bad key raises :class:`ConfigError` in the caller.
+    ``request_log=True`` logs to a temporary file (``.log_path``). ``tls``
+    (certificate, key: PEM files) serves https. The script is validated here
+    first, so a bad key raises :class:`ConfigError` in the caller.
     """
     tmpdir = Path(tempfile.mkdtemp(prefix="evalkit-test-server-"))
     try:
@@ -230,6 +242,8 @@ def start_test_server(
         "--port",
         str(port),
     ]
+    if tls is not None:
+        cmd += ["--tls-cert", str(tls[0]), "--tls-key", str(tls[1])]
     with open(stderr_path, "wb") as stderr_file:
         proc = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr_file, env=child_env
@@ -254,4 +268,12 @@ def start_test_server(
             f"stderr:\n{stderr[-4000:] or '(empty)'}"
         )
     log_path = loaded.spec.request_log
-    return TestServer(proc, url, Path(log_path) if log_path is not None else None, script_path, tmpdir, stderr_path)
+    return TestServer(
+        proc,
+        url,
+        Path(log_path) if log_path is not None else None,
+        script_path,
+        tmpdir,
+        stderr_path,
+        cafile=tls[0] if tls is not None else None,
+    )

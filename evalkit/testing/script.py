@@ -14,6 +14,8 @@ A script, every key optional::
     latency_ms: 0              # per request; or [min, max] for a seeded uniform draw
     max_concurrency: null      # server slots; requests beyond wait in a queue
     require_auth: null         # "Authorization: Bearer <v>" or "api-key: <v>" must match, else 401
+    echo_auth: false           # true: a 401 message repeats the Authorization (or api-key) header and the
+                               # path with its query, as careless servers do (for tests of secret masking)
     default_answer: echo       # echo = the last user message's text parts joined by newlines
                                # (transcriptions echo the prompt field); anything else verbatim
     answers:                   # first matching rule wins; all conditions of a rule must hold
@@ -32,8 +34,12 @@ A script, every key optional::
     faults: {seed: 0, rates: {"500": 0.1, "429": 0.05, hang: 0.02, malformed: 0.02, drop: 0.01},
              retry_after: 1, hang_seconds: 30}
                                # hostile kinds too (see evalkit.testing.hostile): empty_choices,
-                               # null_content, wrong_content_type, huge, trickle, cut, sse
+                               # null_content, wrong_content_type, huge, trickle, cut, sse, gzip_bomb,
+                               # deflate_bomb, br_unasked, redirect_307, redirect_307_empty,
+                               # redirect_away, switching_protocols
     request_log: null          # JSONL path; one line per received/fault/completed event
+    redirect_to: null          # the Location of the redirect_away fault (another origin); default
+                               # http://127.0.0.1:9/... (nothing listens there)
 
 Relative ``answer_file``/``request_log`` paths in a script file resolve
 against the file's folder.
@@ -108,6 +114,7 @@ class ScriptSpec:
     latency_ms: float | tuple[float, float] = 0
     max_concurrency: int | None = None
     require_auth: str | None = None
+    echo_auth: bool = False
     default_answer: str = ECHO
     answers: tuple[AnswerRuleSpec, ...] = ()
     answer_file: Path | None = None
@@ -115,6 +122,7 @@ class ScriptSpec:
     token_logprobs: dict[str, float] = field(default_factory=dict)
     faults: FaultSpec | None = None
     request_log: Path | None = None
+    redirect_to: str | None = None
 
 
 SCRIPT_KEYS = tuple(ScriptSpec.__dataclass_fields__)
@@ -316,6 +324,7 @@ class _Checker:
             latency_ms=self.latency(data.get("latency_ms", 0), "latency_ms"),
             max_concurrency=max_concurrency,
             require_auth=self.text(data.get("require_auth"), "require_auth"),
+            echo_auth=self.boolean(data.get("echo_auth", False), "echo_auth"),
             default_answer=self.text(data.get("default_answer", ECHO), "default_answer", optional=False) or "",
             answers=tuple(r for r in rules if r is not None),
             answer_file=answer_file,
@@ -323,6 +332,7 @@ class _Checker:
             token_logprobs=token_logprobs,
             faults=self.faults(data.get("faults"), "faults"),
             request_log=Path(request_log) if request_log is not None else None,
+            redirect_to=self.text(data.get("redirect_to"), "redirect_to"),
         )
 
 

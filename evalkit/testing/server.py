@@ -12,7 +12,9 @@ Run it as a process::
     python -m evalkit.testing.server --script script.yaml --host 127.0.0.1 --port 0
 
 It prints one line ``LISTENING http://127.0.0.1:<port>`` once it accepts
-connections and stops cleanly on SIGTERM/SIGINT.
+connections and stops cleanly on SIGTERM/SIGINT. With ``--tls-cert`` and
+``--tls-key`` it speaks https (``LISTENING https://...``), so a client's TLS
+path can be tested against a certificate made for the test.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
+import ssl
 import sys
 from pathlib import Path
 
@@ -36,8 +39,8 @@ __all__ = ["TEST_SERVER_KEY", "TestServerApp", "build_app", "main", "serve"]
 # -- process entry point -------------------------------------------------------------------
 
 
-def _url(host: str, port: int) -> str:
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+def _url(host: str, port: int, scheme: str = "http") -> str:
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def _write_port_file(path: Path, port: int) -> None:
@@ -46,12 +49,18 @@ def _write_port_file(path: Path, port: int) -> None:
     write_text_atomic(path, f"{port}\n")
 
 
-async def serve(script: Script, host: str = "127.0.0.1", port: int = 0, port_file: Path | None = None) -> None:
-    """Serve until SIGTERM/SIGINT, announcing the bound port on stdout."""
+async def serve(
+    script: Script,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    port_file: Path | None = None,
+    tls: ssl.SSLContext | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, announcing the bound port on stdout (https with a ``tls`` context)."""
     app = build_app(script)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True)
+    site = web.TCPSite(runner, host, port, backlog=2048, reuse_address=True, ssl_context=tls)
     await site.start()
     bound = runner.addresses[0][1]
     if port_file is not None:
@@ -60,7 +69,7 @@ async def serve(script: Script, host: str = "127.0.0.1", port: int = 0, port_fil
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    sys.stdout.write(f"LISTENING {_url(host, bound)}\n")
+    sys.stdout.write(f"LISTENING {_url(host, bound, 'https' if tls is not None else 'http')}\n")
     sys.stdout.flush()
     try:
         await stop.wait()
@@ -78,6 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-concurrency", type=int, default=None)
     p.add_argument("--default-answer", default=None)
     p.add_argument("--request-log", type=Path, default=None)
+    p.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate (chain): serve https")
+    p.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
     p.add_argument("--model", default=None)
     p.add_argument(
         "--image-answer", default=None, help="colour | size | format: answer image requests from their pixels"
@@ -100,15 +111,26 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    tls: ssl.SSLContext | None = None
+    if args.tls_cert is not None or args.tls_key is not None:
+        if args.tls_cert is None or args.tls_key is None:
+            print("error: --tls-cert and --tls-key go together", file=sys.stderr)
+            return 2
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        try:
+            tls.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            print(f"error: cannot load --tls-cert {args.tls_cert} / --tls-key {args.tls_key}: {exc}", file=sys.stderr)
+            return 2
     try:
         import uvloop
     except ImportError:
         uvloop = None
     try:
         if uvloop is not None:
-            uvloop.run(serve(script, args.host, args.port, args.port_file))
+            uvloop.run(serve(script, args.host, args.port, args.port_file, tls))
         else:
-            asyncio.run(serve(script, args.host, args.port, args.port_file))
+            asyncio.run(serve(script, args.host, args.port, args.port_file, tls))
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1

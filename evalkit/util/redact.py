@@ -4,16 +4,28 @@ Two nets, because either alone has holes: keys known to carry secrets
 (``auth_token``, ``judge_api_key``, ...) are masked wherever they appear in
 a tree, and the literal secret values of the run are scrubbed from any text
 (an error message, a log line, a URL a user pasted a key into).
+
+Where secrets come from: secret-named keys, a URL's user info and credential
+query parameters (``?key=``, ``?sig=``, ...), and a server's command line
+(``launch.args``: the value after ``--api-key``/``--hf-token``/..., or of a
+``HF_TOKEN=...`` argument). What is masked is every form in which a secret
+travels (:func:`secret_forms`): as given, percent-encoded or decoded, JSON-escaped,
+and base64-encoded at any offset, because HTTP Basic auth sends
+``base64(user:password)`` and a server that rejects it may echo the header
+back. A server's own output is masked as it is written (:class:`StreamScrubber`).
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import json
 import logging
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 SECRET_KEYS = frozenset(
     {"auth_token", "judge_api_key", "api_key", "authorization", "api-key", "token", "password", "secret"}
@@ -29,8 +41,15 @@ SECRET_QUERY = frozenset(
     {"key", "api_key", "api-key", "apikey", "token", "access_token", "sig", "signature", "password", "secret", "code"}
 )
 URL_KEYS = frozenset({"url", "judge_api_endpoint"})
+#: keys whose value is a command line (``launch.args``): secrets inside are found by :func:`argv_secrets`
+ARGV_KEYS = frozenset({"args"})
+#: a command-line flag with one of these words as a part (``--basic-auth``) takes a secret, besides SECRET_WORDS
+ARGV_SECRET_WORDS = SECRET_WORDS | {"auth"}
 MASK = "***"
 _MIN_SECRET = 4
+#: the shortest base64 fragment masked on its own (shorter ones would mask innocent text)
+_MIN_BASE64_CORE = 8
+_HEADER_ARG = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*:\s*(\S.*)$")
 
 
 def is_secret_key(key: Any) -> bool:
@@ -40,13 +59,15 @@ def is_secret_key(key: Any) -> bool:
 
 
 def redact(node: Any) -> Any:
-    """A copy of a config tree with secret-bearing keys masked and credentials in URLs removed."""
+    """A copy of a config tree with secret-bearing keys masked and credentials in URLs and command lines removed."""
     if isinstance(node, dict):
         out: dict[Any, Any] = {}
         for key, value in node.items():
             name = str(key).lower()
             if is_secret_key(key) and value:
                 out[key] = MASK
+            elif name in ARGV_KEYS and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                out[key] = redact_args(value)
             elif name in URL_KEYS:
                 out[key] = (
                     [redact_url(v) if isinstance(v, str) else v for v in value]
@@ -82,12 +103,50 @@ def redact_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def _base64_cores(data: bytes) -> set[str]:
+    """The base64 text that ``data`` turns into wherever it sits in a longer encoded string (3 offsets, 2 alphabets).
+
+    Only the characters that depend on ``data`` alone: ``Basic base64(user:KEY)``
+    holds the core of ``KEY`` at offset ``len("user:") % 3``.
+    """
+    cores = set()
+    for offset in range(3):
+        encoded = base64.b64encode(bytes(offset) + data).decode("ascii")
+        start = -(-offset * 8 // 6)  # the first character with no bit of the filler
+        end = (offset + len(data)) * 8 // 6  # the last character with only bits of data
+        core = encoded[start:end]
+        if len(core) >= _MIN_BASE64_CORE:
+            cores |= {core, core.replace("+", "-").replace("/", "_")}
+    whole = base64.b64encode(data).decode("ascii").rstrip("=")
+    if len(whole) >= _MIN_SECRET:
+        cores |= {whole, whole.replace("+", "-").replace("/", "_")}
+    return cores
+
+
+@functools.lru_cache(maxsize=1024)
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """Every form in which ``secret`` may show in text: as given, percent-encoded or decoded, JSON-escaped, base64.
+
+    Longest first, so an alternation of them masks a whole form, not a part of it.
+    """
+    forms = {secret, quote(secret, safe=""), unquote(secret), json.dumps(secret)[1:-1]}
+    for form in list(forms):
+        forms |= _base64_cores(form.encode("utf-8", "surrogatepass"))
+    return tuple(sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    forms = {form for secret in secrets if secret and len(secret) >= _MIN_SECRET for form in secret_forms(secret)}
+    if not forms:
+        return None
+    return re.compile("|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True)))
+
+
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """Remove literal secret values from free text (error messages, logs)."""
-    for secret in secrets:
-        if secret and len(secret) >= _MIN_SECRET and secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    """Remove secret values, in every form they travel in (:func:`secret_forms`), from free text (errors, logs)."""
+    pattern = _pattern(tuple(secrets))
+    return pattern.sub(MASK, text) if pattern is not None and text else text
 
 
 def scrub_tree(node: Any, secrets: Iterable[str]) -> Any:
@@ -95,10 +154,11 @@ def scrub_tree(node: Any, secrets: Iterable[str]) -> Any:
     secrets = [s for s in secrets if s and len(s) >= _MIN_SECRET]
     if not secrets:
         return node
+    pattern = _pattern(tuple(secrets))
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            return scrub(value, secrets)
+            return pattern.sub(MASK, value) if pattern is not None else value
         if isinstance(value, dict):
             return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
@@ -118,6 +178,8 @@ def secrets_of(config: Any) -> list[str]:
                 name = str(key).lower()
                 if is_secret_key(key) and isinstance(value, str) and value:
                     found.add(value)
+                elif name in ARGV_KEYS and isinstance(value, list):
+                    found.update(argv_secrets([v for v in value if isinstance(v, str)]))
                 elif name in URL_KEYS:
                     for url in value if isinstance(value, list) else [value]:
                         if isinstance(url, str):
@@ -133,14 +195,55 @@ def secrets_of(config: Any) -> list[str]:
 
 
 def url_secrets(url: str) -> list[str]:
+    """The credentials in a URL: the password (and ``user:password``, what Basic auth encodes), a user name given
+    alone (a key passed as ``https://KEY@host``) and credential query parameters."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return []
     out = []
     if parts.password:
-        out.append(parts.password)
+        out += [parts.password, f"{unquote(parts.username or '')}:{unquote(parts.password)}"]
+    elif parts.username:
+        out += [parts.username, f"{unquote(parts.username)}:"]
     out += [v for k, v in parse_qsl(parts.query, keep_blank_values=True) if k.lower() in SECRET_QUERY and v]
+    return out
+
+
+def _is_secret_flag(name: str) -> bool:
+    name = name.lstrip("-").lower()
+    return is_secret_key(name) or any(word in ARGV_SECRET_WORDS for word in _WORD_SPLIT.split(name))
+
+
+def _argv_values(args: list[str]) -> Iterator[tuple[int, str, str]]:
+    """(index, prefix kept, secret value) for every secret in a command line."""
+    for index, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if eq and _is_secret_flag(name) and (name.startswith("-") or " " not in name):
+            yield index, name + eq, value  # --api-key=KEY, HF_TOKEN=KEY
+        elif name.startswith("-") and not eq and _is_secret_flag(name) and index + 1 < len(args):
+            yield index + 1, "", args[index + 1]  # --api-key KEY
+        elif (header := _HEADER_ARG.match(arg)) is not None and _is_secret_flag(header.group(1)):
+            yield index, arg[: header.start(2)], header.group(2)  # "Authorization: Bearer KEY"
+
+
+def argv_secrets(args: list[str]) -> list[str]:
+    """Secret values in a command line (``launch.args``); a value like ``Bearer KEY`` also gives ``KEY``."""
+    found: set[str] = set()
+    for _, _, value in _argv_values(args):
+        found.add(value)
+        last = value.split()[-1] if value.split() else ""
+        if last != value:
+            found.add(last)
+    return sorted((s for s in found if len(s) >= _MIN_SECRET), key=len, reverse=True)
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """A command line with the value of every secret flag or ``KEY=VALUE`` argument masked."""
+    out = list(args)
+    for index, prefix, value in _argv_values(args):
+        if value:
+            out[index] = prefix + MASK
     return out
 
 
@@ -150,7 +253,7 @@ class SecretFilter(logging.Filter):
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
         self.secrets = [s for s in secrets if s and len(s) >= _MIN_SECRET]
-        self._pattern = re.compile("|".join(re.escape(s) for s in self.secrets)) if self.secrets else None
+        self._pattern = _pattern(tuple(self.secrets))
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self._pattern is None:
@@ -186,3 +289,32 @@ def secrets_filtered(secrets: Iterable[str]) -> Iterator[SecretFilter]:
     finally:
         for handler in handlers:
             handler.removeFilter(flt)
+
+
+class StreamScrubber:
+    """Masks secrets in output that arrives in pieces cut anywhere (a server's log): a secret split across two
+    pieces is still masked, because the end of each piece that could begin one is held back until the next."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        forms = {
+            f.encode("utf-8", "surrogatepass") for s in secrets if s and len(s) >= _MIN_SECRET for f in secret_forms(s)
+        }
+        ordered = sorted(forms, key=len, reverse=True)
+        self._pattern = re.compile(b"|".join(re.escape(f) for f in ordered)) if ordered else None
+        self._hold = max((len(f) for f in ordered), default=1) - 1
+        self._pending = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The masked bytes that can be written now."""
+        if self._pattern is None:
+            return data
+        buffer = self._pattern.sub(MASK.encode(), self._pending + data)
+        # a secret holds no line break, so a finished line can go; otherwise all but what could start a secret
+        cut = max(buffer.rfind(b"\n") + 1, len(buffer) - self._hold)
+        self._pending = buffer[cut:]
+        return buffer[:cut]
+
+    def close(self) -> bytes:
+        """What is still held back, masked (the stream ended)."""
+        rest, self._pending = self._pending, b""
+        return self._pattern.sub(MASK.encode(), rest) if self._pattern is not None else rest
