@@ -71,6 +71,33 @@ class DiskFullError(UserError):
         return message
 
 
+class WriteFailed(UserError):
+    """A file the run keeps writing (the response store, a records file, results) failed for a reason other than
+    a full disk: the run stops at once with exit code 1 and one message naming the file and the error.
+
+    Not the user's mistake, but told the same way (no traceback): going on would score answers that are not kept,
+    or leave a records file with holes. The runner adds ``run_dir`` so the message says how to finish the run.
+    """
+
+    exit_code = 1
+
+    def __init__(self, path: str, error: BaseException | str) -> None:
+        detail = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        super().__init__(f"{path}: {detail}")
+        self.path = path
+        self.detail = detail
+        self.run_dir: str | None = None
+
+    def __str__(self) -> str:
+        message = f"cannot write {self.path} ({self.detail}); the run stopped"
+        if self.run_dir:
+            message += (
+                f". What was recorded and stored so far is kept: once the cause is fixed, finish with: "
+                f"evalkit run --resume {self.run_dir}"
+            )
+        return message
+
+
 def human_bytes(n: int) -> str:
     """``1536`` -> ``"1.5 KB"`` (powers of 1024, one decimal above bytes)."""
     value = float(n)

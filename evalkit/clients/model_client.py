@@ -40,6 +40,10 @@ run counts the twin as shared whichever engine came first. A success resolves on
 committed it (the worker waits for the group commit), so whatever the
 engine records is already stored, and at most ``batch_size`` answers per
 endpoint are received-but-not-stored at any moment. Errors are never stored.
+An answer the store refuses (too large for SQLite) fails its own sample as
+``unstorable``; a store that takes nothing more (full disk, locked, I/O error)
+fails the request with its error, which stops the run (exit 1, or 4 for a
+full disk): nothing is scored that a resume could not find again.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ from evalkit.clients.endpoint import Attempt, EndpointPool
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
-from evalkit.clients.store import ResponseStore, response_key
-from evalkit.errors import DiskFullError
+from evalkit.clients.store import ResponseStore, StoreRefused, response_key
+from evalkit.errors import DiskFullError, WriteFailed
 from evalkit.failures import FailureReason
 
 log = logging.getLogger("evalkit.client")
@@ -425,8 +429,8 @@ class ModelClient:
             self._settle_tokens(reserved, Attempt())
             self._give_up(job, job.last, replica, deadline=True)
             return False
-        if self.store is not None and self.store.full is not None:
-            job.future.set_exception(self.store.full)  # an answer that cannot be kept is not asked for
+        if self.store is not None and self.store.stopped is not None:
+            job.future.set_exception(self.store.stopped)  # an answer that cannot be kept is not asked for
             job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
             return False
         job.attempts += 1
@@ -479,16 +483,25 @@ class ModelClient:
                 await self.store.put(job.store_key, self.name, payload)
             except asyncio.CancelledError:
                 raise
-            except DiskFullError as error:
-                # the run cannot keep what it is asked: stop it (the engine raises it) rather than go on unstored
+            except StoreRefused as refused:
+                # this answer alone cannot be kept: its sample fails with the reason, never scored unstored
+                outcome = failed(
+                    FailureReason.UNSTORABLE,
+                    str(refused),
+                    status=outcome.status,
+                    attempts=job.attempts,
+                    latency=outcome.latency,
+                    replica=outcome.replica,
+                )
+            except Exception as error:
+                # the store takes nothing more (full disk, locked, I/O error): stop the run (the engine raises it)
+                # rather than go on scoring answers a resume could not find
+                stop = error if isinstance(error, (DiskFullError, WriteFailed)) else None
+                stop = stop or WriteFailed(str(self.store.path), error)
                 if not job.future.done():
-                    job.future.set_exception(error)
+                    job.future.set_exception(stop)
                     job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
                 return
-            except Exception as error:
-                if not self._store_warned:
-                    self._store_warned = True
-                    log.warning("response store write failed (answers are used but not kept): %s", error)
         if not job.future.done():
             job.future.set_result(outcome)
 

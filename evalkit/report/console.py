@@ -65,6 +65,10 @@ def summary_line(outcome: Any) -> str:
     text = f"{outcome.requests_sent} requests sent, {outcome.store_hits} answers from the response store"
     if reused:
         text += f", {reused} requests shared by two pairs of this run (asked once)"
+    changed = getattr(outcome, "changed", 0)
+    if changed:
+        # a stored answer whose bytes no longer match its checksum is never scored: it was asked again
+        text += f", {changed} changed answer{'s' * (changed != 1)} in the response store re-asked"
     text += (
         f"; {scored} samples scored and {failed} failed over {pairs} dataset-metric pair{'s' * (pairs != 1)} x "
         f"{models} model{'s' * (models != 1)}; {outcome.seconds:.1f} s."

@@ -44,7 +44,7 @@ from evalkit.data.filters import apply_filters
 from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images, prepare_images_as_is
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
-from evalkit.errors import DiskFullError, UserError
+from evalkit.errors import DiskFullError, UserError, WriteFailed
 from evalkit.failures import FailureReason
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric, MetricResult
@@ -64,10 +64,11 @@ from evalkit.run.requests import (
     likelihood_requests,
     turn_requests,
 )
-from evalkit.run.scoring import new_record, score_into_record, where
+from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.idindex import IdIndex
+from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
 
@@ -121,7 +122,8 @@ class Engine:
         self.models = [models[name] for name in spec.models]
         self.clients = clients
         self.filters = filters
-        self.records_path = records_dir / f"{spec.id}.jsonl"
+        # a dataset named "../.." or "/abs" must not write outside the records folder: one safe, unique name
+        self.records_path = safe_path(records_dir, spec.dataset.name, spec.metric, suffix=".jsonl")
         self.context = prompt_context or PromptContext()
         self.window = window
         self.progress = progress
@@ -169,7 +171,8 @@ class Engine:
 
     async def run(self) -> EngineResult:
         started = time.perf_counter()
-        result = EngineResult(spec=self.spec, metric_info=self.metric.describe())
+        settings, broken = metric_settings(self.metric)  # a metric that raises fails its pair, never the run
+        result = EngineResult(spec=self.spec, metric_info=settings, error=broken)
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
@@ -177,7 +180,7 @@ class Engine:
                 self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
             )
             await self._run_recorded()
-        except DiskFullError:
+        except (DiskFullError, WriteFailed):
             raise  # the whole run stops: nothing more can be kept
         except UserError as error:
             result.error = str(error)
@@ -188,8 +191,9 @@ class Engine:
         result.n_samples = self.n_samples
         result.seconds = time.perf_counter() - started
         for name, acc in self.accumulators.items():
-            # bootstrap CIs are CPU work: off the loop, so other engines keep their endpoints busy
-            scored = await asyncio.to_thread(acc.result, seed=self.seed) if acc.n else None
+            # bootstrap CIs are CPU work: summarize runs them off the loop, so other engines keep their endpoints busy
+            scored, crashed = await summarize(acc, self.seed)
+            result.error = result.error or crashed
             result.models[name] = ModelResult(
                 model=name,
                 result=scored,
@@ -207,7 +211,7 @@ class Engine:
         except OSError as error:
             if is_disk_full(error):
                 raise disk_full(self.records_path) from None
-            raise
+            raise WriteFailed(str(self.records_path), error) from None
         try:
             await self._run_samples()
             try:
@@ -215,7 +219,7 @@ class Engine:
             except OSError as error:
                 if is_disk_full(error):
                     raise disk_full(self.records_path) from None
-                raise
+                raise WriteFailed(str(self.records_path), error) from None
         finally:
             if not self._records.closed:
                 with contextlib.suppress(OSError):  # already failing: a second full-disk error says nothing new
@@ -244,7 +248,7 @@ class Engine:
             await asyncio.gather(*pending, return_exceptions=True)
             raise
         if pending:
-            if first_error and isinstance(first_error[0], DiskFullError):
+            if first_error and isinstance(first_error[0], (DiskFullError, WriteFailed)):
                 for task in list(pending):  # nothing more can be kept: answers still coming would be lost
                     task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
@@ -510,10 +514,10 @@ class Engine:
         line = jsonutil.dumps_bytes(record) + b"\n"  # UTF-8 JSON straight from the encoder: no str round trip
         try:
             self._records.write(line)
-        except OSError as error:
-            if is_disk_full(error):
+        except (OSError, ValueError) as error:  # ValueError: the file was closed under it
+            if isinstance(error, OSError) and is_disk_full(error):
                 raise disk_full(self.records_path, len(line)) from None
-            raise
+            raise WriteFailed(str(self.records_path), error) from None
         if model == self.models[0].name:
             self._note_data_problem(record, sample)
         if self.progress is not None:

@@ -7,13 +7,15 @@ restored from the config file the run was started with.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 from evalkit.config import Config
-from evalkit.errors import UserError
+from evalkit.errors import UserError, WriteFailed
 from evalkit.plan import Plan
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.redact import MASK
@@ -34,6 +36,7 @@ _TRANSPORT_FIELDS = frozenset(
         "launch",
         "deadline",
         "max_response_bytes",
+        "follow_redirects",
     }
 )
 _JUDGE_TRANSPORT_FIELDS = frozenset(
@@ -70,6 +73,39 @@ def answer_fingerprint(config: Config) -> str:
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
     """Write run.json atomically: a kill leaves the old manifest or the new one, never half of one."""
     write_json_atomic(run_dir / MANIFEST, manifest)
+
+
+class ManifestWriter:
+    """run.json of a run in progress, written from the event loop and, after a signal, from the hard-stop thread.
+
+    One lock orders the writes (the two threads would otherwise share the
+    temporary file of :func:`write_manifest`), and :meth:`mark_interrupted`
+    changes only a run still "running": a run that finished or failed keeps
+    what it says.
+    """
+
+    def __init__(self, run_dir: Path, data: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        self.data = data
+        self._lock = threading.Lock()
+
+    def update(self, **changes: Any) -> None:
+        """Apply ``changes`` and write run.json; an error other than a full disk stops the run naming the file."""
+        with self._lock:
+            self.data.update(changes)
+            try:
+                write_manifest(self.run_dir, self.data)
+            except OSError as error:  # a full disk is already a DiskFullError, not an OSError
+                raise WriteFailed(str(self.run_dir / MANIFEST), error) from None
+
+    def mark_interrupted(self) -> bool:
+        """Status "interrupted" (with the time) if the run is still "running"; True when written."""
+        with self._lock:
+            if self.data.get("status") != "running":
+                return False
+            self.data.update(status="interrupted", stopped=dt.datetime.now().isoformat(timespec="seconds"))
+            write_manifest(self.run_dir, self.data)
+            return True
 
 
 def read_manifest(run_dir: str | Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
+import os
 import secrets
 import signal
 import sys
@@ -30,7 +31,7 @@ from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
 from evalkit.data.fingerprint import dataset_fingerprint, fingerprint_change
-from evalkit.errors import DiskFullError, RunInterrupted, UserError
+from evalkit.errors import DiskFullError, RunInterrupted, UserError, WriteFailed
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
@@ -39,12 +40,14 @@ from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.engine import Engine, EngineResult, ProgressHook, rows_from_engines
+from evalkit.run.hardstop import GRACE_SECONDS, HardStop
 from evalkit.run.manifest import (
+    MANIFEST,
     MANIFEST_FORMAT,
+    ManifestWriter,
     answer_fingerprint,
     config_as_given,
     read_manifest,
-    write_manifest,
 )
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
@@ -83,6 +86,8 @@ class RunOutcome:
     meta: dict[str, Any] = field(default_factory=dict)
     #: answers one pair of this run took from another (same dataset, same request), not sent again
     reused: int = 0
+    #: stored answers whose bytes no longer matched their checksum: not used, asked again
+    changed: int = 0
 
 
 def new_run_dir(output_dir: Path) -> Path:
@@ -111,7 +116,11 @@ def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
                 deployment=info.model,
             )
             pool = EndpointPool(
-                protocol, connections=info.batch_size, timeout=info.timeout, max_body=info.max_response_bytes
+                protocol,
+                connections=info.batch_size,
+                timeout=info.timeout,
+                max_body=info.max_response_bytes,
+                follow_redirects=info.follow_redirects,
             )
             pools.append((pool, info.batch_size))
     info = model.info
@@ -204,16 +213,23 @@ def _store_path(config: Config, output_dir: Path) -> Path:
 async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
     from evalkit.data.audio.workers import shutdown_audio_workers
+    from evalkit.data.hubcache import require_hub_or_stored
     from evalkit.serve.launch import launched_servers, stop_on_signals
 
+    # before any server or engine starts: hub data is stored or the hub answers (else one message, exit 2)
+    await asyncio.to_thread(require_hub_or_stored, [spec.dataset for spec in plan.engines])
     config = plan.config
     hidden = secrets_of(config)
     output_dir = Path(options.output_dir or config.output_dir)
     state: dict[str, Any] = {}
-    with stop_on_signals(None, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received:
+    with (
+        stop_on_signals(None, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received,
+        HardStop(received, lambda: _mark_interrupted(state), lambda signum: _hard_stop(state, signum)),
+    ):
         try:
             with secrets_filtered(hidden):
                 async with launched_servers(plan, output_dir / "server-logs") as servers:
+                    state["servers"] = servers
                     return await _execute(plan, options, hidden, servers, state)
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as error:
             if isinstance(error, RunInterrupted) or not (received or isinstance(error, KeyboardInterrupt)):
@@ -224,6 +240,9 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
             # say where the answers are and how to finish: this folder, once there is room
             error.run_dir = str(state["run_dir"]) if state.get("run_dir") else None
             error.store = state.get("store")
+            raise
+        except WriteFailed as error:
+            error.run_dir = str(state["run_dir"]) if state.get("run_dir") else None
             raise
         except OSError as error:
             if is_disk_full(error):  # a write no narrower handler knew (a folder, a log): still one message
@@ -236,6 +255,48 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
             # audio worker processes end with the run, also in long-lived hosts such as notebooks; a signal
             # during this shutdown is still watched, so the workers are never left behind
             await asyncio.shield(asyncio.to_thread(shutdown_audio_workers))
+
+
+def _mark_interrupted(state: dict[str, Any]) -> None:
+    """run.json says "interrupted" as soon as a signal came (the hard-stop thread calls it)."""
+    writer: ManifestWriter | None = state.get("manifest")
+    if writer is not None:
+        writer.mark_interrupted()
+
+
+def _hard_stop(state: dict[str, Any], signum: int) -> None:
+    """The last words of a run whose orderly end after a signal took too long: servers killed, one line said."""
+    for server in state.get("servers") or []:
+        with contextlib.suppress(OSError):
+            os.killpg(server.pid, signal.SIGKILL)  # launched servers lead their own process group
+    name = signal.Signals(signum).name if signum in signal.valid_signals() else f"signal {signum}"
+    run_dir = state.get("run_dir")
+    where = (
+        f"; {Path(run_dir) / MANIFEST} has status 'interrupted' and every answer committed to the response store is "
+        f"kept. Resume it with: evalkit run --resume {run_dir}"
+        if run_dir is not None
+        else ""
+    )
+    sys.stderr.write(
+        f"evalkit: interrupted ({name}); the orderly shutdown did not finish within "
+        f"{GRACE_SECONDS:g} s (a commit, a thread or a server still busy), so evalkit stopped at "
+        f"once{where}\n"
+    )
+    sys.stderr.flush()
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    """A given run folder is new, empty or an earlier evalkit run's: never a folder of someone else's files."""
+    if not run_dir.exists():
+        return
+    if not run_dir.is_dir():
+        raise UserError(f"run folder {run_dir}: not a folder; expected a new or empty folder, or an evalkit run's")
+    if (run_dir / MANIFEST).is_file() or not any(run_dir.iterdir()):
+        return
+    raise UserError(
+        f"run folder {run_dir}: holds files evalkit did not make (no {MANIFEST}); expected a new or empty folder, "
+        "or an evalkit run's. evalkit leaves it untouched: choose another folder"
+    )
 
 
 async def _execute(
@@ -275,8 +336,11 @@ async def _execute(
     datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
     if resumed is not None:
         _check_datasets_unchanged(plan, resumed, datasets, Path(options.resume or ""))
+    elif options.run_dir:
+        run_dir = Path(options.run_dir)
+        _check_run_dir(run_dir)
     else:
-        run_dir = Path(options.run_dir) if options.run_dir else new_run_dir(output_dir)
+        run_dir = new_run_dir(output_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state["store"] = str(store_path) if use_store else None
     manifest: dict[str, Any] = {
@@ -305,11 +369,13 @@ async def _execute(
         manifest["started"] = resumed.get("started", manifest["started"])
         manifest["started_unix"] = resumed.get("started_unix", started_unix)
     manifest = scrub_tree(manifest, hidden)
-    write_manifest(run_dir, manifest)
+    writer = ManifestWriter(run_dir, manifest)
+    writer.update()
+    state["manifest"] = writer
 
     state["run_dir"] = run_dir
+    store: ResponseStore | None = None
     try:
-        store = None
         if use_store:
             store = await ResponseStore(store_path, refresh_since=refresh_since).open()
         clients = build_clients(plan, store)
@@ -349,12 +415,14 @@ async def _execute(
             with quiet_garbage_collector():
                 results = await _run_engines(engines)
         finally:
-            for client in clients.values():
-                await client.close()
-            if judge is not None:
-                await judge.close()
-            if store is not None:
-                await store.close()
+            try:
+                for client in clients.values():
+                    await client.close()
+                if judge is not None:
+                    await judge.close()
+            finally:
+                if store is not None:
+                    await store.close()  # always: its SQLite thread would otherwise keep the process alive
         for result in results:
             if result.error:
                 result.error = scrub(result.error, hidden)
@@ -378,20 +446,22 @@ async def _execute(
             if row.error:
                 row.error = scrub(row.error, hidden)
             row.failure_examples = {k: scrub(v, hidden) for k, v in row.failure_examples.items()}
-        write_results(run_dir, rows, meta)
+        _write_results(run_dir, rows, meta)
     except BaseException as error:
         # run.json tells the truth: an interrupted run is resumable, a crashed one says why
         interrupted = isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, SystemExit))
-        manifest.update(
-            status="interrupted" if interrupted else "failed", stopped=dt.datetime.now().isoformat(timespec="seconds")
-        )
+        changes: dict[str, Any] = {
+            "status": "interrupted" if interrupted else "failed",
+            "stopped": dt.datetime.now().isoformat(timespec="seconds"),
+        }
         if not interrupted:
-            manifest["error"] = scrub(f"{type(error).__name__}: {error}", hidden)
-        with contextlib.suppress(OSError):
-            write_manifest(run_dir, manifest)
+            changes["error"] = scrub(f"{type(error).__name__}: {error}", hidden)
+        manifest["store"].update(_store_counts(store))
+        with contextlib.suppress(OSError, UserError):  # already failing: the first error is the one to tell
+            writer.update(**changes)
         raise
-    manifest.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
-    write_manifest(run_dir, manifest)
+    manifest["store"].update(_store_counts(store))
+    writer.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
     return RunOutcome(
         run_dir=run_dir,
         rows=rows,
@@ -401,4 +471,22 @@ async def _execute(
         store_hits=sum(c.store_hits for c in clients.values()),
         meta=meta,
         reused=sum(c.reused + c.deduplicated for c in clients.values()),
+        changed=store.changed if store is not None else 0,
     )
+
+
+def _store_counts(store: ResponseStore | None) -> dict[str, int]:
+    """What the response store met on reads, for run.json: answers that changed (asked again), unverified ones."""
+    if store is None:
+        return {}
+    return {"changed_answers": store.changed, "unverified_answers": store.unverified}
+
+
+def _write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
+    """results.json and its views; a write error other than a full disk stops the run naming the file (exit 1)."""
+    try:
+        write_results(run_dir, rows, meta)
+    except OSError as error:
+        if is_disk_full(error):
+            raise
+        raise WriteFailed(str(error.filename or run_dir / "results.json"), error) from None
