@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from evalkit.data.audio.decode import TARGET_SR, AudioDecodeError, load_16k_mono
 from evalkit.data.sample import Audio
@@ -39,58 +39,16 @@ from evalkit.serve.batcher import (
     QueueFullError,
     ServerClosingError,
 )
-from evalkit.util.jsonutil import dumps_bytes
+from evalkit.serve.errors import RequestError, error_response, json_response
+from evalkit.serve.guard import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, Guard, Limits, default_body_budget
 
 log = logging.getLogger("evalkit.serve")
 
 #: chat bodies up to this size are parsed on the event loop: a text prompt's JSON parses in tens of microseconds,
 #: less than handing it to a thread and back; larger ones carry media, decoded on the parse threads
 INLINE_PARSE_BYTES = 16 * 1024
-MAX_BODY_BYTES = 256 * 1024 * 1024  # ~25 min of 16 kHz 16-bit audio as base64, with room to spare
+MAX_BODY_BYTES = DEFAULT_MAX_BODY_BYTES
 RESPONSE_FORMATS = ("json", "text", "verbose_json")
-
-
-class RequestError(Exception):
-    """A request the server refuses; becomes OpenAI error JSON with ``status``."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        param: str | None = None,
-        code: str | None = None,
-        type_: str | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.type = type_ or ("invalid_request_error" if status < 500 else "server_error")
-        self.headers = headers or {}
-
-
-def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
-    """``body`` as a JSON response, serialized once to bytes (orjson when installed).
-
-    aiohttp's ``web.json_response`` runs ``json.dumps`` to a str that the response
-    then encodes again; on a busy server that is event-loop time taken from the
-    model (every thread shares the GIL). The headers are the same:
-    ``application/json; charset=utf-8``. What orjson cannot write (a str with a
-    lone surrogate) goes through ``json.dumps``, as before.
-    """
-    try:
-        data = dumps_bytes(body)
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        data = json.dumps(body).encode()
-    return web.Response(body=data, status=status, headers=headers, content_type="application/json", charset="utf-8")
-
-
-def error_response(error: RequestError) -> web.Response:
-    body = {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
-    return json_response(body, status=error.status, headers=error.headers)
 
 
 # ---------------------------------------------------------------------- state
@@ -118,6 +76,7 @@ class ServerState:
     batch_wait_s: float
     max_queue: int
     max_body_bytes: int = MAX_BODY_BYTES
+    guard: Guard = field(default_factory=lambda: Guard(Limits(MAX_BODY_BYTES, default_body_budget(MAX_BODY_BYTES))))
     backend: Backend | None = None
     created: int = field(default_factory=lambda: int(time.time()))
     stats: BatchStats = field(default_factory=BatchStats)
@@ -154,23 +113,38 @@ def create_app(
     batch_wait_ms: float = 5.0,
     max_queue: int = 256,
     max_body_bytes: int = MAX_BODY_BYTES,
+    body_budget_bytes: int | None = None,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    api_key: str | None = None,
 ) -> web.Application:
     """The aiohttp application; pass ``backend`` now or later with :func:`attach_backend`.
 
     Serving before the backend is attached lets a slow model load while
     /health already answers 503 "loading", so supervisors can tell "starting"
-    from "dead".
+    from "dead". ``api_key``, the body limits and the body timeout are enforced
+    by :class:`~evalkit.serve.guard.Guard` before a handler reads a body
+    (``body_budget_bytes`` None: an eighth of the machine's memory).
     """
-    app = web.Application(client_max_size=max_body_bytes, middlewares=[_errors_as_json])
+    limits = Limits(
+        max_body_bytes=max_body_bytes,
+        body_budget_bytes=body_budget_bytes if body_budget_bytes is not None else default_body_budget(max_body_bytes),
+        body_timeout_s=body_timeout_s,
+        api_key=api_key or None,
+    )
+    guard = Guard(limits)
+    # the guard is outermost: it sees every answer, the JSON errors included, to close connections whose body
+    # was not read and to tell a client that went away from a failure
+    app = web.Application(client_max_size=max_body_bytes, middlewares=[guard.middleware(), _errors_as_json])
     state = ServerState(
         max_batch_size=max_batch_size,
         batch_wait_s=batch_wait_ms / 1000.0,
         max_queue=max_queue,
         max_body_bytes=max_body_bytes,
+        guard=guard,
     )
     app[STATE] = state
-    app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_post("/v1/audio/transcriptions", transcriptions)
+    app.router.add_post("/v1/chat/completions", chat_completions, expect_handler=guard.expect)
+    app.router.add_post("/v1/audio/transcriptions", transcriptions, expect_handler=guard.expect)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     app.router.add_get("/_stats", stats)
@@ -333,6 +307,8 @@ async def _errors_as_json(
         return await handler(request)
     except RequestError as error:
         return error_response(error)
+    except ConnectionError:  # the client went away: the guard says so in one line
+        raise
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -384,7 +360,7 @@ async def _off_loop(request: web.Request, fn: Callable[..., Any], *args: Any) ->
     return await asyncio.get_running_loop().run_in_executor(request.app[STATE].parse_executor, fn, *args)
 
 
-def _inline_parse(raw: bytes) -> bool:
+def _inline_parse(raw: bytes | bytearray) -> bool:
     """A small body without media: parse it on the loop (audio and images are decoded on the parse threads)."""
     return len(raw) <= INLINE_PARSE_BYTES and not any(marker in raw for marker in _MEDIA_MARKERS)
 
@@ -512,7 +488,7 @@ def _parse_params(body: dict[str, Any]) -> GenerationParams:
     return params
 
 
-def parse_chat_body(raw: bytes) -> tuple[dict[str, Any], ChatInput]:
+def parse_chat_body(raw: bytes | bytearray) -> tuple[dict[str, Any], ChatInput]:
     """Body bytes -> (the JSON object, the backend's input); RequestError names what is wrong."""
     try:
         body = json.loads(raw)
@@ -532,7 +508,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     state = request.app[STATE]
     backend = state.require_backend()
     batcher = _require(state.chat, "chat completions", backend)
-    raw = await request.read()
+    raw = await state.guard.read_body(request)
     if _inline_parse(raw):
         body, item = parse_chat_body(raw)
     else:
@@ -609,33 +585,34 @@ def _parse_language(value: str | None, backend: Backend) -> str | None:
     return code
 
 
-def _decode_upload(data: bytes) -> np.ndarray:
+def _decode_upload(data: bytes | bytearray) -> np.ndarray:
     try:
-        return load_16k_mono(Audio(data=data))
+        return load_16k_mono(Audio(data=bytes(data)))
     except AudioDecodeError as exc:
         raise RequestError(400, f"file: {exc}", param="file") from None
 
 
-async def _read_form(request: web.Request) -> tuple[bytes | None, dict[str, str]]:
+async def _read_form(request: web.Request) -> tuple[bytes | bytearray | None, dict[str, str]]:
     if not request.content_type.startswith("multipart/"):
         raise RequestError(
             400,
             f"expected a multipart/form-data body with a file field, got {request.content_type or 'no content type'}",
         )
-    limit = request.app[STATE].max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise RequestError(413, f"request body is larger than {limit} bytes")
+    guard = request.app[STATE].guard  # the Content-Length was checked against the limits before this handler
     fields: dict[str, str] = {}
-    file_data: bytes | None = None
+    file_data: bytes | bytearray | None = None
     try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            name = getattr(part, "name", None)
-            if name == "file":
-                file_data = await part.read()  # type: ignore[union-attr]
-            elif name:
-                fields[name] = await part.text()  # type: ignore[union-attr]
-    except (ValueError, AssertionError) as exc:
+        async with guard.deadline(request):
+            reader = await request.multipart()
+            while (part := await reader.next()) is not None:
+                if not isinstance(part, BodyPartReader):
+                    raise RequestError(400, "malformed multipart body: nested multipart parts are not supported")
+                data = await guard.read_part(request, part)
+                if part.name == "file":
+                    file_data = data
+                elif part.name:
+                    fields[part.name] = part.decode(bytes(data)).decode(part.get_charset(default="utf-8"))
+    except (ValueError, AssertionError, LookupError) as exc:  # a UnicodeDecodeError is a ValueError
         raise RequestError(400, f"malformed multipart body: {exc}") from None
     return file_data, fields
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -32,6 +34,7 @@ from evalkit.serve.backends.registry import (
     create_backend,
     load_backend_class,
 )
+from evalkit.serve.guard import API_KEY_ENV, DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, default_body_budget
 from evalkit.util.atomic import write_text_atomic
 
 PROG = "evalkit serve"
@@ -117,6 +120,42 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="seconds in-flight requests get to finish on SIGTERM (default: %(default)s)",
     )
+    safety = parser.add_argument_group(
+        "safety (for a server left running or reachable from other machines)",
+        "Refusals are OpenAI-style JSON errors. GET /health answers without the key (it tells only\n"
+        "ok, loading or failed), so supervisors and evalkit's launcher can poll it.",
+    )
+    safety.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help=f"require 'Authorization: Bearer KEY' on every request but GET /health (401 otherwise). Prefer the "
+        f"environment variable {API_KEY_ENV}: a command line shows in `ps`. Never logged. Default: "
+        f"${API_KEY_ENV}, else none (a warning when --host is not a loopback address)",
+    )
+    safety.add_argument(
+        "--max-body-mb",
+        type=float,
+        default=DEFAULT_MAX_BODY_BYTES / 2**20,
+        metavar="MB",
+        help="largest request body; a larger Content-Length is refused with 413 before the body is read "
+        "(default: %(default)g)",
+    )
+    safety.add_argument(
+        "--body-budget-mb",
+        type=float,
+        metavar="MB",
+        help="request bodies held in memory at once, all requests together (each holds its size until "
+        "answered); beyond it a request gets 503 with Retry-After, its body unread (default: an eighth of the "
+        "machine's memory, at least --max-body-mb)",
+    )
+    safety.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT_S,
+        metavar="S",
+        help="seconds a whole request body may take to arrive; a slower sender gets 408 and its connection "
+        "is closed (default: %(default)g)",
+    )
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     return parser
 
@@ -158,10 +197,62 @@ def _check(args: argparse.Namespace) -> None:
             f"--in-process only applies to backends whose model can run apart (--backend {args.backend} "
             "always runs in the server's process)"
         )
+    _check_safety(args)
     if args.port_file and not Path(args.port_file).resolve().parent.is_dir():
         raise UserError(f"--port-file {args.port_file}: its folder does not exist")
     # a missing dependency is a message now, not a crash later
     load_backend_class(args.backend, separate_process=not args.in_process)
+
+
+def _check_safety(args: argparse.Namespace) -> None:
+    """The API key (flag, else environment) and the body limits; an error never shows the key itself."""
+    where = "--api-key"
+    if args.api_key is None:
+        args.api_key = os.environ.get(API_KEY_ENV) or None  # an empty variable is no key
+        where = API_KEY_ENV
+    if args.api_key is not None and not _HEADER_TOKEN.fullmatch(args.api_key):
+        raise UserError(
+            f"{where}: the API key must be printable ASCII without spaces (it travels in an HTTP header), "
+            f"and not empty; got one of {len(args.api_key)} characters"
+        )
+    if not 0 < args.max_body_mb <= 64 * 1024:
+        raise UserError(f"--max-body-mb must be more than 0 and at most 65536, got {args.max_body_mb:g}")
+    args.max_body_bytes = int(args.max_body_mb * 2**20)
+    if args.body_budget_mb is None:
+        args.body_budget_bytes = default_body_budget(args.max_body_bytes)
+    elif args.body_budget_mb < args.max_body_mb:
+        raise UserError(
+            f"--body-budget-mb must be at least --max-body-mb ({args.max_body_mb:g}), got {args.body_budget_mb:g}: "
+            "a request of the largest size would never fit"
+        )
+    else:
+        args.body_budget_bytes = int(args.body_budget_mb * 2**20)
+    if not 0 < args.body_timeout <= 86_400:
+        raise UserError(f"--body-timeout must be more than 0 and at most 86400 seconds, got {args.body_timeout:g}")
+
+
+#: what an HTTP header token may hold: visible ASCII, no spaces
+_HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
+
+
+def _warn_if_open(sock: socket.socket, api_key: str | None) -> None:
+    """Listening beyond loopback without a key lets anyone who reaches the port use the model: say so once."""
+    if api_key:
+        return
+    host = str(sock.getsockname()[0]).split("%", 1)[0]
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    if address.is_loopback:
+        return
+    reach = "every network interface" if address.is_unspecified else f"the non-loopback address {host}"
+    print(
+        f"{PROG}: warning: listening on {reach} ({_url(sock)}) without an API key: anyone who can reach this "
+        f"port can use the model. Set {API_KEY_ENV} (or --api-key), or listen on --host 127.0.0.1",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -234,10 +325,20 @@ async def _serve(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _install_signals(stop)
     sock = _bind(args.host, args.port)
+    _warn_if_open(sock, args.api_key)
     app = create_app(
-        None, max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms, max_queue=args.max_queue
+        None,
+        max_batch_size=args.max_batch_size,
+        batch_wait_ms=args.batch_wait_ms,
+        max_queue=args.max_queue,
+        max_body_bytes=args.max_body_bytes,
+        body_budget_bytes=args.body_budget_bytes,
+        body_timeout_s=args.body_timeout,
+        api_key=args.api_key,
     )
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=args.shutdown_timeout)
+    # lingering_time=0: a request answered before its body ended (401, 413, 503, 408) has its connection
+    # closed, where aiohttp would otherwise go on reading and discarding the body for up to 10 s
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=args.shutdown_timeout, lingering_time=0)
     await runner.setup()
     try:
         await web.SockSite(runner, sock).start()

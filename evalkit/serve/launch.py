@@ -276,6 +276,11 @@ def _child_env(info: ModelInfo) -> dict[str, str]:
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if package_root not in paths and package_root not in _site_dirs():
             env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
+        # [serve safety] the entry's auth_token is the key the launched `evalkit serve` requires (the run's client
+        # sends it); a key in evalkit's own environment is not this server's, and launch.env may still set one
+        env.pop("EVALKIT_SERVE_API_KEY", None)
+        if info.auth_token:
+            env["EVALKIT_SERVE_API_KEY"] = info.auth_token
     env.update(info.launch.env)
     return env
 
@@ -367,12 +372,14 @@ def _exited_message(server: LaunchedServer) -> str:
     )
 
 
-async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float) -> None:
+async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float, auth_token: str | None = None) -> None:
     """Wait for the port (evalkit serve reports it), then /health 200, then our model id in /v1/models."""
     import aiohttp  # here, not at the top: a run without launch: blocks never needs it (~90 ms of start-up)
 
     deadline = server.started + timeout
-    async with aiohttp.ClientSession() as session:
+    # [serve safety] /v1/models wants the key on a server started with one (evalkit serve, vLLM --api-key)
+    headers = {"Authorization": f"Bearer {auth_token}"} if auth_token else None
+    async with aiohttp.ClientSession(headers=headers) as session:
         while time.monotonic() < deadline:
             if server.process.poll() is not None:
                 raise LaunchError(_exited_message(server))
@@ -411,6 +418,12 @@ async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model
             # its /v1/models lists the hub cache, not the folder it was started with (500 with no cache)
             return True
         async with session.get(server.url + "/models", timeout=timeout) as response:
+            if response.status == 401:  # [serve safety] a key in launch.args/env that the entry does not send
+                raise LaunchError(
+                    f"models: {server.model}: the server on port {server.port} wants an API key that this entry "
+                    "does not send: set the entry's auth_token to it (evalkit passes auth_token to a launched "
+                    "evalkit serve itself)"
+                )
             body = await response.json(content_type=None)
         served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
         if model_id in served:
@@ -429,7 +442,7 @@ async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedSer
         server = _start(info, log_dir)
         servers.append(server)
         try:
-            await _wait_ready(server, info.model, info.launch.startup_timeout)
+            await _wait_ready(server, info.model, info.launch.startup_timeout, info.auth_token)
             return server
         except LaunchError:
             lost_port = (
