@@ -246,7 +246,7 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
 
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
-    import_plugin_modules(config.plugins, f"{source}: plugins")
+    import_plugin_modules(config.plugins, f"{source}: plugins", beside=config.base_dir)
     catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
     models = _group_models(config)
     _check_names(config, catalog, source)
@@ -295,8 +295,6 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     continue
             if spec.path is not None:
                 require_local_source(spec)
-            elif hub_offline():
-                require_stored(spec)
             check_prompt_choice(spec, library.pools)
             check_in_context(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
@@ -314,6 +312,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             engine = EngineSpec(dataset=spec, metric=canonical, models=list(models), options=dict(options))
             engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
             engines.append(engine)
+    if hub_offline():  # one message naming every hub dataset without stored rows
+        require_stored(engine.dataset for engine in engines)
     for i, entry in enumerate(config.aggregate):
         metric, datasets, _ = aggregate_entry(entry)
         if metric not in METRICS:

@@ -157,14 +157,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
     ls.add_argument(
-        "--config", "-c", help="config whose models `list models` shows (default ./config.yaml when present)"
+        "--config",
+        "-c",
+        help="config whose models `list models` shows and whose plugins: are listed (default ./config.yaml when "
+        "present)",
     )
     info = sub.add_parser(
         "info", help="details of one dataset, metric, task or model (with an example config line), or of the system"
     )
     info.add_argument("kind", choices=["dataset", "metric", "task", "model", "system"])
     info.add_argument("name", nargs="?", help="the dataset, metric, task or model (not for `system`)")
-    info.add_argument("--config", "-c", help="config whose models `info model` looks in (default ./config.yaml)")
+    info.add_argument(
+        "--config",
+        "-c",
+        help="config whose models `info model` looks in and whose plugins: are known (default ./config.yaml)",
+    )
     info.add_argument("--format", "-f", choices=["table", "json"], default="table")
     info.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
@@ -280,9 +287,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_dry_run(report, plan)
         return int(report.exit_code)
     from evalkit.api import run_options
+    from evalkit.data.hubcache import require_hub_or_stored
     from evalkit.report.progress import expected_totals, make_progress
     from evalkit.run.runner import execute
 
+    require_hub_or_stored(spec.dataset for spec in plan.engines)  # said before a progress line (execute checks too)
     totals = expected_totals(plan) if not args.quiet else {}
     progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
     options = run_options(
@@ -378,6 +387,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         category=args.category, task=args.task, metric=args.metric, language=args.language, modality=args.modality
     )
     kinds = [k for k in LIST_KINDS if k != "all"] if args.what == "all" else [args.what]
+    listing.import_config_plugins(args.config)  # the config's plugins: their metrics and processors are listed
     everything: dict[str, list[dict[str, Any]]] = {}
     for kind in kinds:
         if kind == "models":
@@ -407,7 +417,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         system.render(system.model_info(args.name, args.config), args.format)
         return 0
     from evalkit.cli.info import describe, render_info
+    from evalkit.cli.listing import import_config_plugins
 
+    import_config_plugins(args.config)  # a metric of the config's plugins: is described like any other
     render_info(describe(args.kind, args.name, args.runspecs_dir), args.format)
     return 0
 
@@ -422,7 +434,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     import itertools
 
     from evalkit.catalog import load_catalog
-    from evalkit.data.hubcache import HubRowCache, hub_offline
+    from evalkit.data.hubcache import HubRowCache, hub_offline, require_hub_for_fetch
     from evalkit.data.loading import iter_rows
 
     if args.num_samples is not None and args.num_samples < 1:
@@ -431,6 +443,7 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         raise UserError("fetch: HF_HUB_OFFLINE is set; fetching needs the hub (unset it, or run where it is reachable)")
     catalog = load_catalog(args.runspecs_dir)
     specs = list({spec.name: spec for name in args.names for spec in catalog.resolve(name, "fetch")}.values())
+    require_hub_for_fetch(specs)  # a hub that does not answer is said at once, not after minutes of retries
     for spec in specs:
         if spec.hf_repo is None:
             print(f"{spec.name}: local ({spec.source}), nothing to fetch")

@@ -12,6 +12,12 @@ the file holds plain JSON and nothing is unpickled.
 A copy is marked complete once a split was read to its end; a partial copy
 offline serves the rows it has and then stops with a message saying how to
 fetch the rest.
+
+Stored rows are read without asking the hub. Before a run (or a dry run)
+starts an engine, :func:`require_hub_or_stored` checks every hub dataset of
+the plan: when one has no stored rows, the hub is probed once
+(:mod:`evalkit.data.hubprobe`), and a hub that does not answer stops the
+run with one message listing every such dataset and both ways out.
 """
 
 from __future__ import annotations
@@ -20,11 +26,13 @@ import base64
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.errors import RunspecError
+from evalkit.data.hubprobe import HubAnswer, probe_hub
+from evalkit.errors import RunspecError, UserError
+from evalkit.util.safe_names import safe_name
 
 if TYPE_CHECKING:
     from evalkit.catalog import DatasetSpec
@@ -83,7 +91,9 @@ class HubRowCache:
         }
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
         name = f"{str(spec.hf_repo).replace('/', '__')}-{spec.subset or 'default'}-{spec.split}-{digest}"
-        self.folder = (root or cache_root()) / name
+        # a repo, subset or split may hold "/" or ".." (a runspec is user input): one safe folder name (a user's
+        # symlink to another disk is fine here, so no inside() check)
+        self.folder = (root or cache_root()) / safe_name(name, unique_already=True)
         self.rows_path = self.folder / "rows.jsonl"
         self.meta_path = self.folder / "meta.json"
 
@@ -115,8 +125,9 @@ class HubRowCache:
     def rows(self, stream: Any) -> Iterator[dict[str, Any]]:
         """Stored rows first, then rows of ``stream()`` beyond them, each appended as it is read.
 
-        ``stream`` is called only when the stored rows run out: offline, that is
-        an error naming the dataset and what to run.
+        ``stream`` is called only when the stored rows run out, and only when
+        the hub may be asked and answers (one probe per process): otherwise
+        that is an error naming the dataset and what to run.
         """
         meta = self.meta()
         stored = 0
@@ -125,12 +136,29 @@ class HubRowCache:
             yield row
         if meta.get("complete"):
             return
+        have = f"only {stored} rows of it are" if stored else "none of it is"
         if hub_offline():
-            have = f"only {stored} rows of it are" if stored else "none of it is"
             raise RunspecError(
                 f"{self.spec.file}: {self.spec.name}: the hub is offline (HF_HUB_OFFLINE) and {have} stored in "
                 f"{self.folder}; run `evalkit fetch {self.spec.name}` where the network is reachable"
             )
+        if reads_the_hub(self.spec):  # asked once per process: a hub that does not answer is said at once
+            answer = probe_hub()
+            if not answer.reachable:
+                raise RunspecError(
+                    f"{self.spec.file}: {self.spec.name}: {_unreachable(answer)} and {have} stored in {self.folder}; "
+                    f"{_ways_out([self.spec])}"
+                )
+        yield from self.extend(stream, stored)
+
+    def extend(self, stream: Any, stored: int = 0) -> Generator[dict[str, Any], None, None]:
+        """Rows of ``stream()`` beyond the first ``stored`` (kept already), each appended as it is read.
+
+        The stream restarts at row 0, so the stored rows are skipped; a torn
+        tail of the file (a killed writer) is dropped first. Stopping early
+        keeps what was read and marks the copy incomplete; reading to the end
+        marks it complete.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         with self.rows_path.open("r+" if self.rows_path.exists() else "w", encoding="utf-8") as handle:
             handle.seek(0)
@@ -157,11 +185,117 @@ class HubRowCache:
                 self._write_meta(count, complete=complete)
 
 
-def require_stored(spec: DatasetSpec) -> None:
-    """Offline, a hub dataset needs stored rows; RunspecError naming it and ``evalkit fetch`` otherwise."""
-    cache = HubRowCache(spec)
-    if int(cache.meta().get("rows", 0)) == 0 and not cache.meta().get("complete"):
-        raise RunspecError(
-            f"{spec.file}: {spec.name}: the hub is offline (HF_HUB_OFFLINE) and no rows of {spec.hf_repo} are stored "
-            f"locally; run `evalkit fetch {spec.name}` where the network is reachable"
+def reads_the_hub(spec: DatasetSpec) -> bool:
+    """A hub id that is not a local folder (``datasets`` reads an existing folder of that name without the hub)."""
+    return spec.hf_repo is not None and spec.path is None and not Path(spec.hf_repo).exists()
+
+
+def hub_parts(spec: DatasetSpec) -> list[DatasetSpec]:
+    """The hub splits a run of ``spec`` reads: its split, then its in-context examples' split (as `evalkit fetch`)."""
+    if spec.hf_repo is None or spec.path is not None:
+        return []
+    parts = [spec]
+    in_context = spec.in_context or {}
+    if "split" in in_context and "path" not in in_context:
+        parts.append(spec.model_copy(update={"split": in_context["split"], "in_context": None}))
+    return parts
+
+
+def not_stored(specs: Iterable[DatasetSpec]) -> list[DatasetSpec]:
+    """The hub splits of ``specs`` of which no row is stored locally, each once, in plan order."""
+    missing: dict[Path, DatasetSpec] = {}
+    for spec in specs:
+        for part in hub_parts(spec):
+            cache = HubRowCache(part)
+            meta = cache.meta()
+            if int(meta.get("rows", 0)) == 0 and not meta.get("complete"):
+                missing.setdefault(cache.folder, part)
+    return list(missing.values())
+
+
+def stored_whole(spec: DatasetSpec) -> bool:
+    """Every hub split a run of ``spec`` reads is stored to its end: the run reads it without the hub."""
+    parts = hub_parts(spec)
+    return bool(parts) and all(HubRowCache(part).meta().get("complete") for part in parts)
+
+
+def _described(parts: list[DatasetSpec]) -> str:
+    """``hub dataset medqa (openlifescienceai/medqa, split test; runspecs/medical/medical_mcq.json)``."""
+    shown = [
+        f"{part.name} ({part.hf_repo}{f', subset {part.subset}' if part.subset else ''}, split {part.split}; "
+        f"{part.file})"
+        for part in parts
+    ]
+    return f"hub dataset{'s' if len(shown) > 1 else ''} {'; '.join(shown)}"
+
+
+def _unreachable(answer: HubAnswer) -> str:
+    """``the Hugging Face hub at URL is unreachable (connection refused)``; names HF_ENDPOINT when it chose the URL."""
+    named = " (HF_ENDPOINT)" if os.environ.get("HF_ENDPOINT", "").strip() else ""
+    return f"the Hugging Face hub at {answer.endpoint}{named} is unreachable ({answer.reason})"
+
+
+def _fetch(parts: Iterable[DatasetSpec]) -> str:
+    """The one `evalkit fetch` command that stores all of ``parts`` (a name fetches its in-context split too)."""
+    return f"evalkit fetch {' '.join(dict.fromkeys(part.name for part in parts))}"
+
+
+def _ways_out(parts: list[DatasetSpec]) -> str:
+    return (
+        f"either run `{_fetch(parts)}` where the network is reachable (it stores the rows in {cache_root()}: copy "
+        "that folder here, or set EVALKIT_CACHE_DIR to a copy), or set HF_HUB_OFFLINE=1 to use rows stored here "
+        "without asking the hub"
+    )
+
+
+class HubUnreachable(UserError):
+    """Hub data with no stored rows and a hub that does not answer (or may not be asked): exit 2, one message."""
+
+
+def require_stored(specs: Iterable[DatasetSpec]) -> None:
+    """Offline (``HF_HUB_OFFLINE``), every hub dataset needs stored rows: one HubUnreachable naming all without."""
+    missing = not_stored(specs)
+    if missing:
+        raise HubUnreachable(
+            f"the hub is offline (HF_HUB_OFFLINE is set) and no rows of {_described(missing)} are stored locally in "
+            f"{cache_root()}; run `{_fetch(missing)}` where the network is reachable and copy that folder here (or "
+            "set EVALKIT_CACHE_DIR to a copy), or unset HF_HUB_OFFLINE to read them from the hub"
+        )
+
+
+def require_hub_or_stored(specs: Iterable[DatasetSpec]) -> None:
+    """Before any engine starts: each hub dataset has stored rows or the hub answers; else one HubUnreachable.
+
+    Rows already stored need no hub, so a plan whose hub data is all stored
+    makes no network request at all; otherwise the hub is probed once (at
+    most :data:`~evalkit.data.hubprobe.DEADLINE` seconds) and every hub
+    dataset without stored rows is named in the one message. A partly stored
+    copy passes: its rows are read, and the run says what is missing if it
+    needs more (:meth:`HubRowCache.rows`).
+    """
+    specs = list(specs)
+    if hub_offline():
+        require_stored(specs)
+        return
+    missing = [part for part in not_stored(specs) if reads_the_hub(part)]
+    if not missing:
+        return
+    answer = probe_hub()
+    if not answer.reachable:
+        raise HubUnreachable(
+            f"{_unreachable(answer)}, and no rows of {_described(missing)} are stored locally; {_ways_out(missing)}"
+        )
+
+
+def require_hub_for_fetch(specs: Iterable[DatasetSpec]) -> None:
+    """`evalkit fetch`: a split not yet stored whole needs the hub; one that does not answer is said at once."""
+    wanted = [part for spec in specs for part in hub_parts(spec) if reads_the_hub(part)]
+    wanted = [part for part in wanted if not HubRowCache(part).meta().get("complete")]
+    if not wanted:
+        return
+    answer = probe_hub()
+    if not answer.reachable:
+        raise HubUnreachable(
+            f"fetch: {_unreachable(answer)}, and fetching {_described(wanted)} needs it; run `{_fetch(wanted)}` "
+            f"where the network is reachable and copy {cache_root()} here (or set EVALKIT_CACHE_DIR to a copy)"
         )

@@ -105,6 +105,9 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
 def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, Any]]:
     import datasets
 
+    from evalkit.data.hubprobe import quiet_hub_retries
+
+    quiet_hub_retries()  # the hub library's retry notices repeat what the final error says once
     kwargs: dict[str, Any] = {"split": spec.split, "streaming": True}
     if spec.revision is not None:
         kwargs["revision"] = spec.revision

@@ -10,12 +10,16 @@ so a multi-turn conversation continues as far as the store can take it.
 "stored" is therefore what a real run would take from the store, and
 "to send" what it would ask the endpoints.
 
-Hub datasets are not touched ("unknown (hub)"): a dry run must be quick and
-offline. Two checks go further than the plan: every local file a dataset
-names (audio and image paths) must exist, and every endpoint is asked ``GET
-/v1/models`` (never a generation) to see that it answers and serves the
-configured model id. Missing files make the dry run exit 2; an endpoint
-that does not answer, or serves other ids, is a warning naming what it serves.
+Hub data is never streamed: a dry run must be quick. A hub dataset whose
+rows are all stored locally (``evalkit fetch``) is walked like a local one;
+any other counts as "unknown (hub)", after one check: its rows are partly
+stored or the hub answers (one probe), else the dry run stops with the
+message a run would give (exit 2). Two checks go further than the plan:
+every local file a dataset names (audio and image paths) must exist, and
+every endpoint is asked ``GET /v1/models`` (never a generation) to see that
+it answers and serves the configured model id. Missing files make the dry
+run exit 2; an endpoint that does not answer, or serves other ids, is a
+warning naming what it serves.
 Module import is light: the cheap counting helpers are also used by
 `evalkit info` and the live progress totals.
 """
@@ -236,8 +240,11 @@ async def dry_run(
     import asyncio
 
     from evalkit.clients.store import ResponseStore
+    from evalkit.data.hubcache import require_hub_or_stored, stored_whole
     from evalkit.errors import UserError
 
+    # what a run checks first: a hub dataset without stored rows needs a hub that answers (exit 2 otherwise)
+    await asyncio.to_thread(require_hub_or_stored, [spec.dataset for spec in plan.engines])
     config = plan.config
     report = DryRunReport(engines=len(plan.engines), num_samples=config.filters.num_samples)
     store: ResponseStore | None = None
@@ -257,7 +264,7 @@ async def dry_run(
     try:
         with tempfile.TemporaryDirectory(prefix="evalkit-dry-run-") as records_dir:
             for spec in plan.engines:
-                if spec.dataset.path is None:
+                if spec.dataset.path is None and not stored_whole(spec.dataset):
                     limit = config.filters.num_samples
                     for name in spec.models:
                         unknown_models.add(name)
