@@ -702,7 +702,8 @@ class Config(_Strict):
     )
     plugins: list[str] = Field(
         default_factory=list,
-        description="Python modules imported before planning (importable: installed or on PYTHONPATH), so their "
+        description="Python modules imported before planning (looked for beside the config file first, then "
+        "installed or on PYTHONPATH), so their "
         "@METRICS/@PREPROCESSORS/@POSTPROCESSORS registrations count, alongside the evalkit.plugins entry points "
         "(default none).",
     )

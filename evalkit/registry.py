@@ -10,8 +10,12 @@ table), so looking one up imports only its own module.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from evalkit.errors import ConfigError, did_you_mean
@@ -31,21 +35,50 @@ def load_plugins() -> None:
         ep.load()
 
 
-def import_plugin_modules(modules: Iterable[str], where: str = "plugins") -> None:
-    """Import the plain modules a config names in ``plugins:``; a module that cannot be imported is a ConfigError."""
+def import_plugin_modules(modules: Iterable[str], where: str = "plugins", beside: Path | None = None) -> None:
+    """Import the plain modules a config names in ``plugins:``; a module that cannot be imported is a ConfigError.
+
+    A module is looked for ``beside`` the config first (its folder: ``my_metrics.py`` or a package
+    ``my_pkg/`` there), then on ``sys.path`` (installed, or on PYTHONPATH), so a plugin next to its
+    config needs no PYTHONPATH. Only the named module's top-level name is taken from that folder:
+    putting the folder first on ``sys.path`` would let any file there (a ``yaml.py``) shadow a library.
+    The folder is added at the *end* of ``sys.path``, so the plugin's own ``import helpers`` of a
+    sibling file works too.
+    """
     for i, module in enumerate(modules):
         try:
+            if beside is not None:
+                _import_top_level_from(module.partition(".")[0], beside)
             importlib.import_module(module)
         except ModuleNotFoundError as error:
             missing = f" (no module named {error.name!r})" if error.name and error.name != module else ""
+            folder = f"put it beside the config ({beside}), " if beside is not None else ""
             raise ConfigError(
-                f"{where}[{i}]: cannot import plugin module {module!r}{missing}: install it or put its folder on "
-                "PYTHONPATH"
+                f"{where}[{i}]: cannot import plugin module {module!r}{missing}: {folder}install it or put its "
+                "folder on PYTHONPATH"
             ) from None
         except Exception as error:
             raise ConfigError(
                 f"{where}[{i}]: importing plugin module {module!r} failed: {type(error).__name__}: {error}"
             ) from None
+
+
+def _import_top_level_from(name: str, folder: Path) -> None:
+    """Import the module or package ``name`` from ``folder`` when it is there and not imported yet."""
+    if name in sys.modules:
+        return
+    spec = importlib.machinery.PathFinder.find_spec(name, [str(folder)])
+    if spec is None or spec.loader is None:
+        return
+    if str(folder) not in sys.path:
+        sys.path.append(str(folder))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
 
 
 class Registry(Generic[T]):
@@ -87,6 +120,8 @@ class Registry(Generic[T]):
 
         def decorator(obj: T) -> T:
             self._claim(name, aliases, obj)
+            if isinstance(obj, type) and getattr(obj, "name", None) == "":
+                setattr(obj, "name", name)  # noqa: B010 (a plugin class that left ``name`` blank gets its registered name)
             self._items[name] = obj
             self._aliases.update(dict.fromkeys(aliases, name))
             return obj

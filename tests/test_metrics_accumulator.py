@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from evalkit.data.sample import Sample
-from evalkit.metrics.accumulator import ScoreAccumulator, audio_length_bucket
-from evalkit.metrics.base import METRICS, SampleScore
+from evalkit.metrics.accumulator import MetricCrashed, ScoreAccumulator, audio_length_bucket
+from evalkit.metrics.base import METRICS, Metric, SampleScore
 from evalkit.metrics.ci import bootstrap_ci, normal_ci
 
 
@@ -148,3 +148,56 @@ def test_bootstrap_ci_does_not_depend_on_completion_order() -> None:
         res = acc.result(seed=0)
         results.append((res.score, res.ci_low, res.ci_high, res.details["groups"]["speaker"]["0"]["ci_low"]))
     assert results[0] == results[1] == results[2]
+
+
+class _Ratio(Metric):
+    """Σ first / Σ second: a corpus ratio that keeps the default ci_method ("normal")."""
+
+    name = "test_ratio"
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        found, words = (float(x) for x in prediction.split())
+        return SampleScore(found / words, (found, words))
+
+    def corpus(self, totals: np.ndarray) -> np.ndarray:
+        totals = np.asarray(totals, dtype=float)
+        return totals[..., 0] / totals[..., 1]
+
+
+def test_an_overridden_corpus_gets_the_interval_of_its_own_statistic() -> None:
+    """The issue's case: a ratio's headline with a normal CI of per-sample ratios centred elsewhere."""
+    metric = _Ratio()
+    acc = ScoreAccumulator(metric)
+    rows = [(1, 1), (0, 9), (2, 2), (1, 1), (3, 10), (1, 1), (0, 4), (2, 2)]
+    for i, (found, words) in enumerate(rows):
+        acc.add(metric.score(f"{found} {words}", Sample(id=str(i), reference="")), order=i)
+    result = acc.result(seed=4)
+    stats = np.array(rows, dtype=float)
+    assert result.score == pytest.approx(stats[:, 0].sum() / stats[:, 1].sum())
+    assert result.ci_method == result.details["ci_method"] == "bootstrap"
+    assert (result.ci_low, result.ci_high) == pytest.approx(bootstrap_ci(metric, stats, seed=4))
+    assert result.ci_low <= result.score <= result.ci_high
+    assert (
+        METRICS.get("exact_match")().corpus_is_mean is None
+        and ScoreAccumulator(METRICS.get("exact_match")()).ci_method == "normal"
+    )
+
+
+@pytest.mark.parametrize("method", ["corpus", "corpus_details", "describe"])
+def test_a_metric_method_that_raises_is_one_line_naming_it(method: str) -> None:
+    class Broken(_Ratio):
+        pass
+
+    def boom(self: object, *args: object) -> None:
+        raise ValueError("too many values to unpack\n(expected 2)")
+
+    setattr(Broken, method, boom)
+    acc = ScoreAccumulator(Broken())
+    for i in range(3):
+        acc.add(SampleScore(0.5, (1.0, 2.0)), order=i)
+    with pytest.raises(MetricCrashed) as caught:
+        acc.result()
+    assert str(caught.value).startswith(
+        f"metric 'test_ratio': {method}() raised ValueError: too many values to unpack (expected 2) ("
+    )
+    assert caught.value.method == method and "\n" not in str(caught.value)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from evalkit.metrics.base import METRICS, MetricResult
-from evalkit.metrics.ci import Z95, bootstrap_ci, combine, normal_ci
+from evalkit.metrics.ci import Z95, bootstrap_ci, combine, corpus_batch, corpus_value, normal_ci
 
 
 def test_normal_ci_values() -> None:
@@ -106,3 +106,72 @@ def test_combine_edge_cases() -> None:
     assert math.isnan(combine([]).score)
     no_ci = combine([good, MetricResult(0.7, math.nan, math.nan, 1, "normal")])
     assert no_ci.score == pytest.approx(0.6) and math.isnan(no_ci.ci_low)
+
+
+class _VectorRatio:
+    def corpus(self, totals: np.ndarray) -> np.ndarray:
+        totals = np.asarray(totals, dtype=float)
+        return totals[..., 0] / totals[..., 1]
+
+
+class _ScalarRatio:
+    """A corpus written for one (k,) vector only, as a plugin author might."""
+
+    def corpus(self, totals: np.ndarray) -> float:
+        found, words = totals
+        return float(found) / float(words)
+
+
+def test_a_corpus_for_one_vector_gives_the_same_interval_row_by_row() -> None:
+    rng = np.random.default_rng(5)
+    stats = np.column_stack([rng.integers(0, 4, 300), rng.integers(1, 5, 300)]).astype(float)
+    # 300 rows: chunks of 873, then 127; with 2 resamples a batch of 2 rows of k=2 unpacks rows, not columns
+    for n_resamples in (1000, 2, 3):
+        assert bootstrap_ci(_ScalarRatio(), stats, n_resamples, seed=3) == pytest.approx(
+            bootstrap_ci(_VectorRatio(), stats, n_resamples, seed=3)
+        )
+
+
+def test_corpus_batch_goes_row_by_row_only_when_the_batch_is_wrong() -> None:
+    batch = np.array([[1.0, 2.0], [3.0, 4.0]])
+    values, slow = corpus_batch(_VectorRatio(), batch)
+    assert values.tolist() == [0.5, 0.75] and not slow
+    values, slow = corpus_batch(_ScalarRatio(), batch)  # p, r = rows: right shape, wrong values, caught
+    assert values.tolist() == [0.5, 0.75] and slow
+    values, slow = corpus_batch(_ScalarRatio(), np.array([[1.0, 2.0], [3.0, 4.0], [1.0, 1.0]]))  # raises on batch
+    assert values.tolist() == [0.5, 0.75, 1.0] and slow
+    assert corpus_value(_ScalarRatio(), np.array([3.0, 4.0])) == 0.75
+
+
+def test_a_corpus_that_raises_on_one_vector_too_propagates() -> None:
+    class Broken:
+        def corpus(self, totals: np.ndarray) -> np.ndarray:
+            raise KeyError("weights")
+
+    class TwoNumbers:
+        def corpus(self, totals: np.ndarray) -> np.ndarray:
+            return np.array([1.0, 2.0])
+
+    stats = np.ones((10, 2))
+    with pytest.raises(KeyError, match="weights"):
+        bootstrap_ci(Broken(), stats)
+    with pytest.raises(ValueError, match=r"returned shape \(2,\), expected one number"):
+        corpus_value(TwoNumbers(), stats.sum(axis=0))
+
+
+def test_the_ci_method_used_is_the_one_for_the_corpus_statistic() -> None:
+    from evalkit.metrics.base import Metric, ci_method_used
+
+    assert ci_method_used(METRICS.get("exact_match")) == "normal"  # a mean: the normal interval of the scores
+    assert ci_method_used(METRICS.get("word_error_rate")) == "bootstrap"
+    assert ci_method_used(METRICS.get("rubric_evaluation")) == "normal"  # a clipped mean, says corpus_is_mean
+
+    class Ratio(Metric):
+        def score(self, prediction: str, sample: object) -> object:  # type: ignore[override]
+            raise NotImplementedError
+
+        def corpus(self, totals: np.ndarray) -> np.ndarray:
+            return _VectorRatio().corpus(totals)
+
+    assert Ratio.ci_method == "normal" and ci_method_used(Ratio) == "bootstrap"
+    assert ci_method_used(Ratio()) == "bootstrap"

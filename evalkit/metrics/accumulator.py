@@ -27,7 +27,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from evalkit.failures import FailureReason
-from evalkit.metrics.base import Metric, MetricResult, SampleScore
+from evalkit.metrics.base import Metric, MetricResult, SampleScore, ci_method_used
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,6 +40,29 @@ LENGTH_BUCKETS: tuple[tuple[float, str], ...] = (
     (30.0, "20-30s"),
     (math.inf, "30s+"),
 )
+
+
+class MetricCrashed(Exception):
+    """A metric's own method raised while the result was computed: the pair fails with this one line.
+
+    The message names the metric, the method and the exception (type, text, and the file and line it
+    came from), so a plugin author finds the line without a traceback on the console.
+    """
+
+    def __init__(self, metric: Metric, method: str, error: BaseException) -> None:
+        self.method = method
+        super().__init__(crash_message(metric, method, error))
+
+
+def crash_message(metric: Metric, method: str, error: BaseException) -> str:
+    """``metric 'x': corpus() raised ValueError: text (my_metrics.py:22)``: one line, whatever the text."""
+    import traceback
+
+    name = metric.name or type(metric).__name__
+    frames = traceback.extract_tb(error.__traceback__)
+    place = f" ({frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    text = " ".join(str(error).split())
+    return f"metric {name!r}: {method}() raised {type(error).__name__}" + (f": {text}" if text else "") + place
 
 
 def audio_length_bucket(seconds: float | None) -> str:
@@ -95,6 +118,12 @@ class ScoreAccumulator:
         self._group_values: dict[str, dict[str, int]] = {}
         self._subscores: dict[str, array[float]] = {}
         self._subscore_hook = getattr(metric, "subscores", None)
+        #: the CI method that is an interval of what ``metric.corpus`` returns (see ``ci_method_used``)
+        self.ci_method = ci_method_used(metric)
+        #: the first exception the metric's own code raised on a sample (``crash_message``): the pair fails with it
+        self.crash: str | None = None
+        #: how many samples the metric raised on
+        self.crashes = 0
         self.failures: Counter[str] = Counter()
         #: one message per failure reason (the first seen), for the console and results.json
         self.failure_examples: dict[str, str] = {}
@@ -116,6 +145,12 @@ class ScoreAccumulator:
         self.failures[str(reason)] += 1
         if message and str(reason) not in self.failure_examples:
             self.failure_examples[str(reason)] = message
+
+    def note_crash(self, message: str) -> None:
+        """Keep the first exception the metric raised on a sample; the sample itself is counted by ``add_failure``."""
+        self.crashes += 1
+        if self.crash is None:
+            self.crash = message
 
     def add(self, score: SampleScore, groups: dict[str, str] | None = None, order: float | None = None) -> None:
         """Add one sample's score; a score carrying ``failure`` is counted as a failure instead.
@@ -216,20 +251,30 @@ class ScoreAccumulator:
     def _summarize(
         self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
     ) -> tuple[float, float, float]:
-        from evalkit.metrics.ci import bootstrap_ci, clip_to, normal_ci
+        from evalkit.metrics.ci import bootstrap_ci, clip_to, corpus_value, normal_ci
 
         if rows.shape[0] == 0:
             return math.nan, math.nan, math.nan
-        value = float(self.metric.corpus(rows.sum(axis=0)))
-        if self.metric.ci_method == "bootstrap":
-            low, high = bootstrap_ci(self.metric, rows, n_resamples=n_resamples, seed=seed)
+        try:
+            value = corpus_value(self.metric, rows.sum(axis=0))
+        except Exception as error:
+            raise MetricCrashed(self.metric, "corpus", error) from error
+        if self.ci_method == "bootstrap":
+            try:
+                low, high = bootstrap_ci(self.metric, rows, n_resamples=n_resamples, seed=seed)
+            except Exception as error:
+                raise MetricCrashed(self.metric, "corpus", error) from error
         else:
             low, high = normal_ci(scores)
             low, high = clip_to(low, self.metric.bounds), clip_to(high, self.metric.bounds)
         return value, low, high
 
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
-        """Corpus score, CI (``metric.ci_method``), counts, settings and per-group results."""
+        """Corpus score, CI (``self.ci_method``), counts, settings and per-group results.
+
+        The metric's own code (``corpus``, ``corpus_details``, ``describe``) raising is one
+        :class:`MetricCrashed` naming the method, for the pair's error.
+        """
         import numpy as np
 
         rows, scores = self.stats, self.scores
@@ -238,12 +283,13 @@ class ScoreAccumulator:
         if perm is not None:
             rows, scores = rows[perm], scores[perm]
         value, low, high = self._summarize(rows, scores, seed, n_resamples)
-        details: dict[str, Any] = dict(self.metric.describe())
+        details: dict[str, Any] = dict(self._call("describe"))
+        details["ci_method"] = self.ci_method
         processors = getattr(self.metric, "processors", None)
         if processors:
             details["processors"] = processors.describe()  # the pair's own (metric option), as given
         if self._n:
-            details.update(self.metric.corpus_details(rows.sum(axis=0)))
+            details.update(self._call("corpus_details", rows.sum(axis=0)))
         details["n_failed"] = self.n_failed
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
@@ -258,4 +304,11 @@ class ScoreAccumulator:
         details["groups"] = groups
         if self._subscores:
             details["subscores"] = self._subscore_results()
-        return MetricResult(value, low, high, self._n, self.metric.ci_method, details)
+        return MetricResult(value, low, high, self._n, self.ci_method, details)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        """``metric.<method>(*args)``; an exception becomes :class:`MetricCrashed` naming the method."""
+        try:
+            return getattr(self.metric, method)(*args)
+        except Exception as error:
+            raise MetricCrashed(self.metric, method, error) from error

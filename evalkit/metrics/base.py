@@ -61,8 +61,13 @@ class Metric(ABC):
     name: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
     #: how the 95% CI is computed: "normal" for means of per-sample scores,
-    #: "bootstrap" for corpus statistics (WER, BLEU, chrF, ...)
+    #: "bootstrap" for corpus statistics (WER, BLEU, chrF, ...); the interval is always of what ``corpus``
+    #: returns, so a metric that overrides ``corpus`` gets the bootstrap even when it says "normal"
+    #: (unless ``corpus_is_mean``); see :func:`ci_method_used`
     ci_method: ClassVar[Literal["normal", "bootstrap"]] = "normal"
+    #: True when ``corpus`` is the mean of the per-sample scores (perhaps clipped to ``bounds``), so the
+    #: normal interval of the scores is its interval; None: True exactly when ``corpus`` is not overridden
+    corpus_is_mean: ClassVar[bool | None] = None
     #: the range a score can take; a normal-approximation CI is clipped to it
     #: (a proportion's interval never reaches below 0 or above 1)
     bounds: ClassVar[tuple[float | None, float | None]] = (None, None)
@@ -96,9 +101,11 @@ class Metric(ABC):
         return self.score(prediction, sample)
 
     def corpus(self, totals: np.ndarray) -> np.ndarray:
-        """Corpus value(s) from summed statistics; ``totals`` has shape (..., k).
+        """Corpus value(s) from summed statistics; ``totals`` has shape (..., k), the result shape (...).
 
-        The default is a mean: stats are ``(score, 1)``.
+        It is called with the (k,) vector of the summed statistics for the headline, and for a bootstrap
+        CI with (resamples, k) batches of resampled totals (a version that takes one vector only still
+        works: it is then called row by row, slower). The default is a mean: stats are ``(score, 1)``.
         """
         import numpy as np  # here, not at the top: a run imports numpy only once results are computed
 
@@ -113,6 +120,22 @@ class Metric(ABC):
     def corpus_details(self, totals: np.ndarray) -> dict[str, Any]:
         """Extra corpus-level numbers derived from the summed stats (one row), for results.json."""
         return {}
+
+
+def ci_method_used(metric: Metric | type[Metric]) -> Literal["normal", "bootstrap"]:
+    """The CI method that gives an interval of what ``metric.corpus`` returns.
+
+    "normal" is an interval of the mean of per-sample scores; a metric whose ``corpus`` is something
+    else (a ratio of sums, say) and that keeps the default "normal" gets the bootstrap over its
+    statistics, so the interval is always around the headline's own statistic.
+    """
+    if metric.ci_method == "bootstrap":
+        return "bootstrap"
+    is_mean = metric.corpus_is_mean
+    if is_mean is None:
+        cls = metric if isinstance(metric, type) else type(metric)
+        is_mean = cls.corpus is Metric.corpus
+    return "normal" if is_mean else "bootstrap"
 
 
 def check_options(metric: str, options: dict[str, Any], allowed: tuple[str, ...]) -> None:

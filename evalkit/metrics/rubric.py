@@ -204,6 +204,8 @@ class RubricEvaluation(JudgeMetric):
     #: the corpus mean and its CI are clipped to this range (HealthBench's clipped mean); per-sample and
     #: per-tag scores are not, and the accumulator clips the per-tag means the same way
     bounds = (0.0, 1.0)
+    #: the corpus is the clipped mean of the scores: the normal CI clipped to ``bounds`` is its interval
+    corpus_is_mean = True
 
     def corpus(self, totals: np.ndarray) -> np.ndarray:
         """HealthBench's overall score: the mean of per-example scores, clipped to [0, 1]."""

@@ -267,13 +267,15 @@ METRICS: Registry[type[Metric]] = Registry(
 
 def _plugin_info(name: str, cls: type[Metric]) -> MetricInfo:
     """A plugin's row, read from its class: plugins have no place in the static table."""
+    from evalkit.metrics.base import ci_method_used  # here: base imports this module
+
     doc = inspect.cleandoc(cls.__doc__ or "")
     return MetricInfo(
         name,
         f"{cls.__module__}:{cls.__qualname__}",
         METRICS.aliases(name),
         bool(cls.higher_is_better),
-        str(cls.ci_method),
+        ci_method_used(cls),
         bool(cls.needs_judge),
         doc.splitlines()[0] if doc else "",
         getattr(cls, "reference", None),
