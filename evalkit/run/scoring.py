@@ -4,10 +4,17 @@ A failed request, a metric that raises and a metric that declines to score
 (``SampleScore.failure``, e.g. an unparseable judge verdict) all end as a
 counted failure with its reason in the record, never as a score of 0; so a
 rescored run and a fresh run count and record the same things.
+
+A metric that *raises* (in ``score``, ``ascore``, ``corpus``, ``corpus_details``
+or ``describe``) has a bug, which is not the model's doing: besides the
+sample's failure, the pair fails with one line naming the method and the
+exception (:func:`summarize`, :func:`metric_settings`), and the run goes on
+with every other pair. The traceback goes to the debug log only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import math
@@ -15,8 +22,8 @@ from typing import Any
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
-from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
-from evalkit.metrics.base import Metric, SampleScore
+from evalkit.metrics.accumulator import MetricCrashed, ScoreAccumulator, crash_message, sample_groups
+from evalkit.metrics.base import Metric, MetricResult, SampleScore
 from evalkit.processing.processors import ProcessorChain
 
 log = logging.getLogger("evalkit")
@@ -49,19 +56,22 @@ def process_pair(chain: ProcessorChain, prediction: str, sample: Sample) -> tupl
 async def score_sample(
     metric: Metric, prediction: str, sample: Sample, processors: ProcessorChain | None = None
 ) -> tuple[SampleScore | None, str | None]:
-    """The metric's verdict on one prediction, or (None, "Type: message") when the metric or a processor raised.
+    """The metric's verdict on one prediction, or (None, message) when the metric or a processor raised.
 
-    ``processors`` (the dataset's) run first, then the metric's own (its ``processors`` option).
+    ``processors`` (the dataset's) run first, then the metric's own (its ``processors`` option). The
+    message is :func:`crash_message`'s one line (``metric 'x': score() raised Type: text (file:line)``).
     """
+    method = "processors"
     try:
         own = getattr(metric, "processors", None)
         chain = processors + own if processors and own else processors or own
         if chain:  # most pairs have no processors: no chain is built or applied per sample
             prediction, sample = process_pair(chain, prediction, sample)
+        method = "ascore" if type(metric).ascore is not Metric.ascore else "score"
         return await metric.ascore(prediction, sample), None
     except Exception as error:
-        log.exception("metric %s failed on %s", metric.name or type(metric).__name__, sample.id)
-        return None, f"{type(error).__name__}: {error}"
+        log.debug("metric %s failed on %s", metric.name or type(metric).__name__, sample.id, exc_info=True)
+        return None, crash_message(metric, method, error)
 
 
 async def score_into_record(
@@ -87,10 +97,20 @@ async def score_into_record(
         record.update(score=None, failure=reason, error=error)
         return False
     score, crash = await score_sample(metric, prediction, sample, processors)
+    if crash is not None:
+        accumulator.note_crash(f"{crash}, on {where(record, sample)}")
     if score is not None and score.failure is None:
         bad = _not_finite(score)
         if bad is None:
-            accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
+            try:
+                accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
+            except (TypeError, ValueError) as error:  # stats of another length than before, or not numbers
+                name = record.get("metric") or metric.name or type(metric).__name__
+                crash = f"metric {name!r}: score() returned an unusable SampleScore: {' '.join(str(error).split())}"
+                accumulator.note_crash(f"{crash}, on {where(record, sample)}")
+                accumulator.add_failure(FailureReason.METRIC_ERROR, crash)
+                record.update(score=None, failure=FailureReason.METRIC_ERROR, error=crash)
+                return False
             record.update(score=score.score, details=score.details)
             return True
         # NaN or inf would poison the mean and its CI: the sample is counted as unscored instead
@@ -107,6 +127,39 @@ async def score_into_record(
     accumulator.add_failure(reason, message if isinstance(message, str) else None)
     record.update(score=None, failure=reason, error=message)
     return False
+
+
+def metric_settings(metric: Metric) -> tuple[dict[str, Any], str | None]:
+    """``metric.describe()`` for results.json, and the pair's error when it raised (then no settings)."""
+    try:
+        return dict(metric.describe()), None
+    except Exception as error:
+        log.debug("metric %s: describe() failed", metric.name or type(metric).__name__, exc_info=True)
+        return {}, crash_message(metric, "describe", error)
+
+
+async def summarize(accumulator: ScoreAccumulator, seed: int) -> tuple[MetricResult | None, str | None]:
+    """The pair's result for one model (None when nothing was scored) and its error, if the metric raised.
+
+    The error is the first exception of the metric's own code: on a sample (``score``/``ascore``, kept
+    by the accumulator, with the count of samples it cost) or while the result was computed
+    (``corpus``, ``corpus_details``, ``describe``: then there is no result). The bootstrap is CPU work,
+    so it runs in a thread, off the loop.
+    """
+    error = accumulator.crash
+    if error is not None:
+        lost = accumulator.crashes
+        error += f" ({lost} sample{'s' * (lost != 1)} not scored)"
+    if not accumulator.n:
+        return None, error
+    try:
+        return await asyncio.to_thread(accumulator.result, seed=seed), error
+    except MetricCrashed as crashed:
+        log.debug("%s", crashed, exc_info=True)
+        return None, error or str(crashed)
+    except Exception as failed:  # evalkit's own bug: still only this pair fails
+        log.debug("computing the result failed", exc_info=True)
+        return None, error or f"computing the result failed: {type(failed).__name__}: {' '.join(str(failed).split())}"
 
 
 def where(record: dict[str, Any], sample: Sample) -> str:
