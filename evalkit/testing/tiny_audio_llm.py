@@ -117,7 +117,7 @@ def _hub_layout(folder: Path) -> None:
                 name = hub + name[len(saved) :]
                 break
         renamed[name] = value
-    save_file(renamed, str(path), metadata={"format": "pt"})  # type: ignore[arg-type]
+    save_file(renamed, str(path), metadata={"format": "pt"})
 
 
 def _build_into(folder: Path, seed: int) -> tuple[int, int]:
