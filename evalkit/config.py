@@ -691,8 +691,8 @@ class Config(_Strict):
     )
     prompts_dir: str | None = Field(
         None,
-        description="A folder of your own prompts: any of add_ons.yaml, system_prompts.yaml, pools.yaml and "
-        "judges/<metric>.yaml, in the package's formats; an entry replaces the package's entry of the same name or "
+        description="A folder of your own prompts, relative to the config file's folder: any of add_ons.yaml, "
+        "system_prompts.yaml, pools.yaml and judges/<metric>.yaml, in the package's formats; an entry replaces the package's entry of the same name or "
         "adds one. Absent: the package's prompts.",
     )
     prompts: PromptOverrides | None = Field(
@@ -776,7 +776,7 @@ class Config(_Strict):
     def anchor(self, folder: str | Path) -> Config:
         """Make the config's relative paths relative to ``folder`` (the config file's), as absolute paths.
 
-        ``runspecs_dir``, ``output_dir``, ``cache.path`` and a ``launch.model_path`` that names
+        ``runspecs_dir``, ``output_dir``, ``prompts_dir``, ``cache.path`` and a ``launch.model_path`` that names
         a local folder there; ``./runspecs`` is then looked for in ``folder`` too. So
         ``evalkit run -c sub/config.yaml`` does from anywhere what ``cd sub && evalkit run`` does.
         """
@@ -792,6 +792,8 @@ class Config(_Strict):
         elif self.runspecs_dir is not None:
             self.runspecs_dir = [absolute(d) for d in self.runspecs_dir]
         self.output_dir = absolute(self.output_dir)
+        if self.prompts_dir:
+            self.prompts_dir = absolute(self.prompts_dir)
         if self.cache.path:
             self.cache.path = absolute(self.cache.path)
         for entry in self.models:

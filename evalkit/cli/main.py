@@ -33,6 +33,12 @@ LIST_KINDS = (
     "all",
 )
 FORMATS = ("table", "json", "csv")
+#: how relative paths are read, worded as README.md and sample_config.yaml word it (tests/test_documented_defaults.py)
+PATH_RULE = (
+    "Relative paths in a config file (runspecs_dir, output_dir, prompts_dir, cache.path, dataset_paths, and a "
+    "launch.model_path found there) mean the config file's folder; paths on the command line (--output-dir, "
+    "--resume) mean the working directory."
+)
 
 
 def _run_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +46,7 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         "run",
         help="evaluate every model on every dataset-metric pair of a config",
         description="Evaluate every model on every dataset-metric pair of a config.",
+        epilog=PATH_RULE,
     )
     p.add_argument("config_pos", nargs="?", metavar="CONFIG", help="config file (default config.yaml)")
     p.add_argument("--config", "-c", dest="config", help="config file (default config.yaml)")
@@ -79,7 +86,9 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--api-key-env", metavar="VAR", help="with --model-url: the environment variable holding the API key"
     )
-    p.add_argument("--output-dir", metavar="DIR", help="override output_dir")
+    p.add_argument(
+        "--output-dir", metavar="DIR", help="override output_dir (a relative DIR means the working directory)"
+    )
     p.add_argument(
         "--dry-run",
         action="store_true",
@@ -147,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
-    v = sub.add_parser("validate", help="check a config (and its runspecs) without sending anything")
+    v = sub.add_parser(
+        "validate", help="check a config (and its runspecs) without sending anything", epilog=PATH_RULE
+    )
     v.add_argument("config", nargs="?", default="config.yaml")
     ls = sub.add_parser("list", help="list datasets, tasks, categories, metrics, models or processors")
     ls.add_argument("what", choices=LIST_KINDS)
@@ -186,7 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
-    rep = sub.add_parser("report", help="re-render a run's results (one RUN_DIR) or compare two runs (RUN_A RUN_B)")
+    rep = sub.add_parser(
+        "report",
+        help="re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or print a "
+        "comparison of two runs (RUN_A RUN_B: difference and CI overlap per result; writes no file)",
+    )
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     rep.add_argument("--format", "-f", choices=["table", "json", "csv", "md"], default="table")
     rep.add_argument(

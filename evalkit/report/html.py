@@ -187,8 +187,8 @@ def group_charts(rows: list[ResultRow]) -> str:
             )
     if not parts:
         return (
-            "<h2>Scores by audio length</h2><p class='note'>No per-group results (text-only datasets, or no "
-            "durations known).</p>"
+            "<h2>Scores by audio length</h2><p class='note'>No per-group results: no dataset here has audio with "
+            "known durations or speaker groups (text and image sets have none).</p>"
         )
     return "<h2>Scores by audio length and speaker groups</h2>" + "".join(parts)
 
