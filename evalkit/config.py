@@ -692,8 +692,8 @@ class Config(_Strict):
     prompts_dir: str | None = Field(
         None,
         description="A folder of your own prompts, relative to the config file's folder: any of add_ons.yaml, "
-        "system_prompts.yaml, pools.yaml and judges/<metric>.yaml, in the package's formats; an entry replaces the package's entry of the same name or "
-        "adds one. Absent: the package's prompts.",
+        "system_prompts.yaml, pools.yaml and judges/<metric>.yaml, in the package's formats; an entry replaces "
+        "the package's entry of the same name or adds one. Absent: the package's prompts.",
     )
     prompts: PromptOverrides | None = Field(
         None,

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -341,3 +342,62 @@ def serving(started: dict[str, ServerT]) -> Iterator[dict[str, ServerT]]:
     finally:
         for server in started.values():
             server.close()
+
+
+# -- the package as a user installs it ----------------------------------------------------------------------
+
+
+def clean_env() -> dict[str, str]:
+    """The environment of a user's shell: no PYTHONPATH pointing into a checkout."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+
+
+#: the venv :func:`installed_wheel` made in this test session (building a wheel and a venv takes seconds)
+_INSTALLED: list[Path] = []
+
+
+def installed_wheel(root: Path) -> Path:
+    """A new venv under ``root`` with evalkit installed from a wheel built from this checkout; its bin folder.
+
+    The wheel is built by pip with build isolation, as a user's pip builds it: pip reads pyproject's
+    build-system (setuptools>=68) and brings it into a build environment of its own; ``--no-build-isolation``
+    would use whatever setuptools the venv has (a new Python 3.11 venv has 65.5 and no ``wheel``, which cannot
+    build it). The venv sees the test environment's packages through a ``.pth`` file, so no dependency is
+    downloaded: the environment running the tests is itself a venv when a user follows the README, and
+    ``--system-site-packages`` alone would see the base interpreter's packages only. A plain path line in a
+    ``.pth`` file adds the folder without running its own ``.pth`` files, so an editable evalkit stays out of
+    sight. Built once per session: a later call returns the same venv while it exists.
+    """
+    if _INSTALLED and (_INSTALLED[0] / "evalkit").is_file():
+        return _INSTALLED[0]
+    dist = root / "dist"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(dist)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = dist.glob("evalkit-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    site_packages = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    parent = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (Path(site_packages) / "_evalkit_test_dependencies.pth").write_text("\n".join(parent) + "\n")
+    install = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_env(),
+    )
+    assert install.returncode == 0, install.stderr
+    _INSTALLED[:] = [venv / "bin"]
+    return venv / "bin"

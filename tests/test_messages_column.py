@@ -197,7 +197,7 @@ def test_healthbench_entry_runs_on_healthbench_shaped_rows_with_the_rubric_judge
         request_log=True,
     )
     met = {
-        # hb-1: A met, B not, C not -> 5 / 8; hb-2: only the negative C met -> (0 - 4) / 8 clipped to 0
+        # hb-1: A met, B not, C not -> 5 / 8; hb-2: only the negative C met -> (0 - 4) / 8 (HealthBench clips the mean)
         ("RESP-1", "CRIT-A"): True,
         ("RESP-1", "CRIT-B"): False,
         ("RESP-1", "CRIT-C"): False,
@@ -241,10 +241,10 @@ def test_healthbench_entry_runs_on_healthbench_shaped_rows_with_the_rubric_judge
     ]
     run_dir = next((tmp_path / "runs").glob("*_*"))
     records = _records(run_dir, "hb_local__rubric_evaluation.jsonl")
-    assert records["hb-1"]["score"] == pytest.approx(5 / 8) and records["hb-2"]["score"] == 0.0
+    assert records["hb-1"]["score"] == pytest.approx(5 / 8) and records["hb-2"]["score"] == pytest.approx(-0.5)
     assert records["hb-1"]["details"]["tags"]["theme:context_seeking"]["score"] == pytest.approx(5 / 8)
     row = json.loads((run_dir / "results.json").read_text())["results"][0]
-    assert row["score"] == pytest.approx(5 / 16) and row["n"] == 2
+    assert row["score"] == pytest.approx((5 / 8 - 0.5) / 2) and row["n"] == 2
     # the judge reads the whole conversation, given turns included, as role: content paragraphs
     judged = [next(m["text"] for m in e["messages"] if m["role"] == "user") for e in judge.log_events("completed")]
     assert len(judged) == 6

@@ -15,12 +15,10 @@ import os
 import re
 import shutil
 import subprocess
-import sys
-import sysconfig
 from pathlib import Path
 
 import pytest
-from helpers import ROOT
+from helpers import ROOT, installed_wheel
 
 from evalkit.catalog import load_catalog
 from evalkit.errors import RunspecError
@@ -38,43 +36,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv with the freshly built wheel installed; returns its bin folder."""
     if shutil.which("git") is None:  # pragma: no cover - every CI machine has git
         pytest.skip("needs git to copy the working tree")
-    root = tmp_path_factory.mktemp("wheel")
-    dist = root / "dist"
-    # with build isolation, as a user's pip builds it: pip reads pyproject's build-system (setuptools>=68) and
-    # brings it into a build environment of its own; --no-build-isolation would use whatever setuptools the
-    # venv has (a new Python 3.11 venv has 65.5 and no `wheel`, which cannot build it)
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(dist)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_clean_env(),
-    )
-    assert build.returncode == 0, build.stderr
-    (wheel,) = dist.glob("evalkit-*.whl")
-    venv = root / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    # the dependencies come from the environment running the tests, which is itself a venv when a user follows
-    # the README (--system-site-packages alone would see the base interpreter's packages only). A plain path line
-    # in a .pth file adds the folder without running its own .pth files, so an editable evalkit stays out of sight
-    site_packages = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=60,
-    ).stdout.strip()
-    parent = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    (Path(site_packages) / "_evalkit_test_dependencies.pth").write_text("\n".join(parent) + "\n")
-    install = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_clean_env(),
-    )
-    assert install.returncode == 0, install.stderr
-    return venv / "bin"
+    return installed_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def _evalkit(bin_dir: Path, args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:

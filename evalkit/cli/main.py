@@ -156,9 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
-    v = sub.add_parser(
-        "validate", help="check a config (and its runspecs) without sending anything", epilog=PATH_RULE
-    )
+    v = sub.add_parser("validate", help="check a config (and its runspecs) without sending anything", epilog=PATH_RULE)
     v.add_argument("config", nargs="?", default="config.yaml")
     ls = sub.add_parser("list", help="list datasets, tasks, categories, metrics, models or processors")
     ls.add_argument("what", choices=LIST_KINDS)

@@ -105,7 +105,6 @@ def _reason(error: BaseException) -> str:
 
 
 _RETRY_WORDS = ("thrown while requesting", "Retrying in ", "before retry [Retry ")
-_quieted = False
 
 
 def _not_a_retry(record: logging.LogRecord) -> bool:
@@ -118,7 +117,8 @@ def _not_a_retry(record: logging.LogRecord) -> bool:
 
 def quiet_hub_retries() -> None:
     """Drop ``huggingface_hub``'s retry warnings from the console (idempotent); its other records pass."""
-    global _quieted
-    if not _quieted:
-        logging.getLogger("huggingface_hub.utils._http").addFilter(_not_a_retry)
-        _quieted = True
+    # the logger's own filter list is the state (not a module flag): a test or a host application that resets the
+    # logger's filters gets the filter added again on the next call
+    logger = logging.getLogger("huggingface_hub.utils._http")
+    if _not_a_retry not in logger.filters:
+        logger.addFilter(_not_a_retry)

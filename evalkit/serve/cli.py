@@ -100,9 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         default="auto",
         metavar="N",
-        help="transformers: torch's CPU threads for the model, or auto (default): on the CPU, one thread unless "
-        "torch's default makes a batch 1.5x as fast (measured at start-up: a small model's generate is mostly "
-        "Python, and extra threads spin on the cores the HTTP side needs); on CUDA, torch's default",
+        help="transformers: torch's CPU threads for the model, N or auto (default auto: on the CPU, one thread "
+        "unless torch's own thread count makes a batch 1.5x as fast, measured at start-up: a small model's generate "
+        "is mostly Python, and extra threads spin on the cores the HTTP side needs; on CUDA, torch's own count)",
     )
     parser.add_argument(
         "--in-process",
