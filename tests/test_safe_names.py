@@ -200,3 +200,17 @@ def test_a_run_with_hostile_dataset_names_writes_only_inside_its_folder(tmp_path
     assert {r.dataset for r in rows} == set(names) and {r.score for r in rows} == {1.0}
     assert _changed_outside(before, tmp_path, outcome.run_dir) == []
     assert len(os.listdir(outcome.run_dir / "rescore")) == len(names)
+
+
+def test_a_symlink_planted_at_report_html_is_replaced_not_followed(tmp_path: Path) -> None:
+    """report.html is written atomically: a link someone left there never leads the write out of the run folder."""
+    from evalkit.report.html import write_html
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    (run_dir / "records").mkdir(parents=True)
+    (run_dir / "report.html").symlink_to(outside)
+    path = write_html(run_dir, [], {})
+    assert outside.read_text(encoding="utf-8") == "keep me"
+    assert not path.is_symlink() and "<html" in path.read_text(encoding="utf-8").lower()

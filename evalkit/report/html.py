@@ -21,6 +21,7 @@ from evalkit.report.results import ResultRow
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import fmt
 from evalkit.util import jsonutil
+from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
 #: group charts drawn when present in a row's details.groups, with their section titles
@@ -416,5 +417,6 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
 def write_html(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> Path:
     run_dir = Path(run_dir)
     path = run_dir / "report.html"
-    path.write_text(render_html(rows, meta, run_dir / "records"), encoding="utf-8")
+    # atomically, like results.json: a symlink planted at report.html is replaced, never followed out of the run folder
+    write_text_atomic(path, render_html(rows, meta, run_dir / "records"))
     return path
