@@ -7,6 +7,7 @@ unknown names, metrics that do not fit a task, unknown processors.
 from __future__ import annotations
 
 import logging
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,12 @@ def check_metric_options(
         raise ConfigError(f"{where}: {error}") from None
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: metric {metric!r}: bad option value: {error}") from None
+    except Exception as error:  # a plugin's own bug: one line naming where, before any request, not a traceback
+        frame = traceback.extract_tb(error.__traceback__)[-1]
+        raise ConfigError(
+            f"{where}: metric {metric!r} could not be built: {type(error).__name__}: {error} "
+            f"({Path(frame.filename).name}:{frame.lineno})"
+        ) from None
 
 
 def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:

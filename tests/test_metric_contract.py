@@ -277,3 +277,25 @@ class ChangingStats(Metric):
         error.startswith("metric 'changing_stats': score() returned an unusable SampleScore: ")
         and "values, earlier samples had" in error
     )
+
+
+def test_a_plugin_whose_constructor_raises_stops_the_plan_with_one_line(tmp_path: Path, server: Any) -> None:
+    code = '''
+from evalkit.plugin import METRICS, Metric, Sample, SampleScore
+
+
+@METRICS.register("unbuildable")
+class Unbuildable(Metric):
+    """Its constructor has a bug."""
+
+    def __init__(self, language=None, **options):
+        raise RuntimeError("forgot a file")
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        return SampleScore(1.0, (1.0, 1.0))
+'''
+    config = _project(tmp_path, ["unbuildable"], {"unbuildable_metrics": code}, server)
+    ran = _evalkit(["run", str(config), "--quiet"], tmp_path)
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert "metric 'unbuildable' could not be built: RuntimeError: forgot a file (unbuildable_metrics.py:" in ran.stderr
+    assert not (tmp_path / "project" / "runs").exists()  # stopped before any run folder was made
