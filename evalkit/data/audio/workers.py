@@ -48,8 +48,12 @@ def _worker_init(owner_pid: int) -> None:
     """Audio workers yield the CPU to the event loop and never outlive the evalkit process that owns them.
 
     Ctrl-C in a terminal (and ``kill -TERM -PGID``) signals the whole process
-    group: the workers ignore SIGINT and SIGTERM, so they print no traceback
-    and keep their pool intact while evalkit shuts down in order and stops them.
+    group: the workers ignore SIGINT, and a SIGTERM from anyone but their
+    owner, so they print no traceback and keep their pool intact while evalkit
+    shuts down in order and stops them. A SIGTERM from the owner itself ends
+    the worker: Python 3.12+ terminates the remaining workers of a broken pool
+    (one was killed) with SIGTERM and joins them, and a worker ignoring it
+    would hang the pool's shutdown, and with it the run, forever.
 
     Decoding is throughput work, the loop's wake-ups are latency: hence nice 5.
     A worker forked by the forkserver holds both ends of its own call pipe, so
@@ -58,10 +62,24 @@ def _worker_init(owner_pid: int) -> None:
     """
     with contextlib.suppress(AttributeError, OSError):  # no nice() on Windows; not allowed in some sandboxes
         os.nice(5)
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "sigwaitinfo") and hasattr(signal, "pthread_sigmask"):
+        # blocked here, before any thread starts, so every thread inherits the block and only the waiter sees it
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        threading.Thread(target=_sigterm_from_owner, args=(owner_pid,), daemon=True, name="evalkit-sigterm").start()
+    else:  # no sender to tell apart (macOS): end quietly on any SIGTERM, as the default action does
         with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_exit_with_owner, args=(owner_pid,), daemon=True, name="evalkit-owner-watch").start()
+
+
+def _sigterm_from_owner(owner_pid: int) -> None:
+    """End the worker on a SIGTERM its owner sent (a broken pool's clean-up); ignore one sent to the whole group."""
+    while True:
+        info = signal.sigwaitinfo({signal.SIGTERM})
+        if info.si_pid == owner_pid:
+            os._exit(0)
 
 
 def _exit_with_owner(owner_pid: int, interval: float = 1.0) -> None:
