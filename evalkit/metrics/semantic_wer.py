@@ -75,6 +75,7 @@ import ast
 import asyncio
 import json
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from itertools import product
@@ -152,6 +153,8 @@ _HI_COMPOUNDS = (  # noqa: SIM905
     "तिरासी चौरासी पचासी छियासी सत्तासी अठासी नवासी इक्यानवे बानवे तिरानवे चौरानवे पचानवे छियानवे सत्तानवे "
     "अठानवे निन्यानवे"
 ).split()
+#: symbol -> the first of its English words, the one a text is folded with
+_EN_SYMBOL_WORDS = {symbol: words[0] for symbol, words in _EN_SYMBOLS.items()}
 _HI_COMPOUND = dict(zip([n for n in range(21, 100) if n % 10], _HI_COMPOUNDS, strict=True))
 #: symbol -> the Hindi word KARMA writes for it
 _HI_SYMBOLS = {
@@ -210,6 +213,42 @@ class _Rules:
 
     def _normalize(self, text: str) -> str:
         raise NotImplementedError
+
+    def number(self, digits: str) -> list[str]:
+        """A run of digits as this language's number words."""
+        raise NotImplementedError
+
+    def _fold(self, text: str, is_letter: Callable[[str], bool], symbols: Mapping[str, str]) -> str:
+        """Digit runs as number words, symbols as their words, letters kept, spaces and anything else dropped.
+
+        Both languages fold this way; they differ in what a letter is and in their symbol words.
+        """
+        parts: list[str] = []
+        number = alpha = ""
+        for char in text:
+            if char.isdigit():
+                if alpha:
+                    parts.append(alpha)
+                    alpha = ""
+                number += char
+            elif is_letter(char):
+                if number:
+                    parts += self.number(number)
+                    number = ""
+                alpha += char
+            elif char in symbols or char == " ":
+                if number:
+                    parts += self.number(number)
+                    number = ""
+                if alpha:
+                    parts.append(alpha)
+                    alpha = ""
+                if char != " ":
+                    parts.append(symbols[char])
+            # any other character is dropped and joins what is on either side of it
+        if number:
+            parts += self.number(number)
+        return "".join([*parts, alpha])
 
     def _expand(self, token: str) -> str:
         raise NotImplementedError
@@ -284,32 +323,7 @@ class _EnglishRules(_Rules):
         text = re.sub(r"\s+", " ", re.sub(r"[.\-_]", " ", text))
         if not re.search(r"[\d./\-+%*=&@#$€£¥°™©®]", text):
             return "".join(c for c in text if c.isalpha())
-        parts: list[str] = []
-        number = alpha = ""
-        for char in text:
-            if char.isdigit():
-                if alpha:
-                    parts.append(alpha)
-                    alpha = ""
-                number += char
-            elif char.isalpha():
-                if number:
-                    parts += self.number(number)
-                    number = ""
-                alpha += char
-            elif char in _EN_SYMBOLS or char == " ":
-                if number:
-                    parts += self.number(number)
-                    number = ""
-                if alpha:
-                    parts.append(alpha)
-                    alpha = ""
-                if char != " ":
-                    parts.append(_EN_SYMBOLS[char][0])
-            # any other character is dropped and joins what is on either side of it
-        if number:
-            parts += self.number(number)
-        return "".join([*parts, alpha])
+        return self._fold(text, str.isalpha, _EN_SYMBOL_WORDS)
 
     def _speak(self, token: str, symbol_word: Any, unit_word: Any) -> list[str]:
         """A token read left to right: numbers (one decimal point) as words, letters as ``unit_word`` says."""
@@ -484,31 +498,8 @@ class _HindiRules(_Rules):
         text = text.lower().strip()
         if not re.search(r"[\d०-९\./\-+%*=&]", text):
             return "".join(c for c in text.replace("।", "").replace("॥", "") if self._letter(c))
-        parts: list[str] = []
-        number = alpha = ""
-        for char in text:
-            if char.isdigit():
-                if alpha:
-                    parts.append(alpha)
-                    alpha = ""
-                number += char
-            elif self._letter(char):  # the danda is a Devanagari character: kept with the letters here
-                if number:
-                    parts += self.number(number)
-                    number = ""
-                alpha += char
-            elif char in _HI_SYMBOLS or char == " ":
-                if number:
-                    parts += self.number(number)
-                    number = ""
-                if alpha:
-                    parts.append(alpha)
-                    alpha = ""
-                if char != " ":
-                    parts.append(_HI_SYMBOLS[char])
-        if number:
-            parts += self.number(number)
-        return "".join([*parts, alpha])
+        # the danda is a Devanagari character: kept with the letters here
+        return self._fold(text, self._letter, _HI_SYMBOLS)
 
     @staticmethod
     def _unit(alpha: str) -> str:

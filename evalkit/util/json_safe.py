@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.errors import ConfigError, UserError
+from evalkit.util.user_files import read_user_text
 from evalkit.util.yaml_safe import MAX_DEPTH, shorten
 
 #: the pure-Python object parser the Python scanner calls (not in typeshed's stubs of json.decoder)
@@ -113,11 +114,4 @@ def load_json(text: str, source: str, error: type[UserError] = ConfigError) -> A
 
 def load_json_file(path: str | Path, error: type[UserError] = ConfigError) -> Any:
     """Read ``path`` as UTF-8 and parse it with :func:`load_json`; an unreadable or binary file is ``error``."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as problem:
-        raise error(f"{path}: not UTF-8 text (byte {problem.start}); save the file as UTF-8") from None
-    except OSError as problem:
-        raise error(f"{path}: cannot read: {problem.strerror or problem}") from None
-    return load_json(text, str(path), error)
+    return load_json(read_user_text(path, error), str(path), error)

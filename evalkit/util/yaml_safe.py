@@ -33,6 +33,7 @@ from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from evalkit.errors import ConfigError, UserError
+from evalkit.util.user_files import read_user_text
 
 #: most aliases (``*name``) one document may use; configs use a handful (shared model settings)
 MAX_ALIAS_USES = 100
@@ -173,11 +174,4 @@ def load_yaml(text: str, source: str, error: type[UserError] = ConfigError) -> A
 
 def load_yaml_file(path: str | Path, error: type[UserError] = ConfigError) -> Any:
     """Read ``path`` as UTF-8 and parse it with :func:`load_yaml`; a missing, unreadable or binary file is ``error``."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as problem:
-        raise error(f"{path}: not UTF-8 text (byte {problem.start}); save the file as UTF-8") from None
-    except OSError as problem:
-        raise error(f"{path}: cannot read: {problem.strerror or problem}") from None
-    return load_yaml(text, str(path), error)
+    return load_yaml(read_user_text(path, error), str(path), error)
