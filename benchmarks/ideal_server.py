@@ -62,7 +62,7 @@ class _Model:
                 while len(self._waiting) < self.max_batch and (left := deadline - time.monotonic()) > 0:
                     try:
                         await asyncio.wait_for(self._arrived.wait(), left)
-                    except TimeoutError:
+                    except asyncio.TimeoutError:  # not the builtin TimeoutError on Python 3.10
                         break
                     self._arrived.clear()
             batch, self._waiting = self._waiting[: self.max_batch], self._waiting[self.max_batch :]

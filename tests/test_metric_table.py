@@ -7,6 +7,7 @@ import importlib
 import inspect
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,9 @@ def test_every_concrete_metric_class_has_a_row() -> None:
     for path in sorted(METRICS_DIR.glob("*.py")):
         module = importlib.import_module(f"evalkit.metrics.{path.stem}")
         for name, obj in vars(module).items():
-            concrete = inspect.isclass(obj) and issubclass(obj, Metric) and not inspect.isabstract(obj)
+            # list[...] aliases count as classes for inspect on Python 3.10, and issubclass refuses them
+            is_class = inspect.isclass(obj) and not isinstance(obj, types.GenericAlias)
+            concrete = is_class and issubclass(obj, Metric) and not inspect.isabstract(obj)
             if concrete and obj.__module__ == module.__name__ and not name.startswith("_") and obj.name:
                 found.add(f"{module.__name__}:{name}")
     assert found == in_table

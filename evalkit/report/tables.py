@@ -33,8 +33,12 @@ def spreadsheet_safe(value: Any) -> Any:
 
 
 def safe_csv_row(cells: Iterable[Any]) -> list[Any]:
-    """:func:`spreadsheet_safe` applied to every cell of a row: how every CSV evalkit writes gets its cells."""
-    return [spreadsheet_safe(cell) for cell in cells]
+    """:func:`spreadsheet_safe` applied to every cell of a row: how every CSV evalkit writes gets its cells.
+
+    A NUL in a string (a hostile dataset name) is written as the four characters ``\\x00``: Python 3.10's csv
+    module cannot write the byte at all, and no spreadsheet shows it.
+    """
+    return [spreadsheet_safe(cell.replace("\x00", "\\x00") if isinstance(cell, str) else cell) for cell in cells]
 
 
 def fmt(value: float | None) -> str:

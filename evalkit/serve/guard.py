@@ -26,6 +26,7 @@ import contextlib
 import hmac
 import logging
 import os
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,11 @@ from aiohttp import BodyPartReader, HttpVersion11, hdrs, web
 from aiohttp.typedefs import Middleware
 
 from evalkit.serve.errors import RequestError, error_response
+
+if sys.version_info >= (3, 11):
+    from asyncio import timeout_at
+else:  # aiohttp depends on async-timeout below 3.11: the same context manager
+    from async_timeout import timeout_at
 
 log = logging.getLogger("evalkit.serve")
 
@@ -230,9 +236,9 @@ class Guard:
         if deadline is None:  # not through the middleware (a test's bare handler): from now
             deadline = asyncio.get_running_loop().time() + self.limits.body_timeout_s
         try:
-            async with asyncio.timeout_at(deadline):
+            async with timeout_at(deadline):
                 yield
-        except TimeoutError:
+        except asyncio.TimeoutError:  # async_timeout's (Python 3.10) is not the builtin TimeoutError
             raise RequestError(
                 408,
                 f"the request body did not arrive within {self.limits.body_timeout_s:g} s (--body-timeout)",

@@ -18,6 +18,8 @@ from evalkit.errors import DiskFullError
 
 #: errno values that mean "no room": a full filesystem, or a quota reached
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+#: SQLite's result code for a full disk (``sqlite3.SQLITE_FULL`` from Python 3.11 on; the number is SQLite's own)
+_SQLITE_FULL = 13
 
 
 def is_disk_full(error: BaseException) -> bool:
@@ -28,7 +30,7 @@ def is_disk_full(error: BaseException) -> bool:
         return error.errno in DISK_FULL_ERRNOS
     if isinstance(error, sqlite3.Error):
         code = getattr(error, "sqlite_errorcode", None)
-        return code == sqlite3.SQLITE_FULL or "database or disk is full" in str(error)
+        return code == _SQLITE_FULL or "database or disk is full" in str(error)
     return False
 
 

@@ -120,6 +120,7 @@ def _audio_pool() -> Executor | None:
         if _pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures import TimeoutError as FutureTimeout  # the builtin one only from 3.11 on
             from concurrent.futures.process import BrokenProcessPool
 
             workers = audio_workers()
@@ -136,7 +137,7 @@ def _audio_pool() -> Executor | None:
                 warm = [pool.submit(os.getpid) for _ in range(workers)]
                 for future in warm:
                     future.result(timeout=120)
-            except (OSError, ValueError, RuntimeError, TimeoutError, BrokenProcessPool) as error:
+            except (OSError, ValueError, RuntimeError, FutureTimeout, BrokenProcessPool) as error:
                 log.warning("audio worker processes unavailable (%s); decoding audio in threads", error)
                 _pool_failed = True
                 return None
