@@ -24,11 +24,17 @@ from evalkit.metrics.choice import LETTERS, read_choice
 from evalkit.metrics.diarization import diarizationlm_alignment, diarizationlm_words
 
 meeteval_wer = pytest.importorskip("meeteval.wer")
-dlm_metrics = pytest.importorskip(
-    "diarizationlm.metrics",
-    reason="the WDER reference: pip install --no-deps diarizationlm==0.1.5 && pip install word-levenshtein numba "
-    "(as .ci/run does; its own dependencies include tensorflow, which the metrics do not use)",
+_DLM_REASON = (
+    "the WDER reference: pip install --no-deps diarizationlm==0.1.5 && pip install word-levenshtein numba "
+    "(as .ci/run does; its own dependencies include tensorflow, which the metrics do not use)"
 )
+
+
+@pytest.fixture()
+def dlm_metrics() -> Any:
+    """DiarizationLM's metrics module; only the WDER tests skip without it (cpWER and mcq need only meeteval)."""
+    return pytest.importorskip("diarizationlm.metrics", reason=_DLM_REASON)
+
 
 FIXTURES = Path(__file__).parent / "fixtures" / "references"
 
@@ -186,7 +192,7 @@ def test_cpwer_keeps_spoken_digits_apart_by_default_and_whisper_is_an_option() -
 
 
 @pytest.mark.parametrize("seed", [4, 5, 6])
-def test_wder_equals_diarizationlm_per_sample_and_for_the_corpus(seed: int) -> None:
+def test_wder_equals_diarizationlm_per_sample_and_for_the_corpus(seed: int, dlm_metrics: Any) -> None:
     metric = METRICS.get("wder")(language="en")
     cases = _generated(seed, 60)
     cases += [(r, a, False, Sample(id=f"h{k}", reference=_reference_value(random.Random(k), r)), "") for k, (r, a) in
@@ -210,7 +216,7 @@ def test_wder_equals_diarizationlm_per_sample_and_for_the_corpus(seed: int) -> N
     assert float(metric.corpus(np.sum(stats, axis=0))) == pytest.approx(corpus["WDER"], rel=1e-12)
 
 
-def test_the_alignment_and_the_normalisation_are_diarizationlm_s() -> None:
+def test_the_alignment_and_the_normalisation_are_diarizationlm_s(dlm_metrics: Any) -> None:
     from diarizationlm import levenshtein  # the package's own Python implementation (the C++ one is used by metrics)
     from diarizationlm.utils import normalize_text
 
@@ -226,7 +232,7 @@ def test_the_alignment_and_the_normalisation_are_diarizationlm_s() -> None:
         assert diarizationlm_words(text) == normalize_text(text).split()
 
 
-def test_diarizationlm_s_own_cpwer_is_another_quantity() -> None:
+def test_diarizationlm_s_own_cpwer_is_another_quantity(dlm_metrics: Any) -> None:
     """Why evalkit's cpwer is meeteval's: DiarizationLM drops the words of speakers left without a partner."""
     ref_text, ref_spk = _dlm_strings([(0, "a b"), (1, "c d"), (2, "e f")])
     hyp_text, hyp_spk = _dlm_strings([(0, "a b c d e f")])
