@@ -64,6 +64,25 @@ def model_entry(name: str, url: str, **extra: Any) -> dict[str, Any]:
     return {"info": info}
 
 
+def run_measured(config: Path, extra_env: dict[str, str] | None = None) -> tuple[int, str, int]:
+    """Exit code, stderr and peak RSS (KiB, from ``wait4``) of ``evalkit run CONFIG --quiet --allow-failures``.
+
+    The hostile-answer tests' run: the failures are the point, so they must not turn the exit code to 3.
+    """
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(extra_env or {})}
+    with (config.parent / "stderr").open("wb") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evalkit", "run", str(config), "--quiet", "--allow-failures"],
+            cwd=config.parent,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, (config.parent / "stderr").read_text(), usage.ru_maxrss
+
+
 def live_group_members(pgid: int) -> list[int]:
     """Live processes of process group ``pgid``, read from /proc (zombies are dead already)."""
     members = []

@@ -10,13 +10,10 @@ cut off at ``max_response_bytes`` instead of being read.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-from helpers import ROOT, config_for, model_entry, text_set
+from helpers import config_for, model_entry, run_measured, text_set
 
 N = 12
 HOSTILE = {
@@ -28,23 +25,6 @@ HOSTILE = {
     6: ("cut", "connection", "closed mid-body"),
     7: ("sse", "unexpected_stream", "event stream"),
 }
-
-
-def _run(config: Path) -> tuple[int, str, int]:
-    """Exit code, stderr and peak RSS (KiB) of `evalkit run CONFIG`."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    with (config.parent / "stderr").open("wb") as stderr:
-        proc = subprocess.Popen(
-            # the failures are the point: they must not turn the exit code to 3
-            [sys.executable, "-m", "evalkit", "run", str(config), "--quiet", "--allow-failures"],
-            cwd=config.parent,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, (config.parent / "stderr").read_text(), usage.ru_maxrss
 
 
 def _records(config: Path) -> dict[str, dict[str, Any]]:
@@ -62,9 +42,9 @@ def test_each_hostile_answer_fails_with_its_reason_and_memory_stays_bounded(tmp_
     server = make_server({"answers": rules})
     hostile = config_for(tmp_path / "hostile", runspecs, [model_entry("m", server.base_url, **model)])
 
-    code, stderr, clean_rss = _run(clean)
+    code, stderr, clean_rss = run_measured(clean)
     assert code == 0, stderr
-    code, stderr, hostile_rss = _run(hostile)
+    code, stderr, hostile_rss = run_measured(hostile)
     assert code == 0, stderr  # the run never crashes
     assert "Traceback" not in stderr
 

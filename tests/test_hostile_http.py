@@ -26,14 +26,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, text_set
+from helpers import config_for, model_entry, run_measured, text_set
 
 from evalkit.clients.endpoint import Attempt, EndpointPool
 from evalkit.clients.protocol import EndpointProtocol
@@ -126,21 +125,6 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 # -- real runs ------------------------------------------------------------------------------
 
 
-def run_evalkit(config: Path, extra_env: dict[str, str]) -> tuple[int, str, int]:
-    """Exit code, stderr and peak RSS (KiB) of `evalkit run CONFIG`."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra_env}
-    with (config.parent / "stderr").open("wb") as stderr:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit", "run", str(config), "--quiet", "--allow-failures"],
-            cwd=config.parent,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), (config.parent / "stderr").read_text(), usage.ru_maxrss
-
-
 def records(config: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """(model, sample id) -> record."""
     run_dir = next(p for p in (config.parent / "runs").iterdir() if p.is_dir())
@@ -180,9 +164,9 @@ def test_each_hostile_answer_fails_its_sample_through_both_transports(
     clean = config_for(tmp_path / "clean", runspecs, models(clean_server.base_url))
     hostile = config_for(tmp_path / "hostile", runspecs, models(server.base_url))
 
-    code, stderr, clean_rss = run_evalkit(clean, env)
+    code, stderr, clean_rss = run_measured(clean, env)
     assert code == 0, stderr
-    code, stderr, hostile_rss = run_evalkit(hostile, env)
+    code, stderr, hostile_rss = run_measured(hostile, env)
     assert code == 0, stderr  # the run never crashes
     assert "Traceback" not in stderr and "Fatal error" not in stderr, stderr
 
@@ -214,7 +198,7 @@ def test_https_verifies_the_certificate(tmp_path: Path, make_server: Any, tls: t
     server = make_server(tls=tls)
     config = config_for(tmp_path / "run", runspecs, [model_entry("m", server.base_url, retry_attempts=0)])
     env = {"SSL_CERT_FILE": os.devnull}  # trust nothing: the certificate is checked, not waved through
-    code, stderr, _ = run_evalkit(config, env)
+    code, stderr, _ = run_measured(config, env)
     assert code == 0, stderr
     for record in records(config).values():
         assert record["failure"] == "connection" and "certificate" in record["error"].lower(), record
