@@ -23,6 +23,8 @@ interpreters() {
   if command -v pyenv >/dev/null 2>&1; then
     candidates+=("$(pyenv root)"/versions/*/bin/python3)
   fi
+  candidates+=("${PYENV_ROOT:-${HOME:-/root}/.pyenv}"/versions/*/bin/python3)  # pyenv's folder, pyenv not on PATH
+  candidates+=("$(command -v python3 2>/dev/null || true)")
   for minor in $(seq 8 20); do
     path="$(command -v "python3.$minor" 2>/dev/null || true)"
     [ -n "$path" ] && candidates+=("$path")
