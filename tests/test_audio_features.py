@@ -15,6 +15,7 @@ import base64
 import contextlib
 import io
 import json
+import signal
 import statistics
 import time
 from collections import Counter, defaultdict
@@ -379,6 +380,34 @@ def test_audio_work_runs_in_worker_processes_and_survives_a_dead_worker(monkeypa
     assert worker_pid != os.getpid()  # decoded in another process, not on the loop's interpreter
     assert fallback == "thread" and rb._pool_failed  # the job was retried in a thread
     assert after == os.getpid()  # and later jobs stay in threads
+
+
+@pytest.mark.skipif(not hasattr(signal, "sigwaitinfo"), reason="tells the sender with sigwaitinfo (Linux)")
+def test_an_audio_worker_ends_on_its_owners_sigterm_and_ignores_anyone_elses(monkeypatch) -> None:
+    """Python 3.12+ terminates a broken pool's other workers with SIGTERM and joins them: a worker ignoring it hung
+    the run. A SIGTERM sent to the whole process group (``kill -TERM -PGID``) must still leave the pool intact."""
+    import os
+    import subprocess
+
+    import evalkit.data.audio.workers as rb
+
+    monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "1")
+    monkeypatch.setattr(rb, "_pool", None)
+    monkeypatch.setattr(rb, "_pool_failed", False)
+    worker = asyncio.run(rb.run_audio_job(os.getpid))
+    pool = rb._pool
+    assert pool is not None and worker != os.getpid()
+    try:
+        subprocess.run(["kill", "-TERM", str(worker)], check=True)  # sent by another process: ignored
+        time.sleep(0.5)
+        assert rb._alive(worker) and asyncio.run(rb.run_audio_job(os.getpid)) == worker
+        os.kill(worker, signal.SIGTERM)  # sent by the owner (this process), as the pool's clean-up does
+        deadline = time.monotonic() + 5
+        while rb._alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not rb._alive(worker)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def test_pieces_cover_the_audio_once_and_shapes_share_equal_pieces() -> None:

@@ -77,6 +77,13 @@ def test_list_csv_quotes_names() -> None:
     assert row == {"name": "'=cmd()", "task": "'-x", "n": "-3", "languages": "'@a;b"}
 
 
+def test_a_nul_in_a_name_is_written_as_text_by_every_csv() -> None:
+    """Python 3.10's csv cannot write a NUL (``need to escape``); every CSV evalkit writes spells it ``\\x00``."""
+    assert spreadsheet_safe("a\x00b") == "a\\x00b" and spreadsheet_safe("=\x00") == "'=\\x00"
+    listed = render("datasets", [{"name": "a\x00b", "task": "t"}], "csv")
+    assert "\x00" not in listed and "a\\x00b" in listed
+
+
 def test_a_run_and_the_cli_write_hostile_names_as_text(tmp_path: Path, make_server) -> None:
     dataset, model = "=1+1", "@SUM(A1)"
     (tmp_path / "data.jsonl").write_text(

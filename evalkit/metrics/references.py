@@ -56,6 +56,24 @@ def _abbreviated(word: str) -> str:
     return word[:12] if is_hash else word
 
 
+def _pope(printed: str) -> Reference:
+    """POPE's five figures come from one run of one script: their entries differ only in the line it prints."""
+    return Reference(
+        "RUCAIBox/POPE",
+        f"evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed {printed!r}",
+        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
+        (
+            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
+            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
+        ),
+        (
+            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
+            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
+            "(no score) for that figure and still gives the others",
+        ),
+    )
+
+
 #: by canonical metric name; a test checks every built-in metric has an entry
 REFERENCES: dict[str, Reference] = {
     "word_error_rate": Reference(
@@ -188,76 +206,11 @@ REFERENCES: dict[str, Reference] = {
             "not the official reading",
         ),
     ),
-    "pope_accuracy": Reference(
-        "RUCAIBox/POPE",
-        "evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed 'Accuracy'",
-        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
-        (
-            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
-            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
-        ),
-        (
-            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
-            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
-            "(no score) for that figure and still gives the others",
-        ),
-    ),
-    "pope_precision": Reference(
-        "RUCAIBox/POPE",
-        "evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed 'Precision'",
-        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
-        (
-            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
-            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
-        ),
-        (
-            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
-            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
-            "(no score) for that figure and still gives the others",
-        ),
-    ),
-    "pope_recall": Reference(
-        "RUCAIBox/POPE",
-        "evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed 'Recall'",
-        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
-        (
-            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
-            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
-        ),
-        (
-            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
-            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
-            "(no score) for that figure and still gives the others",
-        ),
-    ),
-    "pope_f1": Reference(
-        "RUCAIBox/POPE",
-        "evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed 'F1 score'",
-        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
-        (
-            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
-            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
-        ),
-        (
-            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
-            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
-            "(no score) for that figure and still gives the others",
-        ),
-    ),
-    "pope_yes_ratio": Reference(
-        "RUCAIBox/POPE",
-        "evaluate.py (module script): answer reading, pooled TP/FP/TN/FN, the printed 'Yes ratio'",
-        "commit 3df3ba1 (3df3ba1b110ecce25696989577fad583b67d4239)",
-        (
-            "table of 50 answers read by running evaluate.py on each alone, and 9 answer sets whose five printed "
-            "figures (or the ZeroDivisionError) come from running it (tests/fixtures/references/pope.json)"
-        ),
-        (
-            "where evaluate.py divides by zero (precision with no yes answer, recall with no yes label, F1 with no "
-            "true positive, any figure on no samples) it raises and prints nothing further; evalkit reports NaN "
-            "(no score) for that figure and still gives the others",
-        ),
-    ),
+    "pope_accuracy": _pope("Accuracy"),
+    "pope_precision": _pope("Precision"),
+    "pope_recall": _pope("Recall"),
+    "pope_f1": _pope("F1 score"),
+    "pope_yes_ratio": _pope("Yes ratio"),
     # --- end vqa_accuracy, pope_* ---
     # --- anls, relaxed_accuracy, f1 (helper: text answers) ---
     "anls": Reference(

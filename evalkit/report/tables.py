@@ -20,25 +20,21 @@ def spreadsheet_safe(value: Any) -> Any:
     """A CSV cell a spreadsheet shows as text, never runs: a string that starts like a formula gets a leading ``'``.
 
     Only strings are changed, and a string that is a plain number (``-0.5``) or evalkit's "none" mark ``-``
-    stays as it is: evalkit's numbers must stay numbers, and neither is a formula.
+    stays as it is: evalkit's numbers must stay numbers, and neither is a formula. A NUL in a string (a hostile
+    dataset name) is written as the four characters ``\\x00``: Python 3.10's csv module cannot write the byte at
+    all, and no spreadsheet shows it.
     """
-    if (
-        isinstance(value, str)
-        and value.startswith(_FORMULA_START)
-        and value not in ("-", "+")
-        and not _NUMBER.fullmatch(value)
-    ):
+    if not isinstance(value, str):
+        return value
+    value = value.replace("\x00", "\\x00")
+    if value.startswith(_FORMULA_START) and value not in ("-", "+") and not _NUMBER.fullmatch(value):
         return "'" + value
     return value
 
 
 def safe_csv_row(cells: Iterable[Any]) -> list[Any]:
-    """:func:`spreadsheet_safe` applied to every cell of a row: how every CSV evalkit writes gets its cells.
-
-    A NUL in a string (a hostile dataset name) is written as the four characters ``\\x00``: Python 3.10's csv
-    module cannot write the byte at all, and no spreadsheet shows it.
-    """
-    return [spreadsheet_safe(cell.replace("\x00", "\\x00") if isinstance(cell, str) else cell) for cell in cells]
+    """:func:`spreadsheet_safe` applied to every cell of a row: how every CSV evalkit writes gets its cells."""
+    return [spreadsheet_safe(cell) for cell in cells]
 
 
 def fmt(value: float | None) -> str:
