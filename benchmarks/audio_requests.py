@@ -182,6 +182,9 @@ def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(work: Path) -> dict[str, Any]:
+    # a folder of its own: a config reads ./runspecs beside it too, where (d) leaves another bench_audio
+    work = work / "audio_requests"
+    work.mkdir(exist_ok=True)
     parquet, generated_s = memory.audio_parquet(N_REQUESTS)
     runspecs = work / "runspecs_audio"
     memory.write_runspec(runspecs, parquet)
