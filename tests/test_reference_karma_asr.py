@@ -179,3 +179,26 @@ def test_entity_shapes_beyond_karmas_string_give_the_same_keywords() -> None:
         _metric("entity_wer", "en", entities_key="")
     with pytest.raises(ConfigError, match="entity_words"):
         _metric("entity_wer", "en", entity_words=[1])
+
+
+@pytest.mark.parametrize("name", ["semantic_wer", "semantic_cer", "entity_wer"])
+def test_the_alignment_runs_off_the_event_loop(name: str) -> None:
+    """The alignment is quadratic (0.05-0.5 s a sample): scored on the loop it would stall every engine's requests."""
+    import asyncio
+    import threading
+
+    metric = METRICS.get(name)(language="en")
+    scored_in: list[int] = []
+    original = metric.score
+
+    def recording(prediction: str, sample: Sample) -> Any:
+        scored_in.append(threading.get_ident())
+        return original(prediction, sample)
+
+    metric.score = recording  # type: ignore[method-assign]
+
+    async def main() -> Any:
+        return await metric.ascore("the patient took five mg", Sample(id="s", reference="the patient took 5 mg"))
+
+    assert asyncio.run(main()) is not None
+    assert scored_in and scored_in[0] != threading.get_ident()
