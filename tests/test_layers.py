@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evalkit"
 #: the layers, first to last; a unit may import its own layer's units and earlier layers' only
 LAYERS: list[set[str]] = [
     {"errors", "failures", "util", "registry", "languages", "envvars", "assets"},
-    {"config", "catalog"},
+    {"config", "catalog", "compat"},
     {"data"},
     {"prompts", "metrics", "processing"},
     {"plan"},
@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"report"},
     {"serve"},
     {"run"},
+    {"view"},
     {"api", "cli", "plugin", "testing", "__main__", "__init__"},
 ]
 
