@@ -378,9 +378,13 @@ def test_binary_judge_prompts_scores_and_parse_failures(make_server) -> None:
 
     assert [s.score for s in scores] == [1.0, 1.0, 0.0, None, None]
     assert [s.failure for s in scores] == [None, None, None, "judge_parse", "judge_parse"]
-    assert scores[0].details["judge_model"] == "judge-model" and scores[0].details["explanation"] == "same city"
-    assert "```json" in scores[0].details["judge_response"]
-    assert "Hmm, hard to say." in scores[3].details["judge_response"] and "no verdict" in scores[3].details["error"]
+    judge = scores[0].details["judge"]
+    assert judge["model"] == "judge-model" and judge["rationale"] == "same city" and judge["verdict"] == 1.0
+    assert "```json" in judge["response"]
+    # the prompt as sent: the candidate and the reference are in the judge's user message
+    assert [m["role"] for m in judge["prompt"]][-1] == "user" and QA[0][2] in judge["prompt"][-1]["content"]
+    assert "Hmm, hard to say." in scores[3].details["judge"]["response"] and "no verdict" in scores[3].details["error"]
+    assert scores[3].details["judge"]["prompt"][-1]["content"].count(QA[3][2]) == 1
     assert result.score == pytest.approx(2 / 3) and result.n == 3
     assert result.details["failure_reasons"] == {"judge_parse": 2}
     assert 0.0 <= result.ci_low <= result.ci_high <= 1.0
@@ -574,14 +578,19 @@ def test_run_with_a_judge_metric_end_to_end(tmp_path: Path, make_server) -> None
         r["sample_id"]: r
         for r in map(json.loads, (run_dir / "records" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines())
     }
-    assert records["q1"]["score"] == 1.0 and records["q1"]["details"]["judge_model"] == "judge-model"
-    assert "```json" in records["q1"]["details"]["judge_response"]
-    assert records["q3"]["score"] == 0.0 and records["q3"]["details"]["explanation"] == "not blue"
+    assert records["q1"]["score"] == 1.0 and records["q1"]["details"]["judge"]["model"] == "judge-model"
+    assert "```json" in records["q1"]["details"]["judge"]["response"]
+    assert records["q3"]["score"] == 0.0 and records["q3"]["details"]["judge"]["rationale"] == "not blue"
     assert (
         records["q4"]["score"] is None
         and records["q4"]["failure"] == "judge_parse"
         and "no verdict" in records["q4"]["error"]
     )
+    # an unreadable verdict keeps what the judge was asked and what it answered
+    q4 = records["q4"]["details"]["judge"]
+    assert "Probably Mars or Venus" in q4["prompt"][-1]["content"] and "lean towards no" in q4["response"]
+    for path in (run_dir / "records").rglob("*.jsonl"):
+        assert "secret-judge-key" not in path.read_text(), path
 
     texts = _user_texts(judge)
     assert len(texts) == 4

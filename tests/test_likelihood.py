@@ -90,6 +90,12 @@ def test_each_normalisation_picks_its_own_option_and_one_request_per_option_is_s
     }
     assert s1["context"] + " Rome" in prompts
     assert by_id["s2"]["details"]["chosen"] == "B" and by_id["s2"]["score"] == 0.0
+    # what was sent: the context every option continues, one request per option, one entry for all three metrics
+    sent = [json.loads(x) for x in (outcome.run_dir / "records" / "sent" / "tiny_mc.jsonl").read_text().splitlines()]
+    assert len(sent) == 3 and {e["key"] for e in sent} == {r["sent"] for r in records}
+    entry = next(e for e in sent if e["key"] == by_id["s1"]["sent"])
+    assert (entry["kind"], entry["requests"]) == ("completion", 2)
+    assert entry["messages"] == [{"role": "user", "content": [{"type": "text", "text": s1["context"]}]}]
 
 
 def test_likelihood_needs_choices_and_a_completions_server(tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ def test_rescore_with_a_judge_metric(tmp_path: Path, make_server) -> None:
         for x in (run_dir / "rescore" / "judge_qa__llm_judge_binary.jsonl").read_text().splitlines()
         if '"q1"' in x
     )
-    assert line["details"]["judge_model"] == "judge-model" and line["score"] == 1.0
+    assert line["details"]["judge"]["model"] == "judge-model" and line["score"] == 1.0
 
     sent = judge.stats()["requests"]
     assert rescore_command(str(run_dir), ["llm_judge_binary"], output=str(tmp_path / "all.json")) == 0

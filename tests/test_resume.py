@@ -65,6 +65,8 @@ def _start_and_kill(config: Path, server, cwd: Path) -> dict[str, Any]:  # type:
         for line in path.read_text().splitlines()
         if line.endswith("}")  # a torn last line of a killed writer is not a record
     ]
+    # what was sent reaches the disk before a record naming it: a kill never leaves a record with a lost entry
+    assert {r["sent"] for r in recorded} <= _sent_keys(run_dir)
     with sqlite3.connect(config.parent / "runs" / "responses.sqlite") as db:
         stored = {json.loads(blob)["text"] for (blob,) in db.execute("SELECT response FROM responses")}
     answered = {e["answer"]: e["body_sha256"] for e in events if e["event"] == "completed" and e["status"] == 200}
@@ -77,6 +79,13 @@ def _start_and_kill(config: Path, server, cwd: Path) -> dict[str, Any]:  # type:
         "stored_shas": {sha for answer, sha in answered.items() if answer in stored},
         "completed_shas": set(answered.values()),
     }
+
+
+def _sent_keys(run_dir: Path) -> set[str]:
+    """The keys of the whole lines of the run's sent log (records/sent/synth_qa.jsonl)."""
+    path = run_dir / "records" / "sent" / "synth_qa.jsonl"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    return {json.loads(line)["key"] for line in lines if line.endswith("}")}
 
 
 def _check_nothing_recorded_was_resent(killed: dict[str, Any], server) -> set[str]:  # type: ignore[no-untyped-def]
@@ -158,6 +167,7 @@ def test_resume_finishes_the_killed_run_in_its_own_folder(setup: dict[str, Any])
     for engine in ("synth_qa__exact_match", "synth_qa__bleu"):
         lines = (run_dir / "records" / f"{engine}.jsonl").read_text().splitlines()
         assert len(lines) == N and len({json.loads(x)["sample_id"] for x in lines}) == N
+        assert {json.loads(x)["sent"] for x in lines} <= _sent_keys(run_dir)
 
     # a resume after the run finished sends nothing at all
     seen = len(server.log_events("received"))

@@ -181,8 +181,12 @@ def test_a_run_with_hostile_dataset_names_writes_only_inside_its_folder(tmp_path
 
     assert _changed_outside(before, tmp_path, output) == []
     assert (victim / "keep.jsonl").read_text() == "precious\n"
-    records_files = sorted((outcome.run_dir / "records").iterdir())
+    records_files = sorted(p for p in (outcome.run_dir / "records").iterdir() if p.is_file())
     assert len(records_files) == len(names)
+    # what was sent, one file per dataset, under the same safe names
+    sent_files = sorted((outcome.run_dir / "records" / "sent").iterdir())
+    assert len(sent_files) == len(names) and all(p.parent == outcome.run_dir / "records" / "sent" for p in sent_files)
+    assert {json.loads(p.read_text().splitlines()[0])["dataset"] for p in sent_files} == set(names)
     datasets = set()
     for path in records_files:
         lines = [json.loads(line) for line in path.read_text().splitlines()]

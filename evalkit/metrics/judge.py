@@ -19,6 +19,12 @@ A judge that cannot be reached fails the sample with the judge's reason
 (``judge_timeout``, ``judge_http_500``, ...); a verdict that cannot be read
 fails it as ``judge_parse``. Failed samples are counted and excluded, never
 scored 0: a flaky judge must not look like a bad model.
+
+Every verdict, and every failure after the judge was asked, carries
+``details["judge"]``: the judge model, the prompt exactly as sent, the judge's
+raw answer (clipped for the record line), the rationale its parser found and
+the verdict; so a reader sees why a sample scored what it did without asking
+the judge again.
 """
 
 from __future__ import annotations
@@ -348,7 +354,7 @@ class JudgeMetric(Metric):
         )
 
     async def ask_judge(self, messages: list[dict[str, Any]]) -> tuple[str | None, SampleScore | None]:
-        """(the judge's text, None) or (None, a failed SampleScore with the judge's reason)."""
+        """(the judge's text, None) or (None, a failed SampleScore with the judge's reason and what it was asked)."""
         if self.judge is None:
             return None, SampleScore(
                 None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} needs judge_properties"}
@@ -357,20 +363,36 @@ class JudgeMetric(Metric):
         if not outcome.ok:
             reason = f"judge_{outcome.failure or 'error'}"
             return None, SampleScore(
-                None, failure=reason, details={"error": outcome.error, "judge_model": self.judge_model}
+                None,
+                failure=reason,
+                details={"error": outcome.error, "judge": self.judged(messages)},
             )
         return outcome.text or "", None
 
-    def parse_failure(self, error: VerdictError, text: str) -> SampleScore:
-        return SampleScore(
-            None,
-            failure=FailureReason.JUDGE_PARSE,
-            details={
-                "error": f"unreadable judge verdict: {error}",
-                "judge_model": self.judge_model,
-                "judge_response": clipped(text),
-            },
-        )
+    def judged(
+        self, messages: list[dict[str, Any]], text: str | None = None, verdict: Verdict | None = None
+    ) -> dict[str, Any]:
+        """``details["judge"]``: the model, the prompt as sent, its raw answer, the rationale found and the verdict."""
+        judge: dict[str, Any] = {"model": self.judge_model, "prompt": messages}
+        if text is not None:
+            judge["response"] = clipped(text)
+        if verdict is not None:
+            if verdict.explanation:
+                judge["rationale"] = verdict.explanation
+            judge["verdict"] = verdict.value
+        return judge
+
+    def parse_failure(
+        self, error: VerdictError, text: str, messages: list[dict[str, Any]] | None = None
+    ) -> SampleScore:
+        details: dict[str, Any] = {
+            "error": f"unreadable judge verdict: {error}",
+            "judge_model": self.judge_model,
+            "judge_response": clipped(text),
+        }
+        if messages is not None:
+            details = {"error": details["error"], "judge": self.judged(messages, text)}
+        return SampleScore(None, failure=FailureReason.JUDGE_PARSE, details=details)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -397,21 +419,20 @@ class _VerdictJudge(JudgeMetric):
             "reference": reference or "(none given)",
             "candidate": candidate_text(prediction),
         }
-        text, failed = await self.ask_judge(self.prompt.messages(fields, has_reference=bool(reference)))
+        messages = self.prompt.messages(fields, has_reference=bool(reference))
+        text, failed = await self.ask_judge(messages)
         if failed is not None:
             return failed
         assert text is not None
         try:
             verdict = self.parse(text)
         except VerdictError as error:
-            return self.parse_failure(error, text)
+            return self.parse_failure(error, text, messages)
         value = self.value(verdict)
         details = {
             "verdict": verdict.value,
-            "explanation": verdict.explanation,
-            "judge_model": self.judge_model,
-            "judge_response": clipped(text),
             "verdict_read_from": verdict.method,
+            "judge": self.judged(messages, text, verdict),
         }
         return SampleScore(value, (value, 1.0), details=details)
 

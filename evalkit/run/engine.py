@@ -12,24 +12,31 @@ every model's request goes through that model's shared
 client (pools, retries, store). A failed request (or one failed chunk of
 long audio) is recorded with its reason and excluded from the score. Each
 record's ``prompt`` says what shaped the prompt: template pool and index,
-in-context example ids, add-on and system prompt names.
+in-context example ids, add-on and system prompt names; its ``sent`` names
+what was sent (the messages, media as references) in ``records/sent/``
+(:mod:`evalkit.run.sent`), written once per key however many metrics and
+models sent it, and always before the record that names it reaches the disk;
+``row``, ``groups`` and ``stats`` make a score and its CI recomputable from
+the records alone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import ParseError, continuation_logprob
+from evalkit.clients.request import ModelRequest
 from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.direct import prepare_example_audio_direct, prepare_turn_audio_direct
 from evalkit.data.audio.pcm import (
@@ -65,6 +72,9 @@ from evalkit.run.requests import (
     turn_requests,
 )
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
+from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key, write_all
+from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
+from evalkit.run.shard import Shard, shard_samples
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.idindex import IdIndex
@@ -73,11 +83,26 @@ from evalkit.util.safe_names import safe_path
 log = logging.getLogger("evalkit")
 
 _READ_BATCH = 32
+#: records buffered before they are written (a kill loses at most these; a resume asks the store for them again)
+_RECORDS_BUFFER = 8192
 #: a sample's audio and images, made ready for every model of the engine
 Prepared = tuple[PreparedAudio, PreparedImages]
 _NO_IMAGES = PreparedImages()
 #: failures that come from the data, not the model: each kind gets one warning naming its first row
 DATA_PROBLEMS = frozenset({FailureReason.DUPLICATE_ID, FailureReason.NO_REFERENCE, FailureReason.NO_SCORE})
+
+
+@dataclass(slots=True)
+class Sent:
+    """What one model was sent for one sample so far: each turn's requests, or a likelihood prompt's context."""
+
+    #: the sample's view -> key map, shared by its models (see Engine._view_key)
+    shared: dict[Any, str]
+    turns: list[list[ModelRequest]] = field(default_factory=list)
+    context: str | None = None
+    options: int = 0
+    #: the key, once fixed when a one-turn sample's requests were built
+    key: str | None = None
 
 
 @dataclass
@@ -117,8 +142,12 @@ class Engine:
         use_store: bool = True,
         seed: int = 0,
         metric_factory: Callable[[EngineSpec], Metric] | None = None,
+        shard: Shard | None = None,
+        sent_logs: SentLogs | None = None,
     ) -> None:
         self.spec = spec
+        #: ``evalkit run --shard K/N``: only this share of the filtered samples runs (see evalkit/run/shard.py)
+        self.shard = shard
         self.models = [models[name] for name in spec.models]
         self.clients = clients
         self.filters = filters
@@ -153,21 +182,30 @@ class Engine:
             )
             for m in self.models
         }
+        #: what of each model's context shapes its messages: models with one view share a sample's sent entry
+        self._sent_views = {name: ctx.sent_view() for name, ctx in self.request_contexts.items()}
         #: every way this engine's models cut audio, so a sample's pieces are made once, in a thread
         self.shapes: list[Shape] = list(dict.fromkeys(ctx.shape for ctx in self.request_contexts.values()))
         self.encodings = frozenset(ctx.kind.audio_encoding for ctx in self.request_contexts.values())
         #: every image limit of this engine's models, so an image is downsized once per limit
         self.image_limits: list[ImageLimit] = list(dict.fromkeys(c.image_limit for c in self.request_contexts.values()))
         self.n_samples = 0
-        self._records: BinaryIO | None = None
+        self._records: io.FileIO | None = None
+        #: records not yet written: the sent log is flushed before they are, so no record names a lost entry
+        self._buffer = bytearray()
         self._example_pool: list[Sample] = []
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
         self._assembler: PromptAssembler | None = None
         #: bad rows by failure reason: (count, the first one's error), for one warning each at the end
         self.data_problems: dict[str, tuple[int, str]] = {}
+        #: what was sent, once per content per dataset (records/sent/): the run's logs are shared by its engines
+        self._sent_logs = sent_logs if sent_logs is not None else SentLogs(sent_folder(records_dir))
+        self._sent: SentLog | None = None
+        self._sources: Sources | None = None
 
     def planned_samples(self) -> Iterator[Sample]:
-        return apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
+        filtered = apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
+        return shard_samples(filtered, self.shard)  # after the filters: shards split exactly the plan's samples
 
     async def run(self) -> EngineResult:
         started = time.perf_counter()
@@ -207,13 +245,18 @@ class Engine:
         """Run the samples into the records file; a full disk raises one DiskFullError naming it."""
         try:
             self.records_path.parent.mkdir(parents=True, exist_ok=True)
-            self._records = self.records_path.open("wb")  # the default 8 KiB buffer: a kill loses little
+            # unbuffered file, own 8 KiB buffer (_write): a kill loses little, and the sent log goes first
+            self._records = open(self.records_path, "wb", buffering=0)  # noqa: SIM115 - closed below
         except OSError as error:
             if is_disk_full(error):
                 raise disk_full(self.records_path) from None
             raise WriteFailed(str(self.records_path), error) from None
+        self._sent = self._sent_logs.acquire(self.spec.dataset.name)
         try:
+            self._sources = Sources.of(self.spec.dataset)
+            await self._sent.open()
             await self._run_samples()
+            self._flush()
             try:
                 self._records.close()
             except OSError as error:
@@ -222,8 +265,12 @@ class Engine:
                 raise WriteFailed(str(self.records_path), error) from None
         finally:
             if not self._records.closed:
+                # stopped (a signal, another engine's full disk): what was answered is kept, as far as it goes
+                with contextlib.suppress(OSError, DiskFullError, WriteFailed):
+                    self._flush()
                 with contextlib.suppress(OSError):  # already failing: a second full-disk error says nothing new
                     self._records.close()
+            self._sent_logs.release(self._sent)
 
     async def _run_samples(self) -> None:
         iterator = self.planned_samples()
@@ -359,14 +406,20 @@ class Engine:
             and 0 in prepared[0]
         ):
             sample.meta["duration"] = prepared[0].seconds[0]
+        shared: dict[Any, str] = {}  # sent view -> key: models that were sent the same thing share one entry
         if len(self.models) == 1:
             # a gather over one awaitable costs a Task and a future per sample: measurable at thousands of req/s
-            await self._ask(self.models[0], sample, prompt, prepared)
+            await self._ask(self.models[0], sample, prompt, prepared, examples, shared)
         else:
-            await asyncio.gather(*(self._ask(model, sample, prompt, prepared) for model in self.models))
+            await asyncio.gather(
+                *(self._ask(model, sample, prompt, prepared, examples, shared) for model in self.models)
+            )
 
-    async def _conversation(self, model: ModelPlan, prompt: Prompt, media: Prepared) -> Outcome:
-        """Ask one model every turn in order, each with this sample's own history; chunks of a turn go at once."""
+    async def _conversation(self, model: ModelPlan, prompt: Prompt, media: Prepared, sent: Sent) -> Outcome:
+        """Ask one model every turn in order, each with this sample's own history; chunks of a turn go at once.
+
+        Each turn's requests are noted in ``sent`` before they go, so a failed sample still says what was sent.
+        """
         prepared, images = media
         client = self.clients[model.name]
         ctx = self.request_contexts[model.name]
@@ -386,6 +439,9 @@ class Engine:
                 return failed(
                     FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio"
                 )
+            sent.turns.append(requests)
+            if n_turns == 1:
+                sent.key = self._view_key(self._sent_views[model.name], requests, sent.shared)
             if len(requests) == 1:
                 outcomes = [await client.submit(requests[0], use_store=self.use_store)]
             else:
@@ -418,7 +474,7 @@ class Engine:
                 )
         return outcome
 
-    async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt) -> Outcome:
+    async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt, sent: Sent) -> Outcome:
         """Every option's log-likelihood after the prompt, as the JSON prediction metrics/likelihood.py reads."""
         choices = [str(c) for c in sample.meta.get("choices") or []]
         if not choices:
@@ -430,6 +486,8 @@ class Engine:
             )
         client = self.clients[model.name]
         asked = likelihood_requests(context, choices, self.request_contexts[model.name].model)
+        sent.context, sent.options = context, len(asked)
+        sent.key = self._view_key(RequestKind.COMPLETION, [request for request, _, _ in asked], sent.shared)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r, _, _ in asked)))
         attempts = sum(o.attempts for o in outcomes)
         latency = max(o.latency for o in outcomes)
@@ -453,14 +511,23 @@ class Engine:
             cached=all(o.cached for o in outcomes),
         )
 
-    async def _ask(self, model: ModelPlan, sample: Sample, prompt: Prompt, prepared: Prepared | Outcome) -> None:
+    async def _ask(
+        self,
+        model: ModelPlan,
+        sample: Sample,
+        prompt: Prompt,
+        prepared: Prepared | Outcome,
+        examples: list[Sample],
+        shared: dict[Any, str],
+    ) -> None:
         likelihood = self.metric.scoring == "loglikelihood"
+        sent = Sent(shared)
         if isinstance(prepared, Outcome):
             outcome = prepared
         elif likelihood:
-            outcome = await self._likelihood(model, sample, prompt)
+            outcome = await self._likelihood(model, sample, prompt, sent)
         else:
-            outcome = await self._conversation(model, prompt, prepared)
+            outcome = await self._conversation(model, prompt, prepared, sent)
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
         scored = await score_into_record(
             record,
@@ -489,7 +556,55 @@ class Engine:
             ]
         if prompt.info:
             record["prompt"] = prompt.info
+        if sent.turns or sent.context is not None:
+            # the entry reaches the disk before the record naming it is buffered: no record names a lost key
+            record["sent"] = self._sent_entry(model, sample, prompt, examples, prepared, sent)
         self._write(record, sample, model.name, scored)
+
+    def _view_key(self, view: Any, requests: list[ModelRequest], shared: dict[Any, str]) -> str:
+        """The sent key of a one-turn sample as ``view`` sends it: the first model of the view to build sets it.
+
+        Models start in the config's order and build their requests before their first wait, so the first
+        model of a view is the same in every engine, and so is the key: one entry serves every model and metric.
+        """
+        if len(self.models) == 1:
+            return sent_key(requests)
+        key = shared.get(view)
+        if key is None:
+            key = shared[view] = sent_key(requests)
+        return key
+
+    def _sent_entry(
+        self,
+        model: ModelPlan,
+        sample: Sample,
+        prompt: Prompt,
+        examples: list[Sample],
+        prepared: Prepared | Outcome,
+        sent: Sent,
+    ) -> str:
+        """The key of what ``model`` was sent for ``sample``; its entry is built and buffered only when new.
+
+        A later turn carries the model's own earlier answers, so a conversation's key is its own (every
+        request's key, answers included), shared by another model only when it answered alike.
+        """
+        assert self._sent is not None and self._sources is not None
+        turns = sent.turns
+        key = sent.key or sent_key([request for turn in turns for request in turn])
+        if key in self._sent:
+            return key
+        if sent.context is not None:
+            kind, requests, messages = RequestKind.COMPLETION, sent.options, completion_messages(sent.context)
+        else:
+            ctx = self.request_contexts[model.name]
+            refs = None
+            if isinstance(prepared, tuple) and (prepared[0].seconds or prepared[1] is not _NO_IMAGES):
+                refs = MediaRefs(self._sources, sample, prompt, examples, prepared[0], prepared[1], ctx)
+            kind = ctx.kind
+            requests = sum(len(turn) for turn in turns)
+            messages = sent_messages(kind, turns, refs)
+        self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages)
+        return key
 
     async def _duplicate(self, sample: Sample, first: int) -> None:
         """A row whose sample id an earlier row has: one failed record per model, nothing sent."""
@@ -510,18 +625,30 @@ class Engine:
 
     def _write(self, record: dict[str, Any], sample: Sample, model: str, scored: bool) -> None:
         """Append one record (a full disk raises DiskFullError naming the records file) and report progress."""
-        assert self._records is not None
-        line = jsonutil.dumps_bytes(record) + b"\n"  # UTF-8 JSON straight from the encoder: no str round trip
-        try:
-            self._records.write(line)
-        except (OSError, ValueError) as error:  # ValueError: the file was closed under it
-            if isinstance(error, OSError) and is_disk_full(error):
-                raise disk_full(self.records_path, len(line)) from None
-            raise WriteFailed(str(self.records_path), error) from None
+        buffer = self._buffer
+        buffer += jsonutil.dumps_bytes(record)  # UTF-8 JSON straight from the encoder: no str round trip
+        buffer += b"\n"
+        if len(buffer) >= _RECORDS_BUFFER:
+            self._flush()
         if model == self.models[0].name:
             self._note_data_problem(record, sample)
         if self.progress is not None:
             self.progress(self.spec.id, model, scored)
+
+    def _flush(self) -> None:
+        """Write the buffered records, after the sent entries they name (a full disk raises DiskFullError)."""
+        if not self._buffer:
+            return
+        assert self._records is not None
+        if self._sent is not None:
+            self._sent.flush()
+        try:
+            write_all(self._records, self._buffer)
+        except (OSError, ValueError) as error:  # ValueError: the file was closed under it
+            if isinstance(error, OSError) and is_disk_full(error):
+                raise disk_full(self.records_path, len(self._buffer)) from None
+            raise WriteFailed(str(self.records_path), error) from None
+        self._buffer.clear()
 
     def _note_data_problem(self, record: dict[str, Any], sample: Sample) -> None:
         """Count a bad row by kind, keeping the first one's message for the warning at the end."""

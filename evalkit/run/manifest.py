@@ -2,7 +2,9 @@
 
 ``evalkit run --resume RUN_DIR`` reads it back: the fingerprint refuses a
 resume whose config would change the answers, and the masked secrets are
-restored from the config file the run was started with.
+restored from the config file the run was started with. A run of one shard of
+a plan (``--shard K/N``) says so in ``shard`` (index, count and the plan's
+fingerprint); a folder ``evalkit merge`` wrote lists its shards in ``merged``.
 """
 
 from __future__ import annotations
@@ -108,23 +110,23 @@ class ManifestWriter:
             return True
 
 
-def read_manifest(run_dir: str | Path) -> dict[str, Any]:
-    """The manifest of a run folder; UserError when the folder is not an evalkit run."""
+def read_manifest(run_dir: str | Path, what: str = "--resume") -> dict[str, Any]:
+    """The manifest of a run folder; UserError (starting with ``what``, e.g. "merge") when it is not an evalkit run."""
     path = Path(run_dir) / MANIFEST
     if not Path(run_dir).is_dir():
-        raise UserError(f"--resume {run_dir}: no such run folder")
+        raise UserError(f"{what} {run_dir}: no such run folder")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise UserError(f"--resume {run_dir}: not an evalkit run folder (no {MANIFEST})") from None
+        raise UserError(f"{what} {run_dir}: not an evalkit run folder (no {MANIFEST})") from None
     except (OSError, ValueError) as error:
-        raise UserError(f"--resume {run_dir}: cannot read {MANIFEST}: {error}") from None
+        raise UserError(f"{what} {run_dir}: cannot read {MANIFEST}: {error}") from None
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
-        raise UserError(f"--resume {run_dir}: {MANIFEST} is not a run manifest this evalkit can read")
+        raise UserError(f"{what} {run_dir}: {MANIFEST} is not a run manifest this evalkit can read")
     return data
 
 
-def plan_for_resume(run_dir: str | Path) -> Plan:
+def plan_for_resume(run_dir: str | Path, what: str = "--resume") -> Plan:
     """The plan of a recorded run, for ``evalkit run --resume RUN_DIR`` without a config argument.
 
     The manifest keeps the effective config (command-line overrides applied)
@@ -135,7 +137,7 @@ def plan_for_resume(run_dir: str | Path) -> Plan:
     from evalkit.config import load_config
     from evalkit.plan import build_plan
 
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir, what)
     saved = manifest.get("config") or {}
     source = manifest.get("config_file") or "config"
     fresh: Config | None = None

@@ -44,6 +44,22 @@ class RequestContext:
     def shape(self) -> Shape:
         return (self.chunk_size, self.long_audio)
 
+    def sent_view(self) -> tuple[Any, ...]:
+        """What of the context shapes the messages (not the model's name or parameters).
+
+        Models with the same view send a sample the same messages, so its sent entry is made once for them.
+        """
+        return (
+            self.kind,
+            self.system,
+            self.system_override,
+            self.chunk_size,
+            self.long_audio,
+            self.language,
+            self.image_limit,
+            self.image_position,
+        )
+
 
 def _user_content(
     text: str | None,

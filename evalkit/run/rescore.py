@@ -22,9 +22,12 @@ another (or a changed) metric, exactly as the engine would have:
 The result rows have the shape of the run's rows (score, 95% CI, n, failures,
 details), written to ``RUN_DIR/rescore_<metric>.json`` with per-sample
 records in ``RUN_DIR/rescore/<dataset>__<metric>.jsonl``. Scores, counts and
-normal CIs equal those of a run with that metric; a bootstrap CI (WER, BLEU)
-can differ slightly, because resampling follows the order in which samples
-were recorded, and concurrency shuffles that order from run to run.
+normal CIs equal those of a run with that metric; so do bootstrap CIs (WER,
+BLEU), since resampling follows each record's ``row`` (file order). Records of
+runs made before rows were kept, and not rebuilt from the dataset, are
+resampled in the order they were recorded, so their bootstrap CI can differ
+slightly. A re-scored record keeps the run's ``sent`` key (what was sent, in
+``RUN_DIR/records/sent/``), ``row`` and ``groups``, and gains ``stats``.
 """
 
 from __future__ import annotations
@@ -60,8 +63,8 @@ log = logging.getLogger("evalkit")
 REFERENCE_ONLY = frozenset({"word_error_rate", "cer", "bleu", "chrf", "chrf++", "ter", "exact_match", "f1"})
 #: samples scored at once (judge calls run concurrently within a chunk; results are added in record order)
 _CHUNK = 256
-#: record fields copied from the run's record into the re-scored one
-_KEPT = ("latency", "attempts", "cached", "replica", "duration")
+#: record fields copied from the run's record into the re-scored one (``sent`` names the run's records/sent line)
+_KEPT = ("latency", "attempts", "cached", "replica", "duration", "images", "prompt", "sent")
 
 
 @dataclass
@@ -196,10 +199,21 @@ def _without_audio_payload(sample: Sample) -> Sample:
 
 
 def sample_from_record(record: dict[str, Any]) -> Sample:
-    """A sample with what a record keeps: id, reference and duration."""
+    """A sample with what a record keeps: id, reference, duration, row and groups.
+
+    The row keeps the re-scored corpus in file order (bootstrap CIs as in the run); the groups
+    (speaker, accent, gender, language) keep the per-group results of a run whose dataset is gone.
+    """
     meta: dict[str, Any] = {}
     if record.get("duration") is not None:
         meta["duration"] = record["duration"]
+    if isinstance(record.get("row"), int):
+        meta["index"] = record["row"]
+    groups = record.get("groups")
+    if isinstance(groups, dict):
+        for key in ("speaker", "accent", "gender", "language"):
+            if groups.get(key) is not None:
+                meta[key] = groups[key]
     return Sample(id=str(record.get("sample_id")), reference=record.get("reference"), meta=meta)
 
 

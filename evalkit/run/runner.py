@@ -49,6 +49,8 @@ from evalkit.run.manifest import (
     config_as_given,
     read_manifest,
 )
+from evalkit.run.sent import SentLogs, sent_folder
+from evalkit.run.shard import Shard, plan_fingerprint
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
     redact,
@@ -71,6 +73,9 @@ class RunOptions:
     progress: ProgressHook | None = None
     #: a run folder to finish (``evalkit run --resume RUN_DIR``): its records are rewritten, its store reused
     resume: str | None = None
+    #: ``evalkit run --shard K/N``: run only this share of every pair's samples (a Shard or "K/N"); with
+    #: ``resume`` it defaults to the resumed run's shard and must equal it when given
+    shard: Shard | str | None = None
 
 
 @dataclass
@@ -88,6 +93,37 @@ class RunOutcome:
     reused: int = 0
     #: stored answers whose bytes no longer matched their checksum: not used, asked again
     changed: int = 0
+
+
+def build_metric(spec: EngineSpec, config: Config, judge: Any = None) -> Metric:
+    """The metric of one pair as the run scores with it (``judge``: the run's judge client, for judge metrics).
+
+    ``evalkit merge`` builds the same object to compute a merged result (with a stand-in judge that only
+    names the judge model, as nothing is asked).
+    """
+    cls = METRICS.get(spec.metric)
+    language = target_language(spec.dataset.language)
+    if cls.needs_judge:
+        prompt = judge_prompt_for(spec.metric, library_for(config).judges)
+        return cls(language=language, judge=judge, judge_prompt=prompt, **spec.options)
+    return cls(language=language, **spec.options)
+
+
+def _resumed_shard(given: Shard | str | None, resumed: dict[str, Any] | None, run_dir: Path) -> Shard | None:
+    """The run's shard: the one given, or the resumed run's; a resume given another shard is refused."""
+    shard = Shard.parse(given) if isinstance(given, str) else given
+    if resumed is None:
+        return shard
+    if resumed.get("merged"):
+        raise UserError(
+            f"--resume {run_dir}: a merged run (evalkit merge) has nothing to resume; resume one of its shards"
+        )
+    saved = resumed.get("shard")
+    before = Shard(int(saved["index"]), int(saved["count"])) if isinstance(saved, dict) else None
+    if shard is not None and shard != before:
+        was = f"shard {before}" if before else "the whole plan (no --shard)"
+        raise UserError(f"--resume {run_dir}: --shard {shard} differs from the run's {was}; drop --shard")
+    return before
 
 
 def new_run_dir(output_dir: Path) -> Path:
@@ -333,6 +369,7 @@ async def _execute(
             store_path = Path(saved_store["path"])
         if saved_store.get("refresh_since") is not None:
             refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
+    shard = _resumed_shard(options.shard, resumed, Path(options.resume or ""))
     datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
     if resumed is not None:
         _check_datasets_unchanged(plan, resumed, datasets, Path(options.resume or ""))
@@ -365,6 +402,12 @@ async def _execute(
         "models": list(plan.models),
         "datasets": datasets,
     }
+    if shard is not None:  # what `evalkit merge` checks: every shard of one plan, each once
+        manifest["shard"] = {
+            "index": shard.index,
+            "count": shard.count,
+            "plan": plan_fingerprint(plan, fingerprint, datasets),
+        }
     if resumed:
         manifest["started"] = resumed.get("started", manifest["started"])
         manifest["started_unix"] = resumed.get("started_unix", started_unix)
@@ -379,6 +422,10 @@ async def _execute(
         if use_store:
             store = await ResponseStore(store_path, refresh_since=refresh_since).open()
         clients = build_clients(plan, store)
+        from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
+
+        if isinstance(servers, LaunchedServers):
+            servers.attach(clients)  # a Ray replica that dies or joins mid-run reaches its model's client
         judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
         progress = options.progress or Progress(quiet=options.quiet)
         if isinstance(progress, Progress):
@@ -387,14 +434,8 @@ async def _execute(
                 sum(c.store_hits for c in clients.values()),
             )
 
-        def make_metric(spec: EngineSpec) -> Metric:
-            cls = METRICS.get(spec.metric)
-            language = target_language(spec.dataset.language)
-            if cls.needs_judge:
-                prompt = judge_prompt_for(spec.metric, library_for(config).judges)
-                return cls(language=language, judge=judge, judge_prompt=prompt, **spec.options)
-            return cls(language=language, **spec.options)
-
+        # what was sent, once per dataset for all its engines (records/sent/<dataset>.jsonl)
+        sent_logs = SentLogs(sent_folder(run_dir / "records"))
         try:
             engines = [
                 Engine(
@@ -408,13 +449,16 @@ async def _execute(
                     progress=progress,
                     use_store=store is not None,
                     seed=config.filters.seed,
-                    metric_factory=make_metric,
+                    metric_factory=lambda spec: build_metric(spec, config, judge),
+                    shard=shard,
+                    sent_logs=sent_logs,
                 )
                 for spec in plan.engines
             ]
             with quiet_garbage_collector():
                 results = await _run_engines(engines)
         finally:
+            sent_logs.close()
             try:
                 for client in clients.values():
                     await client.close()
@@ -437,8 +481,12 @@ async def _execute(
             "config": manifest["config"],
             "versions": package_versions(),
             "requests": {name: c.stats() for name, c in clients.items()},
-            "servers": [server.describe() for server in servers or []],
+            "servers": servers.describe()
+            if isinstance(servers, LaunchedServers)
+            else [server.describe() for server in servers or []],
         }
+        if shard is not None:  # results of a share of the plan, not of the plan: said where they are read
+            meta["shard"] = manifest["shard"]
         if judge is not None:
             meta["requests"][judge.client.name] = judge.client.stats()
         meta = scrub_tree(meta, hidden)

@@ -30,8 +30,40 @@ log = logging.getLogger("evalkit")
 
 
 def new_record(sample: Sample, model: str, dataset: str, metric: str) -> dict[str, Any]:
-    """The fields every record starts with, in the order records are written."""
-    return {"sample_id": sample.id, "model": model, "dataset": dataset, "metric": metric, "reference": sample.reference}
+    """The fields every record starts with, in the order records are written.
+
+    ``row`` (file order) and ``groups`` make the records self-sufficient: a merge, a paired test or a
+    viewer rebuilds the corpus in row order and slices it by group without reading the dataset again.
+    """
+    row = sample.meta.get("index")
+    return {
+        "sample_id": sample.id,
+        "model": model,
+        "dataset": dataset,
+        "metric": metric,
+        "row": row if isinstance(row, int) else None,
+        "groups": record_groups(sample),
+        "reference": sample.reference,
+    }
+
+
+def record_groups(sample: Sample) -> dict[str, str]:
+    """The groups a record is sliced by: the report's (:func:`sample_groups`) and the sample's language."""
+    groups = sample_groups(sample)
+    language = sample.meta.get("language")
+    if language:
+        groups["language"] = str(language)
+    return groups
+
+
+def corpus_stats(score: SampleScore) -> list[float] | None:
+    """The row the accumulator adds for ``score``: its stats, or (score, 1) for a metric whose corpus is a mean.
+
+    None when it adds no row (no stats and no score: counted as ``no_score``).
+    """
+    if score.stats:
+        return [float(x) for x in score.stats]
+    return None if score.score is None else [float(score.score), 1.0]
 
 
 def process_pair(chain: ProcessorChain, prediction: str, sample: Sample) -> tuple[str, Sample]:
@@ -112,6 +144,9 @@ async def score_into_record(
                 record.update(score=None, failure=FailureReason.METRIC_ERROR, error=crash)
                 return False
             record.update(score=score.score, details=score.details)
+            stats = corpus_stats(score)
+            if stats is not None:
+                record["stats"] = stats
             return True
         # NaN or inf would poison the mean and its CI: the sample is counted as unscored instead
         name = record.get("metric") or metric.name or type(metric).__name__
@@ -126,6 +161,8 @@ async def score_into_record(
         message = f"{where(record, sample)}: the reference is empty"
     accumulator.add_failure(reason, message if isinstance(message, str) else None)
     record.update(score=None, failure=reason, error=message)
+    if score is not None and score.details and set(score.details) != {"error"}:
+        record["details"] = score.details  # why the metric declined: e.g. the judge's prompt and unreadable answer
     return False
 
 

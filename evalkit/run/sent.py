@@ -1,0 +1,221 @@
+"""What was sent, stored once: ``RUN_DIR/records/sent/<dataset>.jsonl``.
+
+Every metric of a dataset asks every model the same thing, so a record names
+what was sent by a key (``record["sent"]``) instead of carrying it: the
+messages are written once per key per dataset, however many metrics and
+models sent them. A line is ``{"key", "dataset", "sample_id", "requests",
+"kind", "messages"}``.
+
+The key is :func:`sent_key` of the requests: the response store's own key of
+the request (a sha256 over the model, the messages with every audio piece's
+and image's hash, and the generation parameters; already made for every
+request), cut to 16 hex digits, or of several requests (chunks, turns,
+options) the sha256 of their keys. So a key costs no hashing of its own, and
+the entry is built and encoded only when its key is new. Models that are sent
+the same messages share the key of the first of them in the config's order
+(the engine sees to that), so one entry serves them all.
+
+Why the choices below:
+
+- A record must never name a key that is not on disk. Lines wait in a
+  buffer, like records, and the engine empties this buffer (:meth:`SentLog.flush`)
+  each time before it hands its records buffer to the operating system
+  (:func:`write_all`), so a killed run (``kill -9``) leaves at worst lines no
+  record names, never the reverse, and a line costs no system call of its own.
+- Memory does not grow with the dataset: the keys already written are
+  remembered in two bounded generations (the newest :data:`GENERATION` and
+  the ones before them). The engines of a dataset read it in the same order
+  and a few windows apart, so they find each other's keys there; an engine
+  that falls further behind writes a line again. A repeated line costs disk
+  and nothing else: readers take the first line of a key.
+- A resumed run appends. The keys of the lines already there are read back
+  (in a thread, keeping only the bounded generations), so a resume rewrites
+  few lines; a last line cut by a kill is ended with a newline first, so it
+  stays one unreadable line and the next entry is whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from evalkit.clients.request import ModelRequest
+from evalkit.errors import DiskFullError, WriteFailed
+from evalkit.util.diskfull import disk_full, is_disk_full
+from evalkit.util.jsonutil import dumps_bytes
+from evalkit.util.safe_names import safe_path
+
+#: hex digits of a sent key (64 bits: no collision among the entries of any real dataset)
+KEY_CHARS = 16
+#: keys remembered per generation; two generations are kept (about 3 MB at most per dataset)
+GENERATION = 16384
+#: where a line's key sits: every line starts with ``{"key":"`` (written here, first)
+_KEY_AT = len(b'{"key":"')
+#: buffered lines written at once even before a records flush asks (writing a line early is always safe)
+FLUSH_AT = 64 * 1024
+
+
+def write_all(file: io.FileIO, data: bytes | bytearray) -> None:
+    """Hand all of ``data`` to the operating system (an unbuffered file may take a write in parts)."""
+    # every view is released, even when a write raises: a bytearray with a live view cannot be cleared later
+    with memoryview(data) as whole:
+        offset = 0
+        while offset < len(whole):
+            with whole[offset:] as rest:
+                done = file.write(rest)
+            if done is None:  # only a non-blocking file says "not now"; a regular file never does
+                raise OSError("the file took no bytes")
+            offset += done
+
+
+class SentLog:
+    """The sent entries of one dataset: a writer that writes each content key once (mostly; see the module)."""
+
+    def __init__(self, path: Path, generation: int = GENERATION) -> None:
+        self.path = path
+        self.generation = max(1, generation)
+        self._current: set[str] = set()
+        self._previous: set[str] = set()
+        self._file: io.FileIO | None = None
+        self._pending = bytearray()
+        self._dataset = ""
+        self._dataset_json = b'""'
+        self._opening: asyncio.Future[None] | None = None
+        #: lines written by this log in this run (a test and the benchmark read it)
+        self.written = 0
+        self.users = 0
+
+    async def open(self) -> None:
+        """Open for appending (once, however many engines ask); a resumed run's keys are read back in a thread."""
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(asyncio.to_thread(self._open))
+        await asyncio.shield(self._opening)
+
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.is_file() and self.path.stat().st_size:
+                self._read_back()
+            handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
+        except OSError as error:
+            raise self._failed(error, None) from None
+        assert isinstance(handle, io.FileIO)
+        self._file = handle
+        if self.path.stat().st_size and not self._ends_with_newline():
+            self._put(b"\n")  # a line cut by a kill stays one unreadable line; the next entry is whole
+
+    def _read_back(self) -> None:
+        with self.path.open("rb") as handle:
+            for line in handle:
+                if line.startswith(b'{"key":"') and len(line) > _KEY_AT + KEY_CHARS:
+                    self._remember(line[_KEY_AT : _KEY_AT + KEY_CHARS].decode("ascii", "replace"))
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as handle:
+            handle.seek(-1, io.SEEK_END)
+            return handle.read(1) == b"\n"
+
+    def __contains__(self, key: object) -> bool:
+        """True when this log wrote ``key`` recently (then its entry need not be built again)."""
+        return key in self._current or key in self._previous
+
+    def add(
+        self, key: str, dataset: str, sample_id: str, kind: str, requests: int, messages: list[dict[str, Any]]
+    ) -> None:
+        """Buffer the entry of ``key`` (the caller asked ``key in log`` first; a repeat only costs a line)."""
+        body = dumps_bytes({"kind": kind, "messages": messages})
+        if dataset != self._dataset:
+            self._dataset, self._dataset_json = dataset, dumps_bytes(dataset)
+        pending = self._pending  # the line, piece by piece: one encoding of the entry, none of a whole line
+        pending += b'{"key":"%s","dataset":%s,"sample_id":%s,"requests":%d,' % (
+            key.encode(),
+            self._dataset_json,
+            dumps_bytes(sample_id),
+            requests,
+        )
+        pending += memoryview(body)[1:]
+        pending += b"\n"
+        self._remember(key)
+        self.written += 1
+        if len(pending) >= FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered lines: the engine calls this before it writes records that may name them."""
+        if self._pending:
+            self._put(self._pending)
+            self._pending.clear()
+
+    def _remember(self, key: str) -> None:
+        if len(self._current) >= self.generation:
+            self._previous, self._current = self._current, set()
+        self._current.add(key)
+
+    def _put(self, data: bytes | bytearray) -> None:
+        if self._file is None:
+            raise WriteFailed(str(self.path), OSError("the sent log was used before it was opened"))
+        try:
+            write_all(self._file, data)
+        except (OSError, ValueError) as error:  # ValueError: closed under it
+            raise self._failed(error, len(data)) from None
+
+    def _failed(self, error: OSError | ValueError, needed: int | None) -> Exception:
+        if isinstance(error, OSError) and is_disk_full(error):
+            return disk_full(self.path, needed)
+        return WriteFailed(str(self.path), error)
+
+    def close(self) -> None:
+        """Write what is buffered and close; a failure here is the run's second, so it is not raised again.
+
+        Every engine flushes the log before its own records, so a line still buffered now belongs to a
+        record that never reached the disk: losing it loses nothing a record names.
+        """
+        if self._file is not None and not self._file.closed:
+            try:
+                self.flush()
+            except (DiskFullError, WriteFailed, OSError):
+                pass
+            finally:
+                self._pending.clear()
+                self._file.close()
+
+
+class SentLogs:
+    """A run's sent logs, one per dataset, shared by every engine of that dataset; closed when the last lets go."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._logs: dict[str, SentLog] = {}
+
+    def acquire(self, dataset: str) -> SentLog:
+        log = self._logs.get(dataset)
+        if log is None:
+            log = self._logs[dataset] = SentLog(safe_path(self.folder, dataset, suffix=".jsonl"))
+        log.users += 1
+        return log
+
+    def release(self, log: SentLog) -> None:
+        log.users -= 1
+        if log.users <= 0:
+            log.close()
+            log._opening = None  # a later engine of the dataset opens it again (appending)
+
+    def close(self) -> None:
+        for log in self._logs.values():
+            log.close()
+
+
+def sent_key(requests: Sequence[ModelRequest]) -> str:
+    """The key of what ``requests`` sent: the store key of a lone request, else the sha256 of all their keys."""
+    if len(requests) == 1:
+        return requests[0].key[:KEY_CHARS]
+    return hashlib.sha256("".join(r.key for r in requests).encode()).hexdigest()[:KEY_CHARS]
+
+
+def sent_folder(records_dir: Path) -> Path:
+    """Where a run's sent entries live: beside the records, in ``sent/``."""
+    return records_dir / "sent"

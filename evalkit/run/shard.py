@@ -1,0 +1,127 @@
+"""One plan split across processes: ``evalkit run --shard K/N`` runs the samples whose id hashes to K.
+
+A sample belongs to shard ``int(sha256(id)[:8]) mod N``. The hash is of the
+sample id, not of its position, so:
+
+- the N shards of a plan are a partition of the plan's samples: every sample is
+  in exactly one, whatever the order rows are read in;
+- two rows with the same id land in the same shard, where the second is a
+  ``duplicate_id`` failure exactly as in an unsharded run;
+- it is stable across processes, machines and Python versions (Python's own
+  ``hash()`` of a str is salted per process, so it could not be used).
+
+The shard is taken *after* the config's filters: ``num_samples`` (with
+``sampling: first`` or ``random``, whose draw is seeded by ``filters.seed`` and
+the dataset name, not by the process) picks the plan's samples first, and each
+shard keeps its share of exactly those. K counts from 0, as Slurm's
+``SLURM_ARRAY_TASK_ID`` does with ``sbatch --array=0-7``.
+
+The plan fingerprint is what every shard of one plan shares and a merge checks:
+the config's answer fingerprint (what decides answers and scores), the engines
+with their dataset specs and generation parameters, and the content hash of
+each local dataset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.data.sample import Sample
+from evalkit.errors import UserError
+from evalkit.plan import Plan
+
+_SHARD = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
+#: dataset spec fields that say where the data lies on this machine, not what it is (its content is hashed)
+_WHERE_FIELDS = frozenset({"path", "file"})
+
+
+def shard_of(sample_id: str, count: int) -> int:
+    """The shard (0 .. count-1) a sample id belongs to: the first 8 bytes of its SHA-256, modulo ``count``."""
+    digest = hashlib.sha256(str(sample_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count`` (0 <= index < count)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if self.count < 1 or not 0 <= self.index < self.count:
+            raise UserError(
+                f"--shard {self.index}/{self.count}: expected K/N with N >= 1 and 0 <= K < N (K counts from 0, "
+                "as SLURM_ARRAY_TASK_ID does with sbatch --array=0-(N-1))"
+            )
+
+    @classmethod
+    def parse(cls, text: str, flag: str = "--shard") -> Shard:
+        """``"3/8"`` -> Shard(3, 8); anything else is a UserError naming ``flag`` and the expected form."""
+        match = _SHARD.match(str(text))
+        if match is None:
+            raise UserError(
+                f"{flag} {text!r}: expected K/N, two whole numbers such as 0/8 (K counts from 0: "
+                "--shard $SLURM_ARRAY_TASK_ID/8 with sbatch --array=0-7)"
+            )
+        index, count = int(match.group(1)), int(match.group(2))
+        if count < 1:
+            raise UserError(f"{flag} {text}: N must be at least 1 (the number of shards)")
+        if not 0 <= index < count:
+            raise UserError(
+                f"{flag} {text}: K must be from 0 to {count - 1} (K counts from 0, as SLURM_ARRAY_TASK_ID does "
+                f"with sbatch --array=0-{count - 1})"
+            )
+        return cls(index, count)
+
+    def owns(self, sample_id: str) -> bool:
+        return shard_of(sample_id, self.count) == self.index
+
+    def select(self, samples: Iterable[Sample]) -> Iterator[Sample]:
+        """This shard's share of ``samples`` (already filtered), in their order."""
+        if self.count == 1:
+            yield from samples
+            return
+        for sample in samples:
+            if self.owns(sample.id):
+                yield sample
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def shard_samples(samples: Iterator[Sample], shard: Shard | None) -> Iterator[Sample]:
+    """``samples`` as they are without a shard, else the shard's share of them."""
+    return samples if shard is None else shard.select(samples)
+
+
+def plan_fingerprint(plan: Plan, answer_fingerprint: str, datasets: Mapping[str, Any]) -> str:
+    """What every shard of one plan has in common (see the module docstring), as a SHA-256 hex digest.
+
+    ``datasets`` is run.json's ``datasets`` (name -> fingerprint dict or None); only the content hash
+    and row count count, not the files' paths, so shards on machines that mount the data elsewhere agree.
+    """
+    engines = []
+    for spec in plan.engines:
+        dataset = {k: v for k, v in spec.dataset.model_dump(mode="json").items() if k not in _WHERE_FIELDS}
+        engines.append(
+            {
+                "id": spec.id,
+                "dataset": dataset,
+                "metric": spec.metric,
+                "options": spec.options,
+                "models": list(spec.models),
+                "params": spec.params,
+            }
+        )
+    content = {
+        name: {"sha256": found.get("sha256"), "rows": found.get("rows")} if isinstance(found, Mapping) else None
+        for name, found in sorted(datasets.items())
+    }
+    data = {"config": answer_fingerprint, "engines": engines, "datasets": content}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
