@@ -318,6 +318,14 @@ def test_launch_startup_timeout_has_a_range(tmp_path: Path) -> None:
     assert code == 2 and "0 < startup_timeout <= 604800" in message, message
 
 
+@pytest.mark.parametrize("amount", [-1, 1e16])
+def test_a_ray_resource_amount_has_a_range(tmp_path: Path, amount: float) -> None:
+    launch = {"backend": "test-server", "ray": {"resources_per_replica": {"GPU": amount}}}
+    info = {"name": "m", "inference_type": "vllm", "model": "m", "launch": launch}
+    code, message = _in_process(_write(tmp_path, yaml.safe_dump({**BASE, "models": [{"info": info}]})))
+    assert code == 2 and "'GPU'" in message and "expected a number from 0 to 1e+15" in message, message
+
+
 def test_delay_of_2_63_is_refused_by_run_too(tmp_path: Path) -> None:
     """Issue 30's hang: `evalkit run` stops at the config, exit 2, before any run folder."""
     path = _write(tmp_path, yaml.safe_dump(_with("models.0.info.delay", 2**63)))
@@ -377,8 +385,9 @@ def _numeric_fields() -> list[tuple[type[BaseModel], str, Any]]:
                     stack.extend(args)
                 else:
                     leaves.append(annotation)
-            # a [min, max] pair (length_filter) is ranged by its validator, tested in OUT_OF_RANGE
-            if {int, float} & set(leaves) and "tuple" not in str(field.annotation):
+            # a [min, max] pair (length_filter) and a table of amounts (launch.ray.resources_per_replica) are ranged
+            # by their validators, tested in OUT_OF_RANGE
+            if {int, float} & set(leaves) and not {"tuple", "dict"} & set(str(field.annotation).split("[")):
                 found.append((model, name, field))
             todo += [leaf for leaf in leaves if isinstance(leaf, type) and issubclass(leaf, BaseModel)]
     return found

@@ -105,6 +105,11 @@ class Circuit:
             self.openings += 1
             self._open()
 
+    def retire(self) -> None:
+        """The endpoint is known to be gone for good (its server was stopped or died): dead at once, no probes."""
+        self.dead = True
+        self._notify()
+
     def abandon_probe(self, probe: int) -> None:
         """The probe's worker had nothing to send after all: let another worker probe."""
         if probe >= 0:

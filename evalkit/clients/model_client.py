@@ -154,20 +154,7 @@ class ModelClient:
             )
         self.policy = policy
         self.store = store
-        self._replicas = [
-            _Replica(
-                pool=pool,
-                workers=workers,
-                limit=AdaptiveLimit(workers),
-                circuit=Circuit(
-                    max(policy.breaker_threshold, 2 * workers),
-                    policy.breaker_pause,
-                    policy.breaker_probes,
-                    min(policy.probe_width, workers),
-                ),
-            )
-            for pool, workers in pools
-        ]
+        self._replicas = [self._replica(pool, workers) for pool, workers in pools]
         self._delay = delay_ms / 1000.0
         self._requests = TokenBucket(requests_per_minute, capacity=1.0) if requests_per_minute else None
         self._tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
@@ -180,6 +167,9 @@ class ModelClient:
         self._recent: OrderedDict[str, Outcome] = OrderedDict()
         self._started = False
         self._closed = False
+        #: replicas announced by :meth:`retire_endpoint` (replacing=True) and not yet added: until they come,
+        #: the model is not out of endpoints, even when every replica it has now is dead
+        self._awaited = 0
         self._store_warned = False
         self._last_fault: Attempt | None = None
         self.sent = 0
@@ -346,7 +336,66 @@ class ModelClient:
         self._queue.put_nowait(job)
 
     def _all_dead(self) -> bool:
-        return all(r.circuit.dead for r in self._replicas)
+        return not self._awaited and all(r.circuit.dead for r in self._replicas)
+
+    def retire_endpoint(self, base_url: str, *, replacing: bool = False) -> bool:
+        """Send nothing more to the replica at ``base_url``: its server is known to be gone (a launcher saw it die).
+
+        Its circuit is dead at once instead of after rounds of failed probes,
+        so no sample spends its retries on it; attempts already in flight there
+        fail as they will and are retried on the others. ``replacing`` says a
+        new replica is on its way (:meth:`add_endpoint`, or
+        :meth:`replacement_failed`): until then, a model left without live
+        replicas keeps its requests queued instead of failing them as
+        endpoint_unavailable. False when no live replica has that URL.
+        """
+        found = False
+        for replica in self._replicas:
+            if replica.pool.protocol.base_url == base_url and not replica.circuit.dead:
+                replica.circuit.retire()
+                found = True
+        if replacing:
+            self._awaited += 1
+        return found
+
+    def add_endpoint(self, base_url: str) -> None:
+        """A replica that joined during the run, addressed and limited like the model's first one."""
+        template = self._replicas[0]
+        pool = template.pool
+        protocol = dataclasses.replace(pool.protocol, base_url=base_url)
+        fresh = EndpointPool(
+            protocol,
+            connections=template.workers,
+            timeout=pool.timeout,
+            max_body=pool.max_body,
+            follow_redirects=pool.follow_redirects,
+        )
+        replica = self._replica(fresh, template.workers)
+        self._replicas.append(replica)
+        self._awaited = max(0, self._awaited - 1)
+        if self._started and not self._closed:
+            replica.tasks = [asyncio.create_task(self._worker(replica)) for _ in range(replica.workers)]
+
+    def _replica(self, pool: EndpointPool, workers: int) -> _Replica:
+        """A replica's workers, limit and breaker: faults in a row to open it at least twice its workers."""
+        policy = self.policy
+        return _Replica(
+            pool=pool,
+            workers=workers,
+            limit=AdaptiveLimit(workers),
+            circuit=Circuit(
+                max(policy.breaker_threshold, 2 * workers),
+                policy.breaker_pause,
+                policy.breaker_probes,
+                min(policy.probe_width, workers),
+            ),
+        )
+
+    def replacement_failed(self) -> None:
+        """A replica announced by :meth:`retire_endpoint` will not come: with no live replica left, fail what waits."""
+        self._awaited = max(0, self._awaited - 1)
+        if self._all_dead():
+            self._drain_unavailable()
 
     def _unavailable(self, job: _Job | None) -> Outcome:
         last = job.last if job is not None and job.last is not None else self._last_fault

@@ -5,7 +5,9 @@ For each model entry with a ``launch`` block, evalkit starts the server
 loopback port, waits for ``/health``, checks that the server on that port is
 the one it started (``/v1/models`` lists the entry's model id), points the
 entry's ``url`` at it, and stops it by its process group when the run ends:
-normally, on an error, on Ctrl-C or on SIGTERM/SIGHUP.
+normally, on an error, on Ctrl-C or on SIGTERM/SIGHUP. An entry whose
+``launch`` has ``ray:`` gets its servers as replicas on a Ray cluster
+instead (:mod:`evalkit.serve.ray_launch`), started and stopped here too.
 
 Why the details:
 
@@ -45,7 +47,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,8 @@ from evalkit.util.safe_names import safe_path
 
 if TYPE_CHECKING:
     import aiohttp
+
+    from evalkit.serve.ray_launch import RayReplicaSet
 
 log = logging.getLogger("evalkit")
 
@@ -168,14 +172,23 @@ def free_port() -> int:
 _PORT_CHOSEN_BY_EVALKIT = frozenset({"vllm", "transformers-serve"})
 
 
-def server_command(info: ModelInfo, port: int | None, port_file: Path | None = None) -> list[str]:
-    """The server's command line: vLLM on ``port``, or ``evalkit serve`` writing its own port to ``port_file``."""
+def server_command(
+    info: ModelInfo,
+    port: int | str | None,
+    port_file: Path | str | None = None,
+    host: str = "127.0.0.1",
+    python: str = sys.executable,
+) -> list[str]:
+    """The server's command line: vLLM on ``port``, or ``evalkit serve`` writing its own port to ``port_file``.
+
+    ``host``, ``port``, ``port_file`` and ``python`` may be placeholders a Ray replica fills in on its node.
+    """
     launch = info.launch
     assert launch is not None
     if launch.backend == "vllm":
         assert port is not None
         return [
-            sys.executable,
+            python,
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",
@@ -183,7 +196,7 @@ def server_command(info: ModelInfo, port: int | None, port_file: Path | None = N
             "--served-model-name",
             info.model,
             "--host",
-            "127.0.0.1",
+            host,
             "--port",
             str(port),
             *launch.args,
@@ -192,20 +205,26 @@ def server_command(info: ModelInfo, port: int | None, port_file: Path | None = N
         assert port is not None
         # transformers' CLI module, not the `transformers` script: the same interpreter as evalkit's
         return [
-            sys.executable,
+            python,
             "-m",
             "transformers.cli.transformers",
             "serve",
             str(launch.model_path),
             "--host",
-            "127.0.0.1",
+            host,
             "--port",
             str(port),
             *launch.args,
         ]
+    if launch.backend == "test-server":
+        # evalkit's scriptable test server: it lists the entry's model id, so the readiness check holds for it too
+        command = [python, "-m", "evalkit.testing.server", "--host", host, "--model", info.model]
+        if port_file is not None:
+            return [*command, "--port", "0", "--port-file", str(port_file), *launch.args]
+        return [*command, "--port", str(port), *launch.args]
     # evalkit is the server's only client, and when it stops the server it wants no answer still being computed
     command = [
-        sys.executable,
+        python,
         "-m",
         "evalkit.serve",
         "--backend",
@@ -213,7 +232,7 @@ def server_command(info: ModelInfo, port: int | None, port_file: Path | None = N
         "--model-id",
         info.model,
         "--host",
-        "127.0.0.1",
+        host,
         "--shutdown-timeout",
         "0",
     ]
@@ -238,6 +257,8 @@ def _check_args(info: ModelInfo) -> None:
     }
     if info.launch.backend == "transformers-serve":
         owned["--model"] = "is not an option of transformers serve: launch.model_path is what it loads"
+    if info.launch.backend == "test-server":
+        owned["--model"] = "comes from the entry's `model` (the id evalkit sends)"
     for arg in info.launch.args:
         name = arg.split("=", 1)[0]
         if name in owned:
@@ -261,28 +282,40 @@ def _masked_command(command: list[str], secrets: list[str]) -> list[str]:
 def _child_env(info: ModelInfo) -> dict[str, str]:
     assert info.launch is not None
     env = dict(os.environ)
-    if info.launch.backend == "vllm":
-        # no usage reports from an evaluation box; the user's env may still turn them on
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")
-        env.setdefault("DO_NOT_TRACK", "1")
-    elif info.launch.backend == "transformers-serve":
-        # its CLI asks PyPI for a newer release at every start: not from an evaluation run
-        env.setdefault("HF_HUB_DISABLE_UPDATE_CHECK", "1")
-        env.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-    else:
+    if info.launch.backend not in ("vllm", "transformers-serve"):
         # `python -m evalkit.serve` must import this evalkit, also from a source folder that is not installed
         # (an installed one is found anyway; its site-packages must not go ahead of the standard library)
         package_root = str(Path(__file__).resolve().parent.parent)
         paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if package_root not in paths and package_root not in _site_dirs():
             env["PYTHONPATH"] = os.pathsep.join([package_root, *paths])
+    defaults, overrides, unset = env_changes(info)
+    for name in unset:
+        env.pop(name, None)
+    return {**defaults, **env, **overrides}
+
+
+def env_changes(info: ModelInfo) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """What a server's environment gets on top of the one it starts in: defaults the user's environment may
+    override, values that win, and names removed. A Ray replica applies them to its node's environment."""
+    assert info.launch is not None
+    defaults: dict[str, str] = {}
+    overrides: dict[str, str] = {}
+    unset: list[str] = []
+    if info.launch.backend == "vllm":
+        # no usage reports from an evaluation box; the user's env may still turn them on
+        defaults = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+    elif info.launch.backend == "transformers-serve":
+        # its CLI asks PyPI for a newer release at every start: not from an evaluation run
+        defaults = {"HF_HUB_DISABLE_UPDATE_CHECK": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
+    else:
         # [serve safety] the entry's auth_token is the key the launched `evalkit serve` requires (the run's client
         # sends it); a key in evalkit's own environment is not this server's, and launch.env may still set one
-        env.pop("EVALKIT_SERVE_API_KEY", None)
+        unset.append("EVALKIT_SERVE_API_KEY")
         if info.auth_token:
-            env["EVALKIT_SERVE_API_KEY"] = info.auth_token
-    env.update(info.launch.env)
-    return env
+            overrides["EVALKIT_SERVE_API_KEY"] = info.auth_token
+    overrides.update(info.launch.env)
+    return defaults, overrides, unset
 
 
 def _site_dirs() -> set[str]:
@@ -406,21 +439,31 @@ async def _wait_ready(server: LaunchedServer, model_id: str, timeout: float, aut
 
 
 async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model_id: str) -> bool:
+    return await answers(session, server.url, server.backend, model_id, server.model, f"on port {server.port}")
+
+
+async def answers(
+    session: aiohttp.ClientSession, url: str, backend: str, model_id: str, model: str, where: str
+) -> bool:
+    """Whether the server at ``url`` (``.../v1``) is up and is ours: /health 200, ``model_id`` in /v1/models.
+
+    A LaunchError when it answers but is not ours (another model id, or it wants a key the entry does not send).
+    """
     import aiohttp
 
-    base = server.url.removesuffix("/v1")
+    base = url.removesuffix("/v1")
     timeout = aiohttp.ClientTimeout(total=5)
     with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
         async with session.get(base + "/health", timeout=timeout) as response:
             if response.status != 200:
                 return False
-        if server.backend == "transformers-serve":
+        if backend == "transformers-serve":
             # its /v1/models lists the hub cache, not the folder it was started with (500 with no cache)
             return True
-        async with session.get(server.url + "/models", timeout=timeout) as response:
+        async with session.get(url + "/models", timeout=timeout) as response:
             if response.status == 401:  # [serve safety] a key in launch.args/env that the entry does not send
                 raise LaunchError(
-                    f"models: {server.model}: the server on port {server.port} wants an API key that this entry "
+                    f"models: {model}: the server {where} wants an API key that this entry "
                     "does not send: set the entry's auth_token to it (evalkit passes auth_token to a launched "
                     "evalkit serve itself)"
                 )
@@ -429,7 +472,7 @@ async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model
         if model_id in served:
             return True
         raise LaunchError(
-            f"models: {server.model}: the server on port {server.port} serves {served}, not {model_id!r}: "
+            f"models: {model}: the server {where} serves {served}, not {model_id!r}: "
             "another process took the port evalkit chose for it; run again"
         )
     return False
@@ -624,47 +667,100 @@ def stop_on_signals(
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
 
 
+class LaunchedServers(list[LaunchedServer]):
+    """The servers a run started on this machine (the list), and its replica sets on a Ray cluster beside it.
+
+    Only local servers are in the list: what ends evalkit at once (a second
+    signal) kills their process groups by pid, which would mean nothing, or
+    someone else's processes, for a pid on another node.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replica_sets: list[RayReplicaSet] = []
+
+    def attach(self, clients: Mapping[str, Any]) -> None:
+        """Hand each Ray replica set its model's client, so replicas that die or join mid-run reach it."""
+        for replica_set in self.replica_sets:
+            client = clients.get(replica_set.info.name)
+            if client is not None:
+                replica_set.attach(client)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every server of the run, local and on the cluster, for results.json."""
+        return [server.describe() for server in self] + [
+            described for replica_set in self.replica_sets for described in replica_set.describe()
+        ]
+
+
 @contextlib.asynccontextmanager
-async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIterator[list[LaunchedServer]]:
+async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIterator[LaunchedServers]:
     """Start every ``launch:`` server of the plan, point its model at it, stop them all at the end.
 
+    Entries with ``launch.ray`` get their replicas on the Ray cluster (see
+    :mod:`evalkit.serve.ray_launch`); the others one server on loopback.
     A SIGTERM or SIGHUP while the servers run ends the run with SystemExit(128 + signal)
     after the servers are stopped.
     """
     entries = [info for model in plan.models.values() for info in model.replicas if info.launch is not None]
+    servers = LaunchedServers()
     if not entries:
-        yield []
+        yield servers
         return
     for info in entries:
         _check_args(info)
+    local = [info for info in entries if info.launch is not None and info.launch.ray is None]
+    remote = [info for info in entries if info.launch is not None and info.launch.ray is not None]
+    connection = None
+    if remote:
+        from evalkit.serve.ray_launch import RayConnection, RayReplicaSet, require_ray
+
+        require_ray(remote)  # before anything starts: a missing extra is one message, exit 2
+        connection = RayConnection()
     log_dir = log_dir or Path(tempfile.mkdtemp(prefix="evalkit-servers-"))
     log_dir.mkdir(parents=True, exist_ok=True)
-    servers: list[LaunchedServer] = []
-    watcher: asyncio.Task[None] | None = None
+    watchers: list[asyncio.Future[None]] = []
     with stop_on_signals(servers) as received:
         try:
-            starting = [asyncio.ensure_future(_start_ready(info, log_dir, servers)) for info in entries]
+            if connection is not None:
+                servers.replica_sets = [RayReplicaSet(info, log_dir, connection) for info in remote]
+            starting: list[asyncio.Future[Any]] = [
+                asyncio.ensure_future(_start_ready(info, log_dir, servers)) for info in local
+            ]
+            starting += [asyncio.ensure_future(replica_set.start()) for replica_set in servers.replica_sets]
             try:
                 done, _ = await asyncio.wait(starting, return_when=asyncio.FIRST_EXCEPTION)
                 for future in done:
                     future.result()  # the first launch error, if any
-                ready = [future.result() for future in starting]
+                ready = [future.result() for future in starting[: len(local)]]
             finally:
                 for future in starting:
                     future.cancel()
                 await asyncio.gather(*starting, return_exceptions=True)
-            for server, info in zip(ready, entries):
+            for server, info in zip(ready, local):
                 info.url = server.url
                 if server.backend == "transformers-serve" and info.launch is not None:
                     # it answers only requests that name the model it was started with
                     info.model = str(info.launch.model_path)
-            watcher = asyncio.ensure_future(_watch(servers))
-            yield ready
+            for replica_set in servers.replica_sets:
+                replica_set.info.url = replica_set.urls
+                if replica_set.backend == "transformers-serve" and replica_set.info.launch is not None:
+                    replica_set.info.model = str(replica_set.info.launch.model_path)
+                watchers.append(asyncio.ensure_future(replica_set.watch()))
+            watchers.append(asyncio.ensure_future(_watch(servers)))
+            yield servers
         except asyncio.CancelledError:
             if received:
                 raise SystemExit(128 + received[0]) from None
             raise
         finally:
-            if watcher is not None:
+            for watcher in watchers:
                 watcher.cancel()
-            stop_servers(servers)
+            await asyncio.gather(*watchers, return_exceptions=True)
+            try:
+                stop_servers(servers)
+            finally:
+                for replica_set in servers.replica_sets:
+                    await replica_set.stop()
+                if connection is not None:
+                    connection.close()
