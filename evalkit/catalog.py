@@ -392,6 +392,40 @@ class TaskSpec:
     )
 
 
+class ForeignDataset(BaseModel):
+    """Another tool's dataset name: what that tool reads, and the catalogue entry reading the same data."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    hub: str | None = Field(None, description="What the tool reads: repo[:subset]/split; None for local data.")
+    metrics: list[str] = Field(default_factory=list, description="The tool's metrics for it (its metric `all`).")
+    evalkit: str | None = Field(None, description="The catalogue entry reading the same data; None: none yet.")
+    evalkit_reads: str | None = Field(
+        None, description="Set when evalkit's entry of the same name reads another upload of the benchmark."
+    )
+    modality: str | None = Field(None, description="The tool's modality when not audio (text).")
+
+
+class ForeignNames(BaseModel):
+    """Another tool's names for catalogue data (``runspecs/_names/<prefix>.json``): its datasets and its groups.
+
+    Its users type these names; evalkit's own names win where both exist, and
+    ``<prefix>:<name>`` always means the tool's (AU-Harness's ``emotion_recognition``
+    is three datasets, evalkit's task of that name more).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    about: str = Field("", alias="_about", description="Where the table was written from.")
+    tool: str = Field(description="The tool's name as its users know it, e.g. AU-Harness.")
+    datasets: dict[str, ForeignDataset] = Field(
+        default_factory=dict, description="The tool's dataset names -> what each reads and evalkit's entry for it."
+    )
+    groups: dict[str, list[str]] = Field(
+        default_factory=dict, description="The tool's folder names (categories, tasks, groups) -> its dataset names."
+    )
+
+
 @dataclass
 class Catalog:
     datasets: dict[str, DatasetSpec] = field(default_factory=dict)
@@ -402,6 +436,8 @@ class Catalog:
     aliases: dict[str, str] = field(default_factory=dict)
     #: each dataset's entry as written, to tell the same definition read twice from a conflicting one
     raw_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's
+    foreign: dict[str, ForeignNames] = field(default_factory=dict)
 
     def all_names(self) -> list[str]:
         """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
@@ -417,12 +453,136 @@ class Catalog:
             return [self.datasets[d] for d in self.tasks[name].datasets]
         if name in self.categories:
             return [self.datasets[d] for task in self.categories[name] for d in self.tasks[task].datasets]
+        tool, _, inner = name.partition(":")
+        if inner and tool in self.foreign:
+            names = self.foreign[tool]
+            if inner in names.datasets or inner in names.groups or self.spelling(name) is None:
+                return self.resolve_foreign(tool, inner, where)
+        for tool, names in self.foreign.items():
+            if name in names.datasets or name in names.groups:
+                return self.resolve_foreign(tool, name, where)
+        spelled = self.spelling(name)
+        if spelled is not None:
+            return self.resolve(spelled, where)
         prefix = f"{where}: " if where else ""
         searched = ", ".join(str(root) + ("" if root.is_dir() else " (absent)") for root in self.roots)
+        foreign = [n for names in self.foreign.values() for n in (*names.datasets, *names.groups)]
         raise RunspecError(
-            f"{prefix}{name!r} is not a dataset, task or category{did_you_mean(name, self.all_names())}. "
+            f"{prefix}{name!r} is not a dataset, task or category"
+            f"{did_you_mean(name, [*self.all_names(), *foreign])}. "
             f"Runspec folders searched: {searched}. Run `evalkit list datasets` to see the catalogue."
         )
+
+    def resolve_foreign(self, tool: str, name: str, where: str = "") -> list[DatasetSpec]:
+        """Datasets another tool means by ``name``: one of its datasets, or all of one of its groups.
+
+        A group resolves only whole: running part of it under its name would
+        give an average the tool's users cannot compare with theirs.
+        """
+        names = self.foreign[tool]
+        prefix = f"{where}: " if where else ""
+        if name in names.datasets:
+            return [self._foreign_target(tool, name, prefix)]
+        if name in names.groups:
+            members = names.groups[name]
+            missing = [m for m in members if self._target_name(names, m) is None]
+            if missing:
+                shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                raise RunspecError(
+                    f"{prefix}{names.tool}'s group {name!r} has {len(members)} datasets and evalkit's catalogue has "
+                    f"no entry for {len(missing)} of them ({shown}); name the datasets it has instead "
+                    f"(`evalkit info dataset NAME` tells which)"
+                )
+            found: dict[str, DatasetSpec] = {}
+            for member in members:
+                spec = self._foreign_target(tool, member, prefix)
+                found.setdefault(spec.name, spec)
+            return list(found.values())
+        raise RunspecError(
+            f"{prefix}{name!r} is not a dataset or group name of {names.tool}"
+            f"{did_you_mean(name, [*names.datasets, *names.groups])}"
+        )
+
+    def _target_name(self, names: ForeignNames, name: str) -> str | None:
+        target = names.datasets[name].evalkit
+        return target if target is not None and target in self.datasets else None
+
+    def _foreign_target(self, tool: str, name: str, prefix: str) -> DatasetSpec:
+        names = self.foreign[tool]
+        target = self._target_name(names, name)
+        if target is None:
+            entry = names.datasets[name]
+            reads = f" (it reads {entry.hub})" if entry.hub else " (it reads local data)"
+            raise RunspecError(
+                f"{prefix}{name!r} is {names.tool}'s dataset{reads}, and evalkit's catalogue has no entry reading "
+                f"the same data yet; add one to a runspecs_dir folder, or see `evalkit list datasets` for what there is"
+            )
+        return self.datasets[target]
+
+    def entry_name(self, name: str) -> str | None:
+        """The catalogue entry a dataset name means: its own, an alias's, or another tool's dataset name's."""
+        found = self._exact_entry(name)
+        if found is not None:
+            return found
+        spelled = self.spelling(name)
+        return None if spelled is None else self._exact_entry(spelled)
+
+    def _exact_entry(self, name: str) -> str | None:
+        """``entry_name`` for a name spelt exactly as the catalogue or a tool's table spells it."""
+        if name in self.datasets:
+            return name
+        if name in self.aliases:
+            return self.aliases[name]
+        tool, _, inner = name.partition(":")
+        for prefix, names in self.foreign.items():
+            key = inner if inner and tool == prefix else name
+            if key in names.datasets:
+                return self._target_name(names, key)
+        return None
+
+    def spelling(self, name: str) -> str | None:
+        """The one known name ``name`` matches when case is ignored (``AI2D`` -> ``ai2d``), or None.
+
+        Other tools' users type their tool's capitals (ChEF's ``MMBench``,
+        ``POPE_COCO_random``) or none at all; an exact name always wins, and a
+        spelling two known names share (``x`` and ``X``) is left unresolved
+        rather than guessed. Tried only after every exact lookup has failed.
+        """
+        wanted = name.casefold()
+        known = {*self.all_names()}
+        for prefix, names in self.foreign.items():
+            for foreign in (*names.datasets, *names.groups):
+                known.update((foreign, f"{prefix}:{foreign}"))
+        matches = sorted(candidate for candidate in known if candidate.casefold() == wanted and candidate != name)
+        if len(matches) == 1:
+            return matches[0]
+        # ChEF's "MME" and evalkit's "mme" are two spellings of one entry: then it does not matter which is meant
+        entries = {self._exact_entry(candidate) for candidate in matches}
+        return matches[0] if len(entries) == 1 and None not in entries else None
+
+    def source_notes(self, dataset: str) -> list[str]:
+        """Where another tool reads different data under this entry's name, or reads this entry's data by another.
+
+        So ``evalkit info dataset librispeech_test_clean`` says that AU-Harness's
+        ``librispeech_test_clean`` is another upload, and which entry reads it.
+        """
+        notes = []
+        for prefix, names in self.foreign.items():
+            for name, entry in names.datasets.items():
+                if name == dataset and entry.evalkit_reads is not None:
+                    other = self._target_name(names, name)
+                    offer = (
+                        f"entry {other!r} (also `{prefix}:{name}`) reads that upload"
+                        if other is not None and other != name
+                        else "evalkit has no entry reading that upload yet"
+                    )
+                    notes.append(
+                        f"{names.tool}'s {name!r} reads {entry.hub}; this entry reads {entry.evalkit_reads}, "
+                        f"the same benchmark from another upload, so scores may differ row for row; {offer}"
+                    )
+                elif entry.evalkit == dataset and name != dataset:
+                    notes.append(f"{names.tool} calls this dataset {name!r} (`{prefix}:{name}`)")
+        return notes
 
     def fitting_metrics(self, spec: DatasetSpec) -> list[str]:
         if spec.metrics is not None:
@@ -480,8 +640,22 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
             continue
         for path in _runspec_files(root):
             _add_file(catalog, path)
+        for path in sorted((root / "_names").glob("*.json")):
+            _add_foreign(catalog, path)
     catalog.aliases = dataset_aliases(catalog)
     return catalog
+
+
+def _add_foreign(catalog: Catalog, path: Path) -> None:
+    """Read another tool's name table; the same table found twice (installed and checkout) is read once."""
+    try:
+        names = ForeignNames.model_validate(_read_runspec(path))
+    except ValidationError as error:
+        raise RunspecError(_format_runspec_error(error, path, path.stem)) from None
+    known = catalog.foreign.get(path.stem)
+    if known is not None and known != names:
+        raise RunspecError(f"{path}: another table of {path.stem!r} names was read first, with other contents")
+    catalog.foreign[path.stem] = names
 
 
 def dataset_aliases(catalog: Catalog) -> dict[str, str]:

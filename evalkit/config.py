@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from evalkit.compat.auharness import is_auharness, translate
 from evalkit.envvars import expand_tree
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.util.enums import StrEnum
@@ -96,6 +97,22 @@ _INFERENCE_ALIASES = {
     "azure": "openai",
     "openai_compatible": "vllm",
 }
+#: Google's OpenAI-compatible Gemini endpoint: `inference_type: gemini` is an OpenAI-compatible (vllm) entry
+#: with this url unless the entry gives its own (Vertex AI's, a proxy), sending the API key as a Bearer token
+GEMINI_OPENAI_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
+
+
+def _gemini_entry(data: Any) -> Any:
+    """``inference_type: gemini`` (AU-Harness's) as the OpenAI-compatible entry that reaches Gemini."""
+    if not (isinstance(data, dict) and str(data.get("inference_type", "")).strip().lower() == "gemini"):
+        return data
+    if not data.get("auth_token"):
+        raise ValueError(
+            "inference_type gemini needs auth_token: a Gemini API key (sent as a Bearer token to "
+            f"{GEMINI_OPENAI_URL}), or an access token for the Vertex AI url you give"
+        )
+    url = data.get("url") or (None if data.get("launch") else GEMINI_OPENAI_URL)
+    return {**data, "inference_type": "vllm", "url": url}
 
 
 class _Strict(BaseModel):
@@ -103,8 +120,76 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
+#: most replicas one `launch.ray` block may ask for
+MAX_RAY_REPLICAS = 4096
+
+
+#: the most of one resource a replica may reserve: a petabyte of memory in bytes; a bigger number is a typo
+MAX_RAY_RESOURCE = 1e15
+
+
+class RayLaunch(_Strict):
+    """Replicas of a launched server on an existing Ray cluster, instead of one on this machine.
+
+    Each replica is a Ray actor that runs the same server command on its node, placed by a placement group
+    with ``resources_per_replica`` per bundle, so replicas spread across nodes and a GPU replica gets its GPU.
+    """
+
+    address: str | None = Field(
+        None,
+        description="The Ray cluster, as `ray.init` takes it: `ray://head:10001` (Ray Client) or `head:6379` from a "
+        "machine of the cluster; absent: RAY_ADDRESS, else the cluster this machine belongs to (`auto`). evalkit "
+        "never starts a cluster itself.",
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=MAX_RAY_REPLICAS,
+        description="How many servers to start, each one replica of this model (default 1; 1 to 4096).",
+    )
+    resources_per_replica: dict[str, float] = Field(
+        default_factory=lambda: {"CPU": 1.0},
+        description="Ray resources each replica reserves, e.g. {GPU: 1} or {CPU: 4, GPU: 1}; CPU, GPU and memory "
+        "(bytes) are Ray's own, other names are the cluster's custom resources (default {CPU: 1}; each amount 0 to "
+        "1e15).",
+    )
+    strategy: Literal["SPREAD", "STRICT_SPREAD", "PACK", "STRICT_PACK"] = Field(
+        "SPREAD",
+        description="Ray placement-group strategy for the replicas: SPREAD (across nodes as far as they fit), "
+        "STRICT_SPREAD (one replica per node, or none start), PACK or STRICT_PACK (default SPREAD).",
+    )
+    max_restarts: int = Field(
+        3,
+        ge=0,
+        le=1000,
+        description="Times each replica is started again after its server or actor died during the run (default "
+        "3; 0 to 1000); past that the model goes on with the replicas left.",
+    )
+
+    @field_validator("strategy", mode="before")
+    @classmethod
+    def _strategy_case(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("resources_per_replica")
+    @classmethod
+    def _amounts(cls, value: dict[str, float]) -> dict[str, float]:
+        problems = [
+            f"{name!r}: {amount:g} is not an amount; expected a number from 0 to {MAX_RAY_RESOURCE:g}"
+            for name, amount in value.items()
+            if not 0 <= amount <= MAX_RAY_RESOURCE
+        ]
+        if any(not name.strip() for name in value):
+            problems.append("a resource needs a name (CPU, GPU, memory or a custom resource of the cluster)")
+        if not any(amount > 0 for amount in value.values()):
+            problems.append("needs at least one amount above 0: Ray places each replica by what it reserves")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
+
+
 class LaunchSpec(_Strict):
-    """How evalkit starts a model server itself (local models, vLLM)."""
+    """How evalkit starts a model server itself (local models, vLLM), on this machine or on a Ray cluster."""
 
     model_path: str | None = Field(
         None,
@@ -112,13 +197,15 @@ class LaunchSpec(_Strict):
         "transformers; "
         "whatever vLLM accepts for vllm); mandatory except for pocketsphinx, which brings its own model.",
     )
-    backend: Literal["transformers", "pocketsphinx", "vllm", "transformers-serve"] | None = Field(
+    backend: Literal["transformers", "pocketsphinx", "vllm", "transformers-serve", "test-server"] | None = Field(
         None,
         description="The server to start: vllm (vLLM's OpenAI server, for inference_type vllm, or transcription for a "
         "Whisper-class model on its /v1/audio/transcriptions), transformers-serve (transformers' own `transformers "
         "serve`, for inference_type vllm; it answers only requests naming the model folder, so evalkit sends "
-        "launch.model_path as the id) or an `evalkit serve` backend "
-        "(transformers, pocketsphinx); when absent, vllm for inference_type vllm and transformers otherwise.",
+        "launch.model_path as the id), an `evalkit serve` backend "
+        "(transformers, pocketsphinx) or test-server (evalkit's scriptable test server, no model: to try a config or "
+        "a cluster before a model is spent on it; launch.args take its --script, --latency-ms, ...); when absent, "
+        "vllm for inference_type vllm and transformers otherwise.",
     )
     args: list[str] = Field(
         default_factory=list,
@@ -140,6 +227,12 @@ class LaunchSpec(_Strict):
         "model; "
         "the run stops with the server's log tail when it is exceeded (default 600; more than 0, at most 604800: a "
         "week).",
+    )
+    ray: RayLaunch | None = Field(
+        None,
+        description="Start the server as replicas on a Ray cluster (needs `pip install 'evalkit[ray]'`): each "
+        "replica runs on the node Ray places it on, and a replica that dies is started again. Absent: one server "
+        "on this machine's loopback.",
     )
 
 
@@ -197,7 +290,8 @@ class ModelInfo(_Strict):
         description="Mandatory: how the model is asked: openai (OpenAI or Azure chat completions), vllm (any "
         "OpenAI-compatible "
         "chat server), transcription (/audio/transcriptions) or local (a server evalkit starts from `launch`); "
-        "azure, openai_compatible and 'audio transcription' are accepted as aliases."
+        "azure, openai_compatible and 'audio transcription' are accepted as aliases, and gemini (AU-Harness's) as a "
+        "vllm entry whose url defaults to Google's OpenAI-compatible Gemini endpoint, with auth_token its API key."
     )
     url: str | list[str] | None = Field(
         None,
@@ -351,9 +445,15 @@ class ModelInfo(_Strict):
     )
     launch: LaunchSpec | None = Field(
         None,
-        description="Let evalkit start the model's server on a loopback port and stop it after the run (mandatory for "
-        "inference_type local); give either this or `url`. Absent: the endpoint at `url` is used as it runs.",
+        description="Let evalkit start the model's server on a loopback port (or, with `launch.ray`, as replicas on a "
+        "Ray cluster) and stop it after the run (mandatory for inference_type local); give either this or `url`. "
+        "Absent: the endpoint at `url` is used as it runs.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gemini(cls, data: Any) -> Any:
+        return _gemini_entry(data)
 
     @field_validator("inference_type", mode="before")
     @classmethod
@@ -375,7 +475,7 @@ class ModelInfo(_Strict):
         if self.launch is not None:
             if self.launch.backend is None:
                 self.launch.backend = "vllm" if self.inference_type == "vllm" else "transformers"
-            if self.launch.backend != "pocketsphinx" and not self.launch.model_path:
+            if self.launch.backend not in ("pocketsphinx", "test-server") and not self.launch.model_path:
                 raise ValueError(f"launch: backend {self.launch.backend!r} needs `model_path`")
             if "batch_size" not in self.model_fields_set and self.launch.backend in EVALKIT_SERVE_BACKENDS:
                 # one batch generating while the next gathers: fewer in flight leaves batches half full
@@ -724,6 +824,12 @@ class Config(_Strict):
         "marked unreliable (!) and `evalkit run` exits with code 3 after writing everything (--allow-failures "
         "keeps exit 0; --max-failure-rate overrides it) (default 0.2: 20%).",
     )
+    log_file: str | None = Field(
+        None,
+        description="A file, relative to the config file's folder, that `evalkit run` appends its log to (what the "
+        "console shows: warnings and errors, debug too with --verbose), beside the console; AU-Harness's "
+        "logging.log_file. Absent: the console only.",
+    )
 
     @field_validator("dataset_metric", mode="before")
     @classmethod
@@ -796,6 +902,8 @@ class Config(_Strict):
             self.prompts_dir = absolute(self.prompts_dir)
         if self.cache.path:
             self.cache.path = absolute(self.cache.path)
+        if self.log_file:
+            self.log_file = absolute(self.log_file)
         for entry in self.models:
             launch = entry.info.launch
             if launch is not None and launch.model_path and (base / launch.model_path).exists():
@@ -913,17 +1021,29 @@ def format_validation_error(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def parse_config(data: Any, source: str = "config", env: Mapping[str, str] | None = None) -> Config:
-    """Validate a parsed YAML tree; raises ConfigError listing every problem."""
+def parse_config(
+    data: Any, source: str = "config", env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> Config:
+    """Validate a parsed YAML tree; raises ConfigError listing every problem.
+
+    An AU-Harness config is translated first (evalkit.compat.auharness); ``base_dir``, the config file's folder,
+    is where its names are looked up (its runspecs_dir).
+    """
     if not isinstance(data, dict):
         raise ConfigError(
             f"{source}: expected a mapping of keys (dataset_metric, models, ...), got {type(data).__name__}"
         )
+    foreign = is_auharness(data)
     data = expand_tree(data, os.environ if env is None else env, source)
+    translation = translate(data, source, Config.model_fields, base_dir=base_dir) if foreign else None
     try:
-        return Config.model_validate(data)
+        config = Config.model_validate(translation.data if translation is not None else data)
     except ValidationError as error:
-        raise ConfigError(format_validation_error(error, source)) from None
+        message = format_validation_error(error, source)
+        raise ConfigError(translation.rename(message, source) if translation else message) from None
+    if translation is not None:
+        config._pair_labels = list(translation.pair_labels)
+    return config
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Config:
@@ -932,6 +1052,6 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> Confi
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     data = load_yaml_file(path)
-    config = parse_config(data, str(path), env)
+    config = parse_config(data, str(path), env, base_dir=path.parent)
     config.anchor(path.parent)
     return config

@@ -36,13 +36,13 @@ from pydantic import BaseModel
 
 from evalkit import catalog as catalog_module
 from evalkit import config as config_module
-from evalkit.catalog import DatasetSpec, TaskSpec
+from evalkit.catalog import DatasetSpec, ForeignNames, TaskSpec
 from evalkit.config import Config, load_config, parse_config
 from evalkit.plan import build_plan
 
 SAMPLE = ROOT / "sample_config.yaml"
 #: the schemas a user writes: config.yaml, a runspec's dataset entries and its ``_task`` block
-ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec)
+ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec, ForeignNames)
 #: classes of the two modules that are no schema: the pydantic base of the config models, and the loaded catalogue
 NOT_SCHEMA = {"_Strict", "_RuleTarget", "Catalog"}  # bases: their fields are checked on the subclasses
 #: what the ${VAR} references of sample_config.yaml need once every option is switched on

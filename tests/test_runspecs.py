@@ -130,6 +130,7 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "openslr/librispeech_asr": "librispeech",
     "fixie-ai/common_voice_17_0": "common_voice",
     "google/fleurs": "fleurs",
+    "facebook/voxpopuli": "voxpopuli",
     "hf-audio/esb-datasets-test-only-sorted": "esb",
     "distil-whisper/tedlium-long-form": "tedlium_long_form",
     "CAiRE/ASCEND": "ascend",
@@ -155,6 +156,10 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "SLLM-multi-hop/LanguageQA": "sakura",
     # AudioBench releases: context (audio), instruction, answer
     "AudioLLMs/peoples_speech_test_v2": "audiobench",
+    "AudioLLMs/peoples_speech_test": "audiobench",
+    "AudioLLMs/librispeech_test_clean": "audiobench",
+    "AudioLLMs/gigaspeech_test": "audiobench",
+    "AudioLLMs/tedlium3_test": "audiobench",
     "AudioLLMs/aishell_asr_zh_test_v1": "audiobench",
     "AudioLLMs/earnings22_test": "audiobench",
     "AudioLLMs/earnings21_test": "audiobench",

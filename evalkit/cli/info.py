@@ -54,7 +54,7 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
 
     infos = metric_infos()
     # another tool's name for it (a hub repo id, as KARMA users type): the entry it names
-    name = name if name in catalog.datasets else catalog.aliases.get(name, name)
+    name = catalog.entry_name(name) or name  # also another tool's dataset name (AU-Harness's mmsu_law)
     if name not in catalog.datasets:
         raise _unknown("dataset", name, catalog.datasets, catalog, infos)
     spec = catalog.datasets[name]
@@ -75,6 +75,7 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
         "rows": local_row_count(spec) if spec.path is not None else None,
         "fields": fields,
         "checked": spec.checked.model_dump() if spec.checked is not None else None,
+        "other_tools": catalog.source_notes(name),
         "metrics": metrics,
         "example": f"dataset_metric:\n  - [{name}, {example}]",
     }
@@ -201,6 +202,8 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
             table.add_row("what was checked", Text(checked["what"]))
         elif data["fields"].get("hf_repo"):
             table.add_row("checked", "never checked against the hub")
+        for note in data.get("other_tools") or []:
+            table.add_row("other tools", Text(note))
         table.add_row("runspec", Text(data["runspec"]))
         table.add_row("metrics that fit", _metric_list(data["metrics"]))
         console.print(table)
