@@ -565,10 +565,11 @@ def test_report_rerenders_and_compares_two_runs(tmp_path: Path, speech_runspecs,
     (row,) = compared["rows"]
     assert (row["dataset"], row["metric"], row["model"]) == ("tiny_qa", "exact_match", "model-a")
     assert row["score_a"] == 1.0 and row["score_b"] == 0.0 and row["diff"] == -1.0
-    assert row["ci_overlap"] is False and row["verdict"] == "worse"
+    # the runs' own CIs are disjoint, but five flips out of five are not significant by McNemar's exact test
+    assert row["ci_overlap"] is False and row["p_value"] == 2 / 2**5 and row["verdict"] == "not significant"
     assert main(["report", str(run_a), str(run_b)]) == 0
     table = capsys.readouterr().out
-    assert "-1.0000" in table and "worse" in table and "1 rows compared; 1 with non-overlapping" in table
+    assert "-1.0000" in table and "right → wrong" in table and "1 comparisons; 0 with p < 0.05" in table
     assert main(["report", str(tmp_path / "nope")]) == 2
     assert "no results.json" in capsys.readouterr().err
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import struct
 import subprocess
 import zlib
 from collections.abc import Iterator
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -111,9 +113,32 @@ def test_report_html_is_self_contained_and_keeps_secrets(run_dir: Path) -> None:
     assert (
         "<script" not in html.lower() and "<link" not in html.lower() and "@import" not in html and "url(" not in html
     )
-    assert not re.search(r"\s(src|href)\s*=", html, re.IGNORECASE)
+    assert not re.search(r"\ssrc\s*=", html, re.IGNORECASE)
+    # the only links are the sample links into a local `evalkit view`: nothing is fetched when the page opens
+    links = re.findall(r"\shref\s*=\s*\"([^\"]*)\"", html, re.IGNORECASE)
+    assert links and all(link.startswith(f"http://127.0.0.1:8765/run/{run_dir.name}/sample/") for link in links)
+    assert len(links) == len(re.findall(r"\shref\s*=", html, re.IGNORECASE))
     assert SECRET not in html
     assert "***" in html  # the token is shown masked in the configuration block
+
+
+def test_report_html_lists_failed_and_worst_samples_of_a_real_run(run_dir: Path) -> None:
+    html = (run_dir / "report.html").read_text()
+    records = [json.loads(line) for path in (run_dir / "records").glob("*.jsonl") for line in path.open()]
+    failed = [r for r in records if r.get("failure")]
+    assert failed, "the flaky server should have failed some requests"
+    section = html[html.index("<h2>Failed samples</h2>") : html.index("<h2>Worst-scoring samples</h2>")]
+    assert f"{len(failed)} failed sample record" in section
+    assert "<h3>http_500: " in section and "<td>model-b</td>" in section and "<td>model-a</td>" not in section
+    first = failed[0]
+    assert escape(first["error"]) in section and "HTTP 500" in first["error"]
+    link = f"http://127.0.0.1:8765/run/{run_dir.name}/sample/{first['dataset']}/{first['metric']}/{first['sample_id']}"
+    assert f'href="{link}"' in section
+    worst = html[html.index("<h2>Worst-scoring samples</h2>") :]
+    for dataset, metric in (("tiny_qa", "exact_match"), ("tiny_qa", "bleu"), ("tiny_asr", "word_error_rate")):
+        assert f"<h3>{dataset} · {metric} · model-a" in worst
+    assert "word_error_rate · model-a (lower is better)" in worst
+    assert f"evalkit view {run_dir}" in html
 
 
 def test_failure_counts_count_a_dataset_once_per_model() -> None:

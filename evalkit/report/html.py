@@ -1,8 +1,10 @@
-"""report.html: one self-contained page per run (inline CSS and SVG, no scripts, no network).
+"""report.html: one self-contained page per run (inline CSS and SVG, no scripts, nothing loaded from elsewhere).
 
 Sections: the results table, a bar chart per metric with CI whiskers, scores
 by audio length (and accent/gender when the data has them), the latency
-distribution per model (from the records), failures by reason, run details.
+distribution per model (from the records), failures by reason, the failed
+samples with their messages and the worst-scoring samples (linking into
+`evalkit view`), run details. The records are read once, streamed.
 The page is built from results.json rows plus the records, so
 ``evalkit report RUN_DIR`` can rebuild it at any time.
 """
@@ -17,10 +19,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
+from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import fmt
-from evalkit.util import jsonutil
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
@@ -41,6 +44,7 @@ th { background: #f5f5f7; } td.num { text-align: right; font-variant-numeric: ta
 tr.unreliable td { background: #fff4e5; } .flag { color: #b45309; font-weight: 600; }
 .note { color: #666; font-size: 12px; } pre { background: #f5f5f7; padding: 10px; overflow-x: auto; font-size: 12px; }
 svg.chart { display: block; margin: 6px 0 18px; }
+pre.error { background: none; padding: 0; margin: 0; white-space: pre-wrap; word-break: break-word; max-width: 560px; }
 """
 
 
@@ -195,32 +199,8 @@ def group_charts(rows: list[ResultRow]) -> str:
 
 
 def iter_records(records_dir: Path) -> Iterator[dict[str, Any]]:
-    """Every record line of a run, streamed (a record file can be large)."""
-    if not records_dir.is_dir():
-        return
-    for path in sorted(records_dir.glob("*.jsonl")):
-        with path.open("rb") as handle:  # bytes straight to the decoder: no str per line
-            for line in handle:
-                if line.strip():
-                    record = _record(line)
-                    if record is not None:
-                        yield record
-
-
-def _record(line: bytes) -> Any:
-    """One record line decoded (orjson when installed: the report reads every record of the run), or None when torn.
-
-    A line orjson refuses (NaN or Infinity literals, which evalkit's own writer never emits) gets the
-    standard library's more lenient parser before it is given up as a torn line of a killed run.
-    """
-    try:
-        return jsonutil.loads(line)
-    except ValueError:
-        pass
-    try:
-        return json.loads(line)
-    except ValueError:
-        return None
+    """Every record line of a run, streamed (a record file can be large); lines that do not decode are skipped."""
+    yield from RecordReader(records_dir)
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -231,38 +211,66 @@ def quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def latencies_by_model(records_dir: Path) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Latency (s) per sample answered by an endpoint, per model; and how many samples the store answered.
+#: the latency kept for a sample the response store answered (no request was sent)
+_FROM_STORE = -1.0
+
+
+class LatencyCollector:
+    """Latency per (model, dataset, sample), fed one record at a time (the report reads the records once).
 
     Metrics on one dataset share their requests, so each (dataset, sample) counts
-    once per model however many metric records it has.
+    once per model however many metric records it has. Samples are keyed by the
+    hash of their id within a (model, dataset) (a collision among a million ids
+    is about 1 in 30 million), so a run of millions of records costs tens of MB,
+    not a tuple of three strings per record.
     """
-    # (model, dataset, sample) -> its latency when an endpoint answered it in any metric's record, else None
-    per_sample: dict[tuple[str, str, str], float | None] = {}
-    for record in iter_records(records_dir):
-        key = (str(record.get("model", "?")), str(record.get("dataset", "")), str(record.get("sample_id", "")))
+
+    def __init__(self) -> None:
+        # (model, dataset) -> hash(sample id) -> its latency when an endpoint answered it in any metric's record,
+        # _FROM_STORE when the store answered it, NaN when it failed before a request
+        self._per_sample: dict[tuple[str, str], dict[int, float]] = {}
+
+    def add(self, record: dict[str, Any]) -> None:
+        group = (str(record.get("model", "?")), str(record.get("dataset", "")))
+        per_sample = self._per_sample.get(group)
+        if per_sample is None:
+            per_sample = self._per_sample[group] = {}
+        key = hash(str(record.get("sample_id", "")))
         latency = record.get("latency")
         answered = (
             not record.get("cached") and isinstance(latency, (int, float)) and latency > 0 and math.isfinite(latency)
         )
-        if answered and per_sample.get(key) is None:
+        known = per_sample.get(key)
+        if answered and (known is None or known == _FROM_STORE):
             per_sample[key] = float(latency)  # type: ignore[arg-type]
-        elif key not in per_sample and record.get("cached"):
-            per_sample[key] = None
-        elif key not in per_sample:
-            per_sample[key] = math.nan  # no latency (failed before a request): neither answered nor stored
-    latencies: dict[str, list[float]] = defaultdict(list)
-    cached: dict[str, int] = defaultdict(int)
-    for (model, _, _), value in per_sample.items():
-        if value is None:
-            cached[model] += 1
-        elif not math.isnan(value):
-            latencies[model].append(value)
-    return dict(latencies), dict(cached)
+        elif known is None:
+            # from the store, or no latency at all (failed before a request): neither answered nor stored
+            per_sample[key] = _FROM_STORE if record.get("cached") else math.nan
+
+    def result(self) -> tuple[dict[str, list[float]], dict[str, int]]:
+        latencies: dict[str, list[float]] = defaultdict(list)
+        cached: dict[str, int] = defaultdict(int)
+        for (model, _), per_sample in self._per_sample.items():
+            for value in per_sample.values():
+                if value == _FROM_STORE:
+                    cached[model] += 1
+                elif not math.isnan(value):
+                    latencies[model].append(value)
+        return dict(latencies), dict(cached)
 
 
-def latency_section(records_dir: Path, meta: dict[str, Any] | None = None) -> str:
-    latencies, cached = latencies_by_model(records_dir)
+def latencies_by_model(records_dir: Path) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Latency (s) per sample answered by an endpoint, per model; and how many samples the store answered."""
+    collector = LatencyCollector()
+    for record in iter_records(records_dir):
+        collector.add(record)
+    return collector.result()
+
+
+def latency_section(
+    records_dir: Path, meta: dict[str, Any] | None = None, collected: LatencyCollector | None = None
+) -> str:
+    latencies, cached = collected.result() if collected is not None else latencies_by_model(records_dir)
     requests = (meta or {}).get("requests") or {}
     html = "<h2>Latency per model</h2>"
     if not latencies:
@@ -405,13 +413,40 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
     body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
-    body += latency_section(records_dir, meta) if records_dir is not None else ""
-    body += failure_section(rows) + details_section(meta)
+    if records_dir is not None and not records_dir.is_dir():
+        body += latency_section(records_dir, meta) + failure_section(rows)
+        body += f"<h2>Samples</h2><p class='note'>No records folder at <code>{escape(str(records_dir))}</code>.</p>"
+    elif records_dir is not None:
+        latencies, lists, reader = _scan_records(records_dir, rows)
+        run_folder = records_dir.parent
+        body += latency_section(records_dir, meta, latencies)
+        body += failure_section(rows)
+        body += failed_samples_section(lists, run_folder.name, viewer_note(str(run_folder)))
+        body += worst_samples_section(lists, run_folder.name)
+        body += "".join(f"<p class='note'>{escape(note)}</p>" for note in reader.notes())
+    else:
+        body += failure_section(rows)
+    body += details_section(meta)
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>evalkit report {escape(run_id)}</title><style>{_CSS}</style></head><body>{body}</body></html>\n"
     )
+
+
+def _scan_records(records_dir: Path, rows: list[ResultRow]) -> tuple[LatencyCollector, SampleLists, RecordReader]:
+    """One streamed pass over the records for every section that reads them (latencies, failed and worst samples)."""
+    metrics = dict.fromkeys(r.metric for r in rows)
+    lists = SampleLists(directions={metric: _direction(metric) for metric in metrics})
+    latencies = LatencyCollector()
+    reader = RecordReader(records_dir)
+    for record in reader:
+        latencies.add(record)
+        metric = record.get("metric")
+        if isinstance(metric, str) and metric not in lists.directions:
+            lists.directions[metric] = _direction(metric)
+        lists.add(record)
+    return latencies, lists, reader
 
 
 def write_html(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> Path:

@@ -1,0 +1,91 @@
+"""Reading a run's records back: streamed, one line at a time, tolerant of a line cut by a killed run.
+
+The report, the sample lists and the paired comparisons all read records the
+same way: a record file can hold millions of lines, so nothing here keeps more
+than the line it is decoding; a line that does not decode (a run killed
+mid-write, a disk that filled) is skipped and counted, so the caller can say so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalkit.util import jsonutil
+
+
+def decode_record(line: bytes) -> Any:
+    """One record line decoded (orjson when installed), or None when it does not decode.
+
+    A line orjson refuses (NaN or Infinity literals, which evalkit's own writer never emits) gets the
+    standard library's more lenient parser before it is given up as a torn line of a killed run.
+    """
+    try:
+        return jsonutil.loads(line)
+    except ValueError:
+        pass
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+@dataclass
+class RecordReader:
+    """Streams the records of one run folder and counts the lines it had to skip, per file."""
+
+    records_dir: Path
+    #: file name -> lines that did not decode (usually one: the last line of a killed run)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def files(self) -> list[Path]:
+        """The run's record files (one per dataset-metric pair), in name order."""
+        if not self.records_dir.is_dir():
+            return []
+        return sorted(p for p in self.records_dir.glob("*.jsonl") if p.is_file())
+
+    def read(self, path: Path) -> Generator[dict[str, Any], None, None]:
+        """The records of one file, in file order; a line that does not decode is counted, not raised."""
+        with path.open("rb") as handle:  # bytes straight to the decoder: no str per line
+            for line in handle:
+                if not line.strip():
+                    continue
+                record = decode_record(line)
+                if isinstance(record, dict):
+                    yield record
+                else:
+                    self.skipped[path.name] = self.skipped.get(path.name, 0) + 1
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for path in self.files():
+            yield from self.read(path)
+
+    def notes(self) -> list[str]:
+        """One sentence per file with skipped lines, for a report that must not hide them."""
+        return [
+            f"{name}: {count} line{'s' if count != 1 else ''} that did not decode (cut mid-write?) skipped"
+            for name, count in sorted(self.skipped.items())
+        ]
+
+
+def pair_files(records_dir: Path) -> dict[tuple[str, str], Path]:
+    """(dataset, metric) -> its record file, named by the first record's own fields (file names are made safe).
+
+    A file whose first line does not decode is named after its file name, split at ``__``.
+    """
+    found: dict[tuple[str, str], Path] = {}
+    reader = RecordReader(records_dir)
+    for path in reader.files():
+        lines = reader.read(path)
+        first = next(lines, None)
+        lines.close()  # closes the file now, not when the generator is collected
+        if first is not None and first.get("dataset") is not None and first.get("metric") is not None:
+            key = (str(first["dataset"]), str(first["metric"]))
+        else:
+            dataset, _, metric = path.stem.rpartition("__")
+            key = (dataset or path.stem, metric)
+        found.setdefault(key, path)
+    return found
