@@ -9,9 +9,11 @@
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), f (audio
-requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), s (soak: a
+requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), g (shards:
+(f)'s work as 2 `--shard` processes vs 1), s (soak: a
 fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size), i
-(5,000 local images against the same run with text only).
+(5,000 local images against the same run with text only), v (`evalkit view` on a
+run of 1,000,000 records: first page, a filter over 100,000 samples, peak RSS).
 """
 
 from __future__ import annotations
@@ -29,7 +31,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import audio_requests, images, latency, memory, overhead, peers, profile, replicas, report, soak
+from benchmarks import (
+    audio_requests,
+    images,
+    latency,
+    memory,
+    overhead,
+    peers,
+    profile,
+    replicas,
+    report,
+    shards,
+    soak,
+    viewer,
+)
 from benchmarks.common import ROOT, machine
 
 SECTIONS = {
@@ -39,8 +54,10 @@ SECTIONS = {
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
     "f": ("audio_requests", audio_requests.run),
+    "g": ("shards", shards.run),
     "s": ("soak", soak.run),
     "i": ("images", images.run),
+    "v": ("viewer", viewer.run),
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks import images
+from benchmarks import images, shards, viewer
 from benchmarks.common import mib
 
 ANALYSIS_START = "<!-- analysis:start -->"
@@ -172,6 +172,8 @@ def summary_rows(results: dict[str, Any]) -> list[tuple[str, str, str, bool | No
     if s:
         rows += _soak_rows(s)
     rows += images.summary_rows(results)
+    rows += shards.summary_rows(results)
+    rows += viewer.summary_rows(results)
     return rows
 
 
@@ -475,6 +477,8 @@ def _details(results: dict[str, Any]) -> list[str]:
         out += [f"| {share:.1%} | `{fn}` |" for fn, share in p["evalkit_inclusive"][:20]]
         out.append("")
     out += images.details(results)
+    out += shards.details(results)
+    out += viewer.details(results)
     return out
 
 

@@ -1,4 +1,4 @@
-"""The ``evalkit`` command: run / validate / list / info / report / rescore / serve.
+"""The ``evalkit`` command: run / validate / list / info / report / rescore / merge / serve.
 
 Heavy modules are imported inside the commands that need them, so
 ``evalkit list``, ``info`` and ``--help`` start fast (no numpy, datasets,
@@ -9,6 +9,7 @@ exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import shutil
@@ -100,6 +101,13 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         "--resume",
         metavar="RUN_DIR",
         help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)",
+    )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="run only shard K of N of every dataset-metric pair (samples split by a hash of their id, after the "
+        "filters; K counts from 0, e.g. --shard $SLURM_ARRAY_TASK_ID/8 with sbatch --array=0-7); combine the N "
+        "run folders with `evalkit merge`",
     )
     p.add_argument(
         "--max-failure-rate",
@@ -195,24 +203,82 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
-    rep = sub.add_parser(
-        "report",
-        help="re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or print a "
-        "comparison of two runs (RUN_A RUN_B: difference and CI overlap per result; writes no file)",
+    report_help = (
+        "re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or compare "
+        "two (RUN_A RUN_B, RUN_A:MODEL RUN_B:MODEL, or RUN --models M1 M2): a paired test per dataset-metric pair on "
+        "the samples scored in both, the samples that changed, written as HTML/JSON/Markdown to a new folder"
     )
-    rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    rep = sub.add_parser("report", help=report_help, description=report_help[0].upper() + report_help[1:] + ".")
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run folder; RUN_DIR:MODEL takes one model")
     rep.add_argument("--format", "-f", choices=["table", "json", "csv", "md"], default="table")
     rep.add_argument(
-        "--no-write", action="store_true", help="only print; do not rewrite results.csv/.md and report.html"
+        "--no-write",
+        action="store_true",
+        help="only print; do not rewrite results.csv/.md and report.html (or write the comparison folder)",
     )
+    rep.add_argument(
+        "--models",
+        nargs=2,
+        metavar=("MODEL_A", "MODEL_B"),
+        help="compare MODEL_A with MODEL_B (two models of one run, or A's with B's)",
+    )
+    rep.add_argument(
+        "--pair", action="append", metavar="DATASET/METRIC", help="compare only this dataset-metric pair (repeatable)"
+    )
+    rep.add_argument("--output", metavar="DIR", help="where to write the comparison (default: a new folder beside A)")
+    rep.add_argument("--seed", type=int, default=0, help="the paired bootstrap's seed (default 0)")
+    rep.add_argument("--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (default 1000)")
     rs = sub.add_parser("rescore", help="score a finished run's records again with other metrics (no requests)")
     rs.add_argument("run_dir", metavar="RUN_DIR")
     rs.add_argument("--metric", action="append", required=True, metavar="NAME", help="metric to compute (repeatable)")
     rs.add_argument("--output", metavar="DIR", help="where to write the new results (default: inside RUN_DIR)")
+    mg = sub.add_parser(
+        "merge",
+        help="combine the run folders of `evalkit run --shard K/N` (all N shards of one plan) into one run folder "
+        "whose scores and CIs equal one unsharded run's",
+    )
+    mg.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="every shard's run folder, each once")
+    mg.add_argument(
+        "--output",
+        metavar="DIR",
+        help="the merged run folder: new, empty or an earlier merge's (default: a new merged_* folder beside the "
+        "shards)",
+    )
+    mg.add_argument(
+        "--allow-failures",
+        action="store_true",
+        help="exit 0 even when results exceed max_failure_rate (as evalkit run)",
+    )
+    mg.add_argument("--quiet", "-q", action="store_true", help="do not print the results table")
+    cv = sub.add_parser(
+        "convert",
+        help="write an AU-Harness config as evalkit's own config",
+        description="Write the evalkit config equivalent to an AU-Harness config (task_metric, filter, judge_settings, "
+        "flat model entries, ...); ${VAR}s stay variables. `evalkit run` also reads the AU-Harness file as it is.",
+    )
+    cv.add_argument("config", metavar="CONFIG", help="the AU-Harness config file")
+    cv.add_argument("--output", "-o", metavar="FILE", help="write here instead of printing (never over a file)")
+    cv.add_argument("--force", action="store_true", help="let --output replace an existing file")
     sub.add_parser(
         "serve", help="serve a local model over an OpenAI-compatible API (see `evalkit serve --help`)", add_help=False
     )
+    _view_parser(sub)
     return parser
+
+
+def _view_parser(sub: argparse._SubParsersAction) -> None:
+    view = sub.add_parser(
+        "view",
+        help="look at runs in the browser: results, every sample, its prompt, audio and images, and what changed",
+        description="A local web viewer of runs (bound to 127.0.0.1 unless --host says otherwise).",
+    )
+    view.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders or folders of runs (default: ./runs)")
+    view.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", type=int, default=8765, help="port (default 8765, or the next free one; 0: any)")
+    view.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
+    view.add_argument(
+        "--export", metavar="DIR", help="write the pages as a static site to DIR (opens from file://) and exit"
+    )
 
 
 # ---------------------------------------------------------------- run
@@ -287,7 +353,9 @@ def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    shard = _shard(args)
     plan = _plan(args)
+    _attach_log_file(plan.config.log_file)
     _apply_run_flags(plan, args)
     if args.verbose:
         _print_plan(plan)
@@ -305,10 +373,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalkit.run.runner import execute
 
     require_hub_or_stored(spec.dataset for spec in plan.engines)  # said before a progress line (execute checks too)
-    totals = expected_totals(plan) if not args.quiet else {}
+    # a shard's share of a pair is known only once its ids are read: its lines count without a total
+    totals = expected_totals(plan) if not (args.quiet or shard) else {}
     progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
     options = run_options(
-        {"no_cache": args.no_cache, "refresh_cache": args.refresh_cache, "quiet": args.quiet, "resume": args.resume},
+        {
+            "no_cache": args.no_cache,
+            "refresh_cache": args.refresh_cache,
+            "quiet": args.quiet,
+            "resume": args.resume,
+            "shard": shard,
+        },
         progress,
     )
     with progress:
@@ -317,6 +392,34 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     print_results(outcome)
     return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
+
+
+def _shard(args: argparse.Namespace) -> Any:
+    """``--shard K/N`` checked before anything is read (exit 2 naming the flag); a resumed shard run's; or None."""
+    from evalkit.run.shard import Shard
+
+    if args.shard is None:
+        if args.resume and (Path(args.resume) / "run.json").is_file():
+            with contextlib.suppress(OSError, ValueError, KeyError, TypeError, UserError):
+                saved = json.loads((Path(args.resume) / "run.json").read_text(encoding="utf-8"))["shard"]
+                return Shard(int(saved["index"]), int(saved["count"]))
+        return None
+    shard = Shard.parse(args.shard)
+    if args.dry_run:
+        raise UserError(f"--shard {args.shard} with --dry-run: the dry run describes the whole plan; drop --shard")
+    return shard
+
+
+def _attach_log_file(path: str | None) -> None:
+    """The config's log_file (AU-Harness's logging.log_file) receives evalkit's log records beside the console."""
+    if not path:
+        return
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as error:
+        raise UserError(f"log_file: cannot write {path}: {error.strerror}") from None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("evalkit").addHandler(handler)
 
 
 def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> int:
@@ -481,22 +584,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if len(args.run_dirs) > 2:
         raise UserError("report: give one run directory (re-render) or two (compare)")
-    if len(args.run_dirs) == 2:
-        from evalkit.report.compare import (
-            compare_rows,
-            print_comparison,
-            render_comparison,
-        )
-
-        label_a, label_b = args.run_dirs
-        rows_a, _ = load_results(label_a)
-        rows_b, _ = load_results(label_b)
-        comparisons = compare_rows(rows_a, rows_b)
-        if args.format == "table":
-            print_comparison(comparisons, label_a, label_b)
-        else:
-            sys.stdout.write(render_comparison(comparisons, args.format, label_a, label_b))
-        return 0
+    if len(args.run_dirs) == 2 or args.models or ":" in args.run_dirs[0] and not Path(args.run_dirs[0]).is_dir():
+        return _compare(args)
     run_dir = Path(args.run_dirs[0])
     rows, meta = load_results(run_dir)
     from evalkit.report.files import write_views
@@ -521,10 +610,70 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    """`evalkit report A B`: the paired comparison, printed and written to a new folder (unless --no-write)."""
+    from evalkit.report.compare import (
+        compare_runs,
+        parse_side,
+        print_comparison,
+        render_csv,
+        render_json,
+        render_markdown,
+        write_comparison,
+    )
+
+    sides = [parse_side(text) for text in args.run_dirs]
+    if len(sides) == 1:
+        sides.append(sides[0])
+    a, b = sides
+    if args.models:
+        if a.model is not None or b.model is not None:
+            raise UserError("report: name the models either as RUN:MODEL or with --models, not both")
+        a, b = type(a)(a.run_dir, args.models[0]), type(b)(b.run_dir, args.models[1])
+    if a.run_dir.resolve() == b.run_dir.resolve() and a.model == b.model:
+        raise UserError("report: both sides are the same run and model; give two runs, or two models (--models M1 M2)")
+    if args.resamples < 1:
+        raise UserError(f"--resamples {args.resamples}: expected a positive number of resamples")
+    pairs = None
+    if args.pair:
+        pairs = []
+        for text in args.pair:
+            dataset, slash, metric = str(text).rpartition("/")
+            if not slash or not dataset or not metric:
+                raise UserError(f"--pair {text}: expected DATASET/METRIC")
+            pairs.append((dataset, metric))
+    comparison = compare_runs(a, b, pairs=pairs, seed=args.seed, n_resamples=args.resamples)
+    if args.format == "table":
+        print_comparison(comparison)
+    else:
+        render = {"json": render_json, "csv": render_csv, "md": render_markdown}[args.format]
+        sys.stdout.write(render(comparison))
+    if not args.no_write:
+        folder = write_comparison(comparison, Path(args.output) if args.output else None)
+        stream = sys.stdout if args.format == "table" else sys.stderr
+        print(f"comparison written to {folder}", file=stream)
+    return 0
+
+
 def cmd_rescore(args: argparse.Namespace) -> int:
     from evalkit.run.rescore import rescore_command
 
     return int(rescore_command(args.run_dir, args.metric, args.output))
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Exit codes as `evalkit run`'s: 0, 1 (a pair failed), 3 (a result over max_failure_rate); 2 refused."""
+    from evalkit.run.merge import merge
+
+    outcome = merge(args.run_dirs, args.output)
+    if not args.quiet:
+        from evalkit.report.console import print_table
+
+        print_table(outcome.rows, f"evalkit results — {outcome.run_dir} (merged from {len(outcome.shards)} shards)")
+    for path, count in outcome.skipped.items():
+        print(f"evalkit: {path}: {count} unreadable line(s) left out", file=sys.stderr)
+    print(f"merged {len(outcome.shards)} shards into {outcome.run_dir}", file=sys.stderr)
+    return _exit_code(outcome, outcome.max_failure_rate, args.allow_failures)
 
 
 # ---------------------------------------------------------------- main
@@ -548,6 +697,80 @@ def _report_interrupt(interrupted: RunInterrupted) -> None:
     )
 
 
+# ---------------------------------------------------------------- view
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    roots = [Path(p) for p in (args.run_dirs or ["runs"])]
+    for root in roots:
+        if not root.is_dir():
+            raise UserError(f"view: {root} is not a folder (give run folders or the output_dir holding them)")
+    if not 0 <= args.port <= 65535:
+        raise UserError(f"--port {args.port}: expected 0 to 65535")
+    if args.export:
+        from evalkit.view.export import export_site
+
+        written = export_site(roots, Path(args.export))
+        print(f"evalkit view: wrote {written} pages to {args.export}; open {Path(args.export) / 'index.html'}")
+        return 0
+    from evalkit.view.server import run_viewer
+
+    try:
+        return run_viewer(roots, args.host, args.port, open_browser=not args.no_browser)
+    except OSError as error:
+        raise UserError(f"view: cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
+
+
+# ---------------------------------------------------------------- convert
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from evalkit.compat.auharness import convert_text, is_auharness
+    from evalkit.config import Config, parse_config
+    from evalkit.errors import ConfigError
+    from evalkit.util.yaml_safe import load_yaml_file
+
+    source = Path(args.config)
+    if not source.is_file():
+        raise ConfigError(f"{source}: config file not found")
+    data = load_yaml_file(source)
+    if not isinstance(data, dict) or not is_auharness(data):
+        raise ConfigError(f"{source}: not an AU-Harness config (no task_metric, filter, ... or flat model entries)")
+    text = convert_text(data, str(source), Config.model_fields, base_dir=source.parent)
+    # the result must validate as evalkit's own format; unset ${VAR}s only stand in for their values here
+    parse_config(_yaml_tree(text), f"{source} (converted)", env=_PlaceholderEnv(), base_dir=source.parent)
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise UserError(f"--output: {out} exists; pass --force to replace it")
+    out.write_text(text, encoding="utf-8")
+    print(f"evalkit: wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _yaml_tree(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+class _PlaceholderEnv(dict[str, str]):
+    """The environment, where an unset variable reads as "0": enough to check a converted config's shape."""
+
+    def __init__(self) -> None:
+        import os
+
+        super().__init__(os.environ)
+
+    def __missing__(self, key: str) -> str:
+        return "0"
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
 COMMANDS = {
     "fetch": cmd_fetch,
     "init": cmd_init,
@@ -557,6 +780,9 @@ COMMANDS = {
     "info": cmd_info,
     "report": cmd_report,
     "rescore": cmd_rescore,
+    "merge": cmd_merge,
+    "convert": cmd_convert,
+    "view": cmd_view,
 }
 
 

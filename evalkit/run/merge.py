@@ -1,0 +1,518 @@
+"""``evalkit merge RUN_DIR...``: the shards of one plan (``evalkit run --shard K/N``) as one run folder.
+
+The merged folder is a normal run folder (run.json, records, results.json/csv/md,
+report.html) whose scores and confidence intervals are exactly those of the
+same plan run in one process. That holds because a result is a function of the
+per-sample rows alone: every scored record carries the statistics the run's
+accumulator added (``stats``), its row in file order (``row``) and its groups,
+so the merge feeds each pair's records from every shard into the same
+:class:`~evalkit.metrics.accumulator.ScoreAccumulator` a run uses and lets it
+compute the corpus statistic, the bootstrap (same seed, rows in file order),
+the normal CI, the per-group results and the subscores. Shard CIs are never
+averaged: a CI of the whole is not a function of the parts' CIs. Failed records
+are counted as the run counts them.
+
+What is refused, before anything is written (exit 2, naming the folders):
+folders that are not shard runs, shards of different plans (another config,
+other runspecs or other data: the plan fingerprint each shard's run.json
+keeps), shards that did not finish, a shard given twice, and missing shards.
+
+Not exact, by nature: ``failure_examples`` (the first message per failure
+reason) follow the order the records are read in, as a run's follow the order
+answers came back in; a pair's error (a metric that raised) is the first
+shard's that has one; ``seconds`` is the longest shard's. The response stores
+stay where the shards kept them (run.json names each); the merged folder has
+no store of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from evalkit.errors import UserError
+from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
+from evalkit.metrics.base import SampleScore
+from evalkit.plan import EngineSpec, Plan
+from evalkit.report.files import write_results
+from evalkit.report.results import ResultRow, aggregate_rows, package_versions
+from evalkit.run.engine import EngineResult, ModelResult, rows_from_engines
+from evalkit.run.manifest import (
+    MANIFEST,
+    MANIFEST_FORMAT,
+    ManifestWriter,
+    answer_fingerprint,
+    plan_for_resume,
+    read_manifest,
+)
+from evalkit.run.runner import build_metric
+from evalkit.run.scoring import metric_settings, summarize
+from evalkit.run.shard import Shard, plan_fingerprint
+from evalkit.util import jsonutil
+from evalkit.util.safe_names import safe_path
+
+log = logging.getLogger("evalkit")
+
+#: the integer counters of a model's request statistics that add up across shards
+_REQUEST_COUNTERS = ("sent", "store_hits", "reused", "deduplicated", "retried", "rate_limited")
+
+
+@dataclass
+class ShardRun:
+    """One shard's run folder, as its run.json describes it."""
+
+    path: Path
+    manifest: dict[str, Any]
+    shard: Shard
+    plan: str
+
+    @property
+    def status(self) -> str:
+        return str(self.manifest.get("status"))
+
+
+@dataclass
+class MergeOutcome:
+    """The merged run folder and what it holds (``rows`` and ``engines`` as a run's outcome has them)."""
+
+    run_dir: Path
+    rows: list[ResultRow]
+    engines: list[EngineResult]
+    shards: list[ShardRun]
+    #: record lines that could not be read (a torn last line) and were left out, per records file
+    skipped: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    #: the shards' ``max_failure_rate``, which judges the merged results as it judged each shard's
+    max_failure_rate: float = 0.2
+
+
+@dataclass(frozen=True)
+class RecordedJudge:
+    """What a judge metric reads of its judge when it is built: the judge's names. A merge asks nothing."""
+
+    model: str
+    prompt_model: str
+    temperature: float = 0.0
+
+    async def ask(self, *_: Any, **__: Any) -> Any:  # pragma: no cover - a merge scores nothing
+        raise RuntimeError("evalkit merge asks no judge")
+
+
+# -- which folders are the shards of one plan ----------------------------------------------------------------
+
+
+def read_shards(run_dirs: Sequence[str | Path]) -> list[ShardRun]:
+    """Every folder's shard, checked to be all of one plan, finished, each once; UserError naming the problem."""
+    if not run_dirs:
+        raise UserError("merge: give the run folders of the shards (evalkit merge RUN_DIR...)")
+    shards: list[ShardRun] = []
+    for given in run_dirs:
+        path = Path(given)
+        manifest = read_manifest(path, "merge")
+        saved = manifest.get("shard")
+        if not isinstance(saved, dict):
+            what = "a merged run" if manifest.get("merged") else "a run of the whole plan"
+            raise UserError(
+                f"merge {path}: not a shard run ({what}: its {MANIFEST} has no `shard`); merge takes the folders "
+                "of `evalkit run --shard K/N`"
+            )
+        try:
+            shard = Shard(int(saved["index"]), int(saved["count"]))
+        except (KeyError, TypeError, ValueError):
+            raise UserError(f"merge {path}: {MANIFEST} has an unreadable `shard` entry: {saved!r}") from None
+        shards.append(ShardRun(path, manifest, shard, str(saved.get("plan"))))
+    _check_one_plan(shards)
+    _check_finished(shards)
+    _check_complete(shards)
+    return sorted(shards, key=lambda s: s.shard.index)
+
+
+def _check_one_plan(shards: list[ShardRun]) -> None:
+    kinds: dict[tuple[str, int], list[ShardRun]] = {}
+    for run in shards:
+        kinds.setdefault((run.plan, run.shard.count), []).append(run)
+    if len(kinds) == 1:
+        return
+    first = shards[0]
+    others = [run for run in shards if (run.plan, run.shard.count) != (first.plan, first.shard.count)]
+    same = [run for run in shards if (run.plan, run.shard.count) == (first.plan, first.shard.count)]
+
+    def describe(runs: list[ShardRun]) -> str:
+        return f"{', '.join(str(r.path) for r in runs)} (plan {runs[0].plan[:12]}, {runs[0].shard.count} shards)"
+
+    why = (
+        "another number of shards"
+        if all(r.plan == first.plan for r in others)
+        else "another config, other runspecs or other data"
+    )
+    raise UserError(
+        f"merge: these folders are shards of different plans ({why}): {describe(same)} vs {describe(others)}; "
+        "merge the shards of one plan"
+    )
+
+
+def _check_finished(shards: list[ShardRun]) -> None:
+    unfinished = [run for run in shards if run.status != "finished"]
+    if not unfinished:
+        return
+    listed = "; ".join(f"{run.path} (shard {run.shard}, status {run.status!r})" for run in unfinished)
+    raise UserError(
+        f"merge: {len(unfinished)} shard{'s' * (len(unfinished) != 1)} did not finish: {listed}; finish each with "
+        "`evalkit run --resume RUN_DIR`, then merge"
+    )
+
+
+def _check_complete(shards: list[ShardRun]) -> None:
+    count = shards[0].shard.count
+    by_index: dict[int, list[ShardRun]] = {}
+    for run in shards:
+        by_index.setdefault(run.shard.index, []).append(run)
+    twice = {index: runs for index, runs in sorted(by_index.items()) if len(runs) > 1}
+    if twice:
+        listed = "; ".join(
+            f"shard {index}/{count} in {', '.join(str(r.path) for r in runs)}" for index, runs in twice.items()
+        )
+        raise UserError(f"merge: a shard given more than once: {listed}; give each shard's folder once")
+    missing = [index for index in range(count) if index not in by_index]
+    if missing:
+        names = ", ".join(f"{index}/{count}" for index in missing)
+        raise UserError(
+            f"merge: missing shard{'s' * (len(missing) != 1)} {names} of {count} (K counts from 0); run "
+            "`evalkit run --shard K/N` for each and give every shard's folder"
+        )
+
+
+# -- the merged folder ---------------------------------------------------------------------------------------
+
+
+def _output_dir(output: str | Path | None, shards: list[ShardRun]) -> Path:
+    """``--output`` (new, empty, or an earlier merge's folder), or a new folder beside the shards."""
+    if output is None:
+        parents = [str(run.path.resolve().parent) for run in shards]
+        base = Path(os.path.commonpath(parents))
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_dir = base / f"merged_{stamp}_{secrets.token_hex(3)}"
+        run_dir.mkdir(parents=True, exist_ok=False)
+        return run_dir
+    run_dir = Path(output)
+    if any(run_dir.resolve() == run.path.resolve() for run in shards):
+        raise UserError(f"merge --output {run_dir}: that is one of the shards' folders; choose a new folder")
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise UserError(f"merge --output {run_dir}: not a folder; expected a new or empty folder")
+        if any(run_dir.iterdir()):
+            earlier = _manifest_or_none(run_dir)
+            if earlier is None or not earlier.get("merged"):
+                raise UserError(
+                    f"merge --output {run_dir}: holds files that are not an earlier merge's; expected a new or empty "
+                    "folder (or the folder of an earlier `evalkit merge`, which is replaced)"
+                )
+            shutil.rmtree(run_dir / "records", ignore_errors=True)  # an earlier merge's: rewritten whole
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def _manifest_or_none(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _plan(shards: list[ShardRun]) -> Plan:
+    """The shards' plan, rebuilt from the first shard's run.json (and config file), checked against every shard."""
+    first = shards[0]
+    plan = plan_for_resume(first.path, "merge")
+    rebuilt = plan_fingerprint(plan, answer_fingerprint(plan.config), first.manifest.get("datasets") or {})
+    if rebuilt != first.plan:
+        raise UserError(
+            f"merge {first.path}: the plan rebuilt from its {MANIFEST} differs from the one the shards ran (a "
+            "runspec or the config file changed since); restore them as they were, or run the shards again"
+        )
+    return plan
+
+
+def _judge_standin(plan: Plan) -> RecordedJudge | None:
+    props = plan.config.judge_properties
+    if props is None:
+        return None
+    model = str(props.judge_model or "")
+    return RecordedJudge(model, str(props.judge_prompt_model_override or model), float(props.judge_temperature or 0))
+
+
+def _records(path: Path, skipped: dict[str, int] | None) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+    """(line number, line, record) of one JSONL file; an unreadable line is counted in ``skipped`` and left out.
+
+    ``skipped`` None: such lines are expected (a resumed run's sent file keeps the line a kill cut) and only
+    left out.
+    """
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = jsonutil.loads(line)
+            except ValueError:
+                record = None
+            if not isinstance(record, dict):
+                if skipped is not None:
+                    skipped[str(path)] = skipped.get(str(path), 0) + 1
+                    log.warning("%s: line %d is not a record (cut mid-write?); left out of the merge", path, number)
+                continue
+            yield number, line, record
+
+
+def _add(accumulator: ScoreAccumulator, record: dict[str, Any], where: str) -> None:
+    """One record into the pair's accumulator, as the run added it: a failure with its reason, or its stats row."""
+    failure = record.get("failure")
+    if failure is not None:
+        accumulator.add_failure(str(failure), record.get("error"))
+        return
+    stats = record.get("stats")
+    if not isinstance(stats, list):
+        raise UserError(
+            f"merge: {where}: a scored record without `stats` (made by an evalkit from before shards); run this "
+            "shard again with this evalkit"
+        )
+    row = record.get("row")
+    score = record.get("score")
+    try:
+        accumulator.add(
+            SampleScore(None if score is None else float(score), tuple(float(x) for x in stats), record.get("details")),
+            _result_groups(record),
+            order=row if isinstance(row, int) else None,
+        )
+    except (TypeError, ValueError) as error:
+        raise UserError(f"merge: {where}: unusable `stats` {stats!r}: {error}") from None
+
+
+def _result_groups(record: dict[str, Any]) -> dict[str, str]:
+    """The groups the run's accumulator got for this record's sample, by the run's own function.
+
+    A record's ``groups`` may hold more than the results are split by (its language, for slicing records);
+    :func:`sample_groups` picks from them, and from the recorded duration, exactly what the run picked.
+    """
+    groups = record.get("groups")
+    meta = dict(groups) if isinstance(groups, dict) else {}
+    meta["duration"] = record.get("duration")
+    return sample_groups(SimpleNamespace(meta=meta))
+
+
+def _shard_rows(run: ShardRun) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(dataset, metric, model) -> the shard's result row (for its seconds and its pair's error)."""
+    try:
+        payload = json.loads((run.path / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UserError(f"merge {run.path}: cannot read results.json of a finished shard: {error}") from None
+    return {(r.get("dataset"), r.get("metric"), r.get("model")): r for r in payload.get("results") or []}
+
+
+async def _merge_engine(
+    spec: EngineSpec,
+    plan: Plan,
+    shards: list[ShardRun],
+    shard_rows: list[dict[tuple[str, str, str], dict[str, Any]]],
+    records_dir: Path,
+    skipped: dict[str, int],
+) -> EngineResult:
+    """One pair: every shard's records copied into the merged file and added to one accumulator per model."""
+    metric = build_metric(spec, plan.config, _judge_standin(plan))
+    settings, broken = metric_settings(metric)
+    result = EngineResult(spec=spec, metric_info=settings, error=broken)
+    accumulators = {name: ScoreAccumulator(metric) for name in spec.models}
+    target = safe_path(records_dir, spec.dataset.name, spec.metric, suffix=".jsonl")
+    first_model = spec.models[0] if spec.models else None
+    with target.open("wb") as out:
+        for run, rows in zip(shards, shard_rows):
+            source = safe_path(run.path / "records", spec.dataset.name, spec.metric, suffix=".jsonl")
+            if not source.is_file():
+                continue  # the pair failed in that shard before its first record: its error says why
+            counted: dict[str, int] = {}
+            for number, line, record in _records(source, skipped):
+                where = f"{source}: line {number}"
+                sample_id = str(record.get("sample_id"))
+                if not run.shard.owns(sample_id):
+                    raise UserError(
+                        f"merge: {where}: sample {sample_id!r} is not shard {run.shard}'s; the folder's records do "
+                        "not match its run.json"
+                    )
+                accumulator = accumulators.get(str(record.get("model")))
+                if accumulator is None:
+                    continue  # a model the plan no longer has cannot be in a shard of this plan: left out
+                _add(accumulator, record, where)
+                counted[str(record.get("model"))] = counted.get(str(record.get("model")), 0) + 1
+                result.n_samples += record.get("model") == first_model
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+            _check_counts(source, counted, rows, spec)
+    seconds = [
+        float(rows.get((spec.dataset.name, spec.metric, m), {}).get("seconds") or 0)
+        for rows in shard_rows
+        for m in spec.models
+    ]
+    result.seconds = max(seconds, default=0.0)
+    errors = [
+        rows[(spec.dataset.name, spec.metric, m)].get("error")
+        for rows in shard_rows
+        for m in spec.models
+        if (spec.dataset.name, spec.metric, m) in rows
+    ]
+    result.error = result.error or next((e for e in errors if e), None)
+    for name, accumulator in accumulators.items():
+        scored, crashed = await summarize(accumulator, plan.config.filters.seed)
+        result.error = result.error or crashed
+        result.models[name] = ModelResult(
+            model=name,
+            result=scored,
+            n_failed=accumulator.n_failed,
+            failure_reasons=dict(accumulator.failures),
+            failure_examples=dict(accumulator.failure_examples),
+        )
+    return result
+
+
+def _check_counts(
+    source: Path, counted: dict[str, int], rows: dict[tuple[str, str, str], dict[str, Any]], spec: EngineSpec
+) -> None:
+    """A shard's records hold every sample its results counted: else the merge could not equal one run."""
+    for model in spec.models:
+        row = rows.get((spec.dataset.name, spec.metric, model))
+        if row is None:
+            continue
+        expected = int(row.get("n") or 0) + int(row.get("n_failed") or 0)
+        if counted.get(model, 0) != expected:
+            raise UserError(
+                f"merge: {source}: {counted.get(model, 0)} records of model {model!r}, but the shard's results.json "
+                f"counts {expected} samples; the shard's records are damaged: run the shard again"
+            )
+
+
+def _merge_sent(shards: list[ShardRun], records_dir: Path) -> None:
+    """records/sent/<dataset>.jsonl: every shard's lines, each content key once."""
+    names = sorted({p.name for run in shards for p in (run.path / "records" / "sent").glob("*.jsonl")})
+    if not names:
+        return
+    (records_dir / "sent").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        seen: set[str] = set()
+        with (records_dir / "sent" / name).open("wb") as out:
+            for run in shards:
+                source = run.path / "records" / "sent" / name
+                if not source.is_file():
+                    continue
+                for _, line, entry in _records(source, None):
+                    key = str(entry.get("key"))
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    out.write(line if line.endswith(b"\n") else line + b"\n")
+
+
+def _requests(shards: list[ShardRun]) -> dict[str, dict[str, Any]]:
+    """Per model, the shards' request counters added up (per-endpoint details stay in each shard's results)."""
+    total: dict[str, dict[str, Any]] = {}
+    for run in shards:
+        try:
+            payload = json.loads((run.path / "results.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for model, stats in (payload.get("requests") or {}).items():
+            into = total.setdefault(model, {key: 0 for key in _REQUEST_COUNTERS} | {"replicas": {}})
+            for key in _REQUEST_COUNTERS:
+                into[key] += int(stats.get(key) or 0)
+            for replica, count in (stats.get("replicas") or {}).items():
+                into["replicas"][replica] = into["replicas"].get(replica, 0) + int(count or 0)
+    return total
+
+
+async def amerge(run_dirs: Sequence[str | Path], output: str | Path | None = None) -> MergeOutcome:
+    """Merge the shard folders ``run_dirs`` into ``output`` (default: a new folder beside them)."""
+    started = time.perf_counter()
+    shards = read_shards(run_dirs)
+    plan = _plan(shards)
+    first = shards[0].manifest
+    run_dir = _output_dir(output, shards)
+    described = [
+        {
+            "index": run.shard.index,
+            "run_dir": str(run.path.resolve()),
+            "run_id": run.manifest.get("run_id"),
+            "store": (run.manifest.get("store") or {}).get("path"),
+        }
+        for run in shards
+    ]
+    merged = {"count": shards[0].shard.count, "plan": shards[0].plan, "shards": described}
+    manifest: dict[str, Any] = {
+        "format": MANIFEST_FORMAT,
+        "run_id": run_dir.name,
+        "status": "running",
+        "started": min(str(run.manifest.get("started") or "") for run in shards) or None,
+        "resumed": [],
+        "config_file": first.get("config_file"),
+        "command": list(sys.argv),
+        "fingerprint": first.get("fingerprint"),
+        "config": first.get("config"),
+        "store": {"enabled": False, "path": None, "refresh_since": None},
+        "engines": first.get("engines"),
+        "models": first.get("models"),
+        "datasets": first.get("datasets"),
+        "merged": merged,
+    }
+    writer = ManifestWriter(run_dir, manifest)
+    writer.update()
+    try:
+        return await _write_merged(shards, plan, run_dir, writer, merged, started)
+    except BaseException as error:  # run.json tells the truth: this folder is not a merged run
+        with contextlib.suppress(OSError, UserError):
+            writer.update(status="failed", error=f"{type(error).__name__}: {error}")
+        raise
+
+
+async def _write_merged(
+    shards: list[ShardRun], plan: Plan, run_dir: Path, writer: ManifestWriter, merged: dict[str, Any], started: float
+) -> MergeOutcome:
+    """Records, results and views of the merged folder; run.json "finished" at the end."""
+    first = shards[0].manifest
+    records_dir = run_dir / "records"
+    records_dir.mkdir(parents=True, exist_ok=True)
+    shard_rows = [_shard_rows(run) for run in shards]
+    skipped: dict[str, int] = {}
+    engines = [await _merge_engine(spec, plan, shards, shard_rows, records_dir, skipped) for spec in plan.engines]
+    _merge_sent(shards, records_dir)
+    rows = rows_from_engines(engines, plan.config.max_failure_rate)
+    rows += aggregate_rows(rows, plan.config.aggregate, plan.catalog.resolve)
+    finished = dt.datetime.now().isoformat(timespec="seconds")
+    seconds = max((float(run.manifest.get("seconds") or 0) for run in shards), default=0.0)
+    meta: dict[str, Any] = {
+        "run_id": run_dir.name,
+        "finished": finished,
+        "seconds": round(seconds, 3),
+        "config_file": first.get("config_file"),
+        "config": first.get("config"),
+        "versions": package_versions(),
+        "requests": _requests(shards),
+        "servers": [],
+        "merged": merged,
+    }
+    write_results(run_dir, rows, meta)
+    took = time.perf_counter() - started
+    writer.update(status="finished", finished=finished, seconds=round(seconds, 3), merge_seconds=round(took, 3))
+    return MergeOutcome(run_dir, rows, engines, shards, skipped, took, plan.config.max_failure_rate)
+
+
+def merge(run_dirs: Sequence[str | Path], output: str | Path | None = None) -> MergeOutcome:
+    """:func:`amerge` in a new event loop (for scripts and the command line)."""
+    return asyncio.run(amerge(run_dirs, output))

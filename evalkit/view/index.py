@@ -1,0 +1,489 @@
+"""SQLite indexes of records files and sent files, so a page never reads a whole file into memory.
+
+Each JSONL file gets one index database in evalkit's cache folder
+(``$EVALKIT_CACHE_DIR/view``, default ``~/.cache/evalkit/view``), named by a
+hash of the file's absolute path; never in the run folder, which may be
+read-only or another user's. The index keeps, per line, its byte offset and
+length and the columns pages filter and sort on; the record itself is read
+back from the file by offset when a page shows it.
+
+An index remembers how far into the file it read (the end of the last whole
+line) and a hash of the bytes before that. A file that grew (a run still in
+progress) is read on from there; one that changed otherwise (a rescore wrote
+it again) is indexed again from the start. A line that is not JSON is counted
+and skipped, and a last line without its newline (cut mid-write) is left for
+the next refresh: both are said on the page, neither stops the viewer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalkit.util import jsonutil
+
+#: bumped whenever the tables change, so an old index is built again
+VERSION = 3
+_BATCH = 5000
+#: SQLite's page cache while building (KiB): the index sorts run in it; the viewer's memory target is 300 MB
+_BUILD_CACHE_KIB = 16 * 1024
+#: bytes of the indexed part whose hash tells a file that grew from one written again
+_HEAD = 1 << 16
+#: characters of an answer or reference kept for text search (longer texts are searched in this prefix)
+_TEXT_LIMIT = 4000
+
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def cache_dir() -> Path:
+    """``$EVALKIT_CACHE_DIR/view``, default ``~/.cache/evalkit/view`` (the folder the hub cache sits beside)."""
+    base = os.environ.get("EVALKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "evalkit")
+    return Path(base) / "view"
+
+
+def index_path(source: Path, kind: str) -> Path:
+    key = hashlib.sha256(f"{kind}\0{os.path.abspath(source)}".encode()).hexdigest()[:24]
+    return cache_dir() / f"{kind}-{key}.sqlite"
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """How much of a file its index holds, for the page to say so."""
+
+    db: Path
+    source: Path
+    lines: int
+    bad_lines: int
+    first_bad: int | None
+    #: bytes after the last whole line (a line cut mid-write, or being written now)
+    tail_bytes: int
+    size: int
+
+    @property
+    def complete(self) -> bool:
+        return self.tail_bytes == 0
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "\n".join(_text(v) for v in value)
+    return jsonutil.dumps(value)
+
+
+def _search_text(*values: Any) -> str:
+    return "\n".join(_text(v)[:_TEXT_LIMIT] for v in values).casefold()
+
+
+def _score(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
+        return float(value)
+    return None
+
+
+# -- what each kind of file keeps -------------------------------------------------------------------------------
+
+_RECORDS_SCHEMA = """
+CREATE TABLE rec(id INTEGER PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL, sample_id TEXT, model TEXT,
+                 row INTEGER, score REAL, failure TEXT, sent TEXT);
+CREATE TABLE txt(id INTEGER PRIMARY KEY, text TEXT);
+CREATE TABLE gv(gv INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL, UNIQUE(name, value));
+CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL);
+"""
+#: made once the first build has loaded its rows (an index kept up row by row makes the load several times slower)
+_RECORDS_INDEXES = """
+CREATE INDEX rec_model_row ON rec(model, row);
+CREATE INDEX rec_row ON rec(row);
+CREATE INDEX rec_model_score ON rec(model, score);
+CREATE INDEX rec_score ON rec(score);
+CREATE INDEX rec_failure ON rec(failure);
+CREATE INDEX rec_sample ON rec(sample_id, model);
+CREATE INDEX grp_gv ON grp(gv, id);
+"""
+
+_SENT_SCHEMA = """
+CREATE TABLE sent(key TEXT PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL, sample_id TEXT, text TEXT);
+"""
+
+
+def _prompt_text(entry: dict[str, Any]) -> str:
+    """Every text part of what was sent, for text search over prompts."""
+    parts: list[str] = []
+    for message in entry.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [str(p.get("text")) for p in content if isinstance(p, dict) and p.get("type") == "text"]
+    return _search_text("\n".join(parts))
+
+
+Batch = list[tuple[int, int, int, dict[str, Any]]]
+
+
+def _group_ids(db: sqlite3.Connection, cache: dict[tuple[str, str], int], name: str, value: str) -> int:
+    """The number standing for one group value (a short integer in the big table, the text once in ``gv``)."""
+    found = cache.get((name, value))
+    if found is None:
+        row = db.execute("SELECT gv FROM gv WHERE name = ? AND value = ?", (name, value)).fetchone()
+        if row is None:
+            row = db.execute("INSERT INTO gv(name, value) VALUES (?, ?) RETURNING gv", (name, value)).fetchone()
+        found = cache[(name, value)] = int(row[0])
+    return found
+
+
+def _insert_records(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str, str], int]) -> None:
+    rows = []
+    texts = []
+    groups = []
+    for line_id, off, length, rec in batch:
+        row = rec.get("row")
+        sent = rec.get("sent")
+        rows.append(
+            (
+                line_id,
+                off,
+                length,
+                _text(rec.get("sample_id")),
+                _text(rec.get("model")),
+                row if isinstance(row, int) and not isinstance(row, bool) else None,
+                _score(rec.get("score")),
+                _text(rec.get("failure")) or None,
+                sent if isinstance(sent, str) else None,
+            )
+        )
+        texts.append((line_id, _search_text(rec.get("reference"), rec.get("response"), rec.get("prediction"))))
+        found = rec.get("groups")
+        if isinstance(found, dict):
+            groups += [(_group_ids(db, cache, str(k), _text(v)), line_id) for k, v in found.items() if v is not None]
+    db.executemany("INSERT INTO rec VALUES (?,?,?,?,?,?,?,?,?)", rows)
+    db.executemany("INSERT INTO txt VALUES (?,?)", texts)
+    if groups:
+        db.executemany("INSERT INTO grp VALUES (?,?)", groups)
+
+
+def _insert_sent(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str, str], int]) -> None:
+    rows = [
+        (str(entry.get("key")), off, length, _text(entry.get("sample_id")), _prompt_text(entry))
+        for _, off, length, entry in batch
+        if entry.get("key")
+    ]
+    db.executemany("INSERT OR IGNORE INTO sent VALUES (?,?,?,?,?)", rows)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    schema: str
+    indexes: str
+    insert: Callable[[sqlite3.Connection, Batch, dict[tuple[str, str], int]], None]
+
+
+KINDS = {
+    "records": _Kind(_RECORDS_SCHEMA, _RECORDS_INDEXES, _insert_records),
+    "sent": _Kind(_SENT_SCHEMA, "", _insert_sent),
+}
+
+
+# -- building and refreshing ------------------------------------------------------------------------------------
+
+
+def _lock(db: Path) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(str(db), threading.Lock())
+
+
+def _meta(db: sqlite3.Connection) -> dict[str, Any]:
+    return {k: v for k, v in db.execute("SELECT k, v FROM meta")}
+
+
+def _head_hash(source: Path, upto: int) -> str:
+    digest = hashlib.sha256()
+    with source.open("rb") as handle:
+        digest.update(handle.read(min(upto, _HEAD)))
+    return digest.hexdigest()
+
+
+def _lines(source: Path, start: int, first_id: int) -> Iterator[tuple[int, int, bytes | None]]:
+    """(line id, offset, the line without its newline) from ``start``; a last piece with no newline gives None."""
+    with source.open("rb") as handle:
+        handle.seek(start)
+        off = start
+        line_id = first_id
+        for line in handle:
+            if not line.endswith(b"\n"):
+                yield line_id, off, None
+                return
+            yield line_id, off, line[:-1]
+            off += len(line)
+            line_id += 1
+
+
+def status(source: Path, kind: str) -> str:
+    """ "ready" (the index matches the file), "extend" (the file grew: cheap to read on) or "build" (none yet)."""
+    db_path = index_path(source, kind)
+    if not db_path.exists():
+        return "build"
+    try:
+        st = os.stat(source)
+        with opened(db_path) as db:
+            meta = _meta(db)
+    except (OSError, sqlite3.DatabaseError):
+        return "build"
+    if meta.get("version") != VERSION or meta.get("source") != os.path.abspath(source):
+        return "build"
+    if meta.get("size") == st.st_size and meta.get("mtime") == st.st_mtime_ns:
+        return "ready"
+    offset = int(meta.get("offset", 0))
+    # a rescore that wrote the file again is found by refresh() (head hash); growth is what a live run does
+    return "extend" if st.st_size >= offset and st.st_size - offset < _EXTEND_LIMIT else "build"
+
+
+#: bytes a file may have grown by and still be read on in the request (more: built in the background)
+_EXTEND_LIMIT = 32 << 20
+
+_builders: dict[str, subprocess.Popen[bytes]] = {}
+
+
+def start_build(source: Path, kind: str) -> None:
+    """Build (or bring up to date) the index of ``source`` in a child process, unless one is at it already.
+
+    A child process, not a thread: the build is Python work that would hold the
+    GIL and slow down every page served meanwhile, on a machine with 2 cores.
+    """
+    key = str(index_path(source, kind))
+    with _locks_guard:
+        running = _builders.get(key)
+        if running is not None and running.poll() is None:
+            return
+        _builders[key] = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, kind, os.path.abspath(source)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+
+#: the build's niceness: the lowest priority, so on a busy machine the page being answered gets the CPU first
+#: (an idle machine still gives the build all it has)
+NICE = 19
+#: what a build child runs: its priority lowered before it imports evalkit, so even its start yields to the viewer
+_CHILD = (
+    "import os, sys\n"
+    "if hasattr(os, 'nice'):\n"
+    f"    os.nice({NICE})\n"
+    "from evalkit.view.index import main\n"
+    "raise SystemExit(main(sys.argv[1:]))\n"
+)
+
+
+def wait_build(source: Path, kind: str, timeout: float | None = None) -> bool:
+    """Wait for the child building ``source``'s index, if there is one; False when it is still at work."""
+    running = _builders.get(str(index_path(source, kind)))
+    if running is not None:
+        try:
+            running.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+    return True
+
+
+def stop_builds() -> None:
+    """End the build processes this viewer started (when it stops); a half-built index is never used."""
+    with _locks_guard:
+        for running in _builders.values():
+            if running.poll() is None:
+                running.terminate()
+        for running in _builders.values():
+            try:
+                running.wait(10)
+            except subprocess.TimeoutExpired:
+                running.kill()
+        _builders.clear()
+
+
+def connect(db: Path) -> sqlite3.Connection:
+    return sqlite3.connect(str(db), timeout=30)
+
+
+@contextlib.contextmanager
+def opened(db: Path) -> Iterator[sqlite3.Connection]:
+    """A connection closed on leaving (sqlite3's own context manager only commits)."""
+    conn = connect(db)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def refresh(source: Path, kind: str, progress: Callable[[int], None] | None = None) -> IndexState:
+    """The index of ``source`` brought up to date with the file (built, read on, or built again); its state.
+
+    OSError when the file cannot be read. Safe to call from several threads at
+    once: one builds, the others wait for it.
+    """
+    db_path = index_path(source, kind)
+    with _lock(db_path):
+        st = os.stat(source)
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        if db_path.exists():
+            try:
+                with opened(db_path) as db:
+                    meta = _meta(db)
+            except sqlite3.DatabaseError:
+                meta = {}
+            if meta.get("version") == VERSION and meta.get("source") == os.path.abspath(source):
+                if meta.get("size") == st.st_size and meta.get("mtime") == st.st_mtime_ns:
+                    return _state(db_path, source, meta)
+                offset = int(meta.get("offset", 0))
+                if st.st_size >= offset and _head_hash(source, offset) == meta.get("head"):
+                    return _extend(db_path, source, kind, meta, st, progress)
+            db_path.unlink(missing_ok=True)
+        return _build(db_path, source, kind, st, progress)
+
+
+def _build(
+    db_path: Path, source: Path, kind: str, st: os.stat_result, progress: Callable[[int], None] | None
+) -> IndexState:
+    """A new index, written beside its final name and moved there whole, so no reader sees half of one."""
+    tmp = db_path.with_name(f"{db_path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.unlink(missing_ok=True)
+    db = sqlite3.connect(str(tmp))
+    try:
+        db.execute("PRAGMA journal_mode = OFF")
+        db.execute("PRAGMA synchronous = OFF")
+        db.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")  # sorting for the indexes in memory, within bounds
+        db.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v)")
+        db.executescript(KINDS[kind].schema)
+        meta = {"version": VERSION, "source": os.path.abspath(source), "lines": 0, "bad": 0, "first_bad": None}
+        meta = _read_into(db, source, kind, meta, 0, st, progress)
+        db.executescript(KINDS[kind].indexes)
+        db.commit()
+    finally:
+        db.close()
+    os.replace(tmp, db_path)
+    return _state(db_path, source, meta)
+
+
+def _extend(
+    db_path: Path,
+    source: Path,
+    kind: str,
+    meta: dict[str, Any],
+    st: os.stat_result,
+    progress: Callable[[int], None] | None,
+) -> IndexState:
+    db = connect(db_path)
+    try:
+        meta = _read_into(db, source, kind, meta, int(meta.get("offset", 0)), st, progress)
+        db.commit()
+    finally:
+        db.close()
+    return _state(db_path, source, meta)
+
+
+def _read_into(
+    db: sqlite3.Connection,
+    source: Path,
+    kind: str,
+    meta: dict[str, Any],
+    start: int,
+    st: os.stat_result,
+    progress: Callable[[int], None] | None,
+) -> dict[str, Any]:
+    insert = KINDS[kind].insert
+    cache: dict[tuple[str, str], int] = {}
+    lines, bad, first_bad = int(meta["lines"]), int(meta["bad"]), meta.get("first_bad")
+    offset = start
+    next_id = int(meta.get("next", 1))
+    batch: list[tuple[int, int, int, dict[str, Any]]] = []
+    for line_id, off, line in _lines(source, start, next_id):
+        if line is None:
+            break
+        offset = off + len(line) + 1
+        next_id = line_id + 1
+        try:
+            value = jsonutil.loads(line) if line.strip() else None
+        except ValueError:
+            value = None
+        if not isinstance(value, dict):
+            if line.strip():
+                bad += 1
+                first_bad = first_bad or line_id
+            continue
+        lines += 1
+        batch.append((line_id, off, len(line), value))
+        if len(batch) >= _BATCH:
+            insert(db, batch, cache)
+            batch = []
+            if progress is not None:
+                progress(offset)
+    if batch:
+        insert(db, batch, cache)
+    meta = {
+        **meta,
+        "lines": lines,
+        "bad": bad,
+        "first_bad": first_bad,
+        "next": next_id,
+        "offset": offset,
+        "size": st.st_size,
+        "mtime": st.st_mtime_ns,
+        "head": _head_hash(source, offset),
+    }
+    db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(meta.items()))
+    return meta
+
+
+def _state(db_path: Path, source: Path, meta: dict[str, Any]) -> IndexState:
+    size = int(meta.get("size", 0))
+    return IndexState(
+        db=db_path,
+        source=source,
+        lines=int(meta.get("lines", 0)),
+        bad_lines=int(meta.get("bad", 0)),
+        first_bad=meta.get("first_bad"),
+        tail_bytes=max(0, size - int(meta.get("offset", 0))),
+        size=size,
+    )
+
+
+def read_lines(source: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str, Any] | None]:
+    """The JSON objects at (offset, length) in ``source``; None for one that no longer parses there."""
+    out: list[dict[str, Any] | None] = []
+    with source.open("rb") as handle:
+        for off, length in spans:
+            handle.seek(off)
+            try:
+                value = jsonutil.loads(handle.read(length))
+            except ValueError:
+                value = None
+            out.append(value if isinstance(value, dict) else None)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    """``python -m evalkit.view.index KIND PATH``: what :func:`start_build` runs (at the lowest priority)."""
+    if len(argv) != 2 or argv[0] not in KINDS:
+        print("usage: python -m evalkit.view.index records|sent PATH", file=sys.stderr)
+        return 2
+    refresh(Path(argv[1]), argv[0])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,105 @@
+"""Where each page lives: server URLs (the scheme in the viewer's docs) or the static export's relative files.
+
+Pages are rendered once for both; only this object differs. Names the viewer
+did not choose (run ids, datasets, sample ids) are percent-encoded as one path
+segment each on the server; a sample id that is ``.`` or ``..`` goes in the
+query instead (``.../sample/<dataset>/<metric>/?id=..``), since browsers treat
+even ``%2E%2E`` as a step up. The export names its files by a safe slug or a
+hash instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from urllib.parse import quote, urlencode
+
+from evalkit.util.safe_names import safe_name
+
+
+def segment(text: str) -> str:
+    """One percent-encoded path segment (``/`` included)."""
+    return quote(text, safe="")
+
+
+def dots(text: str) -> bool:
+    """True for ``.`` and ``..`` (and an empty name): segments a browser drops or climbs even as ``%2E%2E``."""
+    return text in ("", ".", "..")
+
+
+def _query(params: dict[str, str] | None) -> str:
+    return ("?" + urlencode(params)) if params else ""
+
+
+class Links:
+    """URLs on the live server (absolute paths, query strings)."""
+
+    export = False
+
+    def runs(self) -> str:
+        return "/"
+
+    def run(self, run_id: str) -> str:
+        return f"/run/{segment(run_id)}/"
+
+    def pair(self, run_id: str, dataset: str, metric: str, params: dict[str, str] | None = None) -> str:
+        return f"/run/{segment(run_id)}/pair/{segment(dataset)}/{segment(metric)}/{_query(params)}"
+
+    def sample(self, run_id: str, dataset: str, metric: str, sample_id: str) -> str:
+        base = f"/run/{segment(run_id)}/sample/{segment(dataset)}/{segment(metric)}/"
+        return base + _query({"id": sample_id}) if dots(sample_id) else base + segment(sample_id)
+
+    def media(self, run_id: str, dataset: str, key: str, part: str, ext: str = "") -> str:
+        """The URL of one media part; ``ext`` (wav, png, ...) names the export's file and is unused here."""
+        return f"/run/{segment(run_id)}/media/{segment(dataset)}/{segment(key)}/{segment(part)}"
+
+    def compare(self, params: dict[str, str] | None = None) -> str | None:
+        return f"/compare/{_query(params)}"
+
+    def static(self, name: str) -> str:
+        return f"/static/{name}"
+
+
+def sample_file(sample_id: str) -> str:
+    """The export's file name of a sample page: a hash, so any id (``../x``, ``<b>``) makes a plain name."""
+    return "s-" + hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + ".html"
+
+
+class ExportLinks(Links):
+    """Relative file paths of the static export, as seen from a page ``depth`` folders below its root."""
+
+    export = True
+
+    def __init__(self, depth: int) -> None:
+        self.up = "../" * depth
+
+    def runs(self) -> str:
+        return f"{self.up}index.html"
+
+    def run_dir(self, run_id: str) -> str:
+        return f"r/{safe_name(run_id)}"
+
+    def pair_dir(self, run_id: str, dataset: str, metric: str) -> str:
+        return f"{self.run_dir(run_id)}/{safe_name(dataset, metric)}"
+
+    def run(self, run_id: str) -> str:
+        return f"{self.up}{self.run_dir(run_id)}/index.html"
+
+    def pair(self, run_id: str, dataset: str, metric: str, params: dict[str, str] | None = None) -> str:
+        # the export's filters run in the page; a query string carries them there
+        return f"{self.up}{self.pair_dir(run_id, dataset, metric)}/index.html{_query(params)}"
+
+    def sample(self, run_id: str, dataset: str, metric: str, sample_id: str) -> str:
+        return f"{self.up}{self.pair_dir(run_id, dataset, metric)}/{sample_file(sample_id)}"
+
+    def media_file(self, run_id: str, dataset: str, key: str, part: str, ext: str) -> str:
+        """The media file's path from the export's root."""
+        return f"{self.run_dir(run_id)}/media/{safe_name(dataset)}/{safe_name(key)}-{safe_name(part)}.{safe_name(ext)}"
+
+    def media(self, run_id: str, dataset: str, key: str, part: str, ext: str = "") -> str:
+        return self.up + self.media_file(run_id, dataset, key, part, ext or "bin")
+
+    def compare(self, params: dict[str, str] | None = None) -> str | None:
+        return None  # comparisons need the server
+
+    def static(self, name: str) -> str:
+        return f"{self.up}static/{name}"

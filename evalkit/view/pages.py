@@ -1,0 +1,566 @@
+"""The viewer's HTML pages, rendered from the data of :mod:`evalkit.view.viewer`.
+
+Every value that came from a run (names, sample ids, prompts, answers,
+details) goes through :func:`html.escape`, in text and in attributes alike,
+so an answer holding ``<script>`` is shown as text. The live pages carry no
+script at all (filters are a plain GET form), which lets the server send a
+Content-Security-Policy without ``script-src``; the static export adds one
+script file of its own for filtering without a server.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from html import escape
+from typing import Any
+
+from evalkit.report.tables import fmt
+from evalkit.view.links import Links
+from evalkit.view.queries import SORTS
+
+SORT_LABELS = {"row": "dataset order", "score": "score ↑", "-score": "score ↓", "id": "sample id"}
+#: characters of a detail value shown before it is folded away
+_FOLD = 600
+_DEPTH = 4
+
+
+def e(value: Any) -> str:
+    return escape("" if value is None else str(value), quote=True)
+
+
+def number(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return fmt(value)
+    return "–"
+
+
+def seconds(value: Any) -> str:
+    """Seconds as people read them: ``2``, ``0.75``, ``12.34``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return "–"
+
+
+def layout(
+    title: str, body: str, links: Links, crumbs: Iterable[tuple[str, str | None]] = (), scripts: Iterable[str] = ()
+) -> str:
+    trail = " › ".join(f'<a href="{e(href)}">{e(text)}</a>' if href else e(text) for text, href in crumbs)
+    tags = "".join(f'<script src="{e(src)}"></script>' for src in scripts)
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{e(title)} · evalkit view</title><link rel="stylesheet" href="{e(links.static("view.css"))}">'
+        f'</head><body><nav><a href="{e(links.runs())}">evalkit view</a>{" › " + trail if trail else ""}</nav>'
+        f"<main>{body}</main>{tags}</body></html>"
+    )
+
+
+def problems(items: Iterable[str]) -> str:
+    listed = "".join(f"<li>{e(p)}</li>" for p in items)
+    return f'<ul class="problems">{listed}</ul>' if listed else ""
+
+
+def _input(label: str, name: str, values: dict[str, Any], size: int, hint: str) -> str:
+    return (
+        f'<label>{e(label)} <input name="{e(name)}" size="{size}" value="{e(values.get(name, ""))}" '
+        f'placeholder="{e(hint)}"></label>'
+    )
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _table(headers: list[str], rows: Iterable[str], cls: str = "") -> str:
+    head = "".join(f"<th>{e(h)}</th>" for h in headers)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+# -- runs ------------------------------------------------------------------------------------------------------
+
+
+def runs_page(runs: list[dict[str, Any]], links: Links) -> str:
+    rows = []
+    for r in runs:
+        status = f'<span class="status {e(r["status"])}">{e(r["status"])}</span>'
+        if r["in_progress"]:
+            status += ' <span class="note">in progress</span>'
+        rows.append(
+            f'<tr><td><a href="{e(links.run(r["run_id"]))}">{e(r["run_id"])}</a></td><td>{status}</td>'
+            f"<td>{e(r['started'])}</td><td>{e(', '.join(r['models']))}</td><td>{e(', '.join(r['datasets']))}</td>"
+            f"<td>{problems(r['problems'])}</td></tr>"
+        )
+    body = "<h1>Runs</h1>"
+    body += (
+        _table(["run", "status", "started", "models", "datasets", ""], rows, "runs")
+        if rows
+        else '<p class="note">No run folders here.</p>'
+    )
+    return layout("runs", body, links)
+
+
+# -- a run -----------------------------------------------------------------------------------------------------
+
+
+def run_page(run: dict[str, Any], links: Links) -> str:
+    rid = run["run_id"]
+    state = f'<span class="status {e(run["status"])}">{e(run["status"])}</span>'
+    if run["in_progress"]:
+        state += " — in progress: the results table is written when the run ends; the records so far are below"
+    body = f'<h1>Run {e(rid)}</h1><p class="meta">{state} · started {e(run["started"])} · {e(run["path"])}</p>'
+    body += problems(run["problems"])
+    rows = []
+    for r in (x for x in run["results"] if x["kind"] == "dataset"):
+        ds, metric, model = r["dataset"], r["metric"], r["model"]
+
+        def cell(
+            text: str, params: dict[str, str], ok: bool = r["has_records"], ds: str = ds, metric: str = metric
+        ) -> str:
+            return f'<a href="{e(links.pair(rid, ds, metric, params))}">{text}</a>' if ok else text
+
+        ci = f"[{number(r['ci_low'])}, {number(r['ci_high'])}]" if r["ci_low"] is not None else "–"
+        reasons = ", ".join(
+            cell(f"{e(reason)}: {e(n)}", {"model": model, "failure": reason})
+            for reason, n in r["failure_reasons"].items()
+        )
+        flag = ' class="unreliable"' if r["unreliable"] else ""
+        rows.append(
+            f"<tr{flag}><td>{cell(e(ds), {})}</td><td>{e(metric)}</td><td>{e(model)}</td>"
+            f'<td class="num">{cell(number(r["score"]), {"model": model})}</td><td class="num">{ci}</td>'
+            f'<td class="num">{cell(e(r["n"]), {"model": model, "failure": "none"})}</td>'
+            f'<td class="num">{cell(e(r["n_failed"]), {"model": model, "failure": "any"})}</td>'
+            f"<td>{reasons}{'<br>' + e(r['error']) if r['error'] else ''}</td></tr>"
+        )
+    if rows:
+        body += "<h2>Results</h2>" + _table(
+            ["dataset", "metric", "model", "score", "95% CI", "n", "failed", "failures"], rows, "results"
+        )
+    aggregates = [x for x in run["results"] if x["kind"] == "aggregate"]
+    if aggregates:
+        body += "<h2>Aggregates</h2>" + _table(
+            ["datasets", "metric", "model", "score", "95% CI", "n"],
+            (
+                f"<tr><td>{e(a['dataset'])}</td><td>{e(a['metric'])}</td><td>{e(a['model'])}</td>"
+                f'<td class="num">{number(a["score"])}</td>'
+                f'<td class="num">[{number(a["ci_low"])}, {number(a["ci_high"])}]</td>'
+                f'<td class="num">{e(a["n"])}</td></tr>'
+                for a in aggregates
+            ),
+        )
+    pair_rows = []
+    for p in run["pairs"]:
+        name = f"{e(p['dataset'])} × {e(p['metric'])}"
+        link = (
+            f'<a href="{e(links.pair(rid, p["dataset"], p["metric"]))}">samples</a>'
+            if p["has_records"]
+            else "no records yet"
+        )
+        compares = ""
+        models = run["models"]
+        if p["has_records"] and len(models) >= 2:
+            hrefs = [
+                (
+                    f"{a} vs {b}",
+                    links.compare({"a": f"{rid}:{a}", "b": f"{rid}:{b}", "pair": f"{p['dataset']}/{p['metric']}"}),
+                )
+                for a, b in zip(models, models[1:])
+            ]
+            compares = " ".join(f'<a href="{e(h)}">{e(t)}</a>' for t, h in hrefs if h)
+        pair_rows.append(f"<tr><td>{name}</td><td>{link}</td><td>{compares}</td></tr>")
+    if pair_rows:
+        body += "<h2>Samples</h2>" + _table(["dataset × metric", "", "compare"], pair_rows, "pairs")
+    crumbs = [(f"run {rid}", None)]
+    return layout(f"run {rid}", body, links, crumbs)
+
+
+# -- a pair's samples ------------------------------------------------------------------------------------------
+
+
+def _select(name: str, options: list[tuple[str, str]], chosen: str | None) -> str:
+    opts = "".join(
+        f'<option value="{e(v)}"{" selected" if v == (chosen or "") else ""}>{e(label)}</option>'
+        for v, label in options
+    )
+    return f'<label>{e(name)} <select name="{e(name)}">{opts}</select></label>'
+
+
+def filter_form(data: dict[str, Any], links: Links, action: str) -> str:
+    facets, f = data["facets"], data["filter"]
+    models = [("", "all models"), *((m, m) for m in facets["models"])]
+    failures = [("", "all"), ("none", "scored only"), ("any", "failed only")]
+    failures += [(reason, f"{reason} ({n})") for reason, n in facets["failures"].items()]
+    groups_opts = "".join(
+        f'<optgroup label="{e(name)}">'
+        + "".join(
+            f'<option value="{e(name)}:{e(value)}"{" selected" if f.get("group") == f"{name}:{value}" else ""}>'
+            f"{e(value)} ({n})</option>"
+            for value, n in sorted(values.items())
+        )
+        + "</optgroup>"
+        for name, values in sorted(facets["groups"].items())
+    )
+    group = f'<label>group <select name="group"><option value="">all</option>{groups_opts}</select></label>'
+    low, high = facets["score_min"], facets["score_max"]
+    span = f"{number(low)} to {number(high)}" if low is not None else "no scores"
+    return (
+        f'<form class="filters" id="filters" method="get" action="{e(action)}">'
+        + _select("model", models, f.get("model"))
+        + _select("failure", failures, f.get("failure"))
+        + group
+        + _input("score from", "min", f, 6, number(low))
+        + _input("to", "max", f, 6, number(high))
+        + _input("text", "q", f, 24, "prompt, answer or reference")
+        + _select(
+            "sort",
+            [(s, SORT_LABELS[s]) for s in SORTS],
+            f.get("sort", "row"),
+        )
+        + _select("per", [(str(n), f"{n} a page") for n in (20, 50, 100, 200)], f.get("per", "50"))
+        + '<button type="submit">filter</button>'
+        + f'<span class="note">scores {span}; {e(facets["records"])} records</span></form>'
+    )
+
+
+def sample_row(r: dict[str, Any], href: str) -> str:
+    failed = f'<span class="failure">{e(r["failure"])}</span> {e(r["error"])}' if r["failure"] else ""
+    return (
+        f'<tr><td><a href="{e(href)}">{e(r["sample_id"])}</a></td><td>{e(r["model"])}</td>'
+        f'<td class="num">{e(r["row"]) if r["row"] is not None else ""}</td><td class="num">{number(r["score"])}</td>'
+        f"<td>{e(r['answer'])}{failed}</td><td>{e(r['reference'])}</td></tr>"
+    )
+
+
+SAMPLE_HEADERS = ["sample", "model", "row", "score", "answer", "reference"]
+
+
+def pair_page(data: dict[str, Any], links: Links) -> str:
+    rid, ds, metric = data["run_id"], data["dataset"], data["metric"]
+    here = links.pair(rid, ds, metric)
+    body = f"<h1>{e(ds)} × {e(metric)}</h1>" + problems(data["problems"])
+    body += filter_form(data, links, here)
+    rows = [sample_row(r, links.sample(rid, ds, metric, r["sample_id"])) for r in data["rows"]]
+    body += f'<p class="meta">{e(data["total"])} matching records · page {e(data["page"])} of {e(data["pages"])}</p>'
+    body += _table(SAMPLE_HEADERS, rows, "samples")
+    pager = []
+    f = data["filter"]
+    if data["page"] > 1:
+        pager.append(
+            f'<a rel="prev" href="{e(links.pair(rid, ds, metric, {**f, "page": str(data["page"] - 1)}))}">'
+            "← previous</a>"
+        )
+    if data["page"] < data["pages"]:
+        pager.append(
+            f'<a rel="next" href="{e(links.pair(rid, ds, metric, {**f, "page": str(data["page"] + 1)}))}">next →</a>'
+        )
+    body += f'<p class="pager">{" ".join(pager)}</p>'
+    crumbs = [(f"run {rid}", links.run(rid)), (f"{ds} × {metric}", None)]
+    return layout(f"{ds} × {metric}", body, links, crumbs)
+
+
+def export_pair_page(data: dict[str, Any], links: Links) -> str:
+    """The export's samples page: the same form and table, filled and filtered by view.js from data.js."""
+    rid, ds, metric = data["run_id"], data["dataset"], data["metric"]
+    body = f"<h1>{e(ds)} × {e(metric)}</h1>" + problems(data["problems"])
+    body += filter_form(data, links, "index.html")
+    body += '<p class="meta" id="count"></p>' + _table(SAMPLE_HEADERS, [], "samples")
+    body += '<p class="pager" id="pager"></p><noscript>Filtering this exported page needs JavaScript.</noscript>'
+    crumbs = [(f"run {rid}", links.run(rid)), (f"{ds} × {metric}", None)]
+    return layout(f"{ds} × {metric}", body, links, crumbs, scripts=["data.js", links.static("view.js")])
+
+
+# -- one sample ------------------------------------------------------------------------------------------------
+
+
+def _media_ext(part: dict[str, Any]) -> str:
+    if part["kind"] == "audio":
+        return "wav"
+    return str(part["ref"].get("format") or "img").lower()
+
+
+def media_block(part: dict[str, Any], conv: dict[str, Any], data: dict[str, Any], links: Links) -> str:
+    where = e(part["where"])
+    if part["missing"]:
+        return f'<div class="media missing"><b>{e(part["kind"])}</b> {where}: {e(part["missing"])}</div>'
+    rid, ds, key = data["run_id"], data["dataset"], conv["key"]
+    ref = part["ref"]
+    if part["kind"] == "image":
+        src = links.media(rid, ds, key, str(part["index"]), _media_ext(part))
+        size = f"{e(ref.get('width'))}×{e(ref.get('height'))} {e(ref.get('format'))}" if ref.get("width") else ""
+        return (
+            f'<figure class="media image"><img src="{e(src)}" alt="image {e(part["index"])} of the prompt">'
+            f"<figcaption>{where} {size}</figcaption></figure>"
+        )
+    clips = [(str(part["index"]), ref.get("start"), ref.get("end"), "as sent")]
+    if part["chunks"]:
+        clips = [
+            (f"{part['index']}-{i}", s, t, f"chunk {i + 1} of {len(part['chunks'])}")
+            for i, (s, t) in enumerate(part["chunks"])
+        ]
+    players = "".join(
+        f'<div class="clip"><audio controls preload="metadata" '
+        f'src="{e(links.media(rid, ds, key, name, "wav"))}"></audio>'
+        f'<span class="note">{e(label)}: {seconds(start)}–{seconds(end)} s</span></div>'
+        for name, start, end, label in clips
+    )
+    return f'<div class="media audio"><b>audio</b> {where}{players}</div>'
+
+
+def conversation_block(conv: dict[str, Any], data: dict[str, Any], links: Links) -> str:
+    who = ", ".join(conv["models"])
+    if conv["missing"]:
+        return (
+            f'<section class="conversation"><h3>sent to {e(who)}</h3><p class="missing">what was sent '
+            f"(key {e(conv['key'])}) is not in the sent file</p></section>"
+        )
+    head = f"sent to {who}"
+    if conv.get("kind"):
+        head += f" · {conv['kind']}"
+    if conv.get("requests") and conv["requests"] != 1:
+        head += f" · {conv['requests']} requests"
+    if conv.get("old"):
+        head = "images the records name (this run did not record the prompt it sent)"
+    parts_by_message: dict[int, list[dict[str, Any]]] = {}
+    for part in conv["media"]:
+        parts_by_message.setdefault(part["message"], []).append(part)
+    blocks = []
+    for m, message in enumerate(conv["messages"]):
+        role = message.get("role", "?") if isinstance(message, dict) else "?"
+        content = message.get("content") if isinstance(message, dict) else message
+        inner = []
+        media_here = iter(parts_by_message.get(m, []))
+        for part in content if isinstance(content, list) else [{"type": "text", "text": content}]:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind == "text":
+                inner.append(f'<pre class="text">{e(part.get("text"))}</pre>')
+            elif kind in ("audio", "image"):
+                found = next(media_here, None)
+                if found is not None:
+                    inner.append(media_block(found, conv, data, links))
+            else:
+                inner.append(f'<pre class="text">{e(json.dumps(part, ensure_ascii=False))}</pre>')
+        blocks.append(f'<div class="message {e(role)}"><div class="role">{e(role)}</div>{"".join(inner)}</div>')
+    if conv.get("old"):
+        blocks.append("".join(media_block(p, conv, data, links) for p in conv["media"]))
+    return f'<section class="conversation"><h3>{e(head)}</h3>{"".join(blocks)}</section>'
+
+
+def value_html(value: Any, depth: int = 0) -> str:
+    """A detail value: numbers formatted, text kept as written (folded when long), lists and dicts nested."""
+    if value is None:
+        return '<span class="note">null</span>'
+    if isinstance(value, (bool, int, float)):
+        return e(number(value) if isinstance(value, float) else value)
+    if isinstance(value, str):
+        if len(value) > _FOLD:
+            head = f"{e(value[:120])}… ({len(value)} characters)"
+            return f"<details><summary>{head}</summary><pre>{e(value)}</pre></details>"
+        return f'<span class="text">{e(value)}</span>'
+    if depth >= _DEPTH:
+        return f"<pre>{e(json.dumps(value, ensure_ascii=False, default=str)[:4000])}</pre>"
+    if isinstance(value, dict):
+        items = "".join(f"<dt>{e(k)}</dt><dd>{value_html(v, depth + 1)}</dd>" for k, v in value.items())
+        return f"<dl>{items}</dl>"
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in value) and len(value) <= 50:
+            return "<ol>" + "".join(f"<li>{value_html(v, depth + 1)}</li>" for v in value) + "</ol>"
+        return f"<pre>{e(json.dumps(value, ensure_ascii=False, default=str)[:4000])}</pre>"
+    return e(value)
+
+
+def _judge(details: Any) -> str:
+    judge = details.get("judge") if isinstance(details, dict) else None
+    if not isinstance(judge, dict):
+        return ""
+    out = f'<div class="judge"><b>judge {e(judge.get("model"))}</b>'
+    if judge.get("rationale"):
+        out += f'<p class="rationale">{e(judge["rationale"])}</p>'
+    out += f"<p>verdict: {value_html(judge.get('verdict'))}</p>"
+    if judge.get("response"):
+        out += f"<details><summary>judge's answer</summary><pre>{e(judge['response'])}</pre></details>"
+    if judge.get("prompt"):
+        out += f"<details><summary>judge's prompt</summary>{value_html(judge['prompt'])}</details>"
+    return out + "</div>"
+
+
+def answers_table(records: list[dict[str, Any]]) -> str:
+    heads = "".join(f"<th>{e(r.get('model'))}</th>" for r in records)
+
+    def line(label: str, cells: Iterable[str]) -> str:
+        return f"<tr><th>{e(label)}</th>{''.join(f'<td>{c}</td>' for c in cells)}</tr>"
+
+    rows = [
+        line("score", (f'<span class="score">{number(r.get("score"))}</span>' for r in records)),
+        line(
+            "answer",
+            (
+                f'<pre class="text">{e(r.get("response"))}</pre>' if r.get("response") is not None else "–"
+                for r in records
+            ),
+        ),
+        line(
+            "prediction",
+            (
+                f'<pre class="text">{e(_as_text(r.get("prediction")))}</pre>'
+                if r.get("prediction") is not None
+                else "–"
+                for r in records
+            ),
+        ),
+    ]
+    if any(r.get("failure") for r in records):
+        rows.append(
+            line(
+                "failure",
+                (
+                    f'<span class="failure">{e(r.get("failure"))}</span><pre class="error">{e(r.get("error"))}</pre>'
+                    if r.get("failure")
+                    else ""
+                    for r in records
+                ),
+            )
+        )
+    rows.append(
+        line(
+            "details",
+            (
+                value_html({k: v for k, v in (r.get("details") or {}).items() if k != "judge"})
+                + _judge(r.get("details"))
+                if isinstance(r.get("details"), dict)
+                else value_html(r.get("details"))
+                for r in records
+            ),
+        )
+    )
+    rows.append(
+        line(
+            "request",
+            (
+                f"latency {seconds(r.get('latency'))} s · attempts {e(r.get('attempts'))}"
+                + (" · from the store" if r.get("cached") else "")
+                + (f" · replica {e(r.get('replica'))}" if r.get("replica") is not None else "")
+                for r in records
+            ),
+        )
+    )
+    if any(r.get("prompt") for r in records):
+        rows.append(line("prompt made from", (value_html(r.get("prompt")) if r.get("prompt") else "" for r in records)))
+    return f'<table class="answers"><thead><tr><th></th>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def sample_page(data: dict[str, Any], links: Links) -> str:
+    rid, ds, metric, sid = data["run_id"], data["dataset"], data["metric"], data["sample_id"]
+    records = data["records"]
+    first = records[0]
+    body = f'<h1>Sample <span class="sid">{e(sid)}</span></h1><p class="meta">{e(ds)} × {e(metric)}'
+    if first.get("row") is not None:
+        body += f" · row {e(first['row'])}"
+    if isinstance(first.get("duration"), (int, float)):
+        body += f" · {seconds(first['duration'])} s of audio"
+    body += "</p>" + problems(data["problems"])
+    groups = first.get("groups")
+    if isinstance(groups, dict) and groups:
+        chips = "".join(
+            f'<a class="chip" href="{e(links.pair(rid, ds, metric, {"group": f"{k}:{v}"}))}">{e(k)}: {e(v)}</a>'
+            for k, v in groups.items()
+            if v is not None
+        )
+        body += f'<p class="groups">{chips}</p>'
+    body += f'<h2>Reference</h2><pre class="text reference">{e(_reference(first.get("reference")))}</pre>'
+    body += "<h2>What was sent</h2>"
+    if data["conversations"]:
+        body += "".join(conversation_block(c, data, links) for c in data["conversations"])
+    else:
+        body += (
+            '<p class="note">This run did not record what it sent (records made before evalkit kept prompts), '
+            "or nothing was sent.</p>"
+        )
+    body += "<h2>Answers</h2>" + answers_table(records)
+    crumbs = [(f"run {rid}", links.run(rid)), (f"{ds} × {metric}", links.pair(rid, ds, metric)), (sid, None)]
+    return layout(f"sample {sid}", body, links, crumbs)
+
+
+def _reference(value: Any) -> str:
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value)
+    if isinstance(value, str) or value is None:
+        return value or ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+# -- comparisons -----------------------------------------------------------------------------------------------
+
+
+def compare_form(params: dict[str, str], links: Links) -> str:
+    action = links.compare() or ""
+    return (
+        f'<form class="filters" method="get" action="{e(action)}">'
+        + _input("A", "a", params, 32, "run id or run id:model")
+        + _input("B", "b", params, 32, "run id or run id:model")
+        + _input("pair", "pair", params, 32, "dataset/metric")
+        + '<button type="submit">compare</button></form>'
+    )
+
+
+def _statistics(stats: dict[str, Any] | None) -> str:
+    """The paired test's verdict in one line, then its numbers (see evalkit.report.paired)."""
+    if not stats:
+        return ""
+    if stats.get("error"):
+        return f'<section class="statistics"><h2>Paired test</h2>{problems([stats["error"]])}</section>'
+    low, high = (stats.get("diff_ci") or [None, None])[:2]
+    line = (
+        f"<p><b>{e(stats.get('verdict'))}</b>: B − A = {number(stats.get('diff'))} "
+        f"(95% CI [{number(low)}, {number(high)}]), p = {number(stats.get('p_value'))} by {e(stats.get('test'))}, "
+        f"on {e(stats.get('n_paired'))} samples scored in both; {e(stats.get('improved'))} improved, "
+        f"{e(stats.get('worsened'))} worsened</p>"
+    )
+    shown = {
+        k: stats.get(k)
+        for k in ("statistic", "score_a", "score_b", "mcnemar", "p_bootstrap", "n_resamples", "seed")
+        if stats.get(k) is not None
+    }
+    shown["failed in A only"] = stats.get("failed_only_a")
+    shown["failed in B only"] = stats.get("failed_only_b")
+    shown["failed in both"] = stats.get("failed_both")
+    extra = problems(stats.get("notes") or [])
+    return f'<section class="statistics"><h2>Paired test</h2>{line}{value_html(shown)}{extra}</section>'
+
+
+def compare_page(data: dict[str, Any] | None, params: dict[str, str], links: Links, error: str | None = None) -> str:
+    body = "<h1>Compare</h1>" + compare_form(params, links)
+    if error:
+        body += problems([error])
+    if data:
+        a, b = data["a"], data["b"]
+        la, lb = f"{a['run_id']} · {a['model']}", f"{b['run_id']} · {b['model']}"
+        body += problems(data["problems"])
+        body += (
+            f'<p class="meta">{e(data["dataset"])} × {e(data["metric"])}: A = {e(la)}, B = {e(lb)}; '
+            f"{e(data['compared'])} samples in both, {e(data['changed'])} changed score "
+            f"({e(data['higher_in_b'])} higher in B, {e(data['lower_in_b'])} lower)</p>"
+        )
+        body += _statistics(data.get("statistics"))
+        rows = []
+        for r in data["rows"]:
+            href = links.sample(a["run_id"], data["dataset"], data["metric"], r["sample_id"])
+            fa = f' <span class="failure">{e(r["failure_a"])}</span>' if r["failure_a"] else ""
+            fb = f' <span class="failure">{e(r["failure_b"])}</span>' if r["failure_b"] else ""
+            rows.append(
+                f'<tr><td><a href="{e(href)}">{e(r["sample_id"])}</a></td><td class="num">{number(r["score_a"])}</td>'
+                f'<td class="num">{number(r["score_b"])}</td><td>{e(r["answer_a"])}{fa}</td>'
+                f"<td>{e(r['answer_b'])}{fb}</td>"
+                f"<td>{e(r['reference'])}</td></tr>"
+            )
+        body += _table(["sample", "A", "B", "answer A", "answer B", "reference"], rows, "changes")
+        if data["changed"] > len(data["rows"]) + data["offset"]:
+            body += f'<p class="note">the first {len(data["rows"])} of {e(data["changed"])} changes, biggest first</p>'
+    return layout("compare", body, links, [("compare", None)])
+
+
+def error_page(status: int, message: str, links: Links) -> str:
+    body = f'<h1>{e(status)}</h1><p class="error">{e(message)}</p><p><a href="{e(links.runs())}">all runs</a></p>'
+    return layout(str(status), body, links)

@@ -1,0 +1,447 @@
+"""What each page shows, as plain data: the one place the server, the JSON API and the static export ask.
+
+Every method is blocking (it may build an index) and is called from a worker
+thread by the server. A problem with one run or one file is reported in the
+answer (``problems``) for the page to show; :class:`NotFound` is for names
+that do not exist (a 404), :class:`BadQuery` for query values that cannot be
+used (a 400).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from evalkit.util import jsonutil
+from evalkit.view import index, media, scan
+from evalkit.view.index import IndexState
+from evalkit.view.queries import (
+    BadQuery,
+    PairFilter,
+    Sources,
+    changed_samples,
+    facets,
+    record_at,
+    sample_records,
+    samples_page,
+    sent_entries,
+)
+from evalkit.view.runs import Pair, RunCatalog, RunInfo, find_pair, result_rows, run_pairs
+
+__all__ = ["BadQuery", "NotFound", "Viewer"]
+
+#: the key of a media part named by a record itself (runs made before sent files): ``line-<n>``
+LINE_KEY = "line-"
+
+
+INDEXING = (
+    "indexing this pair in the background: this page was read from the file; filters offer what results.json names"
+)
+
+
+class NotFound(LookupError):
+    """A run, pair, sample or media part that is not there; the message names it."""
+
+
+def _finite(value: Any) -> float | None:
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+class Viewer:
+    """The runs under the folders `evalkit view` was given, and every question a page asks of them."""
+
+    def __init__(self, roots: list[Path]) -> None:
+        self.catalog = RunCatalog(roots)
+
+    # -- runs ------------------------------------------------------------------------------------------------
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [
+            {
+                "run_id": r.run_id,
+                "path": str(r.path),
+                "status": r.status,
+                "in_progress": r.in_progress,
+                "started": r.started,
+                "finished": r.finished,
+                "models": r.models,
+                "datasets": r.datasets,
+                "problems": r.problems,
+            }
+            for r in self.catalog.refresh()
+        ]
+
+    def _run(self, run_id: str) -> RunInfo:
+        run = self.catalog.get(run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r} here")
+        return run
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The results table (from results.json) and the run's pairs with their records files."""
+        run = self._run(run_id)
+        rows, problem = result_rows(run)
+        pairs = run_pairs(run)
+        problems = list(run.problems)
+        if problem:
+            problems.append(problem)
+        have = [p for p in pairs if p.records.is_file()]
+        if not have:
+            problems.append("no records in this run folder (records/ is empty or missing)")
+        return {
+            "run_id": run.run_id,
+            "path": str(run.path),
+            "status": run.status,
+            "in_progress": run.in_progress,
+            "started": run.started,
+            "finished": run.finished,
+            "models": run.models,
+            "results": [
+                {
+                    "dataset": r.dataset,
+                    "metric": r.metric,
+                    "model": r.model,
+                    "kind": r.kind,
+                    "score": _finite(r.score),
+                    "ci_low": _finite(r.ci_low),
+                    "ci_high": _finite(r.ci_high),
+                    "n": r.n,
+                    "n_failed": r.n_failed,
+                    "unreliable": r.unreliable,
+                    "error": r.error,
+                    "failure_reasons": r.failure_reasons,
+                    "has_records": any(p.dataset == r.dataset and p.metric == r.metric for p in have),
+                }
+                for r in rows
+            ],
+            "pairs": [{"dataset": p.dataset, "metric": p.metric, "has_records": p in have} for p in pairs],
+            "problems": problems,
+        }
+
+    # -- a pair ----------------------------------------------------------------------------------------------
+
+    def _pair(self, run_id: str, dataset: str, metric: str) -> tuple[RunInfo, Pair]:
+        run = self._run(run_id)
+        pair = find_pair(run, dataset, metric)
+        if pair is None:
+            raise NotFound(f"run {run_id!r} has no pair {dataset} × {metric}")
+        return run, pair
+
+    def sources(self, run: RunInfo, pair: Pair, wait: bool = True) -> Sources:
+        """The pair's indexes, brought up to date; NotFound when it has no records file.
+
+        With ``wait`` False, a pair whose index is not built yet gets its build
+        started in the background and Sources without indexes (``indexed`` False):
+        the caller answers from the file itself meanwhile (:mod:`evalkit.view.scan`).
+        """
+        if not pair.records.is_file():
+            raise NotFound(f"no records for {pair.dataset} × {pair.metric} in this run (yet)")
+        has_sent = pair.sent.is_file()
+        if not wait:
+            pending = [
+                (path, kind)
+                for path, kind in ((pair.records, "records"), (pair.sent, "sent"))
+                if (kind == "records" or has_sent) and index.status(path, kind) == "build"
+            ]
+            if pending:
+                for path, kind in pending:
+                    index.start_build(path, kind)
+                return Sources(None, None, [*self._notes(run, pair, None), INDEXING], pair.records, pair.sent)
+        try:
+            index.wait_build(pair.records, "records")
+            records = index.refresh(pair.records, "records")
+        except FileNotFoundError:
+            raise NotFound(f"no records for {pair.dataset} × {pair.metric} in this run (yet)") from None
+        except OSError as error:
+            if os.access(pair.records, os.R_OK):  # the file is fine: the cache folder is what failed
+                raise NotFound(
+                    f"cannot keep the index of {pair.records.name} in {index.cache_dir()}: {error.strerror or error} "
+                    "(set EVALKIT_CACHE_DIR to a writable folder)"
+                ) from None
+            raise NotFound(f"{pair.records.name} is unreadable: {error.strerror or error}") from None
+        sent: IndexState | None = None
+        problems: list[str] = []
+        try:
+            if has_sent:
+                index.wait_build(pair.sent, "sent")
+                sent = index.refresh(pair.sent, "sent")
+        except OSError as error:
+            problems.append(f"{pair.sent.name} (what was sent) is unreadable: {error.strerror or error}")
+        return Sources(records, sent, problems + self._notes(run, pair, records), pair.records, pair.sent)
+
+    @staticmethod
+    def _notes(run: RunInfo, pair: Pair, records: IndexState | None) -> list[str]:
+        problems = []
+        if run.in_progress:
+            written = f"the {records.lines} records" if records is not None else "the records"
+            problems.append(f"the run is in progress: showing {written} written so far")
+        if records is not None and records.tail_bytes:
+            problems.append(
+                f"{pair.records.name}: the last line ({records.tail_bytes} bytes) is cut mid-write"
+                + (" (or being written now)" if run.in_progress else "")
+                + "; skipped"
+            )
+        if records is not None and records.bad_lines:
+            problems.append(
+                f"{pair.records.name}: {records.bad_lines} line(s) are not JSON records "
+                f"(the first is line {records.first_bad}); skipped"
+            )
+        return problems
+
+    def pair(self, run_id: str, dataset: str, metric: str, query: dict[str, str]) -> dict[str, Any]:
+        f = PairFilter.parse(query)
+        run, pair = self._pair(run_id, dataset, metric)
+        sources = self.sources(run, pair, wait=False)
+        if sources.records is None:
+            found = scan.samples_page(pair.records, pair.sent if pair.sent.is_file() else None, f)
+            choices = _facets_from_results(run, pair)
+        else:
+            found = samples_page(sources, f)
+            choices = facets(sources)
+        return {
+            "run_id": run.run_id,
+            "dataset": pair.dataset,
+            "metric": pair.metric,
+            "in_progress": run.in_progress,
+            "indexed": sources.records is not None,
+            "filter": f.params(),
+            "facets": choices,
+            "problems": sources.problems,
+            **found,
+        }
+
+    def pair_filter(self, query: dict[str, str]) -> PairFilter:
+        return PairFilter.parse(query)
+
+    # -- a sample --------------------------------------------------------------------------------------------
+
+    def sample(self, run_id: str, dataset: str, metric: str, sample_id: str) -> dict[str, Any]:
+        """Every model's record of the sample, what was sent to each, and its media parts with their state."""
+        run, pair = self._pair(run_id, dataset, metric)
+        sources = self.sources(run, pair, wait=False)
+        numbered = (
+            sample_records(sources, sample_id) if sources.records else scan.sample_records(pair.records, sample_id)
+        )
+        records = [r for _, r in numbered]
+        lines = {id(r): n for n, r in numbered}
+        if not records:
+            raise NotFound(f"no sample {sample_id!r} in {pair.dataset} × {pair.metric}")
+        order = {model: i for i, model in enumerate(run.models)}  # the run's model order, not completion order
+        records.sort(key=lambda r: order.get(str(r.get("model")), len(order)))
+        keys = list(dict.fromkeys(str(r["sent"]) for r in records if isinstance(r.get("sent"), str)))
+        entries = sent_entries(sources.sent, keys) if sources.records else scan.sent_entries(sources.sent_path, keys)
+        conversations = []
+        for key in keys:
+            entry = entries.get(key)
+            models = [str(r.get("model")) for r in records if r.get("sent") == key]
+            if entry is None:
+                conversations.append({"key": key, "models": models, "missing": True, "messages": [], "media": []})
+                continue
+            conversations.append(
+                {
+                    "key": key,
+                    "models": models,
+                    "missing": False,
+                    "kind": entry.get("kind"),
+                    "requests": entry.get("requests"),
+                    "messages": entry.get("messages") or [],
+                    "media": [_part_state(p) for p in media.sent_parts(entry)],
+                }
+            )
+        if not conversations:  # a run made before sent files: the images its records name
+            with_images = next((r for r in records if media.record_parts(r)), None)
+            if with_images is not None:
+                line = lines[id(with_images)]
+                if line:
+                    conversations.append(
+                        {
+                            "key": f"{LINE_KEY}{line}",
+                            "models": [str(r.get("model")) for r in records],
+                            "missing": False,
+                            "old": True,
+                            "messages": [],
+                            "media": [_part_state(p) for p in media.record_parts(with_images)],
+                        }
+                    )
+        return {
+            "run_id": run.run_id,
+            "dataset": pair.dataset,
+            "metric": pair.metric,
+            "sample_id": sample_id,
+            "records": records,
+            "conversations": conversations,
+            "problems": sources.problems,
+        }
+
+    # -- media -----------------------------------------------------------------------------------------------
+
+    def media_part(self, run_id: str, dataset: str, key: str, part: str) -> tuple[bytes, str]:
+        """(bytes, media type) of one part; NotFound for a name the run never sent, MediaMissing when not here."""
+        run = self._run(run_id)
+        try:
+            number, chunk = media.parse_part(part)
+        except ValueError:
+            raise NotFound(f"media part {part!r}: expected a number, or number-chunk") from None
+        parts = self._parts(run, dataset, key)
+        if number >= len(parts):
+            raise NotFound(f"sent entry {key} has no media part {number}")
+        found = parts[number]
+        if found.kind == "audio":
+            return media.audio_wav(found, chunk), "audio/wav"
+        if chunk is not None:
+            raise NotFound(f"part {number} is an image; it has no chunks")
+        return media.image_file(found)
+
+    def _parts(self, run: RunInfo, dataset: str, key: str) -> list[media.MediaPart]:
+        pairs = [p for p in run_pairs(run) if p.dataset == dataset and p.records.is_file()]
+        if not pairs:
+            raise NotFound(f"run {run.run_id!r} has no records of dataset {dataset!r}")
+        if key.startswith(LINE_KEY):
+            line = key[len(LINE_KEY) :]
+            if not line.isdigit():
+                raise NotFound(f"no media {key!r}")
+            for pair in pairs:
+                sources = self.sources(run, pair, wait=False)
+                record = (
+                    record_at(sources.index, int(line))
+                    if sources.records
+                    else scan.record_on_line(pair.records, int(line))
+                )
+                if record is not None and media.record_parts(record):
+                    return media.record_parts(record)
+            raise NotFound(f"no record on line {line} names an image")
+        sources = self.sources(run, pairs[0], wait=False)
+        found = sent_entries(sources.sent, [key]) if sources.records else scan.sent_entries(sources.sent_path, [key])
+        entry = found.get(key)
+        if entry is None:
+            raise NotFound(f"dataset {dataset!r} sent nothing with key {key!r}")
+        return media.sent_parts(entry)
+
+    # -- comparisons -----------------------------------------------------------------------------------------
+
+    def compare(self, a: str, b: str, pair_name: str, limit: int = 200, offset: int = 0) -> dict[str, Any]:
+        """The samples of one pair whose score differs between two runs, or two models of one run.
+
+        ``a`` and ``b`` are ``run_id`` or ``run_id:model`` (a side without a
+        model uses the other side's model, or the run's only/first model).
+        """
+        dataset, sep, metric = pair_name.rpartition("/")
+        if not sep or not dataset or not metric:
+            raise BadQuery(f"pair={pair_name!r}: expected <dataset>/<metric>")
+        sides = []
+        for label in (a, b):
+            run_id, _, model = label.partition(":")
+            run, pair = self._pair(run_id, dataset, metric)
+            sides.append((run, pair, model))
+        (run_a, pair_a, model_a), (run_b, pair_b, model_b) = sides
+        src_a, src_b = self.sources(run_a, pair_a), self.sources(run_b, pair_b)
+        models_a, models_b = facets(src_a)["models"], facets(src_b)["models"]
+        model_a = model_a or model_b or (models_a[0] if models_a else "")
+        model_b = model_b or model_a
+        for model, models, label in ((model_a, models_a, a), (model_b, models_b, b)):
+            if model not in models:
+                raise NotFound(f"{label}: no model {model!r} in this pair (it has {', '.join(models) or 'none'})")
+        if (run_a.run_id, model_a) == (run_b.run_id, model_b):
+            raise BadQuery("a and b are the same run and model; name two runs or two models")
+        answer = changed_samples(src_a.index, model_a, src_b.index, model_b, limit, offset)
+        return {
+            "a": {"run_id": run_a.run_id, "model": model_a},
+            "b": {"run_id": run_b.run_id, "model": model_b},
+            "dataset": dataset,
+            "metric": metric,
+            "statistics": paired_statistics((run_a, pair_a, model_a), (run_b, pair_b, model_b), metric),
+            "problems": src_a.problems + [p for p in src_b.problems if p not in src_a.problems],
+            **answer,
+        }
+
+
+def paired_statistics(a: tuple[RunInfo, Pair, str], b: tuple[RunInfo, Pair, str], metric: str) -> dict[str, Any] | None:
+    """The paired test of evalkit.report.paired (bootstrap of the corpus statistic, McNemar for 0/1 scores).
+
+    The per-sample lists are left out (the page lists the changed samples itself); a test that cannot be
+    computed here is said in ``error``, never raised.
+    """
+    from evalkit.report.compare import metric_options
+    from evalkit.report.paired import paired_comparison
+
+    (run_a, pair_a, model_a), (_, pair_b, model_b) = a, b
+    manifest = _manifest(run_a)
+    try:
+        result = paired_comparison(
+            _records(pair_a.records),
+            _records(pair_b.records),
+            metric,
+            model_a=model_a,
+            model_b=model_b,
+            options=metric_options(manifest, pair_a.dataset, metric),
+        )
+    except Exception as error:
+        return {"error": f"{type(error).__name__}: {error}"}
+    out = result.as_dict()
+    for key in ("changed", "failed_only_a", "failed_only_b"):
+        out[key] = len(out.get(key) or [])
+    return out
+
+
+def _manifest(run: RunInfo) -> dict[str, Any]:
+    try:
+        data = json.loads((run.path / "run.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _records(path: Path) -> Iterator[dict[str, Any]]:
+    """A records file's records one at a time (lines that are not JSON, or cut, are skipped)."""
+    with path.open("rb") as handle:
+        for line in handle:
+            if not line.endswith(b"\n"):
+                return
+            try:
+                value = jsonutil.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                yield value
+
+
+def _part_state(part: media.MediaPart) -> dict[str, Any]:
+    return {
+        "index": part.index,
+        "kind": part.kind,
+        "message": part.message,
+        "where": media.where(part.ref),
+        "missing": media.missing_reason(part.ref, part.dataset),
+        "ref": part.ref,
+        "chunks": part.chunks,
+    }
+
+
+def _facets_from_results(run: RunInfo, pair: Pair) -> dict[str, Any]:
+    """The filter's choices while the index is built: what results.json says of the pair (models, failures, groups)."""
+    rows, _ = result_rows(run)
+    mine = [r for r in rows if r.kind == "dataset" and r.dataset == pair.dataset and r.metric == pair.metric]
+    failures: dict[str, int] = {}
+    groups: dict[str, dict[str, int]] = {}
+    for r in mine:
+        for reason, n in (r.failure_reasons or {}).items():
+            failures[reason] = failures.get(reason, 0) + int(n)
+        found = (r.details or {}).get("groups")
+        for name, values in found.items() if isinstance(found, dict) else []:
+            for value, result in values.items() if isinstance(values, dict) else []:
+                n = result.get("n", 0) if isinstance(result, dict) else 0
+                counts = groups.setdefault(str(name), {})
+                counts[str(value)] = counts.get(str(value), 0) + int(n)
+    return {
+        "models": list(dict.fromkeys([r.model for r in mine] or run.models)),
+        "failures": failures,
+        "groups": groups,
+        "score_min": None,
+        "score_max": None,
+        "scored": sum(r.n for r in mine),
+        "records": sum(r.n + r.n_failed for r in mine),
+    }
