@@ -1,4 +1,5 @@
-"""Text processors with arguments: KARMA's ``multilingual_text_processor`` and ``devanagari_transliterator``.
+"""Text processors with arguments: KARMA's ``multilingual_text_processor``, ``devanagari_transliterator`` and
+``general_text_processor``.
 
 A processor rewrites both the prediction and the reference(s) before a metric
 scores them, as KARMA's dataset processors do, so the two sides are compared
@@ -18,6 +19,8 @@ Plugins register more with ``@PROCESSORS.register(name)``.
 
 from __future__ import annotations
 
+import importlib
+import re
 import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -215,6 +218,60 @@ class DevanagariTransliterator(Processor):
         if scheme not in self.schemes or scheme == self.target or self.schemes[scheme].is_roman:
             return word
         return unicodedata.normalize("NFC", self.sanscript.transliterate(word, scheme, self.target))
+
+
+def _flag(owner: str, arguments: dict[str, Any], key: str) -> bool:
+    value = arguments.get(key, False)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{owner}: argument {key!r} must be true or false, not {value!r}")
+    return value
+
+
+@PROCESSORS.register("general_text_processor")
+class GeneralTextProcessor(Processor):
+    """KARMA's general_text_processor: digits to English words (optional), punctuation removed, lower case."""
+
+    # KARMA's flags keep its names and its sense: use_punc / use_lowercasing true *keep* punctuation / case
+    name = "general_text_processor"
+    arguments = {
+        "use_num2text": "true | false (default): whole-word digit runs to English words (num2words), first",
+        "use_punc": "false (default): Unicode punctuation removed (jiwer RemovePunctuation) | true: kept",
+        "use_lowercasing": "false (default): lower-cased | true: case kept (KARMA's flag, as it behaves)",
+    }
+
+    def __init__(self, language: str | None = None, **arguments: Any) -> None:
+        super().__init__(language, **arguments)
+        owner = f"processor {self.name!r}"
+        self.num2text = _flag(owner, arguments, "use_num2text")
+        self.keep_punctuation = _flag(owner, arguments, "use_punc")
+        self.keep_case = _flag(owner, arguments, "use_lowercasing")
+        import jiwer
+
+        # built once: jiwer collects every Unicode punctuation character when the transform is made
+        self.remove_punctuation = jiwer.RemovePunctuation()
+        self.collapse_spaces = jiwer.RemoveMultipleSpaces()
+        self.to_words: Callable[[int], str] | None = None
+        if self.num2text:
+            try:
+                num2words = importlib.import_module("num2words").num2words
+            except ImportError:
+                raise ConfigError(
+                    f"{owner}: use_num2text needs the num2words package: pip install 'evalkit[karma]'"
+                ) from None
+            self.to_words = num2words
+
+    def process(self, text: str) -> str:
+        if self.to_words is not None:
+            to_words = self.to_words
+            text = _DIGIT_RUN.sub(lambda m: to_words(int(m.group())), text)
+        if not self.keep_punctuation:
+            text = self.remove_punctuation(text)
+        if not self.keep_case:
+            text = text.lower()
+        return str(self.collapse_spaces(text))
+
+
+_DIGIT_RUN = re.compile(r"\b\d+\b")
 
 
 def processor_rows() -> Iterable[tuple[str, type[Processor]]]:
