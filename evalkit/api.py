@@ -27,7 +27,18 @@ if TYPE_CHECKING:
 
 
 #: overrides that change what runs (the same as `evalkit run` flags)
-SELECTION_OVERRIDES = ("dataset", "metric", "model", "num_samples", "output_dir", "batch_size")
+SELECTION_OVERRIDES = (
+    "dataset",
+    "metric",
+    "model",
+    "num_samples",
+    "output_dir",
+    "batch_size",
+    "dataset_args",
+    "metric_args",
+    "processor_args",
+    "model_args",
+)
 #: overrides that change how it runs
 RUN_OVERRIDES = ("no_cache", "refresh_cache", "quiet", "progress", "run_dir", "resume", "window")
 
@@ -161,6 +172,10 @@ def apply_overrides(
     num_samples: int | None = None,
     output_dir: str | Path | None = None,
     batch_size: int | None = None,
+    dataset_args: dict[str, dict[str, Any]] | None = None,
+    metric_args: dict[str, dict[str, Any]] | None = None,
+    processor_args: dict[str, dict[str, dict[str, Any]]] | None = None,
+    model_args: dict[str, Any] | None = None,
 ) -> Config:
     """Narrow or redirect a config without editing its file (the `evalkit run` flags).
 
@@ -203,7 +218,30 @@ def apply_overrides(
             else f"--dataset {pair[0]} (its task's default metric {pair[1]})"
             for pair in config.dataset_metric
         ]
+    if dataset_args or metric_args or processor_args or model_args:
+        from evalkit.run.component_args import apply_component_args
+
+        apply_component_args(config, dataset_args or {}, metric_args or {}, processor_args or {}, model_args or {})
     return config
+
+
+def default_pairs(names: Sequence[str], metrics: Sequence[str] | None = None) -> list[list[str]]:
+    """Each name with the given metrics, or with its task's default metric (as KARMA needs no metric either)."""
+    from evalkit.catalog import load_catalog
+
+    catalog = load_catalog()
+    pairs: list[list[str]] = []
+    for name in names:
+        if metrics:
+            pairs += [[name, metric] for metric in metrics]
+            continue
+        specs = catalog.resolve(name, "--dataset")
+        task = catalog.tasks[specs[0].task]
+        metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
+        if metric is None:
+            raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
+        pairs.append([name, metric])
+    return pairs
 
 
 def endpoint_config(
@@ -219,24 +257,40 @@ def endpoint_config(
     Each name runs with the given metrics, or with its task's default metric (KARMA's
     `karma eval --model M --datasets X` needs no config file either).
     """
-    from evalkit.catalog import load_catalog
-
-    catalog = load_catalog()
-    pairs: list[list[str]] = []
-    for name in names:
-        if metrics:
-            pairs += [[name, metric] for metric in metrics]
-            continue
-        specs = catalog.resolve(name, "--dataset")
-        task = catalog.tasks[specs[0].task]
-        metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
-        if metric is None:
-            raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
-        pairs.append([name, metric])
     info: dict[str, Any] = {"name": model, "inference_type": inference_type, "url": url, "model": model}
     if auth_env:
         info["auth_token"] = f"${{{auth_env}}}"
-    return {"dataset_metric": pairs, "models": [{"info": info}]}
+    return {"dataset_metric": default_pairs(names, metrics), "models": [{"info": info}]}
+
+
+def named_model_config(
+    model: str,
+    names: Sequence[str],
+    metrics: Sequence[str] | None = None,
+    model_path: str | None = None,
+    backend: str | None = None,
+) -> tuple[dict[str, Any], str]:
+    """A config for `evalkit run --model NAME --dataset X` without a config file, and a line saying what it runs.
+
+    NAME is a KARMA hosted model name (Gemini, OpenAI, Sarvam: their OpenAI-compatible endpoint with the key
+    from the provider's environment variable; the others refused, saying why), or a hub id or model folder,
+    which evalkit serves itself behind ``launch:`` (vLLM when it can, else evalkit serve) and stops after.
+    """
+    from evalkit.clients.providers import karma_model
+
+    hosted = None if model_path else karma_model(model)
+    if isinstance(hosted, str):
+        raise ConfigError(f"--model {model}: {hosted}; evalkit speaks only OpenAI-compatible APIs")
+    if hosted is not None:
+        info = hosted.entry(model)
+        said = f"{model}: {hosted.provider} at {hosted.url}, key from ${hosted.key_env}"
+    else:
+        from evalkit.serve.by_name import choose_local_model
+
+        local = choose_local_model(model_path or model, backend=backend, name=model if model_path else None)
+        info = local.entry()
+        said = f"{local.name}: {local.model_path} served by {local.backend} ({local.reason}), stopped after the run"
+    return {"dataset_metric": default_pairs(names, metrics), "models": [{"info": info}]}, said
 
 
 def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:
@@ -309,6 +363,10 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
     if config_fields:
         cfg = _set_config_fields(cfg, config_fields)
     cfg = apply_overrides(cfg, **selection)
+    from evalkit.clients.providers import check_models
+
+    # a provider whose API is not OpenAI's would fail every request: said now, before the first
+    check_models([(e.info.name, e.info.inference_type, e.info.urls) for e in cfg.models])
     return build_plan(cfg, source=source), run
 
 

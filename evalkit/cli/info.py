@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from evalkit.errors import UserError, did_you_mean
@@ -152,6 +153,57 @@ def task_info(name: str, catalog: Any) -> dict[str, Any]:
     }
 
 
+def _where(obj: Any) -> dict[str, str]:
+    """A function or class as ``module.qualname`` and ``file:line``, for a reader who opens the code."""
+    try:
+        file = inspect.getsourcefile(obj) or "?"
+        line = inspect.getsourcelines(obj)[1]
+    except (OSError, TypeError):
+        file, line = "?", 0
+    return {"function": f"{obj.__module__}.{obj.__qualname__}", "file": f"{file}:{line}"}
+
+
+def _runspec_entry(spec: Any) -> dict[str, Any]:
+    """The entry as its runspec file writes it (the loaded form when the file names it otherwise)."""
+    try:
+        written = json.loads(Path(spec.file).read_text(encoding="utf-8")).get(spec.name)
+    except (OSError, ValueError, AttributeError):
+        written = None
+    if isinstance(written, dict):
+        return written
+    return spec.model_dump(mode="json", exclude_defaults=True)
+
+
+def dataset_code(name: str, runspecs_dirs: Iterable[str] = ()) -> dict[str, Any]:
+    """`info dataset NAME --show-code`: the runspec entry and the evalkit code that reads, prompts and scores it.
+
+    evalkit has no class per dataset (KARMA's --show-code points at one): a runspec entry is data, read by
+    the same loader for every entry of its kind. So this names the runspec file and entry, then each
+    function on the entry's way from its source to a request and back.
+    """
+    from evalkit.catalog import load_catalog
+    from evalkit.data import hubcache, loading
+    from evalkit.processing.postprocessors import POSTPROCESSORS
+    from evalkit.processing.processors import PROCESSORS
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    catalog = load_catalog(list(runspecs_dirs))
+    spec = catalog.datasets[catalog.entry_name(name) or name]
+    steps: list[dict[str, str]] = [{"step": "rows", **_where(loading.iter_rows)}]
+    if spec.path is not None:
+        steps.append({"step": "local file", **_where(loading._iter_local_file)})
+    else:
+        steps.append({"step": "hub rows, stored locally", **_where(hubcache.HubRowCache.rows)})
+        steps.append({"step": "hub (datasets.load_dataset)", **_where(loading._iter_with_datasets)})
+    steps.append({"step": "row to sample", **_where(loading.row_to_sample)})
+    steps.append({"step": f"prompt ({spec.preprocessor})", **_where(PREPROCESSORS.get(spec.preprocessor))})
+    steps.append({"step": f"answer ({spec.postprocessor})", **_where(POSTPROCESSORS.get(spec.postprocessor))})
+    for item in spec.processors:
+        processor = item if isinstance(item, str) else str(item.get("name"))
+        steps.append({"step": f"text processor ({processor})", **_where(PROCESSORS.get(processor))})
+    return {"runspec": spec.file, "entry": {spec.name: _runspec_entry(spec)}, "loader": steps}
+
+
 def describe(kind: str, name: str, runspecs_dirs: Iterable[str] = ()) -> dict[str, Any]:
     from evalkit.catalog import load_catalog
 
@@ -240,3 +292,10 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         console.print(table)
     console.print("\n[bold]example config:[/bold]")
     console.print(data["example"], markup=False)
+    code = data.get("code")
+    if code:
+        console.print(f"\n[bold]runspec entry[/bold] ({code['runspec']}):")
+        console.print(json.dumps(code["entry"], indent=2, ensure_ascii=False), markup=False)
+        console.print("\n[bold]loaded by:[/bold]")
+        for step in code["loader"]:
+            console.print(f"  {step['step']}: {step['function']}  ({step['file']})", markup=False)

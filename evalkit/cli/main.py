@@ -53,10 +53,12 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", "-c", dest="config", help="config file (default config.yaml)")
     p.add_argument(
         "--dataset",
+        "--datasets",
+        dest="dataset",
         action="append",
         metavar="NAME",
-        help="only this dataset/task/category (repeatable); a name not in the config runs with its task's default "
-        "metric",
+        help="only this dataset/task/category (repeatable, or comma-separated: --datasets a,b); a name not in the "
+        "config runs with its task's default metric",
     )
     p.add_argument(
         "--metric",
@@ -64,8 +66,29 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="only this metric (repeatable); with --dataset: every dataset with every metric",
     )
-    p.add_argument("--model", action="append", metavar="NAME", help="only this model name (repeatable)")
-    p.add_argument("--num-samples", type=int, metavar="N", help="override filters.num_samples")
+    p.add_argument(
+        "--model",
+        action="append",
+        metavar="NAME",
+        help="only this model of the config (repeatable); without a config: a model folder or hub id that evalkit "
+        "serves itself (vLLM when it can, else evalkit serve) and stops after, or a hosted model name "
+        "(gemini-2.5-flash, gpt-4o, sarvam-30b)",
+    )
+    p.add_argument(
+        "--model-path",
+        metavar="PATH",
+        help="without a config: the folder or hub id --model loads (then --model is only its name in results)",
+    )
+    p.add_argument(
+        "--launch-backend",
+        choices=["vllm", "transformers"],
+        help="without a config: the server that --model's folder or hub id runs on (default: vllm when installed "
+        "and able to serve it, else transformers)",
+    )
+    p.add_argument(
+        "--num-samples", "--max-samples", dest="num_samples", type=int, metavar="N", help="override filters.num_samples"
+    )
+    _karma_run_args(p)
     p.add_argument(
         "--batch-size",
         type=int,
@@ -134,6 +157,48 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="print the plan first, and debug logging")
 
 
+def _karma_run_args(p: argparse.ArgumentParser) -> None:
+    """KARMA's component arguments and results file, in KARMA's syntax (see evalkit/cli/karma_args.py)."""
+    p.add_argument(
+        "--dataset-args",
+        action="append",
+        metavar="SPEC",
+        help="dataset arguments, DATASET:key=value,key=value;DATASET2:key=value (repeatable), e.g. "
+        "ai4bharat/IN22-Conv:source_language=en,target_language=hi: they pick the catalogue entry for that "
+        "language, subset or pair",
+    )
+    p.add_argument(
+        "--metric-args",
+        action="append",
+        metavar="SPEC",
+        help="metric options, METRIC:key=value,...;METRIC2:key=value (repeatable), e.g. "
+        "exact_match:normalize=false;bleu:max_ngram_order=2; set on every pair scored with METRIC",
+    )
+    p.add_argument(
+        "--processor-args",
+        action="append",
+        metavar="SPEC",
+        help="text processors, DATASET.PROCESSOR:key=value,...;... (repeatable), e.g. "
+        "in22conv.devnagari_transliterator:source_script=en; added to the pair's processors option",
+    )
+    p.add_argument(
+        "--model-args",
+        action="append",
+        metavar="ARGS",
+        help="model parameters for every model of the run: a JSON object as KARMA takes it "
+        "('{\"temperature\": 0.7}') or key=value,key=value; a model entry's field (temperature, max_tokens, "
+        "top_p, seed, ...) or else a request body key (extra_body)",
+    )
+    p.add_argument(
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="also write the results to FILE, as JSON (.json), YAML (.yaml/.yml) or CSV (.csv) by its extension; "
+        "an existing file is replaced only when it is an earlier evalkit results file, or with --force",
+    )
+    p.add_argument("--force", action="store_true", help="let --output replace a file that is not evalkit's results")
+
+
 def _failure_rate(value: str) -> float:
     try:
         rate = float(value)
@@ -192,6 +257,19 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--format", "-f", choices=["table", "json"], default="table")
     info.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
+    info.add_argument(
+        "--show-code",
+        action="store_true",
+        help="info dataset: also the entry as its runspec file writes it and the evalkit functions that load it",
+    )
+    info.add_argument(
+        "--cache-path",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="info system: print only the cache paths (the response store, then the stored hub rows); with PATH, "
+        "whether that store file exists and its size (KARMA's form)",
     )
     init = sub.add_parser("init", help="build a config.yaml by answering questions (datasets, metrics, the model)")
     init.add_argument("--output", "-o", default="config.yaml", help="where to write it (default config.yaml)")
@@ -297,7 +375,10 @@ def _run_async(coro: Coroutine[Any, Any, T]) -> T:
 def _plan(args: argparse.Namespace) -> Any:
     """The plan of `evalkit run`: the config with the command-line overrides, or the recorded one with --resume."""
     from evalkit.api import prepare
+    from evalkit.cli import karma_args
 
+    args.dataset = karma_args.split_names(args.dataset)
+    args.metric = karma_args.split_names(args.metric)
     overrides: dict[str, Any] = {
         "dataset": args.dataset,
         "metric": args.metric,
@@ -305,12 +386,18 @@ def _plan(args: argparse.Namespace) -> Any:
         "num_samples": args.num_samples,
         "output_dir": args.output_dir,
         "batch_size": args.batch_size,
+        "dataset_args": karma_args.parse_scoped(args.dataset_args, "--dataset-args") or None,
+        "metric_args": karma_args.parse_scoped(args.metric_args, "--metric-args") or None,
+        "processor_args": karma_args.parse_processor_args(args.processor_args) or None,
+        "model_args": karma_args.parse_model_args(args.model_args) or None,
     }
     overrides = {k: v for k, v in overrides.items() if v is not None}
     config = args.config or args.config_pos
     endpoint_flags = [f for f in ("model_url", "model_name", "inference_type", "api_key_env") if getattr(args, f)]
     if endpoint_flags:
         return _endpoint_plan(args, config, endpoint_flags, overrides)
+    if config is None and not args.resume and (args.model_path or args.launch_backend or _named_model(args.model)):
+        return _named_model_plan(args, overrides)
     if args.resume:
         if not Path(args.resume).is_dir():
             raise UserError(f"--resume: {args.resume} is not a run directory")
@@ -336,12 +423,45 @@ def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], over
         raise UserError(f"{named}: --model-url and --model-name go together (the endpoint and the model id it serves)")
     if not args.dataset:
         raise UserError("--model-url: name what to evaluate with --dataset (a dataset, task or category)")
-    if args.model:
+    if args.model or args.model_path or args.launch_backend:
         raise UserError("--model selects models of a config; with --model-url the one model is --model-name")
     data = endpoint_config(
         args.model_url, args.model_name, args.dataset, args.metric, args.inference_type or "vllm", args.api_key_env
     )
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric")}
+    plan, _ = prepare(data, rest)
+    return plan
+
+
+def _named_model(models: list[str] | None) -> bool:
+    """`--model NAME` names a model to start or a hosted one (not a config's) when no ./config.yaml lists it."""
+    if not models:
+        return False
+    if not Path("config.yaml").is_file():
+        return True
+    from evalkit.clients.providers import karma_model
+    from evalkit.config import load_config
+    from evalkit.serve.by_name import looks_like_hub_id
+
+    with contextlib.suppress(UserError):
+        if set(models) <= {entry.info.name for entry in load_config("config.yaml").models}:
+            return False
+    # beside a config.yaml, only what cannot be a misspelt model of it (its message suggests the near names)
+    return all(Path(m).is_dir() or looks_like_hub_id(m) or karma_model(m) is not None for m in models)
+
+
+def _named_model_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> Any:
+    """`evalkit run --model Qwen/Qwen3-0.6B --datasets X`: a model by folder, hub id or hosted name, no config."""
+    from evalkit.api import named_model_config, prepare
+
+    if not args.model or len(args.model) != 1:
+        raise UserError("--model: without a config, name one model (a folder, a hub id or a hosted model name)")
+    if not args.dataset:
+        raise UserError(f"--model {args.model[0]}: name what to evaluate with --datasets (datasets, tasks, categories)")
+    data, said = named_model_config(args.model[0], args.dataset, args.metric, args.model_path, args.launch_backend)
+    if not args.quiet:
+        print(f"evalkit: model {said}", file=sys.stderr)
+    rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric", "model")}
     plan, _ = prepare(data, rest)
     return plan
 
@@ -354,6 +474,11 @@ def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     shard = _shard(args)
+    output = None
+    if args.output is not None:
+        from evalkit.cli.results_file import check_target
+
+        output = check_target(args.output, args.force)  # before the plan: a bad name costs nothing
     plan = _plan(args)
     _attach_log_file(plan.config.log_file)
     _apply_run_flags(plan, args)
@@ -391,6 +516,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalkit.report.console import print_results  # rich: after the run, not before its first request
 
     print_results(outcome)
+    if output is not None:
+        from evalkit.cli.results_file import write_results_file
+
+        write_results_file(output, outcome.rows, outcome.meta)
+        print(f"evalkit: wrote {output}", file=sys.stderr)
     return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
 
 
@@ -520,9 +650,16 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.show_code and args.kind != "dataset":
+        raise UserError(f"--show-code: only for `info dataset NAME`, not `info {args.kind}`")
+    if args.cache_path is not None and args.kind != "system":
+        raise UserError(f"--cache-path: only for `info system`, not `info {args.kind}`")
     if args.kind == "system":
         from evalkit.cli import system
 
+        if args.cache_path is not None:
+            system.render_cache_paths(system.cache_paths(args.cache_path or None, args.config), args.format)
+            return 0
         system.render(system.system_info(), args.format)
         return 0
     if not args.name:
@@ -536,7 +673,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     from evalkit.cli.listing import import_config_plugins
 
     import_config_plugins(args.config)  # a metric of the config's plugins: is described like any other
-    render_info(describe(args.kind, args.name, args.runspecs_dir), args.format)
+    data = describe(args.kind, args.name, args.runspecs_dir)
+    if args.show_code:
+        from evalkit.cli.info import dataset_code
+
+        data["code"] = dataset_code(data["name"], args.runspecs_dir)
+    render_info(data, args.format)
     return 0
 
 

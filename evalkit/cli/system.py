@@ -110,6 +110,52 @@ def model_info(name: str, config_path: str | None = None) -> dict[str, Any]:
     return data
 
 
+def cache_paths(store: str | None = None, config_path: str | None = None) -> dict[str, Any]:
+    """`info system --cache-path`: where evalkit keeps what it reuses, or the state of one store file.
+
+    Without ``store``: the response store of the config (--config, else ./config.yaml when present, else the
+    default output_dir) and the folder of stored hub rows. With ``store`` (KARMA's
+    ``--cache-path ./cache.db``): that file's existence and size.
+    """
+    if store is not None:
+        path = Path(store).resolve()
+        return {"kind": "cache", "path": str(path), "exists": path.is_file(), "bytes": _size(path)}
+    from evalkit.data.hubcache import cache_root
+
+    config_file = config_path or ("config.yaml" if Path("config.yaml").is_file() else None)
+    if config_file is not None:
+        from evalkit.config import load_config
+
+        config = load_config(config_file)
+        responses = Path(config.cache.path) if config.cache.path else Path(config.output_dir) / "responses.sqlite"
+    else:
+        from evalkit.config import Config
+
+        responses = Path(str(Config.model_fields["output_dir"].default)) / "responses.sqlite"
+    return {"kind": "cache", "responses": str(responses.resolve()), "hub_rows": str(cache_root().resolve())}
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size if path.is_file() else None
+    except OSError:
+        return None
+
+
+def render_cache_paths(data: dict[str, Any], fmt: str) -> None:
+    """The paths alone, one a line (for `ls $(evalkit info system --cache-path)`), or the JSON record."""
+    import json
+
+    if fmt == "json":
+        print(json.dumps(data, indent=2))
+    elif "path" in data:
+        state = f"{data['bytes']} bytes" if data["exists"] else "does not exist"
+        print(f"{data['path']}: {state}")
+    else:
+        print(data["responses"])
+        print(data["hub_rows"])
+
+
 def render(data: dict[str, Any], fmt: str) -> None:
     """Print the record: JSON, or one aligned line per field."""
     import json
