@@ -250,13 +250,18 @@ class _Viewer:
         return total
 
     def wait_quiet(self, idle_s: float = 1.0, limit_s: float = 300.0) -> float:
-        """Seconds until the viewer used under 5% of a CPU for ``idle_s`` (at most ``limit_s``)."""
+        """Seconds until the viewer had no child process and used under 5% of a CPU for ``idle_s`` (at most
+        ``limit_s``). (The children's CPU time leaves the sum when one ends, so CPU alone would read "quiet" between
+        two background builds.)"""
+        import psutil
+
         t0 = time.perf_counter()
         last = self.cpu_s()
         while time.perf_counter() - t0 < limit_s:
             time.sleep(idle_s)
             now = self.cpu_s()
-            if now - last < 0.05 * idle_s:
+            alive = [c for c in psutil.Process(self.proc.pid).children(recursive=True) if _alive(c)]
+            if now - last < 0.05 * idle_s and not alive:
                 break
             last = now
         return time.perf_counter() - t0
@@ -287,6 +292,16 @@ class _Viewer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def _alive(proc: Any) -> bool:
+    """A child still at work (a finished one not yet reaped by the viewer is a zombie, not work)."""
+    import psutil
+
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def run(work: Path) -> dict[str, Any]:
@@ -329,7 +344,8 @@ def run(work: Path) -> dict[str, Any]:
         out["filter_html_s"], _ = viewer.get(pair, FILTER)
         # the same questions once the viewer has gone quiet (background indexing of the other pairs done)
         out["settle_s"] = viewer.wait_quiet()
-        out["filter_settled_s"], _ = viewer.get("/api" + pair, FILTER)
+        out["filter_settled_s"], body = viewer.get("/api" + pair, FILTER)
+        out["filter_settled_indexed"] = bool(json.loads(body).get("indexed"))
         out["search_settled_s"], _ = viewer.get("/api" + pair, SEARCH)
         out["peak_rss_bytes"] = viewer.high_water_mark()
         out["peak_rss_sampled_bytes"] = viewer.peak_sampled

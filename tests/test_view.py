@@ -601,7 +601,15 @@ def test_export_writes_a_static_site_with_relative_links(tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert (out / "index.html").is_file() and (out / "static" / "view.js").is_file()
     pages_written = list(out.rglob("*.html"))
-    assert len(pages_written) == 1 + 1 + 2 * (1 + 15)
+    assert len(pages_written) == 1 + 1 + 2 * (1 + 15 + 1)  # runs, run, per pair: samples, 15 samples, alpha vs beta
+    run_page = next(out.glob("r/*/index.html"))
+    compares = re.findall(r'href="([^"]*c-[0-9a-f]{20}\.html)"', run_page.read_text())
+    assert len(compares) == 2 and all((run_page.parent / h).is_file() for h in compares)
+    compared_file = run_page.parent / next(h for h in compares if "speech" in h)
+    compared = compared_file.read_text()
+    assert "Paired test" in compared and "<form" not in compared and "utt001" in compared
+    sample_links = [h for h in re.findall(r'href="([^"]+)"', compared) if "/s-" in h]
+    assert sample_links and all((compared_file.parent / h).is_file() for h in sample_links)
     for page in pages_written:
         text = page.read_text()
         assert 'href="/' not in text and 'src="/' not in text, page  # nothing that needs a server
@@ -813,3 +821,77 @@ def test_media_of_hub_rows_come_from_the_local_hub_store(tmp_path: Path, served:
     key = server.api(sample_url(RUN, "speech", "word_error_rate", "utt005", api=True))["conversations"][0]["key"]
     code, _, body = server.get(f"/run/{RUN}/media/speech/{key}/0")
     assert code == 404 and absent.encode() in body
+
+
+def test_audio_answers_byte_ranges_as_browsers_seek(tmp_path: Path, served: Any) -> None:
+    make_run(tmp_path / "runs")
+    server = served(tmp_path / "runs")
+    key = server.api(sample_url(RUN, "speech", "word_error_rate", "utt000", api=True))["conversations"][0]["key"]
+    path = f"/run/{RUN}/media/speech/{key}/0"
+    code, headers, whole = server.get(path)
+    assert code == 200 and headers["accept-ranges"] == "bytes" and len(whole) > 1000
+
+    def ranged(value: str) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        try:
+            conn.request("GET", path, headers={"Range": value})
+            response = conn.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            conn.close()
+
+    size = len(whole)
+    code, headers, body = ranged("bytes=100-199")
+    assert code == 206 and body == whole[100:200] and headers["content-range"] == f"bytes 100-199/{size}"
+    code, headers, body = ranged("bytes=1000-")
+    assert code == 206 and body == whole[1000:] and headers["content-range"] == f"bytes 1000-{size - 1}/{size}"
+    code, _, body = ranged("bytes=-44")
+    assert code == 206 and body == whole[-44:]
+    code, headers, _ = ranged(f"bytes={size}-")
+    assert code == 416 and headers["content-range"] == f"bytes */{size}"
+    assert ranged("bytes=0-1,5-9")[0] == 200 and ranged("lines=1-2")[2] == whole  # served whole
+
+
+def test_reading_the_file_a_small_window_at_a_time_answers_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is searched mapped a window at a time (the viewer's memory stays small): lines across windows, and
+    one longer than a window, are found all the same."""
+    import mmap
+
+    make_run(tmp_path / "runs", n=60)
+    viewer = Viewer([tmp_path / "runs"])
+    run = viewer.catalog.get(RUN)
+    assert run is not None
+    pair = find_pair(run, "speech", "word_error_rate")
+    assert pair is not None
+    lines = pair.records.read_bytes().splitlines()
+    long = json.loads(lines[7])
+    long["response"] = "very long answer " * 2000  # ~34 KB: longer than a window
+    lines.insert(20, json.dumps(long).encode())
+    pair.records.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(scan, "_WINDOW", mmap.ALLOCATIONGRANULARITY)
+    assert pair.records.stat().st_size > 8 * mmap.ALLOCATIONGRANULARITY
+    for query in ({"model": "beta"}, {"model": "alpha", "sort": "-score", "per": "7", "page": "3"}, {"failure": "any"}):
+        f = PairFilter.parse(query)
+        indexed = samples_page(viewer.sources(run, pair), f)
+        assert scan._samples_page(pair.records, pair.sent, f) == indexed and indexed["total"] > 0
+
+
+def test_opening_a_run_indexes_its_pairs_first(tmp_path: Path, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run beyond the newest ones indexed at start is indexed once its page is opened, before any pair is asked."""
+    from evalkit.view import warm
+
+    monkeypatch.setattr(warm, "WARM_RUNS", 0)  # nothing indexed at start
+    make_run(tmp_path / "runs")
+    other = make_run(tmp_path / "runs", "20261126-130000_bbbbbb")
+    server = served(tmp_path / "runs")
+    time.sleep(0.5)
+    assert not any((tmp_path / "cache" / "view").glob("*.sqlite"))
+    server.page(f"/run/{RUN}/")
+    wanted = [p for p in (tmp_path / "runs" / RUN / "records").glob("*.jsonl")]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(view_index.status(p, "records") != "ready" for p in wanted):
+        time.sleep(0.2)
+    assert all(view_index.status(p, "records") == "ready" for p in wanted)
+    assert all(view_index.status(p, "records") == "build" for p in (other / "records").glob("*.jsonl"))

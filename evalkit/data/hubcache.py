@@ -77,23 +77,38 @@ def _decode(value: Any) -> Any:
     return value
 
 
+def stored_folder(
+    repo: str | None,
+    subset: str | None,
+    split: str,
+    revision: str | None,
+    data_files: str | list[str] | None = None,
+    root: Path | None = None,
+) -> Path:
+    """The folder holding the stored rows of one (repo, subset, split, revision, data_files).
+
+    Also how `evalkit view` finds the row a run's sent log names (``{"hub": {repo, config, split, revision,
+    row}}``) without a runspec.
+    """
+    key = {"repo": repo, "subset": subset, "split": split, "revision": revision, "data_files": data_files}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    name = f"{str(repo).replace('/', '__')}-{subset or 'default'}-{split}-{digest}"
+    # a repo, subset or split may hold "/" or ".." (a runspec is user input): one safe folder name (a user's
+    # symlink to another disk is fine here, so no inside() check)
+    return (root or cache_root()) / safe_name(name, unique_already=True)
+
+
+def decode_row(line: bytes | str) -> Any:
+    """One stored row (a line of rows.jsonl) as the hub gave it: bytes back from their base64 form."""
+    return _decode(json.loads(line))
+
+
 class HubRowCache:
     """The stored rows of one (repo, subset, split, revision, data_files)."""
 
     def __init__(self, spec: DatasetSpec, root: Path | None = None) -> None:
         self.spec = spec
-        key = {
-            "repo": spec.hf_repo,
-            "subset": spec.subset,
-            "split": spec.split,
-            "revision": spec.revision,
-            "data_files": spec.data_files,
-        }
-        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-        name = f"{str(spec.hf_repo).replace('/', '__')}-{spec.subset or 'default'}-{spec.split}-{digest}"
-        # a repo, subset or split may hold "/" or ".." (a runspec is user input): one safe folder name (a user's
-        # symlink to another disk is fine here, so no inside() check)
-        self.folder = (root or cache_root()) / safe_name(name, unique_already=True)
+        self.folder = stored_folder(spec.hf_repo, spec.subset, spec.split, spec.revision, spec.data_files, root)
         self.rows_path = self.folder / "rows.jsonl"
         self.meta_path = self.folder / "meta.json"
 

@@ -4,7 +4,9 @@ The pages are the server's, rendered with relative links. A samples page
 gets its rows from a ``data.js`` beside it (loaded by a ``<script>`` tag:
 browsers refuse fetch() from file://) and filters, sorts and pages them in
 the browser; the audio clips and images are written beside the pages, cut as
-the server would serve them. Comparisons need the server and are left out.
+the server would serve them. Each pair's model-vs-model comparisons (the
+ones the run's page links) are written too; comparing two runs needs the
+server.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from typing import Any
 from evalkit.util.atomic import write_text_atomic
 from evalkit.view import pages
 from evalkit.view.index import opened, read_lines
-from evalkit.view.links import ExportLinks
+from evalkit.view.links import ExportLinks, compare_file
 from evalkit.view.media import MediaMissing
 from evalkit.view.queries import Sources, excerpt
 from evalkit.view.runs import Pair, RunInfo, run_pairs
 from evalkit.view.static import CSS, JS
-from evalkit.view.viewer import NotFound, Viewer
+from evalkit.view.viewer import BadQuery, NotFound, Viewer
 
 log = logging.getLogger("evalkit.view")
 #: records read from the file at a time while writing a data.js
@@ -85,6 +87,28 @@ def _export_pair(viewer: Viewer, run: RunInfo, pair: Pair, out: Path) -> int:
             folder / links.sample(run.run_id, pair.dataset, pair.metric, sample_id).rsplit("/", 1)[1],
             pages.sample_page(sample, links),
         )
+        written += 1
+    return written + _export_comparisons(viewer, run, pair, folder, links)
+
+
+def _export_comparisons(viewer: Viewer, run: RunInfo, pair: Pair, folder: Path, links: ExportLinks) -> int:
+    """The pair's comparisons of one model with the next (what the run's page links), each a page beside it.
+
+    A comparison that cannot be made (a model without records in this pair) is written as the page saying so,
+    as the server shows it, so no link of the run's page leads nowhere.
+    """
+    written = 0
+    for model_a, model_b in zip(run.models, run.models[1:]):
+        params = {
+            "a": f"{run.run_id}:{model_a}",
+            "b": f"{run.run_id}:{model_b}",
+            "pair": f"{pair.dataset}/{pair.metric}",
+        }
+        try:
+            page = pages.compare_page(viewer.compare(params["a"], params["b"], params["pair"]), params, links)
+        except (NotFound, BadQuery) as error:
+            page = pages.compare_page(None, params, links, str(error))
+        write_text_atomic(folder / compare_file(model_a, model_b), page)
         written += 1
     return written
 

@@ -199,6 +199,62 @@ KINDS = {
 }
 
 
+# -- the filter's choices ---------------------------------------------------------------------------------------
+
+#: values of one group offered in the filter (a speaker column may have thousands)
+MAX_GROUP_VALUES = 300
+
+
+def count_facets(db: sqlite3.Connection) -> dict[str, Any]:
+    """The filter's choices of a records index: models, failure reasons and group values with their counts, the
+    score range. Counted by the build (in its child process) and kept in ``meta``, so the first page that uses
+    the index does not pay for counting 300,000 rows."""
+    models = [m for (m,) in db.execute("SELECT model FROM rec GROUP BY model ORDER BY min(id)")]
+    failures = dict(
+        db.execute("SELECT failure, count(*) FROM rec WHERE failure IS NOT NULL GROUP BY failure ORDER BY 2 DESC")
+    )
+    low, high, scored = db.execute("SELECT min(score), max(score), count(score) FROM rec").fetchone()
+    groups: dict[str, dict[str, int]] = {}
+    found = db.execute(
+        "SELECT name, value, n FROM (SELECT gv, count(*) AS n FROM grp GROUP BY gv) JOIN gv USING (gv) "
+        "ORDER BY name, value"
+    )
+    for name, value, n in found:
+        values = groups.setdefault(name, {})
+        if len(values) < MAX_GROUP_VALUES:
+            values[value] = n
+    return {
+        "models": models,
+        "failures": failures,
+        "groups": groups,
+        "score_min": low,
+        "score_max": high,
+        "scored": scored,
+    }
+
+
+def stored_facets(db: sqlite3.Connection) -> dict[str, Any] | None:
+    """The choices the build counted, when they are of the index as it is now (a file read on since: None)."""
+    row = db.execute("SELECT v FROM meta WHERE k = 'facets'").fetchone()
+    if row is None:
+        return None
+    try:
+        data = jsonutil.loads(row[0])
+    except ValueError:
+        return None
+    meta = _meta(db)
+    if not isinstance(data, dict) or data.get("offset") != meta.get("offset"):
+        return None
+    found = data.get("facets")
+    return found if isinstance(found, dict) else None
+
+
+def _store_facets(db: sqlite3.Connection, kind: str, meta: dict[str, Any]) -> None:
+    if kind == "records":
+        data = {"offset": meta.get("offset"), "facets": count_facets(db)}
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('facets', ?)", (jsonutil.dumps(data),))
+
+
 # -- building and refreshing ------------------------------------------------------------------------------------
 
 
@@ -267,6 +323,8 @@ def start_build(source: Path, kind: str) -> None:
     """
     key = str(index_path(source, kind))
     with _locks_guard:
+        for done in [k for k, child in _builders.items() if k != key and child.poll() is not None]:
+            del _builders[done]  # reaped by poll(): no finished child lingers as a zombie
         running = _builders.get(key)
         if running is not None and running.poll() is None:
             return
@@ -372,6 +430,7 @@ def _build(
         meta = {"version": VERSION, "source": os.path.abspath(source), "lines": 0, "bad": 0, "first_bad": None}
         meta = _read_into(db, source, kind, meta, 0, st, progress)
         db.executescript(KINDS[kind].indexes)
+        _store_facets(db, kind, meta)
         db.commit()
     finally:
         db.close()

@@ -64,6 +64,12 @@ def sample_file(sample_id: str) -> str:
     return "s-" + hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + ".html"
 
 
+def compare_file(model_a: str, model_b: str) -> str:
+    """The export's file name of one run's model-vs-model comparison on a pair (a hash: any model name is safe)."""
+    digest = hashlib.sha256(f"{model_a}\0{model_b}".encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return f"c-{digest}.html"
+
+
 class ExportLinks(Links):
     """Relative file paths of the static export, as seen from a page ``depth`` folders below its root."""
 
@@ -99,7 +105,15 @@ class ExportLinks(Links):
         return self.up + self.media_file(run_id, dataset, key, part, ext or "bin")
 
     def compare(self, params: dict[str, str] | None = None) -> str | None:
-        return None  # comparisons need the server
+        """Two models of one run on one pair: a page of the export, beside the pair's samples. Two runs, or a
+        comparison to fill in, need the server (None: no link)."""
+        if not params:
+            return None
+        (run_a, _, model_a), (run_b, _, model_b) = (params.get(k, "").partition(":") for k in ("a", "b"))
+        dataset, sep, metric = params.get("pair", "").rpartition("/")
+        if run_a != run_b or not (sep and dataset and metric and model_a and model_b):
+            return None
+        return f"{self.up}{self.pair_dir(run_a, dataset, metric)}/{compare_file(model_a, model_b)}"
 
     def static(self, name: str) -> str:
         return f"{self.up}static/{name}"

@@ -266,8 +266,11 @@ def _decoded(source: str | bytes, start: float, end: float | None) -> tuple[Any,
 
 
 def image_file(part: MediaPart) -> tuple[bytes, str]:
-    """The image's bytes and media type (blocking)."""
+    """The image's bytes and media type (blocking); a robustness variant's image is the corrupted one it sent."""
     source = _source(part.ref, part.dataset)
+    corruption = part.ref.get("corruption")
+    if isinstance(corruption, dict):
+        return _corrupted(source, corruption), IMAGE_TYPES.get(str(corruption.get("format")), "image/png")
     name = source if isinstance(source, str) else ""
     fmt = str(part.ref.get("format") or os.path.splitext(name)[1].lstrip(".")).lower()
     mime = IMAGE_TYPES.get(fmt)
@@ -280,6 +283,21 @@ def image_file(part: MediaPart) -> tuple[bytes, str]:
             return handle.read(), mime
     except OSError as error:
         raise MediaMissing(f"unreadable: {source}: {error.strerror}") from None
+
+
+def _corrupted(source: str | bytes, corruption: dict[str, Any]) -> bytes:
+    """The corrupted image, made again from its source and checked against the sha256 of what was sent."""
+    from evalkit.data.image.corrupt import remake
+
+    try:
+        if isinstance(source, str):
+            with open(source, "rb") as handle:
+                source = handle.read()
+        return remake(source, corruption)
+    except OSError as error:
+        raise MediaMissing(f"unreadable: {error.strerror}") from None
+    except (ValueError, KeyError, TypeError) as error:
+        raise MediaMissing(f"the corrupted image cannot be made again: {error}") from None
 
 
 def parse_part(text: str) -> tuple[int, int | None]:

@@ -531,7 +531,7 @@ def _statistics(stats: dict[str, Any] | None) -> str:
 
 
 def compare_page(data: dict[str, Any] | None, params: dict[str, str], links: Links, error: str | None = None) -> str:
-    body = "<h1>Compare</h1>" + compare_form(params, links)
+    body = "<h1>Compare</h1>" + ("" if links.export else compare_form(params, links))  # a form needs the server
     if error:
         body += problems([error])
     if data:

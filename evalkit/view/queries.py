@@ -16,14 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.view.index import IndexState, connect, opened, read_lines
+from evalkit.view.index import IndexState, connect, count_facets, opened, read_lines, stored_facets
 
 SORTS = ("row", "score", "-score", "id")
 MAX_PER = 500
 #: characters of an answer or reference shown in the samples table
 EXCERPT = 160
-#: values of one group offered in the filter (a speaker column may have thousands)
-MAX_GROUP_VALUES = 300
 
 _facets: dict[tuple[str, int], dict[str, Any]] = {}
 _facets_lock = threading.Lock()
@@ -227,35 +225,18 @@ def samples_page(sources: Sources, f: PairFilter) -> dict[str, Any]:
 
 
 def facets(sources: Sources) -> dict[str, Any]:
-    """The filter's choices: models, failure reasons and group values with their counts, the score range."""
+    """The filter's choices: models, failure reasons and group values with their counts, the score range.
+
+    Counted by the index build when it made the index (:func:`evalkit.view.index.count_facets`), else here once
+    per state of the index.
+    """
     key = (str(sources.index.db), sources.index.lines + sources.index.size)
     with _facets_lock:
         if key in _facets:
             return _facets[key]
     with _open(sources) as db:
-        models = [m for (m,) in db.execute("SELECT model FROM rec GROUP BY model ORDER BY min(id)")]
-        failures = dict(
-            db.execute("SELECT failure, count(*) FROM rec WHERE failure IS NOT NULL GROUP BY failure ORDER BY 2 DESC")
-        )
-        low, high, scored = db.execute("SELECT min(score), max(score), count(score) FROM rec").fetchone()
-        groups: dict[str, dict[str, int]] = {}
-        found = db.execute(
-            "SELECT name, value, n FROM (SELECT gv, count(*) AS n FROM grp GROUP BY gv) JOIN gv USING (gv) "
-            "ORDER BY name, value"
-        )
-        for name, value, n in found:
-            values = groups.setdefault(name, {})
-            if len(values) < MAX_GROUP_VALUES:
-                values[value] = n
-    answer = {
-        "models": models,
-        "failures": failures,
-        "groups": groups,
-        "score_min": low,
-        "score_max": high,
-        "scored": scored,
-        "records": sources.index.lines,
-    }
+        counted = stored_facets(db) or count_facets(db)
+    answer = {**counted, "records": sources.index.lines}
     with _facets_lock:
         if len(_facets) > 64:
             _facets.clear()

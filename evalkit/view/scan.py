@@ -15,7 +15,11 @@ in file order (a cell of the results table): when the question is only
 "which model" and the order is by row or id, a line that begins as the engine
 writes records (``{"sample_id":..,"model":..,"dataset":..,"metric":..,"row":..,``
 with no escapes in those values) and ends with ``}`` is placed by that head
-alone, without parsing it; any other line is parsed. And an answer is kept
+alone, without parsing it; any other line is parsed. (The engine writes a
+records file anew on each run, so a line cut mid-write is only ever the last
+one, which has no newline and is left out; a cut line followed by another,
+which the index would count as unreadable, could only be taken for a record
+here if it happened to end with ``}``.) And an answer is kept
 (keyed by the files' size and modification time), so the same question asked
 again while the index is still being built is not read again.
 """
@@ -24,13 +28,14 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import mmap
 import os
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalkit.util import jsonutil
 from evalkit.view.queries import PairFilter, excerpt
@@ -319,7 +324,14 @@ def _samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, 
 
     starts_of: list[tuple[int, int]] = []  # (offset, line number) of each block: line numbers found at the end
     number = 1
-    for base, whole in _blocks(records):
+    if needles and not lower and not lean:
+        # the needle is searched in the file mapped into memory, a window at a time: no block is read or copied
+        starts_of.append((0, 1))
+        with records.open("rb") as handle:
+            for mm, base, first, end in _windows(handle):
+                for start in _mapped_starts(mm, needles, first, end):
+                    parse(mm[start : mm.find(b"\n", start, end)], base + start)
+    for base, whole in _blocks(records) if not starts_of else ():
         starts_of.append((base, number))
         if lean:
             # each line written as the engine writes records is placed by its head alone, unparsed
@@ -386,21 +398,71 @@ def _head_key(sort: str, head: re.Match[bytes], off: int) -> tuple[Any, ...] | N
     return (False, 0, off) if row == b"null" else (True, int(row), off)
 
 
-def _line_numbers(path: Path, starts_of: list[tuple[int, int]], offsets: list[int]) -> dict[int, int]:
-    """The line number (from 1) of each line offset, counted from its block's first line (one read per block)."""
+def _line_numbers(path: Path, anchors: list[tuple[int, int]], offsets: list[int]) -> dict[int, int]:
+    """The line number (from 1) of each line offset, counted from the nearest known (offset, line number) before it,
+    reading on in pieces of bounded size."""
     out: dict[int, int] = {}
-    by_block: dict[int, list[int]] = {}
-    bases = [base for base, _ in starts_of]
-    for off in offsets:
-        by_block.setdefault(bisect.bisect_right(bases, off) - 1, []).append(off)
+    bases = [base for base, _ in anchors]
+    pos, number = -1, 0
     with path.open("rb") as handle:
-        for block, found in by_block.items():
-            base, number = starts_of[block]
-            handle.seek(base)
-            data = handle.read(max(found) - base)
-            for off in found:
-                out[off] = number + data.count(b"\n", 0, off - base)
+        for off in sorted(set(offsets)):
+            base, first = anchors[bisect.bisect_right(bases, off) - 1]
+            if not base <= pos <= off:  # start again from the anchor (nearer than where the last count stopped)
+                pos, number = base, first
+            handle.seek(pos)
+            while pos < off:
+                data = handle.read(min(4 * _READ, off - pos))
+                if not data:
+                    break
+                number += data.count(b"\n")
+                pos += len(data)
+            out[off] = number
     return out
+
+
+#: bytes of a file mapped at a time (the pages a search touched count in the viewer's RSS until unmapped)
+_WINDOW = 16 << 20
+
+
+def _windows(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, int, int, int]]:
+    """(map, its offset in the file, first, end): windows of the file mapped read-only, one at a time; each holds
+    the whole lines from ``first`` to ``end`` in it (a line longer than a window gets a larger one). A last line
+    without its newline (cut, or being written) is left out."""
+    size = os.fstat(handle.fileno()).st_size
+    pos = 0  # where the next line starts
+    while pos < size:
+        base = pos - pos % mmap.ALLOCATIONGRANULARITY
+        length = min(size - base, _WINDOW)
+        while True:
+            mm = mmap.mmap(handle.fileno(), length, access=mmap.ACCESS_READ, offset=base)
+            end = mm.rfind(b"\n", pos - base) + 1
+            if end or base + length >= size:
+                break
+            mm.close()
+            length = min(size - base, 2 * length)
+        try:
+            if not end:
+                return
+            yield mm, base, pos - base, end
+        finally:
+            mm.close()
+        pos = base + end
+
+
+def _mapped_starts(mm: mmap.mmap, needles: tuple[bytes, ...], first: int, end: int) -> Iterator[int]:
+    """Offsets of the lines from ``first`` to ``end`` holding one of ``needles``, in order, each once."""
+
+    def starts(needle: bytes) -> Iterator[int]:
+        pos = mm.find(needle, first, end)
+        while pos != -1:
+            yield max(first, mm.rfind(b"\n", first, pos) + 1)
+            pos = mm.find(needle, mm.find(b"\n", pos, end) + 1, end)
+
+    last = -1
+    for start in heapq.merge(*(starts(n) for n in needles)):
+        if start != last:
+            yield start
+            last = start
 
 
 class _Page:

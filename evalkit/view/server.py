@@ -28,6 +28,7 @@ from evalkit.view import pages
 from evalkit.view.index import stop_builds
 from evalkit.view.links import Links
 from evalkit.view.media import MediaMissing
+from evalkit.view.ranges import MediaCache, byte_range
 from evalkit.view.static import CSS
 from evalkit.view.viewer import BadQuery, NotFound, Viewer
 from evalkit.view.warm import Warmer
@@ -43,6 +44,7 @@ CSP = (
 )
 _VIEWER = web.AppKey("viewer", Viewer)
 _WARM = web.AppKey("warm", Warmer)
+_MEDIA = web.AppKey("media", MediaCache)
 LINKS = Links()
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -148,8 +150,21 @@ async def compare_page(request: web.Request) -> web.Response:
 
 async def media(request: web.Request) -> web.Response:
     m = request.match_info
-    body, mime = await _call(_viewer(request).media_part, m["run_id"], m["dataset"], m["key"], m["part"])
-    return web.Response(body=body, content_type=mime, headers={"Cache-Control": "private, max-age=300"})
+    name = (m["run_id"], m["dataset"], m["key"], m["part"])
+    found = request.app[_MEDIA].get(name)
+    if found is None:
+        found = await _call(_viewer(request).media_part, *name)
+        request.app[_MEDIA].put(name, found)
+    body, mime = found
+    headers = {"Cache-Control": "private, max-age=300", "Accept-Ranges": "bytes"}
+    wanted = byte_range(request.headers.get("Range", ""), len(body))
+    if wanted is None:
+        return web.Response(body=body, content_type=mime, headers=headers)
+    if not wanted:
+        headers["Content-Range"] = f"bytes */{len(body)}"
+        return web.Response(status=416, headers=headers)
+    headers["Content-Range"] = f"bytes {wanted.start}-{wanted.stop - 1}/{len(body)}"
+    return web.Response(status=206, body=body[wanted.start : wanted.stop], content_type=mime, headers=headers)
 
 
 async def static(request: web.Request) -> web.Response:
@@ -196,6 +211,7 @@ def make_app(viewer: Viewer) -> web.Application:
     app = web.Application(middlewares=[_guard])
     app[_VIEWER] = viewer
     app[_WARM] = Warmer(viewer.catalog)
+    app[_MEDIA] = MediaCache()
 
     async def _start_warming(app: web.Application) -> None:
         app[_WARM].start()

@@ -33,6 +33,7 @@ class Warmer:
         self.catalog = catalog
         self._queue: list[tuple[Path, str]] = []
         self._done: set[tuple[Path, str]] = set()
+        self._preferred: list[str] = []  # run ids whose page was opened, to be put first by the thread
         self._wake = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._work, name="evalkit-view-warm", daemon=True)
@@ -44,10 +45,13 @@ class Warmer:
             self._wake.notify()
 
     def prefer(self, run_id: str) -> None:
-        """Move the pairs of one run to the front of the queue (its page was just opened)."""
-        run = self.catalog.get(run_id)
-        if run is not None:
-            self._put(self._files([run]), front=True)
+        """Move the pairs of one run to the front of the queue (its page was just opened).
+
+        Called from the server's event loop: the run's files are looked up by the thread, not here.
+        """
+        with self._wake:
+            self._preferred.append(run_id)
+            self._wake.notify()
 
     def stop(self) -> None:
         """Stop taking files from the queue and wait (briefly) for the thread, so it starts no child after this."""
@@ -85,10 +89,21 @@ class Warmer:
             log.debug("listing runs to index failed", exc_info=True)
         while True:
             with self._wake:
-                while not self._queue and not self._stopped:
+                while not self._queue and not self._preferred and not self._stopped:
                     self._wake.wait()
                 if self._stopped:
                     return
+                preferred, self._preferred = self._preferred, []
+            for run_id in preferred:  # each put in front of the one before: the last opened comes first
+                try:
+                    run = self.catalog.get(run_id)
+                    if run is not None:
+                        self._put(self._files([run]), front=True)
+                except Exception:  # the run's page says what is wrong with it
+                    log.debug("listing the pairs of %s failed", run_id, exc_info=True)
+            with self._wake:
+                if not self._queue or self._stopped:
+                    continue
                 path, kind = self._queue.pop(0)
                 self._done.add((path, kind))
             try:
