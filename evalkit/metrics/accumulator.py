@@ -15,6 +15,17 @@ are kept per name in compact float arrays and summarized as means with a
 normal CI in ``details["subscores"]``; a name counts only the samples that
 report it.
 
+A metric may score *groups* of samples rather than samples (MMBench's circular evaluation: a question counts
+right only when every rotated copy is; MME's acc+: an image counts when both its questions are right). Such a
+metric defines ``group_of(sample) -> (key, size) | None`` (which group a sample belongs to, and how many members
+make it whole when that is known) and ``group_rows(rows, codes, count) -> (count, k)`` (one stats row per group
+from its members' rows, in row order). The accumulator keeps one group code per row, and per group its expected
+size and whether a member failed; the result is the corpus statistic over *complete* groups (every member scored,
+as many as the size says) and its interval resamples groups, not rows. An incomplete group is counted in
+``details["groups_incomplete"]`` (a failed member: the group is failed, never wrong; a member missing: a shard's
+share of a group split across shards), never scored. A ``duplicate_id`` row fails nothing of its group: the
+member itself was scored at its first row.
+
 Not thread-safe: one accumulator belongs to one engine, fed from its loop.
 """
 
@@ -31,6 +42,9 @@ from evalkit.metrics.base import Metric, MetricResult, SampleScore, ci_method_us
 
 if TYPE_CHECKING:
     import numpy as np
+
+#: a grouped metric's member: (group key, members that make the group whole, 0 or None when not known)
+GroupMember = tuple[str, int | None]
 
 #: upper edges (seconds, exclusive) and labels of the audio-length buckets used for WER-by-length
 LENGTH_BUCKETS: tuple[tuple[float, str], ...] = (
@@ -127,6 +141,13 @@ class ScoreAccumulator:
         self.failures: Counter[str] = Counter()
         #: one message per failure reason (the first seen), for the console and results.json
         self.failure_examples: dict[str, str] = {}
+        #: grouped metrics (see the module docstring): per row its group's code, per group key its code,
+        #: expected size (0: not known) and whether a member failed
+        self.grouped = callable(getattr(metric, "group_rows", None))
+        self._member_group: array[int] = array("i")
+        self._group_keys: dict[str, int] = {}
+        self._group_sizes: array[int] = array("i")
+        self._group_failed: array[int] = array("b")
 
     @property
     def n(self) -> int:
@@ -137,14 +158,29 @@ class ScoreAccumulator:
     def n_failed(self) -> int:
         return sum(self.failures.values())
 
-    def add_failure(self, reason: str, message: str | None = None) -> None:
+    def add_failure(self, reason: str, message: str | None = None, group: GroupMember | None = None) -> None:
         """Count a sample that could not be scored (request failed, unparseable verdict, ...).
 
-        ``message`` (the error's text) is kept as the reason's example when it is the first one.
+        ``message`` (the error's text) is kept as the reason's example when it is the first one. ``group``
+        (a grouped metric's member): its group is failed as a whole, unless the row is a duplicate id.
         """
         self.failures[str(reason)] += 1
         if message and str(reason) not in self.failure_examples:
             self.failure_examples[str(reason)] = message
+        if group is not None and self.grouped and str(reason) != FailureReason.DUPLICATE_ID:
+            self._group_failed[self._group_code(group)] = 1
+
+    def _group_code(self, group: GroupMember) -> int:
+        """The code of a group key, made on first sight; the largest size any member states is kept."""
+        key, size = group
+        code = self._group_keys.get(key)
+        if code is None:
+            code = self._group_keys[key] = len(self._group_keys)
+            self._group_sizes.append(0)
+            self._group_failed.append(0)
+        if size:
+            self._group_sizes[code] = max(self._group_sizes[code], int(size))
+        return code
 
     def note_crash(self, message: str) -> None:
         """Keep the first exception the metric raised on a sample; the sample itself is counted by ``add_failure``."""
@@ -152,15 +188,22 @@ class ScoreAccumulator:
         if self.crash is None:
             self.crash = message
 
-    def add(self, score: SampleScore, groups: dict[str, str] | None = None, order: float | None = None) -> None:
+    def add(
+        self,
+        score: SampleScore,
+        groups: dict[str, str] | None = None,
+        order: float | None = None,
+        group: GroupMember | None = None,
+    ) -> None:
         """Add one sample's score; a score carrying ``failure`` is counted as a failure instead.
 
         ``order`` (e.g. the sample's index in the dataset) makes bootstrap CIs
         independent of the order in which concurrent samples finished: rows are
-        sorted by it before resampling.
+        sorted by it before resampling. ``group``: the sample's (group key, size) for a grouped metric;
+        a row of a grouped metric without one is a group of its own.
         """
         if score.failure is not None:
-            self.add_failure(score.failure)
+            self.add_failure(score.failure, group=group)
             return
         stats = score.stats
         if not stats:
@@ -178,6 +221,8 @@ class ScoreAccumulator:
         self._stats.extend([float(x) for x in stats])  # floats first: a bad value leaves no half row behind
         self._order.append(math.nan if order is None else float(order))
         self._scores.append(math.nan if score.score is None else float(score.score))
+        if self.grouped:
+            self._member_group.append(self._group_code(group if group is not None else (f"\x00row{row}", 1)))
         if groups:
             for name, value in groups.items():
                 codes = self._group_codes.get(name)
@@ -251,10 +296,19 @@ class ScoreAccumulator:
     def _summarize(
         self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
     ) -> tuple[float, float, float]:
-        from evalkit.metrics.ci import bootstrap_ci, clip_to, corpus_value, normal_ci
+        from evalkit.metrics.ci import bootstrap_ci, bootstrap_rows_ci, clip_to, corpus_value, normal_ci
 
         if rows.shape[0] == 0:
             return math.nan, math.nan, math.nan
+        from_rows = getattr(self.metric, "corpus_rows", None)
+        if from_rows is not None:
+            # a statistic of the rows themselves, in row order (ChEF's ECE bins sorted samples): never of sums
+            try:
+                value = float(from_rows(rows))
+                low, high = bootstrap_rows_ci(from_rows, rows, n_resamples=n_resamples, seed=seed)
+            except Exception as error:
+                raise MetricCrashed(self.metric, "corpus_rows", error) from error
+            return value, low, high
         try:
             value = corpus_value(self.metric, rows.sum(axis=0))
         except Exception as error:
@@ -269,6 +323,53 @@ class ScoreAccumulator:
             low, high = clip_to(low, self.metric.bounds), clip_to(high, self.metric.bounds)
         return value, low, high
 
+    def _grouped(self, rows: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One stats row and score per complete group among ``rows`` (with their group codes), in first-row order."""
+        import numpy as np
+
+        if rows.shape[0] == 0:
+            return rows, np.zeros(0)
+        codes, first, inverse, counts = np.unique(members, return_index=True, return_inverse=True, return_counts=True)
+        sizes = np.array(self._group_sizes, dtype=np.int64)[codes]
+        failed = np.array(self._group_failed, dtype=bool)[codes]
+        complete = ~failed & ((sizes == 0) | (counts >= sizes))
+        inverse = inverse.reshape(-1)
+        keep = complete[inverse]
+        # the complete groups numbered 0.. in the order of their first rows (rows are in file order here)
+        order = np.argsort(first, kind="stable")
+        kept_order = order[complete[order]]
+        number = np.full(codes.size, -1, dtype=np.int64)
+        number[kept_order] = np.arange(kept_order.size)
+        count = int(kept_order.size)
+        if count == 0:
+            return np.zeros((0, 0)), np.zeros(0)
+        try:
+            group_rows = np.asarray(
+                self.metric.group_rows(rows[keep], number[inverse][keep], count),  # type: ignore[attr-defined]
+                dtype=np.float64,
+            )
+            with np.errstate(invalid="ignore", divide="ignore"):
+                scores = np.asarray(self.metric.corpus(group_rows), dtype=np.float64).reshape(count)
+        except Exception as error:
+            raise MetricCrashed(self.metric, "group_rows", error) from error
+        return group_rows, scores
+
+    def _group_counts(self) -> dict[str, int]:
+        """Groups seen, scored whole, failed (a member failed) and partial (a member not among the rows)."""
+        import numpy as np
+
+        members = np.array(self._member_group, dtype=np.int64)
+        counts = np.bincount(members, minlength=len(self._group_keys))
+        sizes = np.array(self._group_sizes, dtype=np.int64)
+        failed = np.array(self._group_failed, dtype=bool)
+        partial = ~failed & (sizes > 0) & (counts < sizes)
+        return {
+            "groups": len(self._group_keys),
+            "complete": int((~failed & ~partial & (counts > 0)).sum()),
+            "failed_member": int(failed.sum()),
+            "missing_member": int(partial.sum()),
+        }
+
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
         """Corpus score, CI (``self.ci_method``), counts, settings and per-group results.
 
@@ -280,16 +381,34 @@ class ScoreAccumulator:
         rows, scores = self.stats, self.scores
         order = np.array(self._order, dtype=np.float64)
         perm = np.argsort(order, kind="stable") if self._n and not np.isnan(order).all() else None
+        members = np.array(self._member_group, dtype=np.int64) if self.grouped else None
         if perm is not None:
             rows, scores = rows[perm], scores[perm]
-        value, low, high = self._summarize(rows, scores, seed, n_resamples)
+            members = None if members is None else members[perm]
+        n = self._n
+        if members is not None:
+            group_rows, group_scores = self._grouped(rows, members)
+            value, low, high = self._summarize(group_rows, group_scores, seed, n_resamples)
+            n = int(group_rows.shape[0])
+        else:
+            value, low, high = self._summarize(rows, scores, seed, n_resamples)
         details: dict[str, Any] = dict(self._call("describe"))
         details["ci_method"] = self.ci_method
         processors = getattr(self.metric, "processors", None)
         if processors:
             details["processors"] = processors.describe()  # the pair's own (metric option), as given
-        if self._n:
+        if self._n and members is None:  # a grouped metric's figures are over groups: its rows' sums mean nothing
             details.update(self._call("corpus_details", rows.sum(axis=0)))
+            if hasattr(self.metric, "corpus_rows_details"):
+                details.update(self._call("corpus_rows_details", rows))
+        if members is not None:
+            counts = self._group_counts()
+            details["n_samples"] = self._n
+            details["n_groups"] = counts["complete"]
+            details["groups_incomplete"] = {
+                "failed_member": counts["failed_member"],
+                "missing_member": counts["missing_member"],
+            }
         details["n_failed"] = self.n_failed
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
@@ -298,13 +417,19 @@ class ScoreAccumulator:
             per_value: dict[str, dict[str, float | int]] = {}
             for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
                 mask = codes == code
-                g_value, g_low, g_high = self._summarize(rows[mask], scores[mask], seed, n_resamples)
-                per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": int(mask.sum())}
+                if members is not None:
+                    g_rows, g_scores = self._grouped(rows[mask], members[mask])
+                    g_value, g_low, g_high = self._summarize(g_rows, g_scores, seed, n_resamples)
+                    size = int(g_rows.shape[0])
+                else:
+                    g_value, g_low, g_high = self._summarize(rows[mask], scores[mask], seed, n_resamples)
+                    size = int(mask.sum())
+                per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": size}
             groups[name] = per_value
         details["groups"] = groups
         if self._subscores:
             details["subscores"] = self._subscore_results()
-        return MetricResult(value, low, high, self._n, self.ci_method, details)
+        return MetricResult(value, low, high, n, self.ci_method, details)
 
     def _call(self, method: str, *args: Any) -> Any:
         """``metric.<method>(*args)``; an exception becomes :class:`MetricCrashed` naming the method."""

@@ -185,11 +185,18 @@ class MmbenchCircularAccuracy(Metric):
         return SampleScore(right, (right, 1.0, float(copy)), details={"option": letter, "copy": copy})
 
     def group_rows(self, rows: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
-        """(1 when every copy is right, 1) per question."""
+        """(1 when every copy is right, 1) per question.
+
+        As ChEF, a question without its first copy (MMBench data whose original row is missing) counts right:
+        ChEF gathers a question's copies from its first row's id and finds none.
+        """
         import numpy as np
 
         right = np.ones(count)
         np.minimum.at(right, codes, rows[:, 0])
+        has_first = np.zeros(count)
+        np.maximum.at(has_first, codes, (rows[:, 2] == 0).astype(float))
+        right[has_first == 0] = 1.0
         return np.stack([right, np.ones(count)], axis=1)
 
     def describe(self) -> dict[str, Any]:

@@ -15,6 +15,12 @@ another (or a changed) metric, exactly as the engine would have:
 - a request that failed in the run is counted as a failure with its reason,
   as in the run; the engine's audio-length groups come from the recorded
   duration;
+- a metric that counts over the whole corpus before scoring (CIDEr's document
+  frequencies, :mod:`evalkit.run.corpus`) is given the references of the
+  dataset's filtered samples, as the run counted them (the whole plan, even for
+  a shard's folder), else the records' references;
+- a preprocessor's expansion (circular copies ``<id>#c<k>``) is applied when
+  samples are rebuilt, so each copy finds its own options;
 - judge metrics call the judge (``judge_properties`` of the run's config file,
   or of ``config_path``), through the same response store, so a second
   re-score asks the judge nothing new. No model endpoint is ever contacted.
@@ -39,7 +45,7 @@ import datetime as dt
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +53,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
-from evalkit.config import Config, JudgeProperties, format_validation_error, load_config
+from evalkit.config import Config, Filters, JudgeProperties, format_validation_error, load_config
 from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
@@ -175,11 +181,15 @@ def records_by_dataset(run_dir: Path, metric: str) -> dict[str, tuple[Path, list
 
 
 def _find_samples(spec: DatasetSpec, wanted: set[str]) -> dict[str, Sample]:
-    """The dataset's samples with the wanted ids (first occurrence), reading only until all are found."""
+    """The dataset's samples with the wanted ids (first occurrence), reading only until all are found.
+
+    The preprocessor's expansion applies, so a circular run's copies (``<id>#c<k>``) are found as they were sent.
+    """
     from evalkit.data.loading import iter_samples
+    from evalkit.prompts.preprocessors import PREPROCESSORS
 
     found: dict[str, Sample] = {}
-    for sample in iter_samples(spec):
+    for sample in PREPROCESSORS.get(spec.preprocessor)().expand(iter_samples(spec)):
         if sample.id in wanted and sample.id not in found:
             found[sample.id] = _without_audio_payload(sample)
             if len(found) == len(wanted):
@@ -214,6 +224,10 @@ def sample_from_record(record: dict[str, Any]) -> Sample:
         for key in ("speaker", "accent", "gender", "language"):
             if groups.get(key) is not None:
                 meta[key] = groups[key]
+    if record.get("group") is not None:  # a grouped metric's group (circular copies, MME's image)
+        meta["group"] = record["group"]
+        if isinstance(record.get("group_size"), int):
+            meta["group_size"] = record["group_size"]
     return Sample(id=str(record.get("sample_id")), reference=record.get("reference"), meta=meta)
 
 
@@ -253,6 +267,7 @@ async def _rescore_dataset(
     samples: dict[str, Sample],
     out_path: Path | None,
     seed: int,
+    filters: Filters | None = None,
 ) -> Any:
     from evalkit.plan import EngineSpec, dataset_processors
     from evalkit.processing.postprocessors import POSTPROCESSORS
@@ -263,6 +278,7 @@ async def _rescore_dataset(
     postprocessor = POSTPROCESSORS.get(spec.postprocessor)()
     processors = dataset_processors(spec)
     models = list(dict.fromkeys(str(r.get("model")) for r in records))
+    corpus_error = await _fit_corpus(metric, spec, records, models[0] if models else None, filters)
     accumulators = {m: ScoreAccumulator(metric) for m in models}
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,7 +326,7 @@ async def _rescore_dataset(
                     out.write(jsonutil.dumps(line) + "\n")
     engine_spec = EngineSpec(dataset=spec, metric=metric_name, models=models)
     settings, broken = metric_settings(metric)  # a metric that raises fails this pair, as in a run
-    result = EngineResult(spec=engine_spec, metric_info=settings, error=broken)
+    result = EngineResult(spec=engine_spec, metric_info=settings, error=broken or corpus_error)
     result.n_samples = len({str(r.get("sample_id")) for r in records})
     for name, acc in accumulators.items():
         summary, crashed = await summarize(acc, seed)
@@ -324,6 +340,43 @@ async def _rescore_dataset(
         )
     result.seconds = time.perf_counter() - started
     return result
+
+
+async def _fit_corpus(
+    metric: Metric, spec: DatasetSpec, records: list[dict[str, Any]], model: str | None, filters: Filters | None
+) -> str | None:
+    """Give a corpus-counting metric (CIDEr) the run's references before anything is re-scored.
+
+    The dataset's filtered samples when it can be read (as the run counted them, whole even when the run was a
+    shard); else the records' own references (one per sample: the first model's records). Returns the pair's
+    error when the metric refused them.
+    """
+    from evalkit.run.corpus import fit_corpus
+
+    def from_records() -> Iterator[Sample]:
+        return (
+            Sample(id=str(r.get("sample_id")), reference=r.get("reference")) for r in records if r.get("model") == model
+        )
+
+    def from_dataset() -> Iterator[Sample]:
+        from evalkit.data.filters import apply_filters
+        from evalkit.data.loading import iter_samples
+        from evalkit.prompts.preprocessors import PREPROCESSORS
+
+        samples: Iterator[Sample] = iter_samples(spec)
+        if filters is not None:
+            samples = apply_filters(samples, filters, spec.name)
+        return PREPROCESSORS.get(spec.preprocessor)().expand(samples)
+
+    try:
+        try:
+            await fit_corpus(metric, from_dataset)
+        except (RunspecError, OSError, ValueError) as error:
+            log.info("%s: corpus counted over the records' references (dataset not readable: %s)", spec.name, error)
+            await fit_corpus(metric, from_records)
+    except UserError as error:
+        return str(error)
+    return None
 
 
 async def arescore(
@@ -412,7 +465,9 @@ async def arescore(
             out_path = safe_path(run_dir / "rescore", dataset, canonical, suffix=".jsonl") if write else None
             log.info("re-scoring %s (%s) with %s", dataset, path.name, canonical)
             results.append(
-                await _rescore_dataset(spec, canonical, instance, records, samples, out_path, config.filters.seed)
+                await _rescore_dataset(
+                    spec, canonical, instance, records, samples, out_path, config.filters.seed, config.filters
+                )
             )
     finally:
         if judge is not None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
-from evalkit.metrics.accumulator import MetricCrashed, ScoreAccumulator, crash_message, sample_groups
+from evalkit.metrics.accumulator import GroupMember, MetricCrashed, ScoreAccumulator, crash_message, sample_groups
 from evalkit.metrics.base import Metric, MetricResult, SampleScore
 from evalkit.processing.processors import ProcessorChain
 
@@ -64,6 +64,26 @@ def corpus_stats(score: SampleScore) -> list[float] | None:
     if score.stats:
         return [float(x) for x in score.stats]
     return None if score.score is None else [float(score.score), 1.0]
+
+
+def group_member(metric: Metric, sample: Sample) -> GroupMember | None:
+    """The sample's (group key, size) for a metric scored over groups (``group_of``), else None.
+
+    A ``group_of`` that raises is the metric's bug: the sample is then a group of its own, and the bug shows
+    when the same method is called by the accumulator's result, never as a silently merged group.
+    """
+    hook = getattr(metric, "group_of", None)
+    if not callable(hook):
+        return None
+    try:
+        found = hook(sample)
+    except Exception:
+        log.debug("metric %s: group_of failed on %s", metric.name, sample.id, exc_info=True)
+        return None
+    if found is None:
+        return None
+    key, size = found
+    return str(key), int(size) if size else None
 
 
 def process_pair(chain: ProcessorChain, prediction: str, sample: Sample) -> tuple[str, Sample]:
@@ -123,9 +143,15 @@ async def score_into_record(
     Returns True when the sample was scored, False when it counts as failed.
     """
     record.update(response=response, prediction=prediction)
+    member = group_member(metric, sample)
+    if member is not None:
+        # the group travels with the record: a merge rebuilds groups split across shards from it
+        record["group"] = member[0]
+        if member[1]:
+            record["group_size"] = member[1]
     if prediction is None:
         reason = failure or FailureReason.ERROR
-        accumulator.add_failure(reason, error)
+        accumulator.add_failure(reason, error, group=member)
         record.update(score=None, failure=reason, error=error)
         return False
     score, crash = await score_sample(metric, prediction, sample, processors)
@@ -135,12 +161,12 @@ async def score_into_record(
         bad = _not_finite(score)
         if bad is None:
             try:
-                accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"))
+                accumulator.add(score, sample_groups(sample), order=sample.meta.get("index"), group=member)
             except (TypeError, ValueError) as error:  # stats of another length than before, or not numbers
                 name = record.get("metric") or metric.name or type(metric).__name__
                 crash = f"metric {name!r}: score() returned an unusable SampleScore: {' '.join(str(error).split())}"
                 accumulator.note_crash(f"{crash}, on {where(record, sample)}")
-                accumulator.add_failure(FailureReason.METRIC_ERROR, crash)
+                accumulator.add_failure(FailureReason.METRIC_ERROR, crash, group=member)
                 record.update(score=None, failure=FailureReason.METRIC_ERROR, error=crash)
                 return False
             record.update(score=score.score, details=score.details)
@@ -159,7 +185,7 @@ async def score_into_record(
     message = crash if score is None else (score.details or {}).get("error")
     if not message and reason == FailureReason.NO_REFERENCE:
         message = f"{where(record, sample)}: the reference is empty"
-    accumulator.add_failure(reason, message if isinstance(message, str) else None)
+    accumulator.add_failure(reason, message if isinstance(message, str) else None, group=member)
     record.update(score=None, failure=reason, error=message)
     if score is not None and score.details and set(score.details) != {"error"}:
         record["details"] = score.details  # why the metric declined: e.g. the judge's prompt and unreadable answer
