@@ -24,6 +24,7 @@ from evalkit.processing.processors import ProcessorChain, build_processors
 from evalkit.prompts.examples import check_in_context
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
+from evalkit.prompts.recipes import recipe_datasets, split_recipe
 from evalkit.registry import import_plugin_modules
 
 log = logging.getLogger("evalkit")
@@ -315,10 +316,14 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     )
                 continue
             seen[(spec.name, canonical)] = options
-            check_metric_options(canonical, options, spec, where, judge_prompt_for(canonical, library.judges))
-            engine = EngineSpec(dataset=spec, metric=canonical, models=list(models), options=dict(options))
-            engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
-            engines.append(engine)
+            metric_options, recipe = split_recipe(options, where)  # ChEF's recipes: chain of thought, corruptions
+            check_metric_options(canonical, metric_options, spec, where, judge_prompt_for(canonical, library.judges))
+            for variant in recipe_datasets(spec, recipe, where):
+                engine = EngineSpec(
+                    dataset=variant, metric=canonical, models=list(models), options=dict(metric_options)
+                )
+                engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
+                engines.append(engine)
     if hub_offline():  # one message naming every hub dataset without stored rows
         require_stored(engine.dataset for engine in engines)
     for i, entry in enumerate(config.aggregate):

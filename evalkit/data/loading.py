@@ -246,7 +246,8 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
         except ConversationError as error:
             meta.setdefault("conversation_error", f"{spec.messages_column}: {error}")
     return Sample(
-        id=str(sample_id) if sample_id is not None else f"{spec.name}-{index}",
+        # a robustness variant (<name>@<corruption>) keeps the clean dataset's ids, so its samples pair with them
+        id=str(sample_id) if sample_id is not None else f"{(spec.corruption or {}).get('clean', spec.name)}-{index}",
         reference=_column(row, spec.target_column, spec, "target_column"),
         text=_column(row, spec.textual_input_column, spec, "textual_input_column"),
         instruction=_column(row, spec.instruction_column, spec, "instruction_column") or spec.instruction,

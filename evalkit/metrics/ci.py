@@ -26,6 +26,7 @@ the same interval, only slower (about 1,000 Python calls per interval).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import numpy as np
@@ -191,3 +192,34 @@ def combine(
         return MetricResult(score, math.nan, math.nan, n, method, details)
     se = math.sqrt(float(np.sum((share * halves / Z95) ** 2)))
     return MetricResult(score, clip_to(score - Z95 * se, bounds), clip_to(score + Z95 * se, bounds), n, method, details)
+
+
+def bootstrap_rows_ci(
+    statistic: Callable[[np.ndarray], float],
+    rows: np.ndarray,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    *,
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic(rows)`` for a statistic that needs the rows themselves.
+
+    Some corpus statistics are not functions of summed rows (ChEF's ECE sorts the samples by confidence
+    into equal-count bins): each resample is then a draw of whole rows, in row order, not a weighted sum.
+    Non-finite resamples are dropped as in :func:`bootstrap_ci`; fewer than 2 rows -> NaN bounds.
+    """
+    rows = np.asarray(rows, dtype=np.float64)
+    n = rows.shape[0]
+    if n < 2 or n_resamples < 1:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    values = np.empty(n_resamples, dtype=np.float64)
+    for i in range(n_resamples):
+        draw = np.sort(rng.integers(0, n, size=n))  # sorted: a resample keeps the rows' own order, as ties need
+        values[i] = statistic(rows[draw])
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - confidence) / 2.0 * 100.0
+    low, high = np.percentile(finite, [tail, 100.0 - tail])
+    return float(low), float(high)

@@ -217,5 +217,6 @@ def choose(
     candidates = [s for s in pool if s.id != sample.id]
     if choice == "first":
         return candidates[:k]
-    rng = random.Random(f"{seed}:{spec.name}:{sample.id}")
+    clean = (spec.corruption or {}).get("clean", spec.name)  # a robustness variant shows the clean pair's examples
+    rng = random.Random(f"{seed}:{clean}:{sample.id}")
     return rng.sample(candidates, min(k, len(candidates)))

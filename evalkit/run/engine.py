@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import io
 import itertools
 import logging
@@ -48,6 +49,7 @@ from evalkit.data.audio.pcm import (
 )
 from evalkit.data.audio.workers import run_media_job
 from evalkit.data.filters import apply_filters
+from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, sample_seed
 from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images, prepare_images_as_is
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
@@ -60,9 +62,18 @@ from evalkit.plan import EngineSpec, ModelPlan, dataset_processors
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
+from evalkit.prompts.corrupt_text import corrupt_sample
+from evalkit.prompts.cot import (
+    REASONING_MAX_TOKENS,
+    context_with_reasoning,
+    reasoning_only,
+    with_reasoning_turn,
+    without_reasoning_turn,
+)
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.report.results import ResultRow
+from evalkit.run.corpus import fit_corpus
 from evalkit.run.requests import (
     RequestContext,
     history_after,
@@ -71,6 +82,7 @@ from evalkit.run.requests import (
     likelihood_requests,
     turn_requests,
 )
+from evalkit.run.robustness import add_robustness
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
 from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key, write_all
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
@@ -103,6 +115,8 @@ class Sent:
     options: int = 0
     #: the key, once fixed when a one-turn sample's requests were built
     key: str | None = None
+    #: each turn's answer, in order (chain of thought: the reasoning, then the answer)
+    answers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -123,6 +137,8 @@ class EngineResult:
     seconds: float = 0.0
     error: str | None = None
     metric_info: dict[str, Any] = field(default_factory=dict)
+    #: where the engine wrote its records (a robustness variant is compared with its clean pair's, sample by sample)
+    records_path: Path | None = None
 
 
 ProgressHook = Callable[[str, str, bool], None]
@@ -203,20 +219,31 @@ class Engine:
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
 
-    def planned_samples(self) -> Iterator[Sample]:
+    def corpus_samples(self) -> Iterator[Sample]:
+        """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
+
+        Corpus-wide counts (CIDEr's document frequencies) are taken over these, so every shard agrees.
+        """
         filtered = apply_filters(iter_samples(self.spec.dataset), self.filters, self.spec.dataset.name)
-        return shard_samples(filtered, self.shard)  # after the filters: shards split exactly the plan's samples
+        return self.preprocessor.expand(filtered)
+
+    def planned_samples(self) -> Iterator[Sample]:
+        # after the filters and the expansion: shards split exactly the plan's samples
+        return shard_samples(self.corpus_samples(), self.shard)
 
     async def run(self) -> EngineResult:
         started = time.perf_counter()
         settings, broken = metric_settings(self.metric)  # a metric that raises fails its pair, never the run
-        result = EngineResult(spec=self.spec, metric_info=settings, error=broken)
+        result = EngineResult(spec=self.spec, metric_info=settings, error=broken, records_path=self.records_path)
         try:
             if self.spec.dataset.in_context:
                 self._example_pool = await asyncio.to_thread(icl.load_pool, self.spec.dataset)
             self._assembler = PromptAssembler(
                 self.spec.dataset, self.preprocessor, self.context, self.seed, self._example_pool
             )
+            if await fit_corpus(self.metric, self.corpus_samples):
+                result.metric_info, broken = metric_settings(self.metric)  # now with what it counted
+                result.error = result.error or broken
             await self._run_recorded()
         except (DiskFullError, WriteFailed):
             raise  # the whole run stops: nothing more can be kept
@@ -345,7 +372,9 @@ class Engine:
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
 
-    async def _prepare(self, prompt: Prompt, examples: list[Sample]) -> Prepared | Outcome:
+    async def _prepare(
+        self, prompt: Prompt, examples: list[Sample], corruption: ImageCorruption | None = None
+    ) -> Prepared | Outcome:
         """Decode the sample's audio once and cut it for every model, and ready its images, in a worker process."""
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
@@ -369,10 +398,29 @@ class Engine:
         if not images:
             return prepared, _NO_IMAGES
         try:
-            pictures = await run_media_job(prepare_images_as_is, prepare_images, images, self.image_limits)
+            pictures = await run_media_job(prepare_images_as_is, prepare_images, images, self.image_limits, corruption)
         except (ValueError, OSError, RuntimeError) as error:
             return failed(FailureReason.IMAGE, f"could not read the image: {error}")
         return prepared, pictures
+
+    def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
+        """A robustness variant's sample: its text corrupted here, its images' corruption for the worker pool.
+
+        The seeds come from the corruption seed, the corruption's name and the sample id (never the order of
+        arrival), and the sample's ``meta["corruption"]`` says what was done, for its record.
+        """
+        spec = self.spec.dataset.corruption
+        if not spec:
+            return sample, None
+        name, severity, seed = str(spec["name"]), int(spec["severity"]), int(spec["seed"])
+        if name in IMAGE_CORRUPTIONS:
+            corruption = ImageCorruption(name, severity, sample_seed(seed, name, sample.id))
+            sample.meta["corruption"] = corruption.describe()
+            return sample, corruption
+        index_base = self.spec.options.get("index_base", 0)
+        changed, note = corrupt_sample(sample, name, seed, severity, index_base if isinstance(index_base, int) else 0)
+        changed.meta = {**changed.meta, "corruption": note}
+        return changed, None
 
     def _build_prompt(self, sample: Sample, query: Any = icl.UNSET) -> tuple[Prompt, list[Sample]]:
         if self._assembler is None:
@@ -386,7 +434,10 @@ class Engine:
         if isinstance(self._example_pool, icl.ExamplePool) and icl.needs_query_vector(self.spec.dataset):
             # topk_img: the sample's image is decoded and embedded in a thread, never on the loop
             query = await asyncio.to_thread(icl.query_vector, self._example_pool, sample)
+        sample, corruption = self._corrupt(sample)
         prompt, examples = self._build_prompt(sample, query)
+        if self.spec.dataset.chain_of_thought:
+            prompt = with_reasoning_turn(prompt)  # ChEF's CoT: reason, then answer (evalkit/prompts/cot.py)
         audio_error = sample.meta.pop("audio_error", None)
         image_error = sample.meta.pop("image_error", None)
         conversation_error = sample.meta.pop("conversation_error", None)
@@ -398,7 +449,7 @@ class Engine:
         elif image_error is not None:
             prepared = failed(FailureReason.IMAGE, f"unreadable image value in the dataset: {image_error}")
         else:
-            prepared = await self._prepare(prompt, examples)
+            prepared = await self._prepare(prompt, examples, corruption)
         if (
             sample.audio is not None
             and "duration" not in sample.meta
@@ -433,8 +484,13 @@ class Engine:
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
         if ctx.kind == RequestKind.TRANSCRIPTION and any(turn in images for turn in range(n_turns)):
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot be shown images")
+        reasoning_turn = n_turns - 2 if self.spec.dataset.chain_of_thought else None
         for turn in range(n_turns):
-            requests = turn_requests(prompt, turn, history, history_audio, prepared, ctx, images=images)
+            turn_ctx = ctx
+            if turn == reasoning_turn:  # ChEF lets the reasoning run to 256 new tokens, whatever the answer's limit
+                limit = max(int(ctx.params.get("max_tokens") or 0), REASONING_MAX_TOKENS)
+                turn_ctx = dataclasses.replace(ctx, params={**ctx.params, "max_tokens": limit})
+            requests = turn_requests(prompt, turn, history, history_audio, prepared, turn_ctx, images=images)
             if not requests:
                 return failed(
                     FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio"
@@ -464,6 +520,7 @@ class Engine:
                     replica=failure.replica,
                 )
             text = joined_answer([o.text for o in outcomes])
+            sent.answers.append(text)
             cached = cached and all(o.cached for o in outcomes)
             outcome = Outcome(
                 text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached
@@ -474,23 +531,64 @@ class Engine:
                 )
         return outcome
 
+    async def _likelihood_reasoning(
+        self, model: ModelPlan, prompt: Prompt, sent: Sent
+    ) -> tuple[ModelRequest, Outcome] | Outcome:
+        """ChEF's PPL with CoT: the reasoning, asked through the chat endpoint, before the options are scored."""
+        ctx = self.request_contexts[model.name]
+        if ctx.kind != RequestKind.CHAT:
+            return failed(
+                FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot write chain-of-thought reasoning"
+            )
+        asking = reasoning_only(prompt)
+        if likelihood_context(asking) is None:
+            return failed(
+                FailureReason.UNSUPPORTED, f"{model.name}: the completions API takes text only, not audio or images"
+            )
+        limit = max(int(ctx.params.get("max_tokens") or 0), REASONING_MAX_TOKENS)
+        turn_ctx = dataclasses.replace(ctx, params={**ctx.params, "max_tokens": limit})
+        (request,) = turn_requests(asking, len(asking.turns) - 1, [], [], PreparedAudio({}), turn_ctx)
+        outcome = await self.clients[model.name].submit(request, use_store=self.use_store)
+        if not outcome.ok:
+            return failed(
+                outcome.failure or FailureReason.ERROR,
+                f"reasoning: {outcome.error}",
+                status=outcome.status,
+                attempts=outcome.attempts,
+                latency=outcome.latency,
+                replica=outcome.replica,
+            )
+        sent.answers.append(outcome.text or "")
+        return request, outcome
+
     async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt, sent: Sent) -> Outcome:
         """Every option's log-likelihood after the prompt, as the JSON prediction metrics/likelihood.py reads."""
         choices = [str(c) for c in sample.meta.get("choices") or []]
         if not choices:
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")
+        reasoned: tuple[ModelRequest, Outcome] | None = None
+        if self.spec.dataset.chain_of_thought:
+            found = await self._likelihood_reasoning(model, prompt, sent)
+            if not isinstance(found, tuple):
+                return found
+            reasoned, prompt = found, without_reasoning_turn(prompt)
         context = likelihood_context(prompt)
         if context is None:
             return failed(
                 FailureReason.UNSUPPORTED, f"{model.name}: the completions API takes text only, not audio or images"
             )
+        if reasoned is not None:
+            context = context_with_reasoning(context, reasoned[1].text or "")
         client = self.clients[model.name]
         asked = likelihood_requests(context, choices, self.request_contexts[model.name].model)
-        sent.context, sent.options = context, len(asked)
-        sent.key = self._view_key(RequestKind.COMPLETION, [request for request, _, _ in asked], sent.shared)
+        sent.context, sent.options = context, len(asked) + (reasoned is not None)
+        if reasoned is not None:  # the context holds this model's own reasoning: its entry is its own
+            sent.key = sent_key([reasoned[0], *(request for request, _, _ in asked)])
+        else:
+            sent.key = self._view_key(RequestKind.COMPLETION, [request for request, _, _ in asked], sent.shared)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r, _, _ in asked)))
-        attempts = sum(o.attempts for o in outcomes)
-        latency = max(o.latency for o in outcomes)
+        attempts = sum(o.attempts for o in outcomes) + (reasoned[1].attempts if reasoned is not None else 0)
+        latency = max(o.latency for o in outcomes) + (reasoned[1].latency if reasoned is not None else 0.0)
         stats: dict[str, list[float]] = {"logprobs": [], "tokens": [], "chars": []}
         for index, ((_, start, end), outcome) in enumerate(zip(asked, outcomes)):
             if not outcome.ok:
@@ -556,6 +654,14 @@ class Engine:
             ]
         if prompt.info:
             record["prompt"] = prompt.info
+        if self.spec.dataset.chain_of_thought and sent.answers:
+            # the reasoning is not scored; it is kept beside what the metric said about the answer
+            found = record.get("details")
+            details: dict[str, Any] = found if isinstance(found, dict) else {}
+            reasoning = sent.answers[-2] if len(sent.answers) >= 2 else sent.answers[-1]
+            record["details"] = {**details, "reasoning": reasoning}
+        if "corruption" in sample.meta:
+            record["corruption"] = sample.meta["corruption"]
         if sent.turns or sent.context is not None:
             # the entry reaches the disk before the record naming it is buffered: no record names a lost key
             record["sent"] = self._sent_entry(model, sample, prompt, examples, prepared, sent)
@@ -693,7 +799,9 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
         for model, mres in res.models.items():
             metric_result = mres.result
             n = metric_result.n if metric_result else 0
-            total = n + mres.n_failed
+            # a metric scored over groups counts groups in n; failures are samples, so the rate is over samples
+            scored = metric_result.details.get("n_samples", n) if metric_result else 0
+            total = scored + mres.n_failed
             rate = mres.n_failed / total if total else 0.0
             rows.append(
                 ResultRow(
@@ -716,4 +824,5 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
                     error=res.error,
                 )
             )
+    add_robustness(rows, results)  # a corrupted variant's row: the clean score, the change, the paired test
     return rows

@@ -8,7 +8,12 @@ accumulator added (``stats``), its row in file order (``row``) and its groups,
 so the merge feeds each pair's records from every shard into the same
 :class:`~evalkit.metrics.accumulator.ScoreAccumulator` a run uses and lets it
 compute the corpus statistic, the bootstrap (same seed, rows in file order),
-the normal CI, the per-group results and the subscores. Shard CIs are never
+the normal CI, the per-group results and the subscores. A metric scored over
+groups of samples (MMBench's circular copies, MME's images) gets each record's
+``group`` back, so a group whose members ran in different shards is whole again
+here; a metric that counts over the corpus (CIDEr) needs nothing recounted (the
+shards scored with the whole plan's counts), but is given the references again
+so the merged settings say what was counted, when the data is readable here. Shard CIs are never
 averaged: a CI of the whole is not a function of the parts' CIs. Failed records
 are counted as the run counts them.
 
@@ -44,11 +49,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from evalkit.errors import UserError
-from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
+from evalkit.metrics.accumulator import GroupMember, ScoreAccumulator, sample_groups
 from evalkit.metrics.base import SampleScore
 from evalkit.plan import EngineSpec, Plan
 from evalkit.report.files import write_results
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
+from evalkit.run.corpus import fit_corpus
 from evalkit.run.engine import EngineResult, ModelResult, rows_from_engines
 from evalkit.run.manifest import (
     MANIFEST,
@@ -279,8 +285,9 @@ def _records(path: Path, skipped: dict[str, int] | None) -> Iterator[tuple[int, 
 def _add(accumulator: ScoreAccumulator, record: dict[str, Any], where: str) -> None:
     """One record into the pair's accumulator, as the run added it: a failure with its reason, or its stats row."""
     failure = record.get("failure")
+    group = record_group(record)
     if failure is not None:
-        accumulator.add_failure(str(failure), record.get("error"))
+        accumulator.add_failure(str(failure), record.get("error"), group=group)
         return
     stats = record.get("stats")
     if not isinstance(stats, list):
@@ -295,9 +302,19 @@ def _add(accumulator: ScoreAccumulator, record: dict[str, Any], where: str) -> N
             SampleScore(None if score is None else float(score), tuple(float(x) for x in stats), record.get("details")),
             _result_groups(record),
             order=row if isinstance(row, int) else None,
+            group=group,
         )
     except (TypeError, ValueError) as error:
         raise UserError(f"merge: {where}: unusable `stats` {stats!r}: {error}") from None
+
+
+def record_group(record: dict[str, Any]) -> GroupMember | None:
+    """The (group key, size) a grouped metric's record carries ("group", "group_size"), else None."""
+    key = record.get("group")
+    if key is None:
+        return None
+    size = record.get("group_size")
+    return str(key), size if isinstance(size, int) and size > 0 else None
 
 
 def _result_groups(record: dict[str, Any]) -> dict[str, str]:
@@ -331,10 +348,17 @@ async def _merge_engine(
 ) -> EngineResult:
     """One pair: every shard's records copied into the merged file and added to one accumulator per model."""
     metric = build_metric(spec, plan.config, _judge_standin(plan))
+    try:  # nothing is scored here (the records' stats are final), but the settings say what was counted over
+        await fit_corpus(metric, lambda: _corpus_samples(spec, plan))
+    except Exception as error:  # the data is not readable here: the merge stays exact, the setting unknown
+        log.warning(
+            "merge: %s: corpus counts not taken again (%s); scores come from the shards' records", spec.id, error
+        )
     settings, broken = metric_settings(metric)
     result = EngineResult(spec=spec, metric_info=settings, error=broken)
     accumulators = {name: ScoreAccumulator(metric) for name in spec.models}
     target = safe_path(records_dir, spec.dataset.name, spec.metric, suffix=".jsonl")
+    result.records_path = target  # a robustness variant's paired test reads the merged records, as a run's does
     first_model = spec.models[0] if spec.models else None
     with target.open("wb") as out:
         for run, rows in zip(shards, shard_rows):
@@ -384,6 +408,16 @@ async def _merge_engine(
     return result
 
 
+def _corpus_samples(spec: EngineSpec, plan: Plan) -> Iterator[Any]:
+    """The plan's samples of the pair's dataset, unsharded, as each shard's engine read them for its corpus."""
+    from evalkit.data.filters import apply_filters
+    from evalkit.data.loading import iter_samples
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    filtered = apply_filters(iter_samples(spec.dataset), plan.config.filters, spec.dataset.name)
+    return PREPROCESSORS.get(spec.dataset.preprocessor)().expand(filtered)
+
+
 def _check_counts(
     source: Path, counted: dict[str, int], rows: dict[tuple[str, str, str], dict[str, Any]], spec: EngineSpec
 ) -> None:
@@ -392,7 +426,9 @@ def _check_counts(
         row = rows.get((spec.dataset.name, spec.metric, model))
         if row is None:
             continue
-        expected = int(row.get("n") or 0) + int(row.get("n_failed") or 0)
+        # a grouped metric's n counts groups; its records are one per sample (details["n_samples"])
+        scored = (row.get("details") or {}).get("n_samples", row.get("n"))
+        expected = int(scored or 0) + int(row.get("n_failed") or 0)
         if counted.get(model, 0) != expected:
             raise UserError(
                 f"merge: {source}: {counted.get(model, 0)} records of model {model!r}, but the shard's results.json "

@@ -14,7 +14,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalkit.data.image.codec import SENT_AS_IS, EncodedImage, describe, fit_size, probe, read_bytes, transform
+from evalkit.data.image.codec import (
+    SENT_AS_IS,
+    EncodedImage,
+    ProbedImage,
+    describe,
+    fit_size,
+    probe,
+    read_bytes,
+    transform,
+)
+from evalkit.data.image.corrupt import ImageCorruption, corrupt_image
 from evalkit.data.sample import Image
 from evalkit.util.b64 import b64_text
 
@@ -52,19 +62,42 @@ def _source_ref(image: Image, sha: str, fmt: str, width: int, height: int, size:
 
 
 def image_parts(
-    image: Image, limits: Iterable[ImageLimit], as_is_only: bool = False
+    image: Image,
+    limits: Iterable[ImageLimit],
+    as_is_only: bool = False,
+    corruption: ImageCorruption | None = None,
+    place: tuple[int, int] = (0, 0),
 ) -> dict[ImageLimit, ImagePart] | None:
     """The part of ``image`` for every limit (blocking); ImageDecodeError when it cannot be read or decoded.
 
     With ``as_is_only`` the answer is None as soon as some limit needs the
     image decoded and re-encoded: the caller then sends the work where
     decoding belongs (the worker processes).
+
+    With ``corruption`` (a robustness variant) the image is corrupted first, seeded by its ``place`` (turn or
+    example key, index); what is sent, and keyed in the store, is the corrupted image, and the reference keeps
+    the source's fields plus ``corruption``: name, level, seed and the sha256, format and size of what was sent.
     """
     what = describe(image)
     data = read_bytes(image)
     found = probe(data, what)
     sha = hashlib.sha256(data).hexdigest()
     source = _source_ref(image, sha, found.format, found.width, found.height, len(data))
+    if corruption is not None:
+        if as_is_only:
+            return None  # decoding belongs in the worker processes
+        changed = corrupt_image(data, corruption, *place, what)
+        data, sha = changed.data, hashlib.sha256(changed.data).hexdigest()
+        found = ProbedImage(changed.format.upper(), changed.width, changed.height)
+        source["corruption"] = {
+            **corruption.describe(),
+            "place": list(place),
+            "sha256": sha,
+            "format": changed.format,
+            "width": changed.width,
+            "height": changed.height,
+            "bytes": len(data),
+        }
     parts: dict[ImageLimit, ImagePart] = {}
     by_size: dict[tuple[int, int], ImagePart] = {}
     for limit in dict.fromkeys(limits):
@@ -112,18 +145,22 @@ class PreparedImages:
         self._parts[(key, limit)] = parts
 
 
-def prepare_images(images_by_key: dict[int, list[Image]], limits: list[ImageLimit]) -> PreparedImages:
+def prepare_images(
+    images_by_key: dict[int, list[Image]], limits: list[ImageLimit], corruption: ImageCorruption | None = None
+) -> PreparedImages:
     """Read and check every image once and make its part for every limit (blocking: what a worker runs).
 
     Raises ImageDecodeError (a ValueError) naming the image that cannot be
     read; the engine records the sample as failed with reason ``image``.
     """
-    prepared = _prepare(images_by_key, limits, as_is_only=False)
+    prepared = _prepare(images_by_key, limits, as_is_only=False, corruption=corruption)
     assert prepared is not None
     return prepared
 
 
-def prepare_images_as_is(images_by_key: dict[int, list[Image]], limits: list[ImageLimit]) -> PreparedImages | None:
+def prepare_images_as_is(
+    images_by_key: dict[int, list[Image]], limits: list[ImageLimit], corruption: ImageCorruption | None = None
+) -> PreparedImages | None:
     """:func:`prepare_images` when every image goes as it came, else None (blocking).
 
     Sending an image as it came is read + header probe + sha256 + base64:
@@ -131,11 +168,16 @@ def prepare_images_as_is(images_by_key: dict[int, list[Image]], limits: list[Ima
     ~270 KB round trip of each data URI through a worker process' pipes.
     Errors are the same :class:`ImageDecodeError` as :func:`prepare_images`'.
     """
+    if corruption is not None:
+        return None  # a corrupted image is decoded: the worker processes' job
     return _prepare(images_by_key, limits, as_is_only=True)
 
 
 def _prepare(
-    images_by_key: dict[int, list[Image]], limits: list[ImageLimit], as_is_only: bool
+    images_by_key: dict[int, list[Image]],
+    limits: list[ImageLimit],
+    as_is_only: bool,
+    corruption: ImageCorruption | None = None,
 ) -> PreparedImages | None:
     prepared = PreparedImages()
     wanted = list(dict.fromkeys(limits)) or [NO_LIMIT]
@@ -143,7 +185,7 @@ def _prepare(
         per_image = []
         for index, image in enumerate(images):
             try:
-                parts = image_parts(image, wanted, as_is_only)
+                parts = image_parts(image, wanted, as_is_only, corruption, (key, index))
                 if parts is None:
                     return None
                 per_image.append(parts)
