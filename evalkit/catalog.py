@@ -293,6 +293,18 @@ class DatasetSpec(BaseModel):
         "cosine of 16x16 thumbnails, needs image_column; default first), embedding_model (topk_img: a CLIP-class "
         "model path or hub id instead of thumbnails, needs the local extra), pool_size (default 100)}; absent: none.",
     )
+    chain_of_thought: bool = Field(
+        False,
+        description="ChEF's chain of thought: each sample is asked twice, first with \"Let's think step by step.\" "
+        "after its question (up to 256 tokens of reasoning), then, with that exchange in the conversation, the "
+        "question again; the second answer is scored. Also a dataset_metric option (chain_of_thought: true).",
+    )
+    corruption: dict[str, Any] | None = Field(
+        None,
+        description="Set by the plan for a robustness variant (dataset_metric option corruptions): {name, "
+        "severity, seed, clean: the clean dataset's name}; the variant's name is <clean>@<name>. Not written in "
+        "runspecs.",
+    )
     description: str | None = Field(
         None, description="What the dataset is, shown by evalkit list and evalkit info; absent: empty."
     )
@@ -481,7 +493,9 @@ class Catalog:
         """
         names = self.foreign[tool]
         prefix = f"{where}: " if where else ""
-        if name in names.datasets:
+        # a dataset the tool runs per language or subset (KARMA's --dataset-args) is, with no entry of its own, the
+        # group of its selections: all of them
+        if name in names.datasets and (name not in names.groups or names.datasets[name].evalkit is not None):
             return [self._foreign_target(tool, name, prefix)]
         if name in names.groups:
             members = names.groups[name]
@@ -518,6 +532,42 @@ class Catalog:
                 f"the same data yet; add one to a runspecs_dir folder, or see `evalkit list datasets` for what there is"
             )
         return self.datasets[target]
+
+    def select(self, name: str, args: dict[str, Any], where: str = "") -> DatasetSpec:
+        """The entry another tool's dataset means with the dataset arguments that pick its language or subset.
+
+        KARMA picks MedMCQA-Indic's subset or IN22-Conv's pair with ``--dataset-args``;
+        the tool's table names each picking ``<id>:key=value[,key=value]`` (keys in any
+        order). ``name`` is the tool's id (prefixed or not) or a catalogue entry one of
+        its ids reads; no arguments: the entry the name resolves to.
+        """
+        prefix = f"{where}: " if where else ""
+        if not args:
+            found = self.resolve(name, where)
+            if len(found) != 1:
+                raise RunspecError(f"{prefix}{name!r} is not one dataset: dataset arguments pick within one")
+            return found[0]
+        wanted = {str(key): str(value) for key, value in args.items()}
+        tool, _, inner = name.partition(":")
+        tables = {tool: self.foreign[tool]} if inner and tool in self.foreign else self.foreign
+        bare = inner if inner and tool in self.foreign else name
+        target = self.entry_name(name)
+        offered: list[str] = []
+        for tool_prefix, names in tables.items():
+            for key in names.datasets:
+                base, _, picked = key.rpartition(":")
+                if "=" not in picked:
+                    continue
+                base_entry = names.datasets.get(base)
+                same_data = target is not None and base_entry is not None and base_entry.evalkit == target
+                if base != bare and not same_data:
+                    continue
+                offered.append(key)
+                if dict(part.split("=", 1) for part in picked.split(",")) == wanted:
+                    return self._foreign_target(tool_prefix, key, prefix)
+        shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        choices = f"; known: {', '.join(offered)}" if offered else "; it takes no dataset arguments in evalkit"
+        raise RunspecError(f"{prefix}{name!r} with {shown} is not a dataset evalkit's catalogue has{choices}")
 
     def entry_name(self, name: str) -> str | None:
         """The catalogue entry a dataset name means: its own, an alias's, or another tool's dataset name's."""

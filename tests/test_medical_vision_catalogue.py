@@ -48,6 +48,20 @@ KARMA_DATASETS = [
     "openlifescienceai/mmlu_professional_medicine",
     "openlifescienceai/pubmedqa",
 ]
+#: KARMA datasets given entries later (issue 34); runspecs/_names/karma.json lists every KARMA id
+KARMA_ADDED = [
+    "GBaker/MedQA-USMLE-4-options",
+    "ekacare/indian_drug_mcqa",
+    "TsinghuaC3I/MedXpertQA",
+    "zou-lab/MedCaseReasoning",
+    *["ekacare/mmlu-medical-mcqs-evaluation-dataset"] * 12,  # one entry per subset
+    *["ai4bharat/IndicVoices"] * 14,  # the languages beyond Hindi that evalkit has codes for
+    "ai4bharat/indicvoices_r",
+    "ekacare/indian_protocols_based_clinical_QnA",
+    "ekacare/denoising-impact-evaluation-dataset",
+    *["Showing-KCL/AMQA"] * 4,  # all variants, and race, gender, SES
+    "ekacare/Eka_NFI_MCQA",
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +78,7 @@ def test_karma_hub_id_resolves_to_a_medical_entry(catalog, repo: str) -> None:  
 
 def test_all_20_karma_datasets_and_nothing_else_are_medical(catalog) -> None:  # type: ignore[no-untyped-def]
     medical = [spec.hf_repo for spec in catalog.resolve("medical")]
-    assert len(KARMA_DATASETS) == 20 and sorted(medical) == sorted(KARMA_DATASETS)
+    assert len(KARMA_DATASETS) == 20 and sorted(medical) == sorted(KARMA_DATASETS + KARMA_ADDED)
 
 
 def test_healthbench_sends_its_conversation_and_scores_by_rubric(catalog) -> None:  # type: ignore[no-untyped-def]
@@ -102,7 +116,8 @@ def _prompt_text(spec: DatasetSpec, fixture: str) -> list[tuple[str, Sample]]:
 
 def test_nested_medqa_row_becomes_a_lettered_question_scored_by_letter(catalog) -> None:  # type: ignore[no-untyped-def]
     [(text, sample), _] = _prompt_text(catalog.datasets["medqa"], "olsai_mcq")
-    assert text.endswith("Which nerve supplies the deltoid?\n\nA. Axillary\nB. Radial\nC. Ulnar\nD. Median")
+    # KARMA's template (the entry's instruction) around the question and its options
+    assert "Question: Which nerve supplies the deltoid?\nA. Axillary\nB. Radial\nC. Ulnar\nD. Median Response" in text
     assert sample.reference == "A" and sample.meta["choices"] == {
         "A": "Axillary",
         "B": "Radial",
@@ -123,7 +138,7 @@ def test_pubmedqa_context_comes_before_the_question(catalog) -> None:  # type: i
 
 def test_option_columns_are_listed_and_scored(catalog) -> None:  # type: ignore[no-untyped-def]
     [(text, sample), _] = _prompt_text(catalog.datasets["medmcqa"], "medmcqa")
-    assert text.endswith("Vitamin deficient in scurvy?\n\nA. A\nB. B12\nC. C\nD. D")
+    assert "Question: Vitamin deficient in scurvy?\nA. A\nB. B12\nC. C\nD. D Response" in text
     assert sample.reference == 2  # cop, 0-based: C
     metric = METRICS.get("mcq_accuracy")(language="en")
     assert metric.score("C", sample).score == 1.0 and metric.score("B12", sample).score == 0.0
@@ -186,7 +201,8 @@ def test_a_medqa_layout_runs_end_to_end_with_options_in_the_prompt(tmp_path: Pat
     """The shipped MedQA mapping, on a local copy of its layout, through `evalkit run` against a loopback server.
 
     The server answers only when the options reached it ("B. Radial" is in the prompt), so a
-    prompt without them would score nothing; one answer is right by letter, one wrong by text.
+    prompt without them would score nothing; both answer (A) after "Final Answer:", as KARMA's template asks:
+    right for the first question, wrong for the second.
     """
     import shutil
     import subprocess
@@ -206,8 +222,8 @@ def test_a_medqa_layout_runs_end_to_end_with_options_in_the_prompt(tmp_path: Pat
     server = make_server(
         {
             "answers": [
-                {"match": "deltoid?\n\nA. Axillary\nB. Radial", "answer": "The answer is (A)."},
-                {"match": "anaphylaxis?\n\nA. Atropine\nB. Adrenaline", "answer": "Atropine"},
+                {"match": "deltoid?\nA. Axillary\nB. Radial", "answer": "Final Answer: (A)"},
+                {"match": "anaphylaxis?\nA. Atropine\nB. Adrenaline", "answer": "Final Answer: **(A)**"},
             ]
         },
         request_log=True,
@@ -236,4 +252,4 @@ def test_a_medqa_layout_runs_end_to_end_with_options_in_the_prompt(tmp_path: Pat
     assert len(texts) == 2 and all(t.startswith(MCQ_INSTRUCTION) for t in texts)
 
 
-MCQ_INSTRUCTION = "Answer the multiple-choice question with the letter of the correct option."
+MCQ_INSTRUCTION = "Instructions: The following are multiple choice questions about medical knowledge."

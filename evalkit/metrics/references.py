@@ -137,6 +137,17 @@ def _chef(source: str, *differences: str, wordnet: bool = False) -> Reference:
     return Reference("OpenGVLab/LAMM", source, _CHEF_COMMIT, checked, differences)
 
 
+def _chef_groups(source: str, *differences: str) -> Reference:
+    """ChEF's figures over groups of samples (MMBench circular, MME acc+): checked on ChEF's own runs."""
+    checked = (
+        "tests/test_reference_chef_groups.py: ChEF's MMBenchVQA and MMEVQA run unmodified on the same answers "
+        "(tests/fixtures/references/chef_groups.json); tests/test_chef_circular.py: the same figures through a run's "
+        "accumulator and records"
+    )
+    common = ("the corpus value is 0-1 (ChEF prints x 100); the 95% interval is the normal interval over groups",)
+    return Reference("OpenGVLab/LAMM", source, _CHEF_COMMIT, checked, common + differences)
+
+
 def _winoground(printed: str) -> Reference:
     """ChEF's three Winoground figures come from one comparison of the four option scores."""
     return _chef(
@@ -397,6 +408,22 @@ REFERENCES: dict[str, Reference] = {
         "src/ChEF/metric/vqa.py MMEVQA.parse_pred_ans: the printed overall (pooled over questions)",
         "the corpus value is 0-1; ChEF prints x 100 and also per task type (evalkit: filter by category)",
         "MME's acc+ (both questions of an image right) is not this metric",
+    ),
+    "mmbench_circular_accuracy": _chef_groups(
+        "src/ChEF/metric/vqa.py MMBenchVQA.metric_func: the printed circular accuracy (every copy of a question right)",
+        "none in ChEF's data; evalkit's own copies (CircularMultipleChoicePreprocessor) always include the first, "
+        "and a question of MMBench's data without its first copy counts right in both, as ChEF finds no members "
+        "for it",
+        "a question with a failed copy (request or scoring failure) is counted as failed, not as wrong, and left out",
+    ),
+    "mmbench_vanilla_accuracy": _chef_groups(
+        "src/ChEF/metric/vqa.py MMBenchVQA.metric_func: the printed vanilla accuracy (each question's first copy)",
+        "taken over the same questions as the circular figure: a question with a failed copy is left out",
+    ),
+    "mme_accuracy_plus": _chef_groups(
+        "src/ChEF/metric/vqa.py MMEVQA.metric_func: the printed overall_plus (images with two right answers)",
+        "an image is named by the sample's meta (group, image_id, image_path or question_id: the dataset maps one) "
+        "or its image file; an image with a failed question is counted as failed, not as wrong, and left out",
     ),
     "winoground_text_score": _winoground("Text"),
     "winoground_image_score": _winoground("Image"),

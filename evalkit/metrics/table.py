@@ -340,6 +340,24 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="ChEF MMEVQA overall: 1 when ChEF's yes/no reading of the answer is the label (per question, pooled).",
     ),
     _m(
+        "mmbench_circular_accuracy",
+        "evalkit.metrics.chef_groups:MmbenchCircularAccuracy",
+        "MMBenchVQA",
+        summary="MMBench circular accuracy (ChEF MMBenchVQA): a question counts right only when every rotated copy is.",
+    ),
+    _m(
+        "mmbench_vanilla_accuracy",
+        "evalkit.metrics.chef_groups:MmbenchVanillaAccuracy",
+        summary="MMBench vanilla accuracy (ChEF MMBenchVQA): each question's first copy alone, over the same "
+        "questions.",
+    ),
+    _m(
+        "mme_accuracy_plus",
+        "evalkit.metrics.chef_groups:MmeAccuracyPlus",
+        "MME_acc_plus",
+        summary="MME acc+ (ChEF MMEVQA overall_plus): an image counts when two of its questions are answered right.",
+    ),
+    _m(
         "winoground_text_score",
         "evalkit.metrics.chef_likelihood:WinogroundText",
         "Winoground_Cap_Metric",
@@ -368,6 +386,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "ece",
         "evalkit.metrics.calibration:ExpectedCalibrationError",
         "expected_calibration_error",
+        "Calibration",
         lower=True,
         ci="bootstrap",
         summary="ChEF calibration ECE: equal-count bins (10) of the likeliest option's softmax probability against "
