@@ -40,7 +40,7 @@ SELECTION_OVERRIDES = (
     "model_args",
 )
 #: overrides that change how it runs
-RUN_OVERRIDES = ("no_cache", "refresh_cache", "quiet", "progress", "run_dir", "resume", "window")
+RUN_OVERRIDES = ("no_cache", "refresh_cache", "quiet", "progress", "run_dir", "resume", "window", "shard")
 
 
 @dataclass
@@ -415,7 +415,7 @@ def evaluate(config: Any, **overrides: Any) -> Results:
     config.yaml, or the path of a config file. ``overrides`` are the
     ``evalkit run`` flags (``dataset``, ``metric``, ``model``, ``num_samples``,
     ``output_dir``, ``no_cache``, ``refresh_cache``, ``quiet``), run options
-    (``progress`` callable, ``run_dir``, ``resume``) or top-level config keys
+    (``progress`` callable, ``run_dir``, ``resume``, ``shard="K/N"``) or top-level config keys
     (e.g. ``max_failure_rate=0.1``). Results, records and report.html are
     written to a new run directory, as with ``evalkit run``.
 

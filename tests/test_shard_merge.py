@@ -364,3 +364,15 @@ def test_a_judge_metric_merges_to_the_same_result(tmp_path: Path, make_server) -
     assert row["details"]["judge_model"] == "judge-model" and row["failure_reasons"] == {"judge_parse": 1}
     for path in merged.run_dir.rglob("*"):
         assert not path.is_file() or b"secret-judge-key" not in path.read_bytes(), path
+
+
+def test_evaluate_takes_a_shard_as_the_command_line_does(runs: dict[str, Any]) -> None:
+    """`evalkit.evaluate(config, shard="K/N")`: the same share, said in run.json, as `evalkit run --shard K/N`."""
+    import evalkit
+
+    results = evalkit.evaluate(str(runs["config"]), shard=f"1/{SHARDS}", quiet=True)
+    manifest = json.loads((results.run_dir / "run.json").read_text())
+    assert (manifest["shard"]["index"], manifest["shard"]["count"]) == (1, SHARDS)
+    cli_shard = runs["shards"][1]
+    for name, records in _records(results.run_dir).items():
+        assert {r["sample_id"] for r in records} == {r["sample_id"] for r in _records(cli_shard)[name]}
