@@ -99,14 +99,15 @@ def _measure(work: Path, runspecs: Path, processes: int, tag: str, pinned: bool 
     """One plan run by ``processes`` evalkit processes (1: unsharded; else --shard K/processes) at once.
 
     ``pinned``: process K may use CPU K only (``taskset``; its audio workers inherit it), as if each
-    process had a machine of one CPU to itself; the server is not pinned.
+    process had a machine of one CPU to itself (or the CPUs :func:`_pin_lists` names); the server is not pinned.
     """
     with servers(1, default_answer="ok") as (server,):  # no request log: the server only parses and answers
         config = _config(work, runspecs, server.base_url, tag)
         base = evalkit_argv("run", str(config), "--no-cache", "--quiet")
         argvs = [base] if processes == 1 else [[*base, "--shard", f"{k}/{processes}"] for k in range(processes)]
         if pinned:
-            argvs = [["taskset", "--cpu-list", str(k), *argv] for k, argv in enumerate(argvs)]
+            cpus = _pin_lists(len(argvs))
+            argvs = [["taskset", "--cpu-list", cpus[k], *argv] for k, argv in enumerate(argvs)]
         cpu0 = server_cpu_s(server)
         children, wall = _together(argvs, work)
         workers_cpu, reaped = _reap_orphans({server.pid}, ORPHAN_WAIT_S)
@@ -127,6 +128,17 @@ def _measure(work: Path, runspecs: Path, processes: int, tag: str, pinned: bool 
         "workers_reaped": reaped,
         "loadavg_after": os.getloadavg()[0],
     }
+
+
+def _pin_lists(processes: int) -> list[str]:
+    """The CPUs of process K when pinned: K alone, or the K-th list of EVALKIT_BENCH_PIN_CPUS ("0-1,2-3").
+
+    On a bigger machine "0-1,2-3" gives the one process two CPUs, as this machine has, and each shard two of
+    its own: what N machines of this size would do with N shards.
+    """
+    given = os.environ.get("EVALKIT_BENCH_PIN_CPUS", "").strip()
+    lists = [part.strip() for part in given.split(",") if part.strip()] if given else []
+    return [lists[k] if k < len(lists) else str(k) for k in range(processes)]
 
 
 def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -179,6 +191,7 @@ def run(work: Path) -> dict[str, Any]:
         "generated_s": generated_s,
         "subreaper": subreaper,
         "cpus_usable": len(os.sched_getaffinity(0)),
+        "pinned_cpus": {"one": _pin_lists(1), "two": _pin_lists(SHARDS)},
         "loadavg_before": loadavg_before,
         "loadavg_after": os.getloadavg(),
         "one": single,

@@ -346,11 +346,12 @@ def test_concurrent_requests_are_batched(servers: dict[str, ServeProcess], speec
 
 def test_full_queue_answers_503_with_retry_after(servers: dict[str, ServeProcess], speech: Path) -> None:
     url = servers["free"].url  # --max-queue 1 --max-batch-size 1, free decoding takes a while
-    wav = espeak(speech, "hello world")
+    # several seconds of speech, so one decode outlasts the arrival of all 16 requests even on a loaded machine
+    wav = espeak(speech, "the quick brown fox jumps over the lazy dog while the weather stays cold and windy all day")
 
     async def go() -> tuple[list[Any], dict[str, Any]]:
         async with aiohttp.ClientSession() as session:
-            answers = await asyncio.gather(*(transcribe(session, url, wav) for _ in range(8)))
+            answers = await asyncio.gather(*(transcribe(session, url, wav) for _ in range(16)))
             async with session.get(f"{url}/_stats") as response:
                 return answers, await response.json()
 
