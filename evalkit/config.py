@@ -729,6 +729,12 @@ class PromptOverrides(_Strict):
     pools: dict[str, list[str]] | None = Field(
         None, description="Instruction pools by name, each a list of templates (as pools.yaml); absent: none added."
     )
+    instructions: dict[str, str] | None = Field(
+        None,
+        description="An instruction per dataset name, replacing its runspec's `instruction` for every model (what "
+        "AU-Harness's prompt_overrides.user_prompt does); a per-sample instruction column still comes first; absent: "
+        "the runspecs' own.",
+    )
     judges: dict[str, dict[str, Any]] | None = Field(
         None,
         description="Judge prompts by metric name (llm_judge_binary, ...), each {system, user, user_no_reference, "

@@ -238,6 +238,12 @@ def check_metric_options(
         ) from None
 
 
+def _with_instruction(spec: DatasetSpec, config: Config) -> DatasetSpec:
+    """The dataset with the instruction the config's ``prompts.instructions`` gives it, if any."""
+    given = (config.prompts.instructions or {}).get(spec.name) if config.prompts is not None else None
+    return spec if given is None else spec.model_copy(update={"instruction": given})
+
+
 def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
     """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
     if not spec.private:
@@ -279,7 +285,9 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                 f"{', '.join(METRICS.names(include_aliases=False))}"
             )
         canonical = METRICS.canonical(metric)
-        specs = [_with_private_path(spec, config, where) for spec in catalog.resolve(name, where)]
+        specs = [
+            _with_instruction(_with_private_path(spec, config, where), config) for spec in catalog.resolve(name, where)
+        ]
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting and not declared_fit(canonical, spec):

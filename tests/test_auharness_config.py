@@ -212,8 +212,12 @@ def test_a_dataset_evalkit_lacks_is_refused_naming_the_users_pair_and_what_it_re
         ({"filter": {"num_samples": 3, "max_len": 9}}, r"filter.max_len: not a filter of AU-Harness's format"),
         ({"dataset_metric": [["tiny_qa", "f1"]]}, r"dataset_metric: give `task_metric` or `dataset_metric`"),
         (
-            {"prompt_overrides": {"user_prompt": [{"task": "librispeech_test_clean", "prompt": "Transcribe."}]}},
-            r"prompt_overrides.user_prompt: evalkit cannot honour this yet",
+            {"prompt_overrides": {"user_prompt": [{"task": "librispeech_test_clean", "model": "m", "prompt": "T."}]}},
+            r"prompt_overrides.user_prompt\[0\].model: evalkit cannot honour a user prompt for one model",
+        ),
+        (
+            {"prompt_overrides": {"user_prompt": [{"prompt": "Transcribe."}]}},
+            r"prompt_overrides.user_prompt\[0\]: expected \{task, prompt\}",
         ),
         (
             {"prompt_overrides": {"system_prompt": [{"model": "m", "task": "asr", "prompt": "Be brief."}]}},
@@ -404,7 +408,10 @@ def test_an_auharness_config_runs_end_to_end(tmp_path: Path, server: Any, speech
         "aggregate": [["word_error_rate", ["tiny_asr"]]],
         "filter": {"num_samples": 2},
         "logging": {"log_file": "auh.log"},
-        "prompt_overrides": {"system_prompt": [{"model": "chat", "prompt": "You transcribe tersely."}]},
+        "prompt_overrides": {
+            "system_prompt": [{"model": "chat", "prompt": "You transcribe tersely."}],
+            "user_prompt": [{"task": "tiny_asr", "prompt": "Write down the words you hear."}],
+        },
         "generation_params_override": [
             {"task": "tiny_asr", "generation_params": {"temperature": 0.3, "max_completion_tokens": 64}}
         ],
@@ -438,6 +445,11 @@ def test_an_auharness_config_runs_end_to_end(tmp_path: Path, server: Any, speech
     assert chat and all(
         e["messages"][0] == {**e["messages"][0], "role": "system", "text": "You transcribe tersely."} for e in chat
     )
+    # user_prompt: the task's instruction replaced, for every chat model (a transcription request takes no text)
+    assert all(
+        any(m["role"] == "user" and "Write down the words you hear." in (m.get("text") or "") for m in e["messages"])
+        for e in chats
+    ), [e["messages"] for e in chats]
 
 
 def test_override_rules_on_auharness_names_become_rules_on_evalkit_datasets() -> None:
@@ -494,3 +506,29 @@ VOXPOPULI = [
     "sk",
     "sl",
 ]
+
+
+def test_user_prompt_and_prompts_instructions_replace_a_datasets_instruction() -> None:
+    """AU-Harness's prompt_overrides.user_prompt (its Phi-4 config) and evalkit's own prompts.instructions."""
+    theirs = parse_config(
+        {
+            "task_metric": [["librispeech_test_clean", "word_error_rate"]],
+            "prompt_overrides": {
+                "user_prompt": [{"task": "librispeech_test_clean", "prompt": "Transcribe the audio clip into text."}]
+            },
+            "models": [flat_model("phi4")],
+        }
+    )
+    (engine,) = build_plan(theirs).engines
+    assert engine.dataset.name == "librispeech_test_clean_audiollms"
+    assert engine.dataset.instruction == "Transcribe the audio clip into text."
+    ours = parse_config(
+        {
+            "dataset_metric": [["librispeech_test_clean", "word_error_rate"], ["librispeech_test_other", "wer"]],
+            "models": [{"info": {"name": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "m"}}],
+            "prompts": {"instructions": {"librispeech_test_clean": "Write down what is said."}},
+        }
+    )
+    given = {e.dataset.name: e.dataset.instruction for e in build_plan(ours).engines}
+    assert given["librispeech_test_clean"] == "Write down what is said."
+    assert given["librispeech_test_other"] != "Write down what is said."  # only the dataset named

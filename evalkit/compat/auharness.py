@@ -380,6 +380,43 @@ def _rules(
     return rules
 
 
+def _user_prompts(key: str, rules: Any, out: Translation, names: _Names, problems: _Problems) -> None:
+    """``user_prompt: [{task, prompt}]``: the instruction of every dataset of that task (``prompts.instructions``).
+
+    AU-Harness's README documents these overrides (its engine at daa0616 looks them up under another key, so
+    they do not take effect there); evalkit applies them as documented. A rule naming a model is refused:
+    evalkit builds one prompt a sample for every model of a run.
+    """
+    if not isinstance(rules, list):
+        problems.add(key, "expected a list of {task, prompt} rules")
+        return
+    instructions: dict[str, str] = {}
+    for i, rule in enumerate(rules):
+        where = f"{key}[{i}]"
+        if not isinstance(rule, dict) or not isinstance(rule.get("prompt"), str) or not rule.get("task"):
+            problems.add(where, "expected {task, prompt} (a user prompt override names its task)")
+            continue
+        for extra in rule:
+            if extra not in ("task", "model", "prompt"):
+                problems.add(f"{where}.{extra}", "unknown key (task, model and prompt are read)")
+        if rule.get("model") is not None:
+            problems.add(
+                f"{where}.model",
+                "evalkit cannot honour a user prompt for one model: it sends every model of a run the same prompt "
+                "of a sample; drop `model` (every model), or run that model with its own config",
+            )
+            continue
+        members = names.datasets(str(rule["task"]))
+        if not members:
+            problems.add(f"{where}.task", f"AU-Harness's {rule['task']!r} has datasets evalkit's catalogue lacks")
+            continue
+        for member in members:
+            instructions.setdefault(member, rule["prompt"])  # the first matching rule wins, as for system prompts
+    if instructions:
+        out.data.setdefault("prompts", {}).setdefault("instructions", {}).update(instructions)
+        out.origin["prompts.instructions"] = key
+
+
 def _prompts(key: str, value: Any, out: Translation, names: _Names, problems: _Problems) -> None:
     if not isinstance(value, dict):
         problems.add(key, "expected a mapping with user_prompt and/or system_prompt lists")
@@ -387,12 +424,7 @@ def _prompts(key: str, value: Any, out: Translation, names: _Names, problems: _P
     by_model: dict[str, str] = {}
     for kind, rules in value.items():
         if kind == "user_prompt":
-            problems.add(
-                f"{key}.user_prompt",
-                "evalkit cannot honour this yet: it takes a dataset's instruction from its runspec, with no "
-                "per-task replacement in the config; copy the dataset's entry into a runspecs_dir folder under a "
-                "new name with your `instruction` and run that name",
-            )
+            _user_prompts(f"{key}.user_prompt", rules, out, names, problems)
             continue
         if kind != "system_prompt":
             problems.add(f"{key}.{kind}", "unknown key (user_prompt and system_prompt are read)")

@@ -86,7 +86,10 @@ def _check_pools(found: dict[str, Any], where: str) -> None:
 
 def library_for(config: Config, source: str = "config") -> PromptLibrary:
     """The run's prompt library; a missing prompts_dir or an unreadable file is a ConfigError naming it."""
-    overrides = config.prompts.model_dump(exclude_none=True) if config.prompts is not None else {}
+    # prompts.instructions replace datasets' instructions in the plan (evalkit/plan.py), not library entries
+    overrides = (
+        config.prompts.model_dump(exclude_none=True, exclude={"instructions"}) if config.prompts is not None else {}
+    )
     return _library(config.prompts_dir, json.dumps(overrides, sort_keys=True), source)
 
 
