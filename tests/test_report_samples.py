@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalkit.report.html import render_html
 from evalkit.report.results import ResultRow
-from evalkit.report.samples import FAILED_SHOWN, SampleLists, sample_url
+from evalkit.report.samples import FAILED_SHOWN, VIEWER, SampleLists, sample_url
 
 HOSTILE_ID = '<script>alert("id")</script>/../../etc'
 
@@ -99,3 +101,13 @@ def test_a_run_without_failures_says_so(tmp_path: Path) -> None:
     (records / "qa__exact_match.jsonl").write_text(json.dumps(_record("s1", "m", "exact_match", 1.0, 0)) + "\n")
     html = render_html([_row("exact_match", "m", 0)], {"run_id": "r"}, records)
     assert "No sample failed." in html and "/run/run/sample/qa/exact_match/s1" in html
+
+
+@pytest.mark.parametrize("sample_id", ["q1", "..", ".", "", "a/b", "../../etc/passwd", "<script>", "ß x"])
+def test_report_links_are_the_viewers_own_links(sample_id: str) -> None:
+    """report.html links where `evalkit view` links: `.`/`..`/empty ids in the query, others as one path segment."""
+    from evalkit.view.links import Links
+
+    url = sample_url("20261126-1_ab", "qa set", "exact_match", sample_id)
+    assert url == VIEWER + Links().sample("20261126-1_ab", "qa set", "exact_match", sample_id)
+    assert ("?id=" in url) == (sample_id in ("", ".", ".."))

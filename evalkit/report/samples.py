@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 #: failed samples listed (the first ones met, in record-file order); every one is counted
 FAILED_SHOWN = 50
@@ -30,9 +30,16 @@ VIEWER = "http://127.0.0.1:8765"
 
 
 def sample_url(run_id: str, dataset: str, metric: str, sample_id: str) -> str:
-    """The viewer's page of one sample; every part is one percent-encoded path segment (``/`` and ``..`` too)."""
-    run, data, met, sample = (quote(str(part), safe="") for part in (run_id, dataset, metric, sample_id))
-    return f"{VIEWER}/run/{run}/sample/{data}/{met}/{sample}"
+    """The viewer's page of one sample; every part is one percent-encoded path segment (``/`` too).
+
+    A sample id of ``.``, ``..`` or nothing goes in the query (``.../<metric>/?id=..``), as the viewer's own
+    links put it: a browser drops or climbs such a segment even written ``%2E%2E``.
+    """
+    run, data, met = (quote(str(part), safe="") for part in (run_id, dataset, metric))
+    base = f"{VIEWER}/run/{run}/sample/{data}/{met}/"
+    if str(sample_id) in ("", ".", ".."):
+        return base + "?" + urlencode({"id": str(sample_id)})
+    return base + quote(str(sample_id), safe="")
 
 
 @dataclass(frozen=True, slots=True)
