@@ -104,3 +104,19 @@ def test_an_exact_name_wins_and_a_shared_spelling_is_not_guessed() -> None:
     assert [s.name for s in catalog.resolve("ONLY")] == ["only"]
     with pytest.raises(RunspecError, match="not a dataset"):
         catalog.resolve("shared")
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("ScanQA_LAMM", "'ScanQA_LAMM' is ChEF's dataset (it reads "),
+        ("HFXM/CARES-18K", "'HFXM/CARES-18K' is KARMA's dataset (it reads HFXM/CARES-18K/train)"),
+        ("mmsu", "'mmsu' is a group of 12 datasets (voicebench_mmsu_biology, "),
+    ],
+)
+def test_info_dataset_says_of_another_tools_name_what_run_says(name: str, said: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    from evalkit.cli.main import main
+
+    assert main(["info", "dataset", name]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and "Traceback" not in err

@@ -40,6 +40,19 @@ def _unknown(kind: str, name: str, known: Iterable[str], catalog: Any, infos: di
     return UserError(message)
 
 
+def _foreign(catalog: Any, name: str) -> bool:
+    """Whether ``name`` is another tool's dataset or group name (AU-Harness, KARMA, ChEF), prefixed or not.
+
+    evalkit's own task and category names keep their meaning here (`asr` is evalkit's task before AU-Harness's).
+    """
+    if name in catalog.tasks or name in catalog.categories:
+        return False
+    tool, _, inner = name.partition(":")
+    if inner and tool in catalog.foreign:
+        return True
+    return any(name in names.datasets or name in names.groups for names in catalog.foreign.values())
+
+
 def _fitting(catalog: Any, spec: Any, infos: dict[str, MetricInfo]) -> list[dict[str, Any]]:
     task = catalog.tasks[spec.task]
     default = METRICS.canonical(task.default_metric) if task.default_metric else None
@@ -56,6 +69,15 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
     infos = metric_infos()
     # another tool's name for it (a hub repo id, as KARMA users type): the entry it names
     name = catalog.entry_name(name) or name  # also another tool's dataset name (AU-Harness's mmsu_law)
+    if name not in catalog.datasets and _foreign(catalog, name):
+        # another tool's name with no entry of its own: what `evalkit run` would say (the data it reads, or why not)
+        specs = catalog.resolve(name)
+        if len(specs) != 1:
+            shown = ", ".join(spec.name for spec in specs[:12]) + (" ..." if len(specs) > 12 else "")
+            raise UserError(
+                f"{name!r} is a group of {len(specs)} datasets ({shown}); `evalkit info dataset NAME` shows one"
+            )
+        name = specs[0].name
     if name not in catalog.datasets:
         raise _unknown("dataset", name, catalog.datasets, catalog, infos)
     spec = catalog.datasets[name]
