@@ -22,10 +22,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from evalkit.data.sample import Sample
-from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options
 from evalkit.metrics.chef_likelihood import chef_option_scores
-from evalkit.metrics.choice import LETTERS, resolve_reference
+from evalkit.metrics.choice import LETTERS
+from evalkit.metrics.likelihood import read_options
 
 #: ChEF's compute_ECE default
 DEFAULT_BINS = 10
@@ -93,14 +93,10 @@ class ExpectedCalibrationError(Metric):
         self.index_base = int(options.get("index_base", 0))
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
-        choices = [str(c) for c in sample.meta.get("choices") or []]
-        correct = resolve_reference(sample.reference, choices or None, self.index_base)
-        if not correct:
-            return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
-        try:
-            scores = chef_option_scores(prediction)
-        except (ValueError, KeyError, TypeError) as error:
-            return SampleScore(None, failure=FailureReason.METRIC_ERROR, details={"error": f"prediction: {error}"})
+        read = read_options(prediction, sample, self.index_base, chef_option_scores)
+        if isinstance(read, SampleScore):
+            return read
+        correct, scores = read
         probs = softmax(scores)
         best = max(range(len(probs)), key=lambda i: (probs[i], -i))  # numpy's argmax: the first of equals
         right = 1.0 if best in correct else 0.0

@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar
 
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options
 from evalkit.metrics.choice import LETTERS, resolve_reference
+
+T = TypeVar("T")
 
 
 def option_scores(prediction: str) -> dict[str, list[float]]:
@@ -42,6 +45,24 @@ def option_scores(prediction: str) -> dict[str, list[float]]:
     if len({len(v) for v in lists.values()}) != 1 or not lists["logprobs"]:
         raise ValueError("logprobs, tokens and chars must be non-empty lists of one length")
     return lists
+
+
+def read_options(
+    prediction: str, sample: Sample, index_base: int, parse: Callable[[str], T]
+) -> tuple[Any, T] | SampleScore:
+    """The sample's correct options and ``parse(prediction)``, or the unscored SampleScore saying which failed.
+
+    Every metric over option likelihoods starts so: a reference that names no option is the data's fault
+    (unresolvable_reference), a prediction that is not the engine's JSON of option scores the metric's.
+    """
+    choices = [str(c) for c in sample.meta.get("choices") or []]
+    correct = resolve_reference(sample.reference, choices or None, index_base)
+    if not correct:
+        return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
+    try:
+        return correct, parse(prediction)
+    except (ValueError, KeyError, TypeError) as error:
+        return SampleScore(None, failure=FailureReason.METRIC_ERROR, details={"error": f"prediction: {error}"})
 
 
 class LoglikelihoodAccuracy(Metric):
@@ -59,14 +80,10 @@ class LoglikelihoodAccuracy(Metric):
         self.index_base = int(options.get("index_base", 0))
 
     def score(self, prediction: str, sample: Sample) -> SampleScore:
-        choices = [str(c) for c in sample.meta.get("choices") or []]
-        correct = resolve_reference(sample.reference, choices or None, self.index_base)
-        if not correct:
-            return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
-        try:
-            stats = option_scores(prediction)
-        except (ValueError, KeyError, TypeError) as error:
-            return SampleScore(None, failure=FailureReason.METRIC_ERROR, details={"error": f"prediction: {error}"})
+        read = read_options(prediction, sample, self.index_base, option_scores)
+        if isinstance(read, SampleScore):
+            return read
+        correct, stats = read
         divisor = {"none": None, "token": stats["tokens"], "char": stats["chars"]}[self.normalization]
         scores = [
             lp / d if divisor is not None and (d := divisor[i]) > 0 else lp for i, lp in enumerate(stats["logprobs"])
