@@ -58,6 +58,16 @@ def says_yes(reply: str) -> bool:
     return reply.strip().lower().startswith("y")
 
 
+def refuse_judge_options(metric: str, options: dict[str, Any], keys: tuple[str, ...]) -> None:
+    """KARMA's per-metric judge arguments are an error: evalkit's judge and its concurrency are set once a run."""
+    for key in keys:
+        if key in options:
+            raise ConfigError(
+                f"metric {metric!r}: option {key!r} is KARMA's; in evalkit the judge model and its "
+                "concurrency are set once for the run: judge_properties.judge_model and judge_concurrency"
+            )
+
+
 class _KarmaJudge(JudgeMetric):
     """KARMA's judge prompt from evalkit/prompts/judges/karma unless the run gives its own."""
 
@@ -71,13 +81,7 @@ class _KarmaJudge(JudgeMetric):
         judge_prompt: Any = None,
         **options: Any,
     ) -> None:
-        for karma_option in ("judge_model", "max_workers"):
-            if karma_option in options:
-                # KARMA's metric args; evalkit's judge and its concurrency are one endpoint for the whole run
-                raise ConfigError(
-                    f"metric {self.name!r}: option {karma_option!r} is KARMA's; in evalkit the judge model and its "
-                    "concurrency are set once for the run: judge_properties.judge_model and judge_concurrency"
-                )
+        refuse_judge_options(self.name, options, ("judge_model", "max_workers"))
         check_options(self.name, options, ())
         prompt = judge_prompt if judge_prompt is not None else KARMA_PROMPTS / f"{self.name}.yaml"
         super().__init__(language, judge, prompt, **options)

@@ -34,6 +34,7 @@ from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import SampleScore, check_options
 from evalkit.metrics.judge import PROMPTS_DIR, JudgeLike, JudgeMetric, load_judge_prompt
+from evalkit.metrics.karma_judges import refuse_judge_options
 from evalkit.metrics.rubric import RUBRIC_KEYS, Criterion, RubricError, criteria_of
 
 KARMA_PROMPTS = PROMPTS_DIR / "karma"
@@ -133,12 +134,7 @@ class _KarmaRubric(JudgeMetric):
         judge_prompt: Any = None,
         **options: Any,
     ) -> None:
-        for karma_option in ("max_workers", "provider_to_use", "model_id"):
-            if karma_option in options:
-                raise ConfigError(
-                    f"metric {self.name!r}: option {karma_option!r} is KARMA's; in evalkit the judge model and its "
-                    "concurrency are set once for the run: judge_properties.judge_model and judge_concurrency"
-                )
+        refuse_judge_options(self.name, options, ("max_workers", "provider_to_use", "model_id"))
         if options.get("use_serialized_conversations"):
             raise ConfigError(
                 f"metric {self.name!r}: option 'use_serialized_conversations' (answers that are whole conversations "
