@@ -22,7 +22,7 @@ from evalkit.view import pages
 from evalkit.view.index import opened, read_lines
 from evalkit.view.links import ExportLinks, compare_file
 from evalkit.view.media import MediaMissing
-from evalkit.view.queries import Sources, excerpt
+from evalkit.view.queries import Sources, sample_row
 from evalkit.view.runs import Pair, RunInfo, run_pairs
 from evalkit.view.static import CSS, JS
 from evalkit.view.viewer import BadQuery, NotFound, Viewer
@@ -137,19 +137,11 @@ def _rows(sources: Sources, run: RunInfo, pair: Pair, links: ExportLinks) -> Ite
             records = read_lines(sources.index.source, [(r[1], r[2]) for r in chunk])
             for (line, _, _, sample_id, model, row, score, failure, sent, text), rec in zip(chunk, records):
                 rec = rec or {}
-                answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
                 found_groups = rec.get("groups")
                 groups: dict[str, Any] = found_groups if isinstance(found_groups, dict) else {}
                 yield {
                     "line": line,
-                    "sample_id": sample_id,
-                    "model": model,
-                    "row": row,
-                    "score": score,
-                    "failure": failure,
-                    "error": excerpt(rec.get("error")),
-                    "answer": excerpt(answer),
-                    "reference": excerpt(rec.get("reference")),
+                    **sample_row((sample_id, model, row, score, failure), rec),
                     "groups": {str(k): str(v) for k, v in groups.items() if v is not None},
                     "text": (text or "") + "\n" + prompts.get(sent or "", ""),
                     "href": links.sample(run.run_id, pair.dataset, pair.metric, sample_id).rsplit("/", 1)[1],

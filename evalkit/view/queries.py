@@ -184,6 +184,25 @@ _ORDER = {
 }
 
 
+def sample_row(indexed: Any, rec: dict[str, Any]) -> dict[str, Any]:
+    """A samples table's row: the index's (sample_id, model, row, score, failure) and excerpts of the record.
+
+    One shape for the live pages and the export's data, so both tables show the same columns.
+    """
+    sample_id, model, row, score, failure = indexed
+    answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
+    return {
+        "sample_id": sample_id,
+        "model": model,
+        "row": row,
+        "score": score,
+        "failure": failure,
+        "error": excerpt(rec.get("error")),
+        "answer": excerpt(answer),
+        "reference": excerpt(rec.get("reference")),
+    }
+
+
 def excerpt(value: Any, limit: int = EXCERPT) -> str:
     if value is None:
         return ""
@@ -203,23 +222,10 @@ def samples_page(sources: Sources, f: PairFilter) -> dict[str, Any]:
             [*args, f.per, (f.page - 1) * f.per],
         ).fetchall()
     records = read_lines(sources.index.source, [(r[1], r[2]) for r in found])
-    rows = []
-    for (line_id, _, _, sample_id, model, row, score, failure), rec in zip(found, records):
-        rec = rec or {}
-        answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
-        rows.append(
-            {
-                "line": line_id,
-                "sample_id": sample_id,
-                "model": model,
-                "row": row,
-                "score": score,
-                "failure": failure,
-                "error": excerpt(rec.get("error")),
-                "answer": excerpt(answer),
-                "reference": excerpt(rec.get("reference")),
-            }
-        )
+    rows = [
+        {"line": line_id, **sample_row((sample_id, model, row, score, failure), rec or {})}
+        for (line_id, _, _, sample_id, model, row, score, failure), rec in zip(found, records)
+    ]
     pages = max(1, -(-total // f.per))
     return {"total": total, "page": f.page, "pages": pages, "per": f.per, "rows": rows}
 
