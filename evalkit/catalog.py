@@ -319,6 +319,13 @@ class DatasetSpec(BaseModel):
         description="True for a licensed corpus evalkit cannot ship or download (CallHome): the entry has no "
         "`path` or `hf_repo`; the user names the data in the config, `dataset_paths: {NAME: PATH}`. Default false.",
     )
+    unavailable: str | None = Field(
+        None,
+        description="Why the data cannot be had at all (withdrawn from the hub, never public, behind terms that no "
+        "public copy meets): the entry exists so that its name resolves and says so; selecting it alone is a config "
+        "error quoting this reason, and a task or category selection leaves it out. Such an entry has no `hf_repo` "
+        "or `path`. Absent: the data can be read.",
+    )
     checked: CheckedRecord | None = Field(
         None, description="Provenance: the hub page this entry was checked against, when, and what was checked."
     )
@@ -343,6 +350,12 @@ class DatasetSpec(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetSpec:
+        if self.unavailable is not None:
+            if self.hf_repo is not None or self.path is not None or self.private:
+                raise ValueError(
+                    "an `unavailable` dataset has no data to read: it takes no `hf_repo`, `path` or `private`"
+                )
+            return self
         if self.private:
             if self.hf_repo is not None:
                 raise ValueError("a `private` dataset is read from a path the user gives, not from `hf_repo`")
@@ -354,10 +367,19 @@ class DatasetSpec(BaseModel):
         return self
 
     @property
+    def source_label(self) -> str:
+        """Where the data comes from, as listings show it: the hub id, ``private``, ``unavailable`` or ``local``."""
+        if self.unavailable is not None:
+            return "unavailable"
+        return self.hf_repo or ("private" if self.private else "local")
+
+    @property
     def source(self) -> str:
         """The hub id, or the local path resolved against the runspec file (or a package, ``pkg://``)."""
         if self.hf_repo is not None:
             return self.hf_repo
+        if self.path is None:  # unavailable, or private before the config gives its path
+            return self.source_label
         return str(resolve_runspec_path(self.file, str(self.path)))
 
 

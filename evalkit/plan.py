@@ -258,6 +258,37 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
     return spec.model_copy(update={"path": str(path if path.is_absolute() else config.base_dir / path)})
 
 
+def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -> list[DatasetSpec]:
+    """The selected datasets that have data to read: a task, category or group leaves out the rest, saying why.
+
+    An entry whose data cannot be had (``unavailable``), or a private corpus the
+    config gives no path for, is an error when named alone: the user asked for
+    exactly that. Within a larger selection it is left out with a warning, so that
+    ``asr`` still runs when one of its entries is a licensed corpus; a selection
+    that leaves nothing is an error naming every reason.
+    """
+    if len(specs) == 1:
+        spec = specs[0]
+        if spec.unavailable is not None:
+            raise ConfigError(f"{where}: dataset {spec.name!r} cannot be evaluated: {spec.unavailable}")
+        return specs
+    kept: list[DatasetSpec] = []
+    left_out: list[str] = []
+    for spec in specs:
+        if spec.unavailable is not None:
+            left_out.append(f"{spec.name} (unavailable: {spec.unavailable})")
+        elif spec.private and spec.name not in config.dataset_paths:
+            left_out.append(f"{spec.name} (private: give its path in `dataset_paths`)")
+        else:
+            kept.append(spec)
+    if left_out and not kept:
+        raise ConfigError(f"{where}: no dataset of {name!r} can be read: {'; '.join(left_out)}")
+    if left_out:
+        shown = "; ".join(left_out[:5]) + (f"; and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+        log.warning("%s: %d of %r's datasets are left out: %s", where, len(left_out), name, shown)
+    return kept
+
+
 def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
     """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
     import_plugin_modules(config.plugins, f"{source}: plugins", beside=config.base_dir)
@@ -286,7 +317,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             )
         canonical = METRICS.canonical(metric)
         specs = [
-            _with_instruction(_with_private_path(spec, config, where), config) for spec in catalog.resolve(name, where)
+            _with_instruction(_with_private_path(spec, config, where), config)
+            for spec in _readable(catalog.resolve(name, where), name, config, where)
         ]
         for spec in specs:
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]

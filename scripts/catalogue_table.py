@@ -48,10 +48,20 @@ def _catalog() -> Any:
 
 
 def _sources(specs: list[Any]) -> str:
-    counts = Counter(spec.hf_repo or ("private (your path)" if spec.private else "local (shipped)") for spec in specs)
+    counts = Counter(
+        spec.hf_repo
+        or (
+            "unavailable (says why)"
+            if spec.unavailable
+            else "private (your path)"
+            if spec.private
+            else "local (shipped)"
+        )
+        for spec in specs
+    )
     parts = []
     for source, n in sorted(counts.items(), key=lambda item: (-item[1], item[0].lower())):
-        label = source if source.startswith(("local", "private")) else f"`{source}`"
+        label = source if source.startswith(("local", "private", "unavailable")) else f"`{source}`"
         parts.append(label if n == 1 else f"{label} ×{n}")
     return ", ".join(parts)
 

@@ -66,6 +66,7 @@ ALLOWED_KEYS = {
     "url",
     "checked",
     "private",
+    "unavailable",
 }
 REQUIRED_KEYS = {"language"}
 TASK_KEYS = {"description", "metrics", "default_metric"}
@@ -342,6 +343,11 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
     assert re.fullmatch(r"[a-z0-9][a-z0-9_]*", name), f"{path}: dataset name {name!r} should be snake_case"
     assert set(entry) <= ALLOWED_KEYS, f"{path}: {name}: unknown keys {sorted(set(entry) - ALLOWED_KEYS)}"
     assert set(entry) >= REQUIRED_KEYS, f"{path}: {name}: missing {sorted(REQUIRED_KEYS - set(entry))}"
+    if "unavailable" in entry:  # data that cannot be had: the entry only says why
+        assert isinstance(entry["unavailable"], str) and entry["unavailable"].strip(), f"{path}: {name}: say why"
+        assert not {"hf_repo", "path", "private"} & set(entry), f"{path}: {name}: an unavailable entry has no source"
+        assert entry.get("description") and entry.get("url"), f"{path}: {name}: say what the data was and where"
+        return
     if entry.get("private"):  # a licensed corpus: the user's config gives its path (dataset_paths)
         assert "hf_repo" not in entry and "path" not in entry, f"{path}: {name}: a private entry names no source"
     else:

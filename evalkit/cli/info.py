@@ -167,7 +167,7 @@ def task_info(name: str, catalog: Any) -> dict[str, Any]:
                 "name": d,
                 "language": catalog.datasets[d].language,
                 "modality": catalog.datasets[d].modality,
-                "source": catalog.datasets[d].hf_repo or ("private" if catalog.datasets[d].private else "local"),
+                "source": catalog.datasets[d].source_label,
             }
             for d in task.datasets
         ],

@@ -111,7 +111,7 @@ def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[di
                 "category": spec.category,
                 "language": spec.language,
                 "modality": spec.modality,
-                "source": spec.hf_repo or ("private" if spec.private else "local"),
+                "source": spec.source_label,
                 "checked": spec.checked.date if spec.checked else "",
                 "checked_url": spec.checked.url if spec.checked else "",
                 "metrics": metrics,

@@ -371,6 +371,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     specs = list({spec.name: spec for name in args.names for spec in catalog.resolve(name, "fetch")}.values())
     require_hub_for_fetch(specs)  # a hub that does not answer is said at once, not after minutes of retries
     for spec in specs:
+        if spec.unavailable is not None:
+            print(f"{spec.name}: unavailable ({spec.unavailable}), nothing to fetch")
+            continue
         if spec.hf_repo is None:
             print(f"{spec.name}: local ({spec.source}), nothing to fetch")
             continue
