@@ -10,6 +10,7 @@ copied file.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -250,6 +251,23 @@ def test_validation_errors_name_the_users_keys_not_the_translated_ones() -> None
     assert "x.yaml: judge_settings.judge_model: missing mandatory key" in text
     assert "x.yaml: judge_settings.judge_type: 'azure' is not one of" in text
     assert ".info." not in text and "filters" not in text and "judge_properties" not in text
+
+
+def test_a_judge_type_left_as_auharness_placeholder_is_read_as_the_openai_api(caplog) -> None:
+    """AU-Harness ships `judge_type: <JUDGE_MODEL_TYPE>`; filling in the URL and key must be enough."""
+    data = _config("voxtral_transcription")
+    data["judge_settings"] = {
+        **JUDGE,
+        "judge_type": "<JUDGE_MODEL_TYPE>",
+        "judge_api_version": "<JUDGE_MODEL_VERSION>",
+    }
+    with caplog.at_level(logging.WARNING):
+        config = parse_config(data, "x.yaml")
+    assert config.judge_properties is not None
+    assert config.judge_properties.judge_type == "openai" and config.judge_properties.judge_api_version is None
+    assert "judge_settings.judge_type is still AU-Harness's placeholder" in caplog.text
+    data["judge_settings"] = {**JUDGE, "judge_type": "<JUDGE_MODEL_TYPE>", "judge_api_version": "2024-10-21"}
+    assert parse_config(data, "x.yaml").judge_properties.judge_api_version == "2024-10-21"  # type: ignore[union-attr]
 
 
 def test_gemini_is_served_through_googles_openai_endpoint_and_needs_its_key() -> None:

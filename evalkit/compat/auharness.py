@@ -19,6 +19,7 @@ Validation errors are reported under the user's own key (``task_metric[0]``,
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -304,8 +305,24 @@ def _filters(key: str, value: Any, out: Translation, names: _Names, problems: _P
 
 
 def _judge(key: str, value: Any, out: Translation, names: _Names, problems: _Problems) -> None:
-    out.data["judge_properties"] = value  # the same keys in both formats; evalkit's validator checks them
+    # the same keys in both formats; evalkit's validator checks them
+    if isinstance(value, dict) and _is_placeholder(value.get("judge_type")):
+        # AU-Harness ships `judge_type: <JUDGE_MODEL_TYPE>`: both of its types are the same OpenAI-compatible API to
+        # evalkit, so a left placeholder cannot change what is asked; its api_version placeholder goes with it
+        value = {k: v for k, v in value.items() if k != "judge_type"}
+        out.notes.append(
+            f"{key}.judge_type is still AU-Harness's placeholder; evalkit asks every judge over the OpenAI-compatible "
+            "API, so it needs no type (write vllm or openai to silence this)"
+        )
+        if _is_placeholder(value.get("judge_api_version")):
+            value.pop("judge_api_version")
+    out.data["judge_properties"] = value
     out.origin["judge_properties"] = key
+
+
+def _is_placeholder(value: Any) -> bool:
+    """AU-Harness's shipped configs mark what the user fills in as ``<UPPER_CASE>``."""
+    return isinstance(value, str) and re.fullmatch(r"<[A-Z0-9_]+>", value.strip()) is not None
 
 
 def _logging(key: str, value: Any, out: Translation, names: _Names, problems: _Problems) -> None:
