@@ -200,6 +200,13 @@ def _check_likelihood(engines: list[EngineSpec], models: dict[str, ModelPlan], s
                     f"{source}: metric {engine.metric!r} asks /v1/completions for log-probabilities; model {name!r} is "
                     f"inference_type {kind}, which does not offer it (use vllm or openai)"
                 )
+            media = engine.dataset.modality not in ("text",)
+            if media and kind != "vllm":
+                raise ConfigError(
+                    f"{source}: metric {engine.metric!r} scores options of dataset {engine.dataset.name!r}, whose "
+                    f"prompts carry {engine.dataset.modality.replace('+text', '')}: that needs vLLM's prompt_logprobs "
+                    f"on chat completions, and model {name!r} is inference_type {kind} (use vllm)"
+                )
 
 
 def dataset_processors(spec: DatasetSpec) -> ProcessorChain:

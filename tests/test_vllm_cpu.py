@@ -277,6 +277,50 @@ def test_vllm_serves_the_tiny_model(vllm_server: VllmServer, vllm_answers: list[
     assert len(set(vllm_answers)) == len(vllm_answers)
 
 
+def test_chat_likelihood_of_an_option_equals_transformers(vllm_server: VllmServer, tiny_llama: Path) -> None:
+    """The chat path of likelihood scoring (prompts with media) read from real vLLM equals transformers' sums.
+
+    evalkit asks the chat with an empty answer and with each option as the answer (continue_final_message,
+    prompt_logprobs 0); the option's log-probability is that of the tokens beyond the context's prompt.
+    The same tokens' log-probabilities from transformers on the chat template's text must agree.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from evalkit.clients.protocol import chat_body, continuation_after
+    from evalkit.clients.request import ModelRequest
+    from evalkit.config import RequestKind
+    from evalkit.run.requests import chat_likelihood_requests
+
+    model_id = str(vllm_server.model_dir)
+    question = [{"role": "user", "content": "Which city is the capital of France?"}]
+    base = ModelRequest(kind=RequestKind.CHAT, model=model_id, messages=question)
+    choices = ["Paris", "the moon and stars"]
+    answers = [
+        httpx.post(vllm_server.url + "/v1/chat/completions", json=chat_body(request), timeout=120.0).json()
+        for request in chat_likelihood_requests(base, choices)
+    ]
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama, torch_dtype=torch.float32)
+
+    def ids(answer: str) -> list[int]:
+        conversation = [*question, {"role": "assistant", "content": answer}]
+        text = tokenizer.apply_chat_template(
+            conversation, tokenize=False, add_generation_prompt=False, continue_final_message=True
+        )
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    context = ids("")
+    for choice, answer in zip(choices, answers[1:]):
+        total, count = continuation_after(answers[0], answer)
+        full = ids(choice)
+        assert full[: len(context)] == context and count == len(full) - len(context)
+        with torch.no_grad():
+            logprobs = torch.log_softmax(model(input_ids=torch.tensor([full])).logits[0].float(), dim=-1)
+        expected = sum(float(logprobs[i - 1, full[i]]) for i in range(len(context), len(full)))
+        assert total == pytest.approx(expected, abs=1e-3), (choice, total, expected)
+
+
 def test_transformers_backend_matches_vllm(tiny_llama: Path, vllm_answers: list[str]) -> None:
     from evalkit.serve.backends.base import ChatInput, GenerationParams
     from evalkit.serve.backends.transformers_backend import TransformersBackend

@@ -281,6 +281,56 @@ def continuation_logprob(payload: Any, start: int, end: int) -> tuple[float, int
     return total, count
 
 
+def chat_prompt_tokens(payload: Any) -> list[tuple[str, float | None]]:
+    """(token id, log-probability) of every prompt token of a chat answer asked with vLLM's ``prompt_logprobs``.
+
+    vLLM lists one entry per prompt token (the first is null: nothing predicts
+    it); asked with ``prompt_logprobs: 0`` an entry holds just the prompt's own
+    token, keyed by its id.
+    """
+    entries = payload.get("prompt_logprobs") if isinstance(payload, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ParseError(
+            f"no prompt_logprobs in the chat answer: {str(payload)[:200]} (likelihood scoring of images or audio "
+            "needs vLLM's prompt_logprobs on /v1/chat/completions)"
+        )
+    tokens: list[tuple[str, float | None]] = []
+    for index, entry in enumerate(entries):
+        if entry is None:
+            tokens.append(("", None))
+            continue
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ParseError(f"prompt_logprobs[{index}] is not one token's entry (ask with prompt_logprobs: 0)")
+        ((token, info),) = entry.items()
+        value = info.get("logprob") if isinstance(info, dict) else None
+        if not isinstance(value, (int, float)):
+            raise ParseError(f"prompt_logprobs[{index}] has no numeric logprob")
+        tokens.append((str(token), float(value)))
+    return tokens
+
+
+def continuation_after(context: Any, continued: Any) -> tuple[float, int]:
+    """Sum and count of the log-probabilities of the tokens ``continued`` has beyond ``context``'s prompt.
+
+    Both answers are of the same chat, ``context`` with an empty final assistant
+    message and ``continued`` with the option in it, so the option's tokens are
+    those after the two prompts' common token prefix (a tokenizer that merges
+    the option's first characters into the context's last token moves that
+    token into the option, as the completions path counts a token by where it starts).
+    """
+    before = [token for token, _ in chat_prompt_tokens(context)]
+    after = chat_prompt_tokens(continued)
+    shared = 0
+    while shared < min(len(before), len(after)) and before[shared] == after[shared][0]:
+        shared += 1
+    option = after[shared:]
+    if not option:
+        raise ParseError("the option added no prompt token to the context")
+    if any(value is None for _, value in option):
+        raise ParseError("an option token has no log-probability")
+    return sum(value for _, value in option if value is not None), len(option)
+
+
 WIRE_FORMATS: dict[RequestKind, WireFormat] = {
     RequestKind.CHAT: ChatWire(),
     RequestKind.TRANSCRIPTION: TranscriptionWire(),

@@ -36,7 +36,7 @@ from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
-from evalkit.clients.protocol import ParseError, continuation_logprob
+from evalkit.clients.protocol import ParseError, continuation_after, continuation_logprob
 from evalkit.clients.request import ModelRequest
 from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.direct import prepare_example_audio_direct, prepare_turn_audio_direct
@@ -76,6 +76,7 @@ from evalkit.report.results import ResultRow
 from evalkit.run.corpus import fit_corpus
 from evalkit.run.requests import (
     RequestContext,
+    chat_likelihood_requests,
     history_after,
     joined_answer,
     likelihood_context,
@@ -112,6 +113,7 @@ class Sent:
     shared: dict[Any, str]
     turns: list[list[ModelRequest]] = field(default_factory=list)
     context: str | None = None
+    #: requests of a likelihood prompt (one per option, and the context's with images or audio)
     options: int = 0
     #: the key, once fixed when a one-turn sample's requests were built
     key: str | None = None
@@ -561,11 +563,15 @@ class Engine:
         sent.answers.append(outcome.text or "")
         return request, outcome
 
-    async def _likelihood(self, model: ModelPlan, sample: Sample, prompt: Prompt, sent: Sent) -> Outcome:
+    async def _likelihood(
+        self, model: ModelPlan, sample: Sample, prompt: Prompt, sent: Sent, media: Prepared
+    ) -> Outcome:
         """Every option's log-likelihood after the prompt, as the JSON prediction metrics/likelihood.py reads."""
         choices = [str(c) for c in sample.meta.get("choices") or []]
         if not choices:
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")
+        if likelihood_context(prompt) is None and not self.spec.dataset.chain_of_thought:
+            return await self._chat_likelihood(model, prompt, sent, media, choices)
         reasoned: tuple[ModelRequest, Outcome] | None = None
         if self.spec.dataset.chain_of_thought:
             found = await self._likelihood_reasoning(model, prompt, sent)
@@ -609,6 +615,61 @@ class Engine:
             cached=all(o.cached for o in outcomes),
         )
 
+    async def _chat_likelihood(
+        self, model: ModelPlan, prompt: Prompt, sent: Sent, media: Prepared, choices: list[str]
+    ) -> Outcome:
+        """A prompt with images or audio, scored through vLLM's chat ``prompt_logprobs`` (the completions API is text).
+
+        One request is the chat with an empty answer (the context), one per option with the option as the answer;
+        the option's log-probability is that of the tokens its prompt has beyond the context's.
+        """
+        ctx = self.request_contexts[model.name]
+        if model.info.inference_type != "vllm" or ctx.kind != RequestKind.CHAT:
+            return failed(
+                FailureReason.UNSUPPORTED,
+                f"{model.name}: scoring options of a prompt with images or audio needs vLLM's prompt_logprobs on "
+                f"chat completions (inference_type vllm); {model.info.inference_type} gives none",
+            )
+        if len(prompt.turns) != 1:
+            return failed(FailureReason.UNSUPPORTED, "likelihood scoring with images or audio takes one-turn prompts")
+        prepared, images = media
+        base = turn_requests(prompt, 0, [], [], prepared, ctx, images=images)
+        if len(base) != 1:
+            return failed(
+                FailureReason.UNSUPPORTED, "likelihood scoring takes audio in one piece: its audio was cut in chunks"
+            )
+        asked = chat_likelihood_requests(base[0], choices)
+        # the entry shows the context's chat (media by reference) and counts every request; the options are the
+        # sample's choices
+        sent.turns.append(asked[:1])
+        sent.options = len(asked)
+        sent.key = self._view_key(self._sent_views[model.name], asked, sent.shared)
+        client = self.clients[model.name]
+        outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in asked)))
+        attempts = sum(o.attempts for o in outcomes)
+        latency = max(o.latency for o in outcomes)
+        bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
+        if bad is not None:
+            where = "the context" if bad == 0 else f"option {bad}/{len(choices)}"
+            reason = outcomes[bad].failure or FailureReason.ERROR
+            return failed(reason, f"{where}: {outcomes[bad].error}", attempts=attempts, latency=latency)
+        stats: dict[str, list[float]] = {"logprobs": [], "tokens": [], "chars": []}
+        for index, (choice, outcome) in enumerate(zip(choices, outcomes[1:]), start=1):
+            try:
+                total, count = continuation_after(outcomes[0].raw, outcome.raw)
+            except ParseError as error:
+                return failed(FailureReason.PARSE, f"option {index}/{len(choices)}: {error}", attempts=attempts)
+            stats["logprobs"].append(total)
+            stats["tokens"].append(count)
+            stats["chars"].append(len(choice))
+        return Outcome(
+            text=jsonutil.dumps(stats),
+            latency=latency,
+            attempts=attempts,
+            replica=outcomes[-1].replica,
+            cached=all(o.cached for o in outcomes),
+        )
+
     async def _ask(
         self,
         model: ModelPlan,
@@ -623,7 +684,7 @@ class Engine:
         if isinstance(prepared, Outcome):
             outcome = prepared
         elif likelihood:
-            outcome = await self._likelihood(model, sample, prompt, sent)
+            outcome = await self._likelihood(model, sample, prompt, sent, prepared)
         else:
             outcome = await self._conversation(model, prompt, prepared, sent)
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
@@ -707,7 +768,7 @@ class Engine:
             if isinstance(prepared, tuple) and (prepared[0].seconds or prepared[1] is not _NO_IMAGES):
                 refs = MediaRefs(self._sources, sample, prompt, examples, prepared[0], prepared[1], ctx)
             kind = ctx.kind
-            requests = sum(len(turn) for turn in turns)
+            requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
         self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages)
         return key

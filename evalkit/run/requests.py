@@ -157,6 +157,8 @@ def turn_requests(
             for piece in pieces
         ]
     prefix, example_audio, example_images = _prefix(prompt, audio, ctx, images)
+    # the sample's function tools join the model's parameters, so the store key covers them too
+    params = {**ctx.params, "tools": prompt.tools} if prompt.tools else ctx.params
     earlier = [*example_audio, *history_audio]
     shown = [*example_images, *_turn_images(images, ctx, range(turn))]
     pictures = images.parts(turn, ctx.image_limit)
@@ -174,7 +176,7 @@ def turn_requests(
                 messages=messages,
                 audio=earlier,
                 images=all_images,
-                params=ctx.params,
+                params=params,
                 repeat=repeat,
             )
         ]
@@ -188,7 +190,7 @@ def turn_requests(
                 messages=messages,
                 audio=[*earlier, piece],
                 images=all_images,
-                params=ctx.params,
+                params=params,
                 repeat=repeat,
             )
         )
@@ -258,3 +260,35 @@ def likelihood_requests(context: str, choices: list[str], model: str) -> list[tu
         )
         out.append((request, len(context), len(context) + len(continuation)))
     return out
+
+
+#: what a chat likelihood request asks: continue the final assistant message, and the prompt's log-probabilities
+#: (vLLM's extensions ``continue_final_message`` and ``prompt_logprobs``); one token, as servers refuse 0
+CHAT_LIKELIHOOD_PARAMS = {
+    "max_tokens": 1,
+    "temperature": 0,
+    "add_generation_prompt": False,
+    "continue_final_message": True,
+    "prompt_logprobs": 0,
+}
+
+
+def chat_likelihood_requests(asked: ModelRequest, choices: list[str]) -> list[ModelRequest]:
+    """The chat of ``asked`` with an empty assistant answer, then with each option as the answer.
+
+    The completions API takes no images or audio, so a prompt with media is
+    scored through the chat endpoint: the first request's prompt is the
+    context, and each option's log-probability is that of the tokens its
+    request's prompt has beyond it (:func:`evalkit.clients.protocol.continuation_after`).
+    """
+    return [
+        ModelRequest(
+            kind=RequestKind.CHAT,
+            model=asked.model,
+            messages=[*asked.messages, {"role": "assistant", "content": answer}],
+            audio=asked.audio,
+            images=asked.images,
+            params=dict(CHAT_LIKELIHOOD_PARAMS),
+        )
+        for answer in ["", *choices]
+    ]

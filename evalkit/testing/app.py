@@ -295,6 +295,11 @@ class TestServerApp:
             answer = user_text if self.answers.default == ECHO else self.answers.default
         content, completion_tokens, finish = chat.truncate(answer, limit)
         prompt_tokens = sum(len(m.text.split()) for m in messages)
+        extra: dict[str, Any] | None = None
+        if isinstance(body.get("prompt_logprobs"), int) and not isinstance(body["prompt_logprobs"], bool):
+            # vLLM's extension: the log-probabilities of the prompt's own tokens (likelihood scoring with media)
+            scored = chat.prompt_logprobs(messages, self.script.spec.token_logprobs)
+            extra, prompt_tokens = {"prompt_logprobs": scored}, len(scored)
         stream = body.get("stream") is True
 
         def make_ok() -> web.Response:
@@ -308,7 +313,7 @@ class TestServerApp:
                 return web.Response(
                     body=payload, content_type="text/event-stream", headers={"Cache-Control": "no-cache"}
                 )
-            payload = chat.completion_body(chat_id, created, model, content, finish, n_choices, usage)
+            payload = chat.completion_body(chat_id, created, model, content, finish, n_choices, usage, extra)
             return web.Response(body=payload, content_type=JSON)
 
         log_extra = None

@@ -8,6 +8,7 @@ decoded only when the script answers from images or the request log is on.
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from evalkit.testing.wire import BadRequest, dumps
@@ -138,10 +139,40 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
     }
 
 
+def prompt_logprobs(messages: list[Message], table: dict[str, float]) -> list[dict[str, Any] | None]:
+    """vLLM's ``prompt_logprobs`` of a chat request: one entry per prompt token, the first None.
+
+    The prompt is each message as a ``<role>`` token, one ``<image>`` or
+    ``<audio>`` token per media part and its words; a message is left open (no
+    end token), so a final assistant message is continued as vLLM's
+    ``continue_final_message`` does. A word's log-probability is the script's
+    ``token_logprobs`` entry, else -1.0; a token's id is a checksum of its text,
+    so equal prefixes have equal ids, as a real tokenizer's do.
+    """
+    tokens: list[str] = []
+    for message in messages:
+        tokens.append(f"<{message.role}>")
+        tokens += ["<image>"] * len(message.images) + ["<audio>"] * len(message.audio)
+        tokens += message.text.split()
+    entries: list[dict[str, Any] | None] = [None]
+    for token in tokens[1:]:
+        entries.append(
+            {str(zlib.crc32(token.encode())): {"logprob": table.get(token, -1.0), "rank": 1, "decoded_token": token}}
+        )
+    return entries
+
+
 def completion_body(
-    chat_id: str, created: int, model: str, content: str, finish: str, n: int, usage_: dict[str, int]
+    chat_id: str,
+    created: int,
+    model: str,
+    content: str,
+    finish: str,
+    n: int,
+    usage_: dict[str, int],
+    extra: dict[str, Any] | None = None,
 ) -> bytes:
-    """A ``chat.completion`` object."""
+    """A ``chat.completion`` object; ``extra`` holds top-level keys of a server's own (vLLM's prompt_logprobs)."""
     choices = [
         {"index": i, "message": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": finish}
         for i in range(n)
@@ -153,6 +184,7 @@ def completion_body(
         "model": model,
         "choices": choices,
         "usage": usage_,
+        **(extra or {}),
     }
     return dumps(payload)
 
