@@ -235,13 +235,24 @@ def default_pairs(names: Sequence[str], metrics: Sequence[str] | None = None) ->
         if metrics:
             pairs += [[name, metric] for metric in metrics]
             continue
-        specs = catalog.resolve(name, "--dataset")
-        task = catalog.tasks[specs[0].task]
-        metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
-        if metric is None:
-            raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
-        pairs.append([name, metric])
+        pairs += [[name, metric] for metric in _default_metrics(catalog, name)]
     return pairs
+
+
+def _default_metrics(catalog: Any, name: str) -> list[str]:
+    """What a dataset name runs with no metric given: a KARMA id KARMA's metrics, else its task's default metric."""
+    from evalkit.compat.karma import default_metrics
+    from evalkit.metrics import METRICS
+
+    specs = catalog.resolve(name, "--dataset")
+    karma = [m for m in default_metrics(catalog, name) or [] if m in METRICS and m != "bias_consistency"]
+    if karma:
+        return karma
+    task = catalog.tasks[specs[0].task]
+    metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
+    if metric is None:
+        raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
+    return [metric]
 
 
 def endpoint_config(
@@ -294,11 +305,12 @@ def named_model_config(
 
 
 def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:
+    from evalkit.compat.karma import karma_metric
     from evalkit.metrics import METRICS
 
     if metrics:
         for name in metrics:
-            if name not in METRICS:
+            if name not in METRICS and karma_metric(name) not in METRICS:
                 raise ConfigError(
                     f"--metric: {name!r} is not a metric{did_you_mean(name, METRICS.names())}. "
                     "Run `evalkit list metrics`."
@@ -324,12 +336,7 @@ def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str]
 
         catalog = load_catalog(config.runspec_dirs, cwd=config.base_dir)
         for name in missing:
-            specs = catalog.resolve(name, "--dataset")
-            task = catalog.tasks[specs[0].task]
-            metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
-            if metric is None:
-                raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
-            chosen.append((name, metric))
+            chosen += [(name, metric) for metric in _default_metrics(catalog, name)]
     return chosen
 
 

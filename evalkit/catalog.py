@@ -150,6 +150,12 @@ class DatasetSpec(BaseModel):
         "dataset's own "
         "files (a local folder: *.parquet, *.jsonl, *.csv).",
     )
+    media_dir: str | None = Field(
+        None,
+        description="Folder, relative to the local data, holding the files that the rows' relative audio and "
+        "image paths name: a Common Voice release keeps its clips in `clips/` beside `test.tsv`, whose `path` "
+        "column gives only the file name; absent: the data file's own folder.",
+    )
     language: str = Field(
         description="Mandatory: the language of the data, a code or a name (en, english), or a source-target pair for "
         "translation (en-de); the target language decides how metrics tokenize and what filters.language matches."
@@ -218,8 +224,8 @@ class DatasetSpec(BaseModel):
     )
     turns_column: str | None = Field(
         None,
-        description='Column holding a multi-turn conversation, a list of {"text", "audio"} user turns sent in order; '
-        "absent: one turn per sample.",
+        description='Column holding a multi-turn conversation, a list of {"text", "audio"} user turns sent in order, '
+        "or a list of texts or of audio values (text-only or spoken turns); absent: one turn per sample.",
     )
     messages_column: str | None = Field(
         None,

@@ -14,7 +14,8 @@ a locale. The rules, applied in order:
 2. both halves are known languages ("en-de", "EN-DE", "english-german"):
    a pair -> "en-de", except a few locales whose region code is also a
    language code and whose pair reading is implausible (``pt-br``: Breton,
-   ``zh-tw``: Twi, ``ms-my``: Burmese, ``ff-sn``: Shona for FLEURS' Fula of Senegal);
+   ``zh-tw``: Twi, ``ms-my``: Burmese, ``ff-sn``: Shona for FLEURS' Fula of Senegal, ``kea-cv``:
+   Chuvash for FLEURS' Kabuverdianu of Cape Verde);
 3. the second subtag is a region code ("en_us", "de-at"): a locale -> "en";
 4. anything else is an error.
 
@@ -41,6 +42,7 @@ class UnknownLanguageError(ValueError, UserError):
 # code: (English name, other codes and names that mean the same language).
 # Other codes are ISO 639-2/B, 639-2/T and 639-3 (macro)language codes.
 _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "ab": ("Abkhaz", ("abk", "abkhazian")),
     "af": ("Afrikaans", ("afr",)),
     "am": ("Amharic", ("amh",)),
     "ar": ("Arabic", ("ara", "arb", "modern standard arabic")),
@@ -48,6 +50,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ast": ("Asturian", ()),
     "az": ("Azerbaijani", ("aze", "azj", "azeri")),
     "ba": ("Bashkir", ("bak",)),
+    "bas": ("Basaa", ("basa",)),
     "be": ("Belarusian", ("bel", "belarusan")),
     "bg": ("Bulgarian", ("bul",)),
     "bn": ("Bengali", ("ben", "bangla")),
@@ -56,10 +59,14 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "bs": ("Bosnian", ("bos",)),
     "ca": ("Catalan", ("cat", "valencian")),
     "ceb": ("Cebuano", ()),
+    "cnh": ("Hakha Chin", ("hakha",)),
     "cs": ("Czech", ("ces", "cze")),
+    "cv": ("Chuvash", ("chv",)),
     "cy": ("Welsh", ("cym", "wel")),
     "da": ("Danish", ("dan",)),
     "de": ("German", ("deu", "ger", "deutsch")),
+    "dv": ("Dhivehi", ("div", "divehi", "maldivian")),
+    "dyu": ("Dyula", ("jula", "dioula")),
     "el": ("Greek", ("ell", "gre", "modern greek")),
     "en": ("English", ("eng",)),
     "eo": ("Esperanto", ("epo",)),
@@ -78,8 +85,10 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "he": ("Hebrew", ("heb",)),
     "hi": ("Hindi", ("hin",)),
     "hr": ("Croatian", ("hrv",)),
+    "hsb": ("Upper Sorbian", ()),
     "hu": ("Hungarian", ("hun",)),
     "hy": ("Armenian", ("hye", "arm")),
+    "ia": ("Interlingua", ("ina",)),
     "id": ("Indonesian", ("ind", "bahasa indonesia")),
     "ig": ("Igbo", ("ibo",)),
     "is": ("Icelandic", ("isl", "ice")),
@@ -87,6 +96,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ja": ("Japanese", ("jpn",)),
     "jv": ("Javanese", ("jav",)),
     "ka": ("Georgian", ("kat", "geo")),
+    "kab": ("Kabyle", ("kabyle berber",)),
     "kam": ("Kamba", ("kikamba",)),
     "kea": ("Kabuverdianu", ("cape verdean creole",)),
     "kk": ("Kazakh", ("kaz",)),
@@ -103,6 +113,8 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lt": ("Lithuanian", ("lit",)),
     "luo": ("Luo", ("dholuo",)),
     "lv": ("Latvian", ("lav", "lvs")),
+    "mdf": ("Moksha", ()),
+    "mg": ("Malagasy", ("mlg", "plt")),
     "mi": ("Maori", ("mri", "mao", "māori")),
     "mk": ("Macedonian", ("mkd", "mac")),
     "ml": ("Malayalam", ("mal",)),
@@ -111,6 +123,7 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ms": ("Malay", ("msa", "may", "zsm")),
     "mt": ("Maltese", ("mlt",)),
     "my": ("Burmese", ("mya", "bur", "myanmar")),
+    "myv": ("Erzya", ()),
     "nb": ("Norwegian Bokmal", ("nob", "bokmal", "bokmål", "norwegian bokmål")),
     "ne": ("Nepali", ("nep", "npi", "nepalese")),
     "nl": ("Dutch", ("nld", "dut", "flemish")),
@@ -125,10 +138,14 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "pl": ("Polish", ("pol",)),
     "ps": ("Pashto", ("pus", "pbt", "pushto")),
     "pt": ("Portuguese", ("por", "portugues", "português")),
+    "rm": ("Romansh", ("roh", "romansch", "rumantsch")),
     "ro": ("Romanian", ("ron", "rum", "moldavian", "moldovan")),
     "ru": ("Russian", ("rus",)),
     "rw": ("Kinyarwanda", ("kin",)),
     "sa": ("Sanskrit", ("san",)),
+    "sah": ("Sakha", ("yakut",)),
+    "sat": ("Santali", ()),
+    "sc": ("Sardinian", ("srd",)),
     "sd": ("Sindhi", ("snd",)),
     "si": ("Sinhala", ("sin", "sinhalese")),
     "sk": ("Slovak", ("slk", "slo")),
@@ -145,13 +162,16 @@ _LANGUAGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "th": ("Thai", ("tha",)),
     "ti": ("Tigrinya", ("tir",)),
     "tl": ("Tagalog", ("tgl", "fil", "filipino")),
+    "tok": ("Toki Pona", ()),
     "tr": ("Turkish", ("tur",)),
     "tt": ("Tatar", ("tat",)),
     "ug": ("Uyghur", ("uig", "uighur")),
     "uk": ("Ukrainian", ("ukr",)),
+    "umb": ("Umbundu", ()),
     "ur": ("Urdu", ("urd",)),
     "uz": ("Uzbek", ("uzb", "uzn")),
     "vi": ("Vietnamese", ("vie",)),
+    "vot": ("Votic", ("votian",)),
     "wo": ("Wolof", ("wol",)),
     "xh": ("Xhosa", ("xho", "isixhosa")),
     "yi": ("Yiddish", ("yid",)),
@@ -357,7 +377,9 @@ _REGIONS: frozenset[str] = frozenset(
 )
 
 # "xx-yy" read as a locale although both halves are language codes.
-_LOCALE_NOT_PAIR: frozenset[tuple[str, str]] = frozenset({("pt", "br"), ("zh", "tw"), ("ms", "my"), ("ff", "sn")})
+_LOCALE_NOT_PAIR: frozenset[tuple[str, str]] = frozenset(
+    {("pt", "br"), ("zh", "tw"), ("ms", "my"), ("ff", "sn"), ("kea", "cv")}
+)
 
 _SCRIPT_RE = re.compile(r"^[A-Za-z]{4}$")
 _REGION_RE = re.compile(r"^(?:[A-Za-z]{2}|\d{3})$")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
+from evalkit.compat.karma import metric_for_pair
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
@@ -251,6 +252,25 @@ def _with_instruction(spec: DatasetSpec, config: Config) -> DatasetSpec:
     return spec if given is None else spec.model_copy(update={"instruction": given})
 
 
+def private_paths(config: Config, catalog: Catalog, source: str) -> dict[str, str]:
+    """``dataset_paths`` by catalogue entry: a key may be any of its names (AU-Harness's ``common_voice_15_zh-CN``).
+
+    A key that names no private entry is a mistake the user would otherwise find only when the run cannot read
+    the data it meant, so it is an error naming the key.
+    """
+    paths: dict[str, str] = {}
+    for key, path in config.dataset_paths.items():
+        entry = catalog.entry_name(key)
+        if entry is None or not catalog.datasets[entry].private:
+            what = "no catalogue dataset" if entry is None else f"dataset {entry!r}, which is not private"
+            raise ConfigError(
+                f"{source}: dataset_paths.{key}: names {what}; dataset_paths gives the data of private datasets "
+                f"(licensed corpora: `evalkit list datasets` shows them as private)"
+            )
+        paths[entry] = path
+    return paths
+
+
 def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
     """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
     if not spec.private:
@@ -259,7 +279,7 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
     if given is None:
         raise ConfigError(
             f"{where}: {spec.name!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
-            f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}` (see README, CallHome)"
+            f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}`"
         )
     path = Path(given).expanduser()
     return spec.model_copy(update={"path": str(path if path.is_absolute() else config.base_dir / path)})
@@ -302,6 +322,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
     models = _group_models(config)
     _check_names(config, catalog, source)
+    if config.dataset_paths:
+        config = config.model_copy(update={"dataset_paths": private_paths(config, catalog, source)})
     _warn_ignored_api_versions(config, source)
     check_prompt_names(config, source)
     library = library_for(config, source)
@@ -317,6 +339,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     for i, (name, metric, options) in enumerate(config.pairs):
         label = labels[i] if labels is not None and i < len(labels) else None
         where = label or f"{source}: dataset_metric[{i}]"
+        metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
         if metric not in METRICS:
             raise ConfigError(
                 f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "

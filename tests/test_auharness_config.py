@@ -68,6 +68,7 @@ SHAPES: dict[str, dict[str, Any]] = {
             ["emotion_recognition", "llm_judge_binary"],
             ["voxceleb_gender_test", "llm_judge_binary"],
             ["iemocap_gender_recognition", "llm_judge_binary"],
+            ["big_bench_audio", "llm_judge_big_bench_audio"],
             ["music_understanding", "llm_judge_binary"],
         ],
         "aggregate": [
@@ -119,8 +120,34 @@ SHAPES: dict[str, dict[str, Any]] = {
             ["public_sg_speech_qa_test", "llm_judge_detailed"],
             ["covost2_zh-CN_en", "bleu"],
             ["voicebench_ifeval_audio", "instruction_following"],
+            ["mmau_mini", "llm_judge_binary"],
+            ["big_bench_audio_audio_query", "llm_judge_big_bench_audio"],
+            ["mnsc_sds_part3_test", "llm_judge_detailed"],
+            ["SLURP-intent", "llm_judge_binary"],
+            ["bfcl_audio", "bfcl_match_score"],
+            ["spider_audio", "sql_score"],
+            ["mtbench_audio", "mt_bench_llm_judge"],
+            ["advbench", "llm_judge_redteaming"],
+            ["asvspoof", "llm_judge_binary"],
         ],
+        "aggregate": [["bfcl_match_score", ["bfcl_audio"]]],
         "judge_settings": JUDGE,
+    },
+    "mtbench": {
+        "task_metric": [["mtbench_audio", "mt_bench_llm_judge"], ["mtbench_text", "mt_bench_llm_judge"]],
+        "judge_settings": JUDGE,
+    },
+    "spokenwoz": {
+        "task_metric": [
+            ["spokenwoz_audio", "joint_goal_accuracy"],
+            ["spokenwoz_audio", "slot_accuracy"],
+            ["spokenwoz_audio", "slot_f1"],
+            ["spokenwoz_audio", "bleu"],
+        ],
+        "aggregate": [[metric, ["spokenwoz_audio"]] for metric in ("joint_goal_accuracy", "slot_accuracy", "slot_f1")],
+        "filter": {"num_samples": 2, "length_filter": [0.0, 30.0]},
+        "logging": {"log_file": "spokenwoz_eval.log"},
+        "models": [flat_model("gpt-4o-audio-preview", "openai", api_version="2024-10-21", timeout=60)],
     },
     "callhome_diarization": {
         "task_metric": [["speaker_diarization", "diarization_metrics"]],
@@ -139,7 +166,10 @@ EXPECTED = {
         ("voxceleb_gender", "llm_judge_binary"),
         ("iemocap_gender", "llm_judge_binary"),
         ("muchomusic", "llm_judge_binary"),
+        ("big_bench_audio_audio_query", "llm_judge_big_bench_audio"),
+        ("big_bench_audio_text_query", "llm_judge_big_bench_audio"),
     },
+    "mtbench": {("mtbench_audio", "mt_bench_llm_judge"), ("mtbench_text", "mt_bench_llm_judge")},
     "voxtral_transcription": {("librispeech_test_clean_audiollms", "word_error_rate")},
 }
 
@@ -157,15 +187,15 @@ def _missing_metrics(data: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: Path) -> None:
     data = _config(shape)
-    if missing := _missing_metrics(data):
-        pytest.skip(f"AU-Harness metric(s) {missing} not registered in this checkout")
+    assert not _missing_metrics(data), "every metric name AU-Harness's configs use is registered"
     assert is_auharness(data)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     config = load_config(path)
     if shape == "callhome_diarization":
         # CallHome is licensed: AU-Harness reads it from private_datasets/, evalkit from the path the user gives
-        with pytest.raises(ConfigError, match=r"callhome_\w+.*private dataset.*dataset_paths"):
+        with pytest.raises(ConfigError, match=r"no dataset of 'auharness:speaker_diarization' can be read: "
+                           r"callhome_deu \(private: give its path in `dataset_paths`\)"):  # fmt: skip
             build_plan(config, source=str(path))
         return
     plan = build_plan(config, source=str(path))
@@ -190,16 +220,29 @@ def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: P
         assert config.filters.num_samples == 100 and config.filters.length_filter == (0.0, 30.0)
 
 
+def test_every_auharness_dataset_name_has_a_catalogue_entry() -> None:
+    table = load_catalog().foreign["auharness"]
+    assert len(table.datasets) == 399
+    assert [name for name, entry in table.datasets.items() if entry.evalkit is None] == []
+
+
 def test_a_dataset_evalkit_lacks_is_refused_naming_the_users_pair_and_what_it_reads() -> None:
-    """The sample config's big_bench_audio, AU-Harness's mtbench_audio: named with the hub repo they read."""
+    """As in a catalogue without the entry (a checkout older than its table): named with the repo it reads."""
+    catalog = load_catalog()
+    table = catalog.foreign["auharness"]
+    table.datasets["big_bench_audio_text_query"] = table.datasets["big_bench_audio_text_query"].model_copy(
+        update={"evalkit": None}
+    )
     data = _config("sample")
     data["task_metric"] = [["music_understanding", "llm_judge_binary"], ["big_bench_audio", "llm_judge_binary"]]
     with pytest.raises(RunspecError, match=r"task_metric\[1\] \(big_bench_audio, llm_judge_binary\)") as error:
-        build_plan(parse_config(data, "sample.yaml"), source="sample.yaml")
+        build_plan(parse_config(data, "sample.yaml"), catalog=catalog, source="sample.yaml")
     assert "AU-Harness's group 'big_bench_audio' has 2 datasets" in str(error.value)
-    data["task_metric"] = [["mtbench_audio", "llm_judge_binary"]]
-    with pytest.raises(RunspecError, match=r"'mtbench_audio' is AU-Harness's dataset \(it reads "):
-        build_plan(parse_config(data, "mtbench.yaml"), source="mtbench.yaml")
+    assert "no entry for 1 of them (big_bench_audio_text_query)" in str(error.value)
+    table.datasets["asvspoof"] = table.datasets["asvspoof"].model_copy(update={"evalkit": None})
+    data["task_metric"] = [["asvspoof", "llm_judge_binary"]]
+    with pytest.raises(RunspecError, match=r"'asvspoof' is AU-Harness's dataset \(it reads DynamicSuperb/Spoof"):
+        build_plan(parse_config(data, "spoof.yaml"), catalog=catalog, source="spoof.yaml")
 
 
 # ---------------------------------------------------------------- keys evalkit cannot honour, and mistakes
@@ -315,12 +358,12 @@ def test_groups_tasks_and_categories_resolve_whole_or_say_what_is_missing() -> N
     assert len(catalog.resolve("covost2")) == 36 == len(catalog.resolve("translation"))
     assert len(catalog.resolve("mmsu")) == 12
     assert {s.subset for s in catalog.resolve("voxpopuli")} == set(VOXPOPULI)
-    with pytest.raises(RunspecError, match=r"group 'fleurs' has 102 datasets and evalkit's catalogue has no entry"):
-        catalog.resolve("fleurs")
+    assert len(catalog.resolve("fleurs")) == 102 == len({s.subset for s in catalog.resolve("fleurs")})
+    assert len(catalog.resolve("common_voice_15")) == 100 and all(s.private for s in catalog.resolve("common_voice_15"))
     # a category evalkit also has keeps evalkit's meaning; the prefix gives AU-Harness's
     assert {s.category for s in catalog.resolve("paralinguistics")} == {"paralinguistics"}
-    with pytest.raises(RunspecError, match=r"group 'paralinguistics' has 16 datasets"):
-        catalog.resolve("auharness:paralinguistics")
+    theirs = catalog.resolve("auharness:paralinguistics")
+    assert len(theirs) == 16 and {s.category for s in theirs} != {"paralinguistics"}
 
 
 def test_a_category_namesake_is_written_with_the_prefix_and_all_runs_auharness_metrics() -> None:
@@ -550,3 +593,14 @@ def test_user_prompt_and_prompts_instructions_replace_a_datasets_instruction() -
     given = {e.dataset.name: e.dataset.instruction for e in build_plan(ours).engines}
     assert given["librispeech_test_clean"] == "Write down what is said."
     assert given["librispeech_test_other"] != "Write down what is said."  # only the dataset named
+
+
+def test_metric_all_leaves_out_the_judge_prompt_name_auharness_lists_as_a_metric(caplog) -> None:
+    """AU-Harness lists `detailed_judge_prompt` among ASVspoof's metrics; its own `all` cannot run it either."""
+    data = _config("voxtral_transcription")
+    data["task_metric"] = [["asvspoof", "all"]]
+    data["judge_settings"] = JUDGE
+    with caplog.at_level(logging.WARNING):
+        plan = build_plan(parse_config(data, "x.yaml"), source="x.yaml")
+    assert {(e.dataset.name, e.metric) for e in plan.engines} == {("asvspoof2017_spoof_detection", "llm_judge_binary")}
+    assert "metric `all` leaves out 'detailed_judge_prompt'" in caplog.text

@@ -134,3 +134,38 @@ def test_listings_and_info_show_an_unavailable_entry_for_what_it_is(tmp_path: Pa
 def test_an_unavailable_entry_names_no_source(source: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="unavailable"):
         DatasetSpec.model_validate({"unavailable": WHY, "language": "en", **source})
+
+
+def test_dataset_paths_takes_any_name_of_a_private_entry_and_refuses_others(tmp_path: Path) -> None:
+    """AU-Harness users write its names (common_voice_15_zh-CN); a key naming nothing private is a mistake."""
+    config = _config(tmp_path, "toy_licensed", dataset_paths={"TOY_LICENSED": "specs/rows.jsonl"})
+    (engine,) = build_plan(load_config(config), source=str(config)).engines
+    assert engine.dataset.name == "toy_licensed" and Path(engine.dataset.source) == tmp_path / "specs" / "rows.jsonl"
+    for key, message in (("toy_local", "dataset 'toy_local', which is not private"), ("nope", "no catalogue dataset")):
+        config = write_config(
+            tmp_path / "config.yaml",
+            {
+                "dataset_metric": [["toy_local", "exact_match"]],
+                "models": [model_entry("m", "http://127.0.0.1:9/v1")],
+                "runspecs_dir": [str(tmp_path / "specs")],
+                "dataset_paths": {key: "specs/rows.jsonl"},
+            },
+        )
+        with pytest.raises(ConfigError, match=rf"dataset_paths.{key}: names {message}"):
+            build_plan(load_config(config), source=str(config))
+
+
+def test_the_auharness_name_of_a_common_voice_locale_gives_its_path() -> None:
+    from evalkit.catalog import load_catalog
+    from evalkit.config import parse_config
+    from evalkit.plan import private_paths
+
+    config = parse_config(
+        {
+            "dataset_metric": [["common_voice_15_zh_cn", "word_error_rate"]],
+            "models": [model_entry("m", "http://127.0.0.1:9/v1")],
+            "dataset_paths": {"common_voice_15_zh-CN": "/data/cv15/zh-CN"},
+        },
+        "x.yaml",
+    )
+    assert private_paths(config, load_catalog(), "x.yaml") == {"common_voice_15_zh_cn": "/data/cv15/zh-CN"}

@@ -363,7 +363,7 @@ def test_list_datasets_with_filters_and_formats(capsys) -> None:
 
 def test_list_datasets_shows_where_and_when_each_entry_was_checked(capsys) -> None:
     rows = {r["name"]: r for r in _json_out(capsys, ["list", "datasets", "--format", "json"])}
-    hub = [r for r in rows.values() if r["source"] not in ("local", "private")]
+    hub = [r for r in rows.values() if r["source"] not in ("local", "private", "unavailable")]
     assert hub and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", r["checked"]) for r in hub)
     assert all(r["checked_url"].startswith("https://") for r in hub)
     assert rows["espeak_en_asr"]["checked"] == "" and rows["espeak_en_asr"]["checked_url"] == ""

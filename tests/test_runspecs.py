@@ -38,6 +38,7 @@ ALLOWED_KEYS = {
     "subset",
     "split",
     "data_files",
+    "media_dir",
     "language",
     "modality",
     "audio_column",
@@ -54,7 +55,9 @@ ALLOWED_KEYS = {
     "speaker_column",
     "duration_column",
     "messages_column",
+    "turns_column",
     "extra_columns",
+    "generation",
     "system_prompt",
     "instruction",
     "preprocessor",
@@ -87,10 +90,50 @@ COLUMN_KEYS = (
     "speaker_column",
     "duration_column",
     "messages_column",
+    "turns_column",
 )
 # The metric names evalkit provides (aliases included); the registry is checked too,
 # once every metric module exists.
 PROJECT_METRICS = {
+    # AU-Harness's and ChEF's metrics (issues 33 and 34)
+    "bfcl_match_score",
+    "cg_classification_accuracy",
+    "ch3ef_accuracy",
+    "chef_vqa_accuracy",
+    "cider",
+    "counting_accuracy",
+    "counting_mae",
+    "detection_map",
+    "detection_mar",
+    "fg_classification_accuracy",
+    "gsm8k_exact_match",
+    "inside_bbox_accuracy",
+    "inside_human_bbox_accuracy",
+    "joint_goal_accuracy",
+    "llm_judge_big_bench_audio",
+    "llm_judge_redteaming",
+    "mt_bench_llm_judge",
+    "slot_accuracy",
+    "slot_f1",
+    "sql_score",
+    "svt_ocr_accuracy",
+    "ucmerced_classification_accuracy",
+    "karma:exact_match",
+    "karma:accuracy",
+    "karma:f1",
+    "karma:tokenised_f1",
+    "karma:wer",
+    "karma:cer",
+    "karma:bleu",
+    "numeric_tolerance",
+    "rouge",
+    "harm_detection_accuracy",
+    "geographic_accuracy",
+    "demographic_accuracy",
+    "ndcg@k",
+    "recall@k",
+    "map@k",
+    "precision@k",
     "cpwer",
     "wder",
     "speaker_diarization",
@@ -136,6 +179,11 @@ ASR_TASKS = {"asr", "medical_asr"}
 # (hub id, subset) where one repo holds several layouts. A new hub entry must be
 # added here, with a fixture, or test_every_hub_entry_has_a_fixture fails.
 FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
+    # KARMA's datasets added for issue 34 (layouts in karma_remaining_fixtures.py)
+    "intronhealth/afrimedqa_v2": "afrimedqa_v2",
+    "HFXM/CARES-18K": "cares_18k",
+    "microsoft/PatientSafetyBench": "patient_safety_bench",
+    "ekacare/medical_calculator_eval": "medical_calculator",
     "openslr/librispeech_asr": "librispeech",
     "fixie-ai/common_voice_17_0": "common_voice",
     "google/fleurs": "fleurs",
@@ -156,6 +204,22 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "DynamicSuperb/HEARPercussionInstrumentsClassification_BeijingOperaPercussion-Fold1": "dynamic_superb",
     "DynamicSuperb/HEAREnvironmentalSoundClassification_ESC50-Fold3": "dynamic_superb",
     "DynamicSuperb/PTBRSpeechRecognition_CORAA": "dynamic_superb",
+    # AU-Harness's Dynamic-SUPERB sets (issue 33): file, audio, instruction, label
+    "DynamicSuperb/SuperbIC_SLURP-Intent": "dynamic_superb",
+    "DynamicSuperb/SpoofDetection_ASVspoof2017": "dynamic_superb",
+    "DynamicSuperb/NoiseDetection_LJSpeech_MUSAN-Gaussian": "dynamic_superb",
+    "DynamicSuperb/StutteringDetection_SEP28k": "dynamic_superb",
+    "DynamicSuperb/PhoneSegmentCounting_VoxAngeles": "dynamic_superb",
+    # AU-Harness's QA and math sets (issue 33; tests/fixtures/runspec_structures/auharness_qa_fixtures.py)
+    "fixie-ai/big_bench_audio": "big_bench_audio",
+    "mistralai/gsm8k_speech": "gsm8k_speech",
+    "openai/gsm8k": "gsm8k",
+    # MT-Bench (issue 33; tests/fixtures/runspec_structures/mtbench_fixtures.py): turns, reference and audio as lists
+    "ServiceNow-AI/mt-bench_audio": "mtbench",
+    # BFCL, Spider and SpokenWOZ (issue 33; tests/fixtures/runspec_structures/auharness_structured_fixtures.py)
+    "ServiceNow-AI/BFCL_v3_audio": "bfcl_v3_audio",
+    "ServiceNow-AI/spider_audio": "spider_audio",
+    "pirxus/spokenwoz-whisper": "spokenwoz_whisper",
     # MMAU (lmms-lab parquet release): question, choices as one JSON-list string, answer text
     "lmms-lab/mmau": "mmau",
     # SAKURA: one repo per track, single- and multi-hop instruction/answer columns
@@ -173,6 +237,18 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "AudioLLMs/earnings22_test": "audiobench",
     "AudioLLMs/earnings21_test": "audiobench",
     "AudioLLMs/seame_dev_man": "audiobench",
+    # AU-Harness's ASR sets (issue 33; tests/fixtures/runspec_structures/auharness_asr_fixtures.py)
+    "AudioLLMs/seame_dev_sge": "audiobench",
+    "AudioLLMs/gigaspeech2-test": "audiobench",
+    "AudioLLMs/tedlium3_long_form_test": "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART1-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART2-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART3-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART4-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART5-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "ASR-PART6-Test"): "audiobench",
+    "facebook/multilingual_librispeech": "multilingual_librispeech",
+    "edinburghcstr/ami": "ami",
     "AudioLLMs/iemocap_emotion_recognition": "audiobench",
     "AudioLLMs/meld_emotion_test": "audiobench",
     "AudioLLMs/meld_sentiment_test": "audiobench",
@@ -193,6 +269,19 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "AudioLLMs/covost2_ta_en_test_v2": "audiobench",
     # AudioBench multiple choice: choices is one pre-formatted string
     "AudioLLMs/cn_college_listen_mcq_test": "audiobench_mcq",
+    # AU-Harness's MNSC QA/summarisation configs and MMAU-mini (issue 33): AudioBench's layouts
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "PQA-AR-Dialogue-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "PQA-AR-Sentence-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "PQA-GR-Dialogue-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "PQA-GR-Sentence-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SQA-PART3-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SQA-PART4-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SQA-PART5-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SQA-PART6-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SDS-PART3-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SDS-PART4-Test"): "audiobench",
+    ("AudioLLMs/Multitask-National-Speech-Corpus-v1-extend", "SDS-PART5-Test"): "audiobench",
+    "AudioLLMs/MMAU-mini": "audiobench_mcq",
     "AudioLLMs/dream_tts_mcq_test": "audiobench_mcq",
     "AudioLLMs/mu_chomusic_test": "audiobench_mcq",
     # AudioBench spoken instructions: + speech_instruction
@@ -372,17 +461,27 @@ def test_entry_keys(item: tuple[Path, str, dict[str, Any]]) -> None:
         assert "textual_input_column" not in entry, f"{name}: audio-only, but maps a textual input"
     if modality == "audio+text":
         assert "textual_input_column" in entry, f"{name}: audio+text needs textual_input_column"
+    # a turns_column conversation carries each turn's text or audio itself (MT-Bench's audio and text variants)
     if "audio" in modality:
-        assert "audio_column" in entry, f"{name}: an audio dataset needs audio_column"
+        assert "audio_column" in entry or "turns_column" in entry, f"{name}: an audio dataset needs audio_column"
     else:
         assert "audio_column" not in entry, f"{name}: a text dataset must not send audio"
-        assert "textual_input_column" in entry or "messages_column" in entry, (
-            f"{name}: a text dataset needs textual_input_column (or a messages_column conversation)"
+        # ChEF's basic recipes ask an image by the instruction alone (its prompt is the whole question)
+        asked_by_instruction = "image_column" in entry and bool(entry.get("instruction"))
+        assert {"textual_input_column", "messages_column", "turns_column"} & set(entry) or asked_by_instruction, (
+            f"{name}: a text dataset needs textual_input_column (or a messages_column or turns_column conversation)"
         )
-    # a dataset-given conversation (messages_column) already tells the model what to answer
-    assert entry.get("instruction") or entry.get("instruction_column") or entry.get("messages_column"), (
-        f"{name}: the model needs to be told what to do (instruction or instruction_column)"
-    )
+    # a dataset-given conversation (messages_column) already tells the model what to answer; AU-Harness's prompt
+    # (AuHarnessPreprocessor) is its task's user_prompt and the text input, and a text-only question needs no prompt
+    auharness_text = entry.get("preprocessor") == "AuHarnessPreprocessor" and modality == "text"
+    assert (
+        entry.get("instruction")
+        or entry.get("instruction_column")
+        or entry.get("messages_column")
+        or (auharness_text and entry.get("textual_input_column"))
+        or entry.get("preprocessor") == "MultiturnPreprocessor"  # MT-Bench's turns are the questions themselves
+        or entry.get("preprocessor") == "BfclPreprocessor"  # BFCL's _no_prompt: the request's tools say what to do
+    ), f"{name}: the model needs to be told what to do (instruction or instruction_column)"
     for key in ("description", "license", "url", "instruction"):
         if key in entry:
             assert isinstance(entry[key], str) and entry[key].strip()
@@ -580,6 +679,13 @@ def _check_samples(spec: Any, source: Path) -> None:
             assert sample.messages is None
         if spec.id_column:
             assert sample.id == str(row[spec.id_column])
+        if spec.turns_column:  # a conversation: one turn per item, each spoken turn's audio decodes
+            assert sample.turns and len(sample.turns) == len(row[spec.turns_column]), f"{where}: turns"
+            for turn in sample.turns:
+                if turn.text is None:
+                    _assert_audio_decodes(turn.audio, f"{where}: turn audio")
+        else:
+            assert sample.turns is None
         for key in ("accent", "accented", "gender", "speaker", "duration", "choices"):
             column = getattr(spec, f"{key}_column")
             if column:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.tool_calls import ToolCallError, tool_calls_answer
 from evalkit.config import RequestKind
 from evalkit.failures import FailureReason
 from evalkit.util import jsonutil
@@ -126,7 +127,10 @@ def transcription_form(request: ModelRequest) -> aiohttp.FormData:
 
 
 def extract_chat_answer(payload: Any) -> tuple[str, dict[str, Any]]:
-    """The assistant text and usage from a chat completion; ParseError if absent."""
+    """The assistant text (its tool calls as JSON when it has some: evalkit/clients/tool_calls.py) and usage.
+
+    ParseError when there is neither.
+    """
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if isinstance(payload, dict) and not choices and isinstance(choices, (list, type(None))):
         raise ParseError(
@@ -139,6 +143,13 @@ def extract_chat_answer(payload: Any) -> tuple[str, dict[str, Any]]:
         content = message.get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
         raise ParseError(f"no choices[0].message in response: {str(payload)[:200]}") from None
+    try:
+        calls = tool_calls_answer(message)  # an answer to offered tools: the calls are the answer
+    except ToolCallError as error:
+        raise ParseError(str(error)) from None
+    if calls is not None:
+        usage = payload.get("usage") or {}
+        return calls, usage if isinstance(usage, dict) else {}
     if isinstance(content, list):
         content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
     if content is None:

@@ -58,6 +58,11 @@ GENERATION_KEYS = {
     "top_p": "top_p",
     "seed": "seed",
 }
+#: names AU-Harness's task configs list among a dataset's metrics that are no metric: its `all` skips them
+NOT_METRICS = {
+    "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "
+    "metrics but cannot load as a metric, so its own `all` skips it too",
+}
 #: Gemini on Vertex AI through its OpenAI-compatible endpoint, as AU-Harness addresses it from location + project_id
 VERTEX_URL = "https://{host}/v1/projects/{project}/locations/{location}/endpoints/openapi"
 
@@ -163,7 +168,12 @@ class _Names:
             members = self.table.groups.get(name, [name])
             for member in members:
                 found.update(dict.fromkeys(self.table.datasets[member].metrics))
-            return list(found)
+            skipped = [metric for metric in found if metric in NOT_METRICS]
+            for metric in skipped:
+                note = f"{name}: metric `all` leaves out {metric!r}: {NOT_METRICS[metric]}"
+                if note not in self.notes:
+                    self.notes.append(note)
+            return [metric for metric in found if metric not in NOT_METRICS]
         try:
             specs = self.catalog.resolve(name)
         except RunspecError:

@@ -6,12 +6,12 @@ module stays light: no numpy, no datasets; pyarrow only for parquet metadata.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evalkit.data.files import local_files
+from evalkit.data.files import delimited_rows, document_rows, first_line_is_json, local_files
+from evalkit.errors import RunspecError
 
 if TYPE_CHECKING:
     from evalkit.catalog import DatasetSpec
@@ -28,15 +28,20 @@ def _file_rows(path: Path) -> int | None:
     if path.suffix in (".jsonl", ".json"):
         with path.open("rb") as handle:
             first = handle.read(1)
-            if path.suffix == ".json" and first == b"[":
+            handle.seek(0)
+            whole = path.suffix == ".json" and (first == b"[" or (first == b"{" and not first_line_is_json(handle)))
+            if whole:  # one JSON document (a list of rows, or an object holding one): counted as the loader reads it
                 if path.stat().st_size > _MAX_JSON_ARRAY_BYTES:
                     return None
                 handle.seek(0)
-                return len(json.load(handle))
+                try:
+                    return len(document_rows(json.load(handle), path))
+                except RunspecError:
+                    return None  # not rows evalkit can read: the loader says why when the run reads it
             handle.seek(0)
             return sum(1 for line in handle if line.strip())
     with path.open(encoding="utf-8", newline="") as handle:
-        return sum(1 for _ in csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ","))
+        return sum(1 for _ in delimited_rows(handle, path.suffix))
 
 
 def local_row_count(spec: DatasetSpec) -> int | None:

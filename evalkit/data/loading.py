@@ -13,7 +13,6 @@ here), nor image columns, which it would turn into Pillow objects.
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 from collections.abc import Iterator
@@ -22,7 +21,14 @@ from typing import Any
 
 from evalkit.catalog import DatasetSpec
 from evalkit.data.conversation import ConversationError, conversation_from_cell
-from evalkit.data.files import local_files, require_local_source
+from evalkit.data.files import (
+    delimited_rows,
+    document_rows,
+    first_line_is_json,
+    local_files,
+    require_local_source,
+    rows_folder,
+)
 from evalkit.data.hubcache import HubRowCache
 from evalkit.data.image.values import ImageDecodeError, images_from_cell
 from evalkit.data.sample import Audio, Image, Sample, Turn
@@ -57,6 +63,12 @@ def _iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
             if path.suffix == ".json" and first == "[":
                 yield from json.load(handle)
                 return
+            if path.suffix == ".json" and first == "{" and not first_line_is_json(handle):
+                # one JSON object over many lines (ChEF's Ch3Ef meta files): its rows are under one key
+                handle.seek(0)
+                yield from document_rows(json.load(handle), path)
+                return
+            handle.seek(0)
             for number, line in enumerate(handle, 1):
                 if line.strip():
                     try:
@@ -65,7 +77,7 @@ def _iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
                         raise RunspecError(f"{path}: line {number}: not valid JSON: {error.msg}") from None
     else:
         with path.open(encoding="utf-8", newline="") as handle:
-            yield from csv.DictReader(handle, delimiter="\t" if path.suffix == ".tsv" else ",")
+            yield from delimited_rows(handle, path.suffix)
 
 
 #: rows turned into Python objects at a time: 16 ten-second clips are a few MB
@@ -136,18 +148,24 @@ def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, An
             dataset = dataset.cast_column(column, datasets.Audio(decode=False))
         elif isinstance(feature, datasets.Image):
             dataset = dataset.cast_column(column, datasets.Image(decode=False))
-        elif isinstance(feature, (list, datasets.Sequence)) and _holds_image(feature, datasets):
+        elif isinstance(feature, (list, datasets.Sequence)) and _holds(feature, datasets.Image):
             inner = datasets.Image(decode=False)
             dataset = dataset.cast_column(
                 column, [inner] if isinstance(feature, list) else datasets.Sequence(inner, length=feature.length)
             )
+        elif isinstance(feature, (list, datasets.Sequence)) and _holds(feature, datasets.Audio):
+            # a list of recordings (MT-Bench's audio turns): kept encoded like a single one
+            sound = datasets.Audio(decode=False)
+            dataset = dataset.cast_column(
+                column, [sound] if isinstance(feature, list) else datasets.Sequence(sound, length=feature.length)
+            )
     yield from dataset
 
 
-def _holds_image(feature: Any, datasets: Any) -> bool:
-    """A list feature of images (multi-image columns)."""
+def _holds(feature: Any, kind: type) -> bool:
+    """A list feature of images or of recordings (multi-image columns, one recording per turn)."""
     inner = feature[0] if isinstance(feature, list) and feature else getattr(feature, "feature", None)
-    return isinstance(inner, datasets.Image)
+    return isinstance(inner, kind)
 
 
 def _image_values(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -> list[Image] | None:
@@ -176,6 +194,22 @@ def _audio_value(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -
     except AudioDecodeError as error:
         meta.setdefault("audio_error", f"{where}: {error}")
         return None
+
+
+def _turn(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -> Turn:
+    """One user turn of a ``turns_column`` list: a {"text", "audio"} object, a text, or an audio value.
+
+    MT-Bench's audio release keeps its turns as two parallel lists (the texts in one column, the recordings in
+    another), so a list of texts or of recordings is a conversation too, of text-only or audio-only turns.
+    """
+    if isinstance(value, str):
+        return Turn(text=value)
+    if isinstance(value, dict) and ("text" in value or "audio" in value):
+        column = f"{where}.audio"
+        return Turn(
+            text=value.get("text"), audio=_audio_value(value.get("audio"), base_dir, meta, column), audio_column=column
+        )
+    return Turn(audio=_audio_value(value, base_dir, meta, where), audio_column=where)
 
 
 def _column(row: dict[str, Any], column: str | None, spec: DatasetSpec, key: str) -> Any:
@@ -227,18 +261,12 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
     turns = None
     if spec.turns_column is not None:
         raw_turns = _column(row, spec.turns_column, spec, "turns_column") or []
-        if not isinstance(raw_turns, list) or not all(isinstance(t, dict) for t in raw_turns):
+        if not isinstance(raw_turns, list) or any(t is None for t in raw_turns):
             raise RunspecError(
                 f'{spec.file}: {spec.name}.turns_column: {spec.turns_column!r} must hold a list of {{"text", '
-                f'"audio"}} objects'
+                f'"audio"}} objects, texts or audio values'
             )
-        turns = [
-            Turn(
-                text=t.get("text"),
-                audio=_audio_value(t.get("audio"), base_dir, meta, f"{spec.turns_column}[{i}].audio"),
-            )
-            for i, t in enumerate(raw_turns)
-        ]
+        turns = [_turn(t, base_dir, meta, f"{spec.turns_column}[{i}]") for i, t in enumerate(raw_turns)]
     messages = None
     if spec.messages_column is not None:
         try:
@@ -261,7 +289,8 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
 
 def iter_samples(spec: DatasetSpec, *, source_override: str | None = None) -> Iterator[Sample]:
     """Samples of a dataset in file order, streamed."""
-    base_dir = Path(source_override or spec.source)
-    base_dir = base_dir.parent if base_dir.is_file() else base_dir
+    base_dir = rows_folder(Path(source_override or spec.source), spec.data_files)
+    if spec.media_dir is not None:
+        base_dir = base_dir / spec.media_dir  # where the rows' relative media paths point (Common Voice: clips/)
     for index, row in enumerate(iter_rows(spec, source_override)):
         yield row_to_sample(row, index, spec, base_dir)

@@ -42,6 +42,8 @@ class Turn:
 
     text: str | None = None
     audio: Audio | None = None
+    #: where the audio sits in its row (``turns[1].audio``, or ``audio[1]`` for a list of recordings), for references
+    audio_column: str | None = None
 
 
 @dataclass(slots=True)

@@ -22,6 +22,10 @@ from evalkit.processing.processors import ProcessorChain, build_processors
 
 #: the option every metric takes: text processors applied to prediction and reference before scoring
 PROCESSORS_OPTION = "processors"
+#: the sample meta key that holds a conversation's answers (``turns_column``), one per turn, as each went into the
+#: next turn's history: set per model just before scoring, for a metric that rates every turn (MT-Bench); the
+#: prediction stays the last turn's answer, postprocessed
+TURN_ANSWERS = "turn_answers"
 
 if TYPE_CHECKING:
     import numpy as np

@@ -377,6 +377,20 @@ REFERENCES: dict[str, Reference] = {
     "ucmerced_classification_accuracy": _chef(
         "src/ChEF/metric/classification.py UCMerced_Classification", "the corpus value is 0-1; ChEF prints x 100"
     ),
+    "fg_classification_accuracy": Reference(
+        "OpenGVLab/LAMM",
+        "src/ChEF/metric/classification.py FG_Classification.weighted_ACC_single (inference_type singleturn, "
+        "ppl False)",
+        _CHEF_COMMIT,
+        "tests/test_chef_scenarios.py: per-answer values and the corpus figure from running ChEF's classification.py "
+        "unmodified on a small Bamboo tree (tests/fixtures/references/chef_fg_classification.json)",
+        (
+            "the corpus value is 0-1; ChEF prints x 100",
+            "ChEF's sibling check (a Bamboo node id in the answer) needs the tree: option bamboo_tree; without it the "
+            "check is left out",
+            "ChEF's multi-turn and likelihood (ppl) Omnibenchmark recipes are not scored",
+        ),
+    ),
     "svt_ocr_accuracy": _chef("src/ChEF/metric/ocr.py SVT_OCR with utils.parse_caption_sentence"),
     "detection_map": _chef(
         "src/ChEF/metric/detection.py Detection.direct_metric (single turn) with utils.parse_bbox, cal_iou, "
@@ -736,10 +750,21 @@ REFERENCES: dict[str, Reference] = {
         "metrics/llm_judge.py MtbenchLLMJudgeMetric (FastChat's MT-Bench single-answer judge prompts for each turn, "
         "[[rating]] read, the turns' mean x 10)",
         "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
-        "tests/test_reference_auharness_judges.py: the name is refused at config validation with the reason",
+        "tests/test_mtbench.py: two-turn conversations run against the test server as model and judge (the messages "
+        "each turn's judge call gets, byte for byte as AU-Harness builds them), and a table of judge replies and "
+        "turn ratings with the rating and score AU-Harness's reading and rounding give",
         (
-            "not available: the judge needs every turn's answer and evalkit's engine gives a metric the last turn's "
-            "only; the config is refused rather than scored with another quantity",
+            "AU-Harness's prompts, not FastChat's: one N-turn template for every turn (FastChat asks turn 1 with "
+            "single-v1 and turn 2 with single-v1-multi-turn), its system text sent unformatted ({turn_number} as "
+            "written), a rating read from [[n]] or [n] or else the first number in the reply (FastChat: -1)",
+            "a failed model turn fails the sample (AU-Harness scores a conversation whose request raised 0 and "
+            "counts it); a failed or unreadable judge reply fails it too (option unreadable_verdict: zero scores an "
+            "unreadable one 0, as AU-Harness does)",
+            "the answers are sent with the run's temperature: AU-Harness's per-category MT-Bench temperatures "
+            "(writing and roleplay 0.7, stem and humanities 0.1, others 0) are not applied",
+            "AU-Harness leaves an empty answer out of the next turn's history; evalkit sends it",
+            "the corpus value is the mean of the per-sample 0-100 scores, each rounded to 2 places as AU-Harness "
+            "rounds them (AU-Harness rounds the mean to 2 places too)",
         ),
     ),
     # --- end AU-Harness metrics ---
@@ -911,6 +936,53 @@ REFERENCES: dict[str, Reference] = {
         "tests/test_reference_karma_rubrics.py (tests/fixtures/references/karma_rubrics.json)",
         "as for answer_rubric_evaluation; the judge sees the final answer, not the model's tool queries (as in KARMA "
         "at the compared commit)",
+    ),
+    # --- KARMA's computations of names evalkit gives another meaning (helper: KARMA named variants) ---
+    "karma:exact_match": _karma(
+        "karma/metrics/common_metrics.py ExactMatchMetric.evaluate (ignore_case true by default: both lower-cased, "
+        "None as '', a tuple as its first item)",
+        "tests/test_karma_remaining.py: a table of cases written from reading the class, per sample and corpus",
+        "KARMA's value is one corpus mean; evalkit's is the same mean with a CI",
+    ),
+    "karma:accuracy": _karma(
+        "karma/metrics/common_metrics.py AccuracyMetric.evaluate (str(pred).strip() == str(ref).strip())",
+        "tests/test_karma_remaining.py: a table of cases written from reading the class, per sample and corpus",
+        "several references: the first is compared (KARMA's datasets give one)",
+    ),
+    "karma:f1": _karma(
+        "karma/metrics/common_metrics.py F1Metric: Hugging Face evaluate's f1, sklearn.metrics.f1_score with "
+        "average='binary', pos_label=1 on integer labels",
+        "tests/test_karma_remaining.py: label tables against scikit-learn's f1_score",
+        "an answer that is no integer label fails its sample (metric_error); evaluate raises and KARMA's run stops",
+        "more than two classes: scikit-learn refuses average='binary'; evalkit counts label 1 against the rest",
+    ),
+    "karma:tokenised_f1": _karma(
+        "karma/metrics/common_metrics.py TokenisedF1Metric.evaluate (tokenize: newlines and '.' removed, "
+        "lower-cased, \\w+; token-count overlap F1 per pair, mean over pairs)",
+        "tests/test_karma_remaining.py: a table of cases written from reading the class, per sample and corpus",
+    ),
+    "karma:wer": _karma(
+        "karma/metrics/common_metrics.py WERMetric: Hugging Face evaluate's wer (concatenate_texts false): jiwer "
+        "substitutions + deletions + insertions summed over pairs / substitutions + deletions + hits summed",
+        "tests/test_karma_remaining.py: a table of cases written from reading evaluate's wer.py, per pair and corpus",
+        "all references empty: evaluate divides by zero; evalkit reports NaN",
+        version="jiwer 4",
+    ),
+    "karma:cer": _karma(
+        "karma/metrics/common_metrics.py CERMetric: Hugging Face evaluate's cer (jiwer with RemoveMultipleSpaces, "
+        "Strip, ReduceToSingleSentence(''), ReduceToListOfListOfChars on both sides; errors / reference characters "
+        "summed over pairs)",
+        "tests/test_karma_remaining.py: a table of cases written from reading evaluate's cer.py, per pair and corpus",
+        "all references empty: evaluate divides by zero; evalkit reports NaN",
+        version="jiwer 4",
+    ),
+    "karma:bleu": _karma(
+        "karma/metrics/common_metrics.py BleuMetric.evaluate: Hugging Face evaluate's bleu (nmt_bleu.compute_bleu, "
+        "Tokenizer13a, max_order 4) with smooth=True, each reference wrapped in a list",
+        "tests/test_karma_remaining.py: corpora computed by hand from compute_bleu's formula",
+        "KARMA passes max_order on to nothing (always 4): evalkit refuses another max_order",
+        "an empty answer corpus: compute_bleu divides by zero; evalkit's brevity penalty takes its limit, 0",
+        version="sacrebleu's 13a tokenizer",
     ),
     # --- end KARMA metrics ---
     "karma_json_rubric_evaluation": _karma(

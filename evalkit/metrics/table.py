@@ -291,6 +291,12 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "substring).",
     ),
     _m(
+        "fg_classification_accuracy",
+        "evalkit.metrics.chef_fine_grained:FgClassificationAccuracy",
+        "FG_Classification",
+        summary="ChEF FG_Classification (single turn): how deep down the label chain the answer names a level, 0-1.",
+    ),
+    _m(
         "svt_ocr_accuracy",
         "evalkit.metrics.chef:SvtOcrAccuracy",
         "SVT_OCR",
@@ -484,8 +490,8 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "mt_bench_llm_judge",
         "evalkit.metrics.auharness_judges:MtBenchJudge",
         judge=True,
-        summary="Not available yet: MT-Bench judges every turn's answer, which metrics are not given (refused at "
-        "validation).",
+        summary="AU-Harness's MT-Bench judge: every turn's answer rated 1-10 with the conversation so far; the mean "
+        "x 10.",
     ),
     # --- end AU-Harness metrics ---
     # --- KARMA metrics (helper: KARMA metric names) ---
@@ -602,6 +608,49 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         judge=True,
         summary="KARMA's query_rubric_evaluation: points of the met stage:retrieval_query items over their positive "
         "points.",
+    ),
+    # KARMA's computations of names evalkit gives another meaning (helper: KARMA named variants)
+    _m(
+        "karma:exact_match",
+        "evalkit.metrics.karma_named:KarmaExactMatch",
+        summary="KARMA's exact_match: the answer equals the reference once both are lower-cased (nothing stripped).",
+    ),
+    _m(
+        "karma:accuracy",
+        "evalkit.metrics.karma_named:KarmaAccuracy",
+        summary="KARMA's accuracy: the answer and the reference are equal once surrounding whitespace is stripped.",
+    ),
+    _m(
+        "karma:f1",
+        "evalkit.metrics.karma_named:KarmaF1",
+        ci="bootstrap",
+        summary="KARMA's f1: scikit-learn's binary F1 (positive label 1) of integer labels over the corpus.",
+    ),
+    _m(
+        "karma:tokenised_f1",
+        "evalkit.metrics.karma_named:KarmaTokenisedF1",
+        summary="KARMA's tokenised_f1: F1 of the common \\w+ tokens of answer and reference, averaged over samples.",
+    ),
+    _m(
+        "karma:wer",
+        "evalkit.metrics.karma_named:KarmaWer",
+        lower=True,
+        ci="bootstrap",
+        summary="KARMA's wer (Hugging Face evaluate's): jiwer's word errors summed over the corpus / summed reference "
+        "words.",
+    ),
+    _m(
+        "karma:cer",
+        "evalkit.metrics.karma_named:KarmaCer",
+        lower=True,
+        ci="bootstrap",
+        summary="KARMA's cer (Hugging Face evaluate's): character errors over the corpus / its reference characters.",
+    ),
+    _m(
+        "karma:bleu",
+        "evalkit.metrics.karma_named:KarmaBleu",
+        ci="bootstrap",
+        summary="KARMA's bleu (Hugging Face evaluate's NMT BLEU, 13a tokens, 4-grams, add-one smoothing), 0-1 scale.",
     ),
     # --- end KARMA metrics ---
     # KARMA's JSON-rubric judge for the Eka Care structured-output sets (helper: KARMA datasets)

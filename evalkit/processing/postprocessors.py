@@ -17,7 +17,7 @@ class Postprocessor:
 
 
 POSTPROCESSORS: Registry[type[Postprocessor]] = Registry(
-    "postprocessor", builtin_modules=("evalkit.processing.postprocessors",)
+    "postprocessor", builtin_modules=("evalkit.processing.postprocessors", "evalkit.processing.karma_answers")
 )
 
 

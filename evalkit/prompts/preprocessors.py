@@ -59,7 +59,15 @@ class Preprocessor:
 
 
 PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
-    "preprocessor", builtin_modules=("evalkit.prompts.preprocessors",)
+    "preprocessor",
+    builtin_modules=(
+        "evalkit.prompts.preprocessors",
+        "evalkit.prompts.auharness",
+        "evalkit.prompts.karma_sets",
+        "evalkit.prompts.bfcl",
+        "evalkit.prompts.spider",
+        "evalkit.prompts.spokenwoz",
+    ),
 )
 
 
@@ -97,6 +105,26 @@ class GeneralPreprocessor(Preprocessor):
         text = _join(instruction, sample.text if isinstance(sample.text, str) else None)
         turn = PromptTurn(text=text, audio=sample.audio, images=list(sample.images or []))
         return Prompt(turns=[turn], system=context.system_prompt)
+
+
+#: what AU-Harness writes beside a recording that comes with no text (models/model.py, _handle_multi_turn)
+SPOKEN_TURN_TEXT = "Please respond to the audio."
+
+
+@PREPROCESSORS.register("MultiturnPreprocessor", "multiturn")
+class MultiturnPreprocessor(GeneralPreprocessor):
+    """AU-Harness's MT-Bench turns: as GeneralPreprocessor, a spoken turn without text asked to be answered.
+
+    AU-Harness sends a recording alone with the words "Please respond to the audio." as its text part; the
+    same words here keep the audio variant's requests (and so its answers and scores) comparable.
+    """
+
+    def build(self, sample: Sample, context: PromptContext) -> Prompt:
+        prompt = super().build(sample, context)
+        for turn in prompt.turns:
+            if turn.audio is not None and not (turn.text and turn.text.strip()):
+                turn.text = SPOKEN_TURN_TEXT
+        return prompt
 
 
 #: meta keys a runspec can map option columns to (``extra_columns``) when a dataset keeps one column per option

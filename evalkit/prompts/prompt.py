@@ -29,3 +29,5 @@ class Prompt:
     history: list[dict[str, str]] = field(default_factory=list)
     #: what shaped the prompt (template id, add-ons...), written to the record
     info: dict[str, Any] = field(default_factory=dict)
+    #: functions the model may call, sent with every request as the chat API's ``tools`` (empty: none sent)
+    tools: list[dict[str, Any]] = field(default_factory=list)

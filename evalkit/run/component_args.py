@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from evalkit.compat.karma import SAME_NAME_OTHER_COMPUTATION, karma_metric
 from evalkit.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
@@ -112,20 +113,32 @@ def _metric_scoped(pairs: list[tuple[str, str, dict[str, Any]]], metric_args: di
 
     used = list(dict.fromkeys(METRICS.canonical(metric) for _, metric, _ in pairs))
     for name in metric_args:
-        if name not in METRICS:
+        if name not in METRICS and karma_metric(name) not in METRICS:
             raise ConfigError(
                 f"--metric-args: {name!r} is not a metric{did_you_mean(name, METRICS.names())}. "
                 "Run `evalkit list metrics`."
             )
-        if METRICS.canonical(name) not in used:
+        if not _addressed(name, used):
             raise ConfigError(
                 f"--metric-args: no dataset of this run is scored with {name!r} (the run's metrics: "
                 f"{', '.join(used)}); add it with --metric"
             )
     for _, metric, options in pairs:
         for name, arguments in metric_args.items():
-            if METRICS.canonical(name) == METRICS.canonical(metric):
+            if _addressed(name, [METRICS.canonical(metric)]):
                 options.update(arguments)
+
+
+def _addressed(name: str, metrics: list[str]) -> bool:
+    """Whether ``--metric-args NAME:...`` sets options of one of ``metrics``: the metric itself, or, for KARMA's
+    ``exact_match`` and the other names it computes otherwise, its ``karma:`` computation (what a KARMA id runs)."""
+    from evalkit.metrics import METRICS
+
+    own = METRICS.canonical(name) if name in METRICS else None
+    karmas = name in SAME_NAME_OTHER_COMPUTATION or name.startswith("karma:")
+    return own in metrics or (
+        karmas and karma_metric(name) in METRICS and METRICS.canonical(karma_metric(name)) in metrics
+    )
 
 
 def _model_fields(config: Config, model_args: dict[str, Any]) -> None:

@@ -702,6 +702,8 @@ class Engine:
             failure=outcome.failure,
             error=outcome.error,
             processors=self.processors,
+            # a dataset's conversation: every turn's answer, for the record and for a metric that rates each turn
+            answers=sent.answers if sample.turns and sent.answers and not self.spec.dataset.chain_of_thought else None,
         )
         record.update(
             latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica

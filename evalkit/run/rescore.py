@@ -313,6 +313,7 @@ async def _rescore_dataset(
                         failure=record.get("failure"),
                         error=record.get("error"),
                         processors=processors,
+                        answers=record["answers"] if isinstance(record.get("answers"), list) else None,
                     )
                     for line, (record, sample, prediction) in zip(lines, prepared)
                 )

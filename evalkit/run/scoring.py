@@ -23,7 +23,7 @@ from typing import Any
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.accumulator import GroupMember, MetricCrashed, ScoreAccumulator, crash_message, sample_groups
-from evalkit.metrics.base import Metric, MetricResult, SampleScore
+from evalkit.metrics.base import TURN_ANSWERS, Metric, MetricResult, SampleScore
 from evalkit.processing.processors import ProcessorChain
 
 log = logging.getLogger("evalkit")
@@ -137,12 +137,18 @@ async def score_into_record(
     failure: str | None = None,
     error: str | None = None,
     processors: ProcessorChain | None = None,
+    answers: list[str] | None = None,
 ) -> bool:
     """Score ``prediction`` (None: the request failed with ``failure``/``error``), count it, and complete ``record``.
 
+    ``answers`` are a conversation's answers, one per turn answered: the record keeps them (a reader sees every
+    turn's answer, a re-score rates them again) and the metric finds them in ``sample.meta[TURN_ANSWERS]``.
     Returns True when the sample was scored, False when it counts as failed.
     """
     record.update(response=response, prediction=prediction)
+    if answers is not None:
+        record["answers"] = list(answers)
+        sample = dataclasses.replace(sample, meta={**sample.meta, TURN_ANSWERS: list(answers)})
     member = group_member(metric, sample)
     if member is not None:
         # the group travels with the record: a merge rebuilds groups split across shards from it

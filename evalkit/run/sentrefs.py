@@ -128,7 +128,11 @@ class MediaRefs:
             own = _own_file(audio)
             if own is not None:
                 return {"path": own}
-            column = f"{spec.turns_column}[{key}].audio" if self._sample.turns else spec.audio_column
+            turns = self._sample.turns
+            column = spec.audio_column
+            if turns:
+                given = turns[key].audio_column if key < len(turns) else None
+                column = given or f"{spec.turns_column}[{key}].audio"
             return self._sources.samples.of(self._sample.meta.get("index"), column)
         index = -key - 1
         example = self._examples[index] if index < len(self._examples) else None
