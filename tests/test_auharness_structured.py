@@ -343,6 +343,10 @@ def test_bfcl_without_the_prompt_offers_tools_and_scores_the_tool_calls(modality
             assert [part["type"] for part in user["content"]] == ["input_audio"]
         else:  # the question cell as the dataset holds it, brackets and quotes included
             assert user["content"] == questions[tool["function"]["name"]]
+    # what was sent includes the tools offered, for the viewer and the reader of records/sent
+    sent_file = outcome.run_dir / "records" / "sent" / f"local_{name}.jsonl"
+    entries = [json.loads(line) for line in sent_file.read_text().splitlines()]
+    assert len(entries) == 3 and {e["tools"][0]["function"]["name"] for e in entries} == set(EXPECTED_TOOLS)
 
 
 def test_a_tool_call_whose_arguments_are_not_json_is_a_parse_failure_not_an_answer() -> None:

@@ -895,3 +895,40 @@ def test_opening_a_run_indexes_its_pairs_first(tmp_path: Path, served: Any, monk
         time.sleep(0.2)
     assert all(view_index.status(p, "records") == "ready" for p in wanted)
     assert all(view_index.status(p, "records") == "build" for p in (other / "records").glob("*.jsonl"))
+
+
+def test_a_conversation_shows_each_turns_answer_and_the_tools_offered(tmp_path: Path, served: Any) -> None:
+    """MT-Bench's judge rates every turn: the sample page shows each turn's answer; BFCL's offered tools show too."""
+    run = tmp_path / "runs" / "20260101-000000_turns0"
+    tools = [{"type": "function", "function": {"name": "math_factorial", "parameters": {"type": "object"}}}]
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "Write a haiku."}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Autumn moon rises"}]},
+        {"role": "user", "content": [{"type": "text", "text": "Now make it rhyme."}]},
+    ]
+    entry = {"key": "k" * 16, "dataset": "chat", "sample_id": "q1", "requests": 2, "kind": "chat"}
+    _jsonl(run / "records" / "sent" / "chat.jsonl", [{**entry, "messages": messages, "tools": tools}])
+    record = {
+        "sample_id": "q1",
+        "row": 0,
+        "model": "m",
+        "dataset": "chat",
+        "metric": "mt_bench_llm_judge",
+        "reference": None,
+        "response": "Moon in june, a tune",
+        "answers": ["Autumn moon rises", "Moon in june, a tune"],
+        "prediction": "Moon in june, a tune",
+        "score": 70.0,
+        "details": {"ratings": [8, 6]},
+        "sent": "k" * 16,
+        "latency": 0.1,
+        "attempts": 1,
+        "cached": False,
+        "replica": None,
+    }
+    _jsonl(run / "records" / "chat__mt_bench_llm_judge.jsonl", [record])
+    server = served(tmp_path / "runs")
+    page = server.page(sample_url(run.name, "chat", "mt_bench_llm_judge", "q1"))
+    assert "each turn&#x27;s answer" in page or "each turn's answer" in page
+    assert page.index("turn 1") < page.index("Autumn moon rises", page.index("turn 1")) < page.index("turn 2")
+    assert "tools offered" in page and "math_factorial" in page

@@ -772,7 +772,7 @@ class Engine:
             kind = ctx.kind
             requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
-        self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages)
+        self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools)
         return key
 
     async def _duplicate(self, sample: Sample, first: int) -> None:

@@ -4,7 +4,7 @@ Every metric of a dataset asks every model the same thing, so a record names
 what was sent by a key (``record["sent"]``) instead of carrying it: the
 messages are written once per key per dataset, however many metrics and
 models sent them. A line is ``{"key", "dataset", "sample_id", "requests",
-"kind", "messages"}``.
+"kind", "messages"}``, and ``"tools"`` when the request offered functions.
 
 The key is :func:`sent_key` of the requests: the response store's own key of
 the request (a sha256 over the model, the messages with every audio piece's
@@ -124,10 +124,23 @@ class SentLog:
         return key in self._current or key in self._previous
 
     def add(
-        self, key: str, dataset: str, sample_id: str, kind: str, requests: int, messages: list[dict[str, Any]]
+        self,
+        key: str,
+        dataset: str,
+        sample_id: str,
+        kind: str,
+        requests: int,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
     ) -> None:
-        """Buffer the entry of ``key`` (the caller asked ``key in log`` first; a repeat only costs a line)."""
-        body = dumps_bytes({"kind": kind, "messages": messages})
+        """Buffer the entry of ``key`` (the caller asked ``key in log`` first; a repeat only costs a line).
+
+        ``tools`` are the functions the request offered (BFCL without its prompt): part of what was sent.
+        """
+        entry: dict[str, Any] = {"kind": kind, "messages": messages}
+        if tools:
+            entry["tools"] = tools
+        body = dumps_bytes(entry)
         if dataset != self._dataset:
             self._dataset, self._dataset_json = dataset, dumps_bytes(dataset)
         pending = self._pending  # the line, piece by piece: one encoding of the entry, none of a whole line

@@ -345,6 +345,9 @@ def conversation_block(conv: dict[str, Any], data: dict[str, Any], links: Links)
         blocks.append(f'<div class="message {e(role)}"><div class="role">{e(role)}</div>{"".join(inner)}</div>')
     if conv.get("old"):
         blocks.append("".join(media_block(p, conv, data, links) for p in conv["media"]))
+    if conv.get("tools"):
+        offered = json.dumps(conv["tools"], ensure_ascii=False, indent=2)
+        blocks.append(f'<details class="tools"><summary>tools offered</summary><pre>{e(offered)}</pre></details>')
     return f'<section class="conversation"><h3>{e(head)}</h3>{"".join(blocks)}</section>'
 
 
@@ -411,6 +414,8 @@ def answers_table(records: list[dict[str, Any]]) -> str:
             ),
         ),
     ]
+    if any(isinstance(r.get("answers"), list) and len(r["answers"]) > 1 for r in records):
+        rows.append(line("each turn's answer", (_turn_answers(r.get("answers")) for r in records)))
     if any(r.get("failure") for r in records):
         rows.append(
             line(
@@ -449,6 +454,16 @@ def answers_table(records: list[dict[str, Any]]) -> str:
     if any(r.get("prompt") for r in records):
         rows.append(line("prompt made from", (value_html(r.get("prompt")) if r.get("prompt") else "" for r in records)))
     return f'<table class="answers"><thead><tr><th></th>{heads}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _turn_answers(answers: Any) -> str:
+    """A conversation's answers, turn by turn (MT-Bench's judge rates each), numbered as the turns are."""
+    if not isinstance(answers, list) or not answers:
+        return "–"
+    return "".join(
+        f'<div class="turn"><div class="role">turn {i}</div><pre class="text">{e(a)}</pre></div>'
+        for i, a in enumerate(answers, 1)
+    )
 
 
 def sample_page(data: dict[str, Any], links: Links) -> str:

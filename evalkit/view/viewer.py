@@ -249,6 +249,7 @@ class Viewer:
                     "kind": entry.get("kind"),
                     "requests": entry.get("requests"),
                     "messages": entry.get("messages") or [],
+                    "tools": entry.get("tools") or [],
                     "media": [_part_state(p) for p in media.sent_parts(entry)],
                 }
             )
