@@ -189,7 +189,8 @@ def _check_likelihood(engines: list[EngineSpec], models: dict[str, ModelPlan], s
     for engine in engines:
         if METRICS.get(engine.metric).scoring != "loglikelihood":
             continue
-        if engine.dataset.choices_column is None:
+        builds_choices = getattr(PREPROCESSORS.get(engine.dataset.preprocessor), "builds_choices", False)
+        if engine.dataset.choices_column is None and not builds_choices:
             raise ConfigError(
                 f"{source}: metric {engine.metric!r} scores each option of a multiple-choice sample; dataset "
                 f"{engine.dataset.name!r} has no choices_column ({engine.dataset.file})"
@@ -282,7 +283,13 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
             f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}`"
         )
     path = Path(given).expanduser()
-    return spec.model_copy(update={"path": str(path if path.is_absolute() else config.base_dir / path)})
+    path = path if path.is_absolute() else config.base_dir / path
+    if not path.exists():
+        raise ConfigError(
+            f"{where}: private dataset {spec.name!r}: {path} does not exist; give the folder or file of your copy in "
+            f"`dataset_paths: {{{spec.name}: PATH}}`"
+        )
+    return spec.model_copy(update={"path": str(path)})
 
 
 def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -> list[DatasetSpec]:

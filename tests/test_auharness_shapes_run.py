@@ -3,8 +3,9 @@
 The shapes (tests/test_auharness_config.py, written from AU-Harness's documentation) name AU-Harness's
 datasets, groups and metrics. Here each is run as its user would run it, with only the endpoints pointed at the
 project's test server (models and judge): the real catalogue entries read two stand-in rows each from evalkit's
-hub row store (tests/standins.py; the hub is offline), the licensed CallHome sets read stand-in files given in
-`dataset_paths`. A shape passes when every engine it plans asks every model about every row and writes a
+hub row store (tests/standins.py; the hub is offline), the licensed CallHome sets read stand-in files where
+AU-Harness keeps them (private_datasets/ under the folder it runs in). A shape passes when every engine it plans
+asks every model about every row and writes a
 result: no engine error, and no sample failed for its data (audio, image, conversation) or its request shape.
 """
 
@@ -71,17 +72,17 @@ def test_a_shipped_shape_runs_end_to_end(
     # stand-in files in dataset_paths for the licensed sets, as their user writes them
     catalog = load_catalog()
     selected = {spec.name: spec for name, _, _ in load_config(path).pairs for spec in catalog.resolve(name)}
-    private: dict[str, str] = {}
-    for spec in selected.values():
-        if spec.private:
-            target = tmp_path / "private" / f"{spec.name}.parquet"
-            target.parent.mkdir(exist_ok=True)
+    # the licensed CallHome sets lie where AU-Harness keeps them (its prepare script's parquet under
+    # private_datasets/<corpus>/hf_dataset in the folder it runs in): the config names no dataset_paths
+    monkeypatch.chdir(tmp_path)
+    table = catalog.foreign["auharness"]
+    for entry in table.datasets.values():
+        spec = selected.get(str(entry.evalkit))
+        if spec is not None and spec.private and (entry.hub or "").startswith("private_datasets/"):
+            target = tmp_path / entry.hub.rsplit("/", 1)[0] / "dataset.parquet"
+            target.parent.mkdir(parents=True, exist_ok=True)
             pq.write_table(pa.Table.from_pylist(standin_rows(spec, ROWS)), target)
-            private[spec.name] = str(target)
     store_standins([spec for spec in selected.values() if spec.hf_repo is not None], ROWS)
-    if private:
-        data["dataset_paths"] = private
-        path.write_text(yaml.safe_dump(data, sort_keys=False))
     plan = build_plan(load_config(path), source=str(path))
     outcome = asyncio.run(execute(plan, RunOptions(quiet=True)))
     assert plan.engines

@@ -19,6 +19,7 @@ Validation errors are reported under the user's own key (``task_metric[0]``,
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -231,11 +232,51 @@ def translate(
             out.origin[target] = key
         else:
             handler(key, value, out, names, problems)
+    _private_locations(out, names, base_dir)
     problems.raise_any()
     out.pair_labels = [f"{source}: {label}" for label in out.pair_labels]
     for note in out.notes:
         log.warning("%s: %s", source, note)
     return out
+
+
+#: where AU-Harness's task configs keep licensed data, relative to the folder AU-Harness runs in
+PRIVATE_PREFIX = "private_datasets/"
+
+
+def _private_locations(out: Translation, names: _Names, base_dir: Path | None) -> None:
+    """``dataset_paths`` for the licensed sets the pairs name, where AU-Harness itself reads them.
+
+    AU-Harness reads CallHome from ``private_datasets/<corpus>/hf_dataset`` under the folder it runs in
+    (its prepare script writes a parquet file there, which evalkit reads as it is). A path the config gives
+    wins; the default is written relative to the config's folder, so a converted config keeps pointing there.
+    """
+    if names.table is None:
+        return
+    given = out.data.get("dataset_paths")
+    paths: dict[str, Any] = dict(given) if isinstance(given, dict) else {}
+    added = False
+    for pair in out.data.get("dataset_metric", []):
+        if not isinstance(pair, list) or not pair or not isinstance(pair[0], str):
+            continue
+        name = pair[0].removeprefix(f"{PREFIX}:")
+        for member in names.table.groups.get(name, [name]):
+            entry = names.table.datasets.get(member)
+            target = entry.evalkit if entry is not None else None
+            hub = entry.hub if entry is not None else None
+            if target is None or hub is None or not hub.startswith(PRIVATE_PREFIX):
+                continue
+            if target in paths or member in paths or target not in names.catalog.datasets:
+                continue
+            location = Path.cwd() / hub.rsplit("/", 1)[0]  # the split is AU-Harness's, not a folder
+            base = (base_dir or Path.cwd()).resolve()
+            paths[target] = os.path.relpath(location, base)
+            added = True
+            note = f"{member}: read from AU-Harness's own location {location} (give dataset_paths to read it elsewhere)"
+            if note not in out.notes:
+                out.notes.append(note)
+    if added:
+        out.data["dataset_paths"] = paths
 
 
 def _catalog(runspecs_dir: Any, base_dir: Path | None) -> Catalog:
