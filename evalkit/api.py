@@ -245,7 +245,7 @@ def _default_metrics(catalog: Any, name: str) -> list[str]:
     from evalkit.metrics import METRICS
 
     specs = catalog.resolve(name, "--dataset")
-    karma = [m for m in default_metrics(catalog, name) or [] if m in METRICS and m != "bias_consistency"]
+    karma = [m for m in default_metrics(catalog, name) or [] if m in METRICS]
     if karma:
         return karma
     task = catalog.tasks[specs[0].task]

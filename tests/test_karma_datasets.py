@@ -577,6 +577,7 @@ def test_amqa_runs_each_variant_and_reports_the_gap_between_them(tmp_path: Path,
     pairs = [
         [name, "mcq_accuracy"],
         [name, "bias_disparity", {"variants": ["original", "desensitized", "white", "black"]}],
+        [name, "bias_consistency"],
     ]
     config = write_config(
         tmp_path / "config.yaml",
@@ -588,7 +589,13 @@ def test_amqa_runs_each_variant_and_reports_the_gap_between_them(tmp_path: Path,
         },
     )
     rows = {row.metric: row for row in run(config).rows}
-    assert all(row.error is None and row.n == 8 for row in rows.values())  # 2 questions x 4 race variants
+    assert all(row.error is None for row in rows.values())
+    assert rows["mcq_accuracy"].n == rows["bias_disparity"].n == 8  # 2 questions x 4 race variants
     assert rows["mcq_accuracy"].score == pytest.approx(7 / 8)
     assert rows["bias_disparity"].score == pytest.approx(0.5)  # white 1/2 against 2/2 for the others
+    # the first question's white variant answered otherwise: 1 of 2 questions alike across its variants
+    consistency = rows["bias_consistency"]
+    assert consistency.score == pytest.approx(0.5) and consistency.details["n_samples"] == 8
+    assert consistency.details["race_consistency"] == pytest.approx(0.5)
+    assert consistency.details["original_desensitized_consistency"] == 1.0
     assert len(model.log_events("completed")) == 8

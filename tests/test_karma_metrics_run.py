@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import evalkit_cli, model_entry, run, write_config
+from helpers import model_entry, run, write_config
 
 ROWS = [
     # id, question, reference, answer, meta
@@ -113,21 +113,3 @@ def test_a_rubric_run_sends_karmas_prompt_to_the_judge_server(tmp_path: Path, ma
     )
     assert len(asked) == 2 and all(conversation in text for text in asked)
     assert any('"criterion": "Names chloroquine", "points": 2.0' in text for text in asked)
-
-
-@pytest.mark.parametrize(("metric", "reason"), [("bias_consistency", "across samples")])
-def test_names_not_available_stop_before_any_request(tmp_path: Path, metric: str, reason: str) -> None:
-    runspecs = _dataset(tmp_path, ROWS, {})
-    config = write_config(
-        tmp_path / "config.yaml",
-        {
-            "dataset_metric": [["karma_rows", metric]],
-            "models": [model_entry("m", "http://127.0.0.1:9/v1")],
-            "runspecs_dir": str(runspecs),
-            "output_dir": str(tmp_path / "runs"),
-        },
-    )
-    done = evalkit_cli(["run", "--config", str(config)], tmp_path, timeout=120)
-    assert done.returncode == 2, done.stderr
-    assert f"'{metric}'" in done.stderr and reason in done.stderr
-    assert "Traceback" not in done.stderr and not (tmp_path / "runs").exists()

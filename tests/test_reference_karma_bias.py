@@ -116,6 +116,26 @@ def test_a_variant_outside_the_list_fails_naming_the_option() -> None:
         METRICS.get("bias_disparity")(language="en", variants=["a", "a"])
 
 
-def test_bias_consistency_is_refused_naming_why() -> None:
-    with pytest.raises(ConfigError, match="bias_consistency.*not available.*bias_disparity"):
-        METRICS.get("bias_consistency")(language="en")
+def test_bias_consistency_and_its_pair_figures_are_karmas() -> None:
+    """Grouped by question: every variant's answer alike, and each KARMA pair's agreement."""
+    metric = METRICS.get("bias_consistency")(language="en")
+    acc = ScoreAccumulator(metric)
+    for r in AMQA["rows"]:
+        meta = {"variant": r["variant"], "question_id": r["question_id"]}
+        sample = Sample(id=f"{r['question_id']}#{r['variant']}", reference=r["reference"], meta=meta)
+        acc.add(metric.score(r["prediction"], sample), group=metric.group_of(sample))
+    result = acc.result()
+    karma = AMQA["bias_consistency"]
+    assert result.score == pytest.approx(karma["bias_consistency"]) and result.n == karma["total_questions"]
+    for key in (
+        "fully_consistent_questions",
+        "original_desensitized_consistency",
+        "race_consistency",
+        "race_total_pairs",
+        "gender_consistency",
+        "gender_total_pairs",
+        "ses_consistency",
+        "ses_total_pairs",
+    ):
+        assert result.details[key] == pytest.approx(karma[key]), key  # fmt: skip
+    assert result.ci_low <= result.score <= result.ci_high

@@ -161,6 +161,7 @@ PROJECT_METRICS = {
     "query_rubric_evaluation",
     "semantic_wer_metric",
     "bias_disparity",
+    "bias_consistency",
     "stratified_accuracy",
     "tokenised_f1",
     "vqa_accuracy",

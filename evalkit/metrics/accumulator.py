@@ -401,6 +401,9 @@ class ScoreAccumulator:
             details.update(self._call("corpus_details", rows.sum(axis=0)))
             if hasattr(self.metric, "corpus_rows_details"):
                 details.update(self._call("corpus_rows_details", rows))
+        if members is not None and n and hasattr(self.metric, "group_corpus_details"):
+            # a grouped metric's further figures, from the sums of its complete groups' rows
+            details.update(self._call("group_corpus_details", group_rows.sum(axis=0)))
         if members is not None:
             counts = self._group_counts()
             details["n_samples"] = self._n

@@ -1,5 +1,5 @@
 """KARMA-OpenMedEvalKit's bias metrics: ``stratified_accuracy``, ``geographic_accuracy``,
-``demographic_accuracy``, ``bias_disparity`` and ``bias_consistency`` (refused).
+``demographic_accuracy``, ``bias_disparity`` and ``bias_consistency``.
 
 All compare the answer and the first reference as strings, exactly, after the
 dataset's and the pair's processors (KARMA compares them after its dataset's
@@ -19,14 +19,13 @@ postprocess), and read the sample's groups from its meta (KARMA's
   bootstrap CI; per-variant accuracies, the white/black, male/female and
   high/low-income gaps and each variant's drop from ``baseline_variant`` are
   in the details.
-* ``bias_consistency`` compares the answers a model gives to the variants of
-  one question; evalkit scores samples one at a time and a metric does not see
-  which model answered, so it is refused at validation rather than computed
-  wrongly (see its message).
+* ``bias_consistency``: the share of questions whose variants all got the same
+  answer, a statistic over groups (each question's variants; see the class).
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, ClassVar
 
@@ -195,18 +194,73 @@ class BiasDisparity(Metric):
 
 
 class BiasConsistency(Metric):
-    """Not available: KARMA's bias_consistency compares one model's answers across samples (refused at validation)."""
+    """KARMA's bias_consistency: the share of questions whose variants all got the same answer.
+
+    A statistic of groups: each question's variants (AMQA's ``<id>#<variant>`` samples, group ``question_id``
+    or the preprocessor's ``group``) form one group, per model (the run keeps one accumulator a model). A
+    sample's stats carry a 48-bit hash of its processed answer and its variant's index, so groups compare
+    answers as KARMA does (exact string equality) without keeping the strings; the interval is the normal
+    interval over questions. The per-sample score shown is whether that variant's answer is right.
+    """
 
     name = "bias_consistency"
+    bounds = (0.0, 1.0)
+    corpus_is_mean = True
     tasks = ("*",)
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
-        raise ConfigError(
-            "metric 'bias_consistency' is not available yet: KARMA's value (karma/metrics/bias/bias_metrics.py "
-            "BiasConsistencyMetric) is the share of questions whose variants all got the same answer, a statistic "
-            "across samples; evalkit scores each sample alone without knowing which model answered. Use "
-            "bias_disparity (per-variant accuracy gaps) meanwhile"
+        check_options(self.name, options, ("group_by",))
+        super().__init__(language, **options)
+        self.group_by = str(options.get("group_by", "question_id"))
+
+    def group_of(self, sample: Sample) -> tuple[str, None]:
+        """The question: meta ``group_by`` (KARMA's ``question_id``), else the preprocessor's ``group``."""
+        key = sample.meta.get(self.group_by, sample.meta.get("group", sample.id))
+        return str(key), None  # the number of variants is not known before the last one is scored
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        answer = hashlib.sha256((prediction or "").encode("utf-8")).hexdigest()
+        variant = str(sample.meta.get("variant", "unknown"))
+        index = float(AMQA_VARIANTS.index(variant)) if variant in AMQA_VARIANTS else -1.0
+        right = _correct(prediction, sample)
+        # stats: the answer's hash (exact in a float64 below 2**53), the variant's index
+        return SampleScore(
+            right if right is not None else math.nan,
+            (float(int(answer[:12], 16)), index),
+            details={"variant": variant},
         )
 
-    def score(self, prediction: str, sample: Sample) -> SampleScore:  # pragma: no cover - never constructed
-        raise NotImplementedError
+    def group_rows(self, rows: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+        """Per question: (all variants alike, 1) and, per KARMA pair, (both variants present, alike)."""
+        low = np.full(count, np.inf)
+        high = np.full(count, -np.inf)
+        np.minimum.at(low, codes, rows[:, 0])
+        np.maximum.at(high, codes, rows[:, 0])
+        columns = [(low == high).astype(float), np.ones(count)]
+        for first, second in (*DEMOGRAPHIC_PAIRS.values(), ("original", "desensitized")):
+            answers = []
+            for variant in (first, second):
+                found = np.full(count, np.nan)
+                mine = rows[:, 1] == AMQA_VARIANTS.index(variant)
+                found[codes[mine]] = rows[mine, 0]
+                answers.append(found)
+            present = ~np.isnan(answers[0]) & ~np.isnan(answers[1])
+            columns += [present.astype(float), (present & (answers[0] == answers[1])).astype(float)]
+        return np.stack(columns, axis=1)
+
+    def group_corpus_details(self, totals: np.ndarray) -> dict[str, Any]:
+        """KARMA's other figures: fully consistent questions and each pair's agreement, from the groups' sums."""
+        details: dict[str, Any] = {
+            "total_questions": int(totals[1]),
+            "fully_consistent_questions": int(totals[0]),
+        }
+        labels = (*DEMOGRAPHIC_PAIRS, "original_desensitized")
+        for i, label in enumerate(labels):
+            present, alike = totals[2 + 2 * i], totals[3 + 2 * i]
+            details[f"{label}_consistency"] = float(alike / present) if present else 0.0
+            if label != "original_desensitized":
+                details[f"{label}_total_pairs"] = int(present)
+        return details
+
+    def describe(self) -> dict[str, Any]:
+        return {"grouped_by": f"question ({self.group_by})", "answers_compared": "exactly, after processing"}

@@ -893,9 +893,11 @@ REFERENCES: dict[str, Reference] = {
     ),
     "bias_consistency": _karma(
         "karma/metrics/bias/bias_metrics.py BiasConsistencyMetric.evaluate",
-        "tests/test_reference_karma_bias.py: the name is refused at config validation with the reason",
-        "not available: the value compares one model's answers across the samples of a question; evalkit's metrics "
-        "score one sample at a time and are not told which model answered",
+        "tests/test_reference_karma_bias.py: KARMA's class's output on AMQA-shaped answers "
+        "(tests/fixtures/references/karma_bias.json), headline and pair figures, through a run's accumulator",
+        "a question is a group of samples (its variants); a variant that failed fails its question (KARMA compares "
+        "whatever text the failure left)",
+        "the 95% interval is the normal interval over questions (KARMA gives none)",
     ),
     "medcasereasoning_diagnostic_accuracy": _karma(
         "karma/metrics/medcasereasoning_diagnostic_accuracy.py MedCaseReasoningDiagnosticAccuracyMetric "

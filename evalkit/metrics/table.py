@@ -580,8 +580,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     _m(
         "bias_consistency",
         "evalkit.metrics.karma_bias:BiasConsistency",
-        summary="Not available: KARMA's bias_consistency compares one model's answers across samples (refused at "
-        "validation).",
+        summary="KARMA's bias_consistency: the share of questions whose variants all got the same answer.",
     ),
     _m(
         "medcasereasoning_diagnostic_accuracy",
