@@ -124,3 +124,16 @@ def test_info_dataset_says_of_another_tools_name_what_run_says(name: str, said: 
     assert main(["info", "dataset", name, "--runspecs-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_chefs_mme_runs_acc_plus_over_each_image_by_its_question_id(catalog: Catalog) -> None:
+    """lmms-lab/MME's question_id is the image's file, shared by its two questions (lmms-eval groups by it)."""
+    from evalkit.data.sample import Sample
+    from evalkit.metrics import METRICS
+
+    (spec,) = catalog.resolve("MME")
+    assert spec.name == "mme" and spec.extra_columns["question_id"] == "question_id"
+    assert {"mme_accuracy", "mme_accuracy_plus"} <= set(catalog.fitting_metrics(spec))
+    metric = METRICS.get("mme_accuracy_plus")(language="en")
+    sample = Sample(id="7", reference="Yes", meta={"question_id": "code_reasoning/0020.png"})
+    assert metric.group_of(sample) == ("code_reasoning/0020.png", None)

@@ -162,6 +162,8 @@ PROJECT_METRICS = {
     "semantic_wer_metric",
     "bias_disparity",
     "bias_consistency",
+    "mme_accuracy",
+    "mme_accuracy_plus",
     "stratified_accuracy",
     "tokenised_f1",
     "vqa_accuracy",
