@@ -231,3 +231,36 @@ def test_circular_copies_rotate_options_and_reference() -> None:
     assert circular_variants(Sample(id="open", reference="anything", meta={"choices": ["a", "b"]})) == [
         Sample(id="open", reference="anything", meta={"choices": ["a", "b"]})
     ]
+
+
+def test_the_circular_option_rotates_a_plain_multiple_choice_dataset_the_same_way(
+    tmp_path: Path, runs: dict[str, Any]
+) -> None:
+    """`{"circular": true}` on a pair asks a MultipleChoicePreprocessor dataset as the circular preprocessor does."""
+    from evalkit.config import load_config
+    from evalkit.errors import ConfigError
+    from evalkit.plan import build_plan
+    from evalkit.testing import start_test_server
+
+    runspecs = _dataset(tmp_path)
+    spec_file = runspecs / "vision" / "image_mcq_circular.json"
+    data = json.loads(spec_file.read_text())
+    data["mmb"]["preprocessor"] = "MultipleChoicePreprocessor"
+    spec_file.write_text(json.dumps(data))
+    server = start_test_server(SCRIPT)
+    try:
+        models = [model_entry("m", server.base_url, retry_attempts=0)]
+        pairs = [[dataset, metric, {"circular": True}] for dataset, metric in PAIRS]
+        config = config_for(tmp_path, runspecs, models, pairs=pairs)
+        plan = build_plan(load_config(config), source=str(config))
+        assert {engine.dataset.preprocessor for engine in plan.engines} == {"CircularMultipleChoicePreprocessor"}
+        optioned = run(config, no_cache=True)
+    finally:
+        server.stop()
+    for key, row in _results(runs["whole"]).items():
+        again = _results(optioned.run_dir)[key]
+        assert (again["score"], again["n"], again["n_failed"]) == (row["score"], row["n"], row["n_failed"])
+    data["mmb"]["preprocessor"] = "GeneralPreprocessor"
+    spec_file.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="option 'circular' rotates the options .* asked with GeneralPreprocessor"):
+        build_plan(load_config(config), source=str(config))

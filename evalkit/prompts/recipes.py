@@ -4,6 +4,9 @@ A pair's options are its metric's, except these, which say how the dataset is as
 
 - ``chain_of_thought: true`` (aliases ``cot``, ChEF's ``CoT``): reason first, then answer (see
   :mod:`evalkit.prompts.cot`).
+- ``circular: true`` (ChEF's MMBench recipe on any multiple-choice dataset asked with
+  ``MultipleChoicePreprocessor``): each question once per rotation of its options, as
+  ``CircularMultipleChoicePreprocessor`` does; score it with ``mmbench_circular_accuracy``.
 - ``corruptions: [gaussian_noise, jpeg, typos, ...]``: besides the clean pair, one *variant* per corruption,
   a dataset named ``<dataset>@<corruption>`` whose images or texts are corrupted (see
   :mod:`evalkit.data.image.corrupt` and :mod:`evalkit.prompts.corrupt_text`). ``corruption_severity`` (1-5,
@@ -23,6 +26,7 @@ from evalkit.errors import ConfigError
 from evalkit.prompts.corrupt_text import TEXT_CORRUPTIONS, canonical_corruption, known_corruptions
 
 RECIPE_OPTIONS = (
+    "circular",
     "chain_of_thought",
     "cot",
     "CoT",
@@ -40,6 +44,7 @@ class Recipe:
 
     chain_of_thought: bool = False
     corruptions: tuple[str, ...] = ()
+    circular: bool = False
     severity: int = DEFAULT_SEVERITY
     seed: int = 0
 
@@ -79,12 +84,36 @@ def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], R
             names.append(canonical)
     severity = _whole(options.get("corruption_severity", DEFAULT_SEVERITY), "corruption_severity", where, 1, 5)
     seed = _whole(options.get("corruption_seed", 0), "corruption_seed", where, 0)
-    return metric_options, Recipe(cot, tuple(names), severity, seed)
+    circular = options.get("circular", False)
+    if not isinstance(circular, bool):
+        raise ConfigError(f"{where}: option 'circular': expected true or false, got {circular!r}")
+    return metric_options, Recipe(cot, tuple(names), severity, seed, circular)
+
+
+#: the preprocessor ``circular: true`` rotates, and what it becomes
+PLAIN_MCQ, CIRCULAR_MCQ = "MultipleChoicePreprocessor", "CircularMultipleChoicePreprocessor"
+
+
+def _circular(spec: DatasetSpec, where: str) -> DatasetSpec:
+    """The dataset asked once per rotation of its options (MMBench's circular evaluation, ChEF's recipe)."""
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    asked = PREPROCESSORS.canonical(spec.preprocessor)
+    if asked == CIRCULAR_MCQ:
+        return spec
+    if asked != PLAIN_MCQ:
+        raise ConfigError(
+            f"{where}: option 'circular' rotates the options of a multiple-choice dataset asked with {PLAIN_MCQ}; "
+            f"dataset {spec.name!r} is asked with {spec.preprocessor}"
+        )
+    return spec.model_copy(update={"preprocessor": CIRCULAR_MCQ})
 
 
 def recipe_datasets(spec: DatasetSpec, recipe: Recipe, where: str) -> list[DatasetSpec]:
     """The datasets a pair runs: the clean one (with chain of thought when asked), then one per corruption."""
     clean = spec.model_copy(update={"chain_of_thought": True}) if recipe.chain_of_thought else spec
+    if recipe.circular:
+        clean = _circular(clean, where)
     out = [clean]
     for name in recipe.corruptions:
         if name in IMAGE_CORRUPTIONS and not spec.image_column:
