@@ -260,6 +260,9 @@ def test_the_circular_option_rotates_a_plain_multiple_choice_dataset_the_same_wa
     for key, row in _results(runs["whole"]).items():
         again = _results(optioned.run_dir)[key]
         assert (again["score"], again["n"], again["n_failed"]) == (row["score"], row["n"], row["n_failed"])
+    plain = config_for(tmp_path / "plain", runspecs, models, pairs=[list(PAIRS[0])])
+    (engine,) = build_plan(load_config(plain), source=str(plain)).engines
+    assert engine.dataset.preprocessor == "MultipleChoicePreprocessor"  # without the option: asked once
     data["mmb"]["preprocessor"] = "GeneralPreprocessor"
     spec_file.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="option 'circular' rotates the options .* asked with GeneralPreprocessor"):

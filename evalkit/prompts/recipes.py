@@ -87,7 +87,9 @@ def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], R
     circular = options.get("circular", False)
     if not isinstance(circular, bool):
         raise ConfigError(f"{where}: option 'circular': expected true or false, got {circular!r}")
-    return metric_options, Recipe(cot, tuple(names), severity, seed, circular)
+    return metric_options, Recipe(
+        chain_of_thought=cot, corruptions=tuple(names), circular=circular, severity=severity, seed=seed
+    )
 
 
 #: the preprocessor ``circular: true`` rotates, and what it becomes
