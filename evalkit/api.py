@@ -249,7 +249,9 @@ def _default_metrics(catalog: Any, name: str) -> list[str]:
     if karma:
         return karma
     task = catalog.tasks[specs[0].task]
-    metric = task.default_metric or next(iter(catalog.fitting_metrics(specs[0])), None)
+    fitting = list(catalog.fitting_metrics(specs[0]))
+    # the task's default, unless the entry narrows its metrics to others (ChEF's multi-turn Omnibenchmark)
+    metric = task.default_metric if task.default_metric in fitting or not fitting else fitting[0]
     if metric is None:
         raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
     return [metric]

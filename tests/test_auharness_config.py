@@ -195,8 +195,8 @@ def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: P
     if shape == "callhome_diarization":
         # CallHome is licensed: AU-Harness reads it from private_datasets/, evalkit from the path the user gives
         # CallHome is licensed: read where AU-Harness keeps it (private_datasets/ under the folder it runs in)
-        with pytest.raises(ConfigError, match=r"private dataset 'callhome_deu': \S+/private_datasets/CallHome_deu/"
-                           r"hf_dataset does not exist; give the folder or file of your copy in `dataset_paths"):  # fmt: skip
+        missing = r"private dataset 'callhome_deu': \S+/private_datasets/CallHome_deu/hf_dataset does not exist"
+        with pytest.raises(ConfigError, match=missing + r"; give the folder or file of your copy in `dataset_paths"):
             build_plan(config, source=str(path))
         return
     plan = build_plan(config, source=str(path))

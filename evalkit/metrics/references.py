@@ -148,6 +148,27 @@ def _chef_groups(source: str, *differences: str) -> Reference:
     return Reference("OpenGVLab/LAMM", source, _CHEF_COMMIT, checked, common + differences)
 
 
+def _chef_multiturn(setting: str, *differences: str) -> Reference:
+    """ChEF's multi-turn fine-grained classification: checked on ChEF's own options and metric."""
+    checked = (
+        "tests/test_chef_multiturn.py: per-chain values and options from running ChEF's OmnibenchmarkDataset and "
+        "FG_Classification unmodified on a small Bamboo tree (tests/fixtures/references/chef_multiturn.json), "
+        "through a run against the test server, its shards merged"
+    )
+    common = (
+        "the corpus value is 0-1 (ChEF prints x 100); the 95% interval is the normal interval over chains",
+        "each turn is a sample of its own (<id>#t<k>); a chain with a failed turn is counted as failed, not as wrong, "
+        "and left out",
+    )
+    return Reference(
+        "OpenGVLab/LAMM",
+        f"src/ChEF/metric/classification.py FG_Classification.weighted_ACC_multi (inference_type multiturn, {setting})",
+        _CHEF_COMMIT,
+        checked,
+        common + differences,
+    )
+
+
 def _winoground(printed: str) -> Reference:
     """ChEF's three Winoground figures come from one comparison of the four option scores."""
     return _chef(
@@ -160,6 +181,35 @@ def _winoground(printed: str) -> Reference:
         "ChEF's four-question Winoground recipe (Yes/No per caption-image pair, shuffled) is not scored; the "
         "Winoground_Cap shape (one sample, four options) is",
     )
+
+
+def _winoground_yesno(printed: str) -> Reference:
+    """ChEF's four-question Winoground recipe: the Yes scores of an example's questions, compared as Winoground_Cap."""
+    checked = (
+        "tests/test_chef_remaining.py: ChEF's Winoground_Metric run unmodified on the same Yes scores and swaps "
+        "(tests/fixtures/references/chef_facial_winoground.json), through a run's accumulator and records"
+    )
+    return Reference(
+        "OpenGVLab/LAMM",
+        f"src/ChEF/metric/winoground.py Winoground_Metric: the printed {printed!r}, on each question's Yes option "
+        "score (ppl_results[0], the mean log-probability per token)",
+        _CHEF_COMMIT,
+        checked,
+        (
+            "ChEF's comparisons on scores where higher is more likely; comparison: paper gives the paper's",
+            "the corpus value is 0-1 (ChEF prints the fraction); the 95% interval is the normal interval over examples",
+        ),
+    )
+
+
+def _chef_facial(source: str) -> Reference:
+    """LAMM's facial attribute metrics read answers with NLTK's tokenizer, stop words and WordNet."""
+    checked = (
+        "tests/test_chef_remaining.py: ChEF's classification.py classes run unmodified on the same answers "
+        "(tests/fixtures/references/chef_facial_winoground.json), with NLTK's tokenizer; the hair metric's WordNet is "
+        "Debian's WordNet 3.0 files (wordnet-base, wordnet-sense-index), the test skipping, saying so, without them"
+    )
+    return Reference("OpenGVLab/LAMM", f"src/ChEF/metric/classification.py {source}", _CHEF_COMMIT, checked, ())
 
 
 #: by canonical metric name; a test checks every built-in metric has an entry
@@ -388,8 +438,24 @@ REFERENCES: dict[str, Reference] = {
             "the corpus value is 0-1; ChEF prints x 100",
             "ChEF's sibling check (a Bamboo node id in the answer) needs the tree: option bamboo_tree; without it the "
             "check is left out",
-            "ChEF's multi-turn and likelihood (ppl) Omnibenchmark recipes are not scored",
+            "ChEF's multi-turn Omnibenchmark recipes are fg_classification_multiturn_accuracy and "
+            "fg_classification_multiturn_ppl_accuracy; its single-turn likelihood recipe is not scored",
         ),
+    ),
+    "fg_classification_multiturn_accuracy": _chef_multiturn(
+        "ppl False (ChEF's Omnibenchmark multiturn_direct recipe, Multi_Direct inferencer)",
+        "ChEF's sibling check at the first wrong turn only sets the depth the chain already has: it is left out",
+    ),
+    "fg_classification_multiturn_ppl_accuracy": _chef_multiturn(
+        "ppl True (ChEF's Omnibenchmark multiturn_ppl recipe, Multi_PPL inferencer)",
+        "each level's options are drawn as ChEF's OmnibenchmarkDataset.load_ppl_options draws them (Bamboo tree, "
+        "3 negatives, seed 0, over the whole data file in order), equal to ChEF's in the fixture",
+        "an option's score is the mean log-probability of its own tokens after ChEF's answer template, as ChEF's "
+        "do_ppl: the served model's chat prompt_logprobs of the template with the option less those of the template "
+        "alone, where ChEF computes them in process; tokenization and chat format follow the server",
+        "ChEF counts an option's tokens by tokenizing it alone and takes that many from the end of the answer: the "
+        "option's own tokens with a SentencePiece tokenizer (Llama, Vicuna), not always with a byte-level BPE one; "
+        "evalkit takes the tokens the option adds to the answer",
     ),
     "svt_ocr_accuracy": _chef("src/ChEF/metric/ocr.py SVT_OCR with utils.parse_caption_sentence"),
     "detection_map": _chef(
@@ -442,6 +508,11 @@ REFERENCES: dict[str, Reference] = {
     "winoground_text_score": _winoground("Text"),
     "winoground_image_score": _winoground("Image"),
     "winoground_group_score": _winoground("Group"),
+    "winoground_yesno_text_score": _winoground_yesno("Text"),
+    "winoground_yesno_image_score": _winoground_yesno("Image"),
+    "winoground_yesno_group_score": _winoground_yesno("Group"),
+    "lamm_facial_hair_accuracy": _chef_facial("LAMM_Facial_Hair_Classification"),
+    "lamm_facial_smile_accuracy": _chef_facial("LAMM_Facial_Smile_Classification"),
     "ch3ef_accuracy": _chef(
         "src/ChEF/metric/Ch3Ef.py Ch3Ef_Metric.ppl_metric on the option ChEF's PPL inferencer picks (the highest "
         "mean log-probability per token)",

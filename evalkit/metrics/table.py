@@ -297,6 +297,18 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="ChEF FG_Classification (single turn): how deep down the label chain the answer names a level, 0-1.",
     ),
     _m(
+        "fg_classification_multiturn_accuracy",
+        "evalkit.metrics.chef_fine_grained:FgClassificationMultiturnAccuracy",
+        summary="ChEF FG_Classification (multi turn, generated): the leading run of right turns over the chain's "
+        "length, 0-1.",
+    ),
+    _m(
+        "fg_classification_multiturn_ppl_accuracy",
+        "evalkit.metrics.chef_fine_grained:FgClassificationMultiturnPplAccuracy",
+        summary="ChEF FG_Classification (multi turn, likelihood): the leading run of turns whose likeliest option "
+        "is right.",
+    ),
+    _m(
         "svt_ocr_accuracy",
         "evalkit.metrics.chef:SvtOcrAccuracy",
         "SVT_OCR",
@@ -380,6 +392,36 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "winoground_group_score",
         "evalkit.metrics.chef_likelihood:WinogroundGroup",
         summary="ChEF Winoground Group: per example, both the text and the image score; the mean.",
+    ),
+    _m(
+        "winoground_yesno_text_score",
+        "evalkit.metrics.chef_winoground:WinogroundYesNoText",
+        "Winoground_Metric",
+        summary="ChEF Winoground_Metric Text: per example, the captions' order for both images from its four "
+        "questions.",
+    ),
+    _m(
+        "winoground_yesno_image_score",
+        "evalkit.metrics.chef_winoground:WinogroundYesNoImage",
+        summary="ChEF Winoground_Metric Image: per example, the images' order for both captions from its four "
+        "questions.",
+    ),
+    _m(
+        "winoground_yesno_group_score",
+        "evalkit.metrics.chef_winoground:WinogroundYesNoGroup",
+        summary="ChEF Winoground_Metric Group: per example, both the text and the image score from its four questions.",
+    ),
+    _m(
+        "lamm_facial_hair_accuracy",
+        "evalkit.metrics.chef_facial:LammFacialHairAccuracy",
+        "LAMM_Facial_Hair_Classification",
+        summary="LAMM_Facial_Hair_Classification: 1 when the answer names the hair colour or a WordNet synonym of it.",
+    ),
+    _m(
+        "lamm_facial_smile_accuracy",
+        "evalkit.metrics.chef_facial:LammFacialSmileAccuracy",
+        "LAMM_Facial_Smile_Classification",
+        summary="LAMM_Facial_Smile_Classification: 1 when ChEF's no/not reading of the answer is the item's attr.",
     ),
     _m(
         "ch3ef_accuracy",

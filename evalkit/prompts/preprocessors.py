@@ -41,6 +41,10 @@ class PromptContext:
 class Preprocessor:
     """Base class: override ``build``. No version enters the cache key: the prompt itself does."""
 
+    #: whether ``expand`` gives each sample its ``choices`` (from several columns): likelihood scoring needs no
+    #: choices_column then
+    builds_choices: bool = False
+
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
         raise NotImplementedError
 
@@ -64,9 +68,11 @@ PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
         "evalkit.prompts.preprocessors",
         "evalkit.prompts.auharness",
         "evalkit.prompts.karma_sets",
+        "evalkit.prompts.chef_sets",
         "evalkit.prompts.bfcl",
         "evalkit.prompts.spider",
         "evalkit.prompts.spokenwoz",
+        "evalkit.prompts.chef_multiturn",
     ),
 )
 

@@ -437,6 +437,14 @@ async def arescore(
                     "not in the runspecs found from here (its postprocessor and language are unknown)"
                 )
                 continue
+            if spec.private:  # a licensed corpus: read from the path the run's config gave it
+                given = {catalog.entry_name(k) or k: v for k, v in config.dataset_paths.items()}.get(spec.name)
+                if given is None:
+                    outcome.skipped[dataset] = "a private dataset the run's config gives no path for (dataset_paths)"
+                    continue
+                located = Path(given).expanduser()
+                located = located if located.is_absolute() else config.base_dir / located
+                spec = spec.model_copy(update={"path": str(located)})
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting:
                 outcome.skipped[dataset] = (
