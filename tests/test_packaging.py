@@ -145,6 +145,7 @@ _MODULE_OF = {
     "pocketsphinx": "pocketsphinx",
     "pillow": "PIL",
     "indic-nlp-library": "indicnlp",
+    "scikit-learn": "sklearn",
 }
 
 
