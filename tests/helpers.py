@@ -420,3 +420,17 @@ def installed_wheel(root: Path) -> Path:
     assert install.returncode == 0, install.stderr
     _INSTALLED[:] = [venv / "bin"]
     return venv / "bin"
+
+
+def run_private(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str]) -> RunOutcome:
+    """Run ``pairs`` against one model at ``url``, the private datasets read from ``paths`` (dataset_paths)."""
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": pairs,
+            "models": [model_entry("m", url)],
+            "dataset_paths": paths,
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    return run(config)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import model_entry, run_private, write_config
 
 from evalkit.config import load_config
 from evalkit.data.sample import Sample
@@ -184,16 +184,7 @@ ANSWERS = [
 def _scores(tmp_path: Path, url: str, pairs: list[Any]) -> tuple[Any, dict[tuple[str, str], float]]:
     bench = _bench(tmp_path)
     paths = {name: str(bench) for name in ("chef_flickr30k", "lamm_cifar10", "lamm_voc2012")}
-    config = write_config(
-        tmp_path / "config.yaml",
-        {
-            "dataset_metric": pairs,
-            "models": [model_entry("m", url)],
-            "dataset_paths": paths,
-            "output_dir": str(tmp_path / "runs"),
-        },
-    )
-    outcome = run(config)
+    outcome = run_private(tmp_path, url, pairs, paths)
     return outcome, {(row.dataset, row.metric): row.score for row in outcome.rows}
 
 

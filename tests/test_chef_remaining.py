@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import model_entry, run_private, write_config
 
 from evalkit.catalog import Catalog, load_catalog
 from evalkit.config import load_config
@@ -67,19 +67,6 @@ def _png(path: Path, colour: tuple[int, int, int]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new("RGB", (24, 16), colour).save(path)
-
-
-def _run(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str]) -> Any:
-    config = write_config(
-        tmp_path / "config.yaml",
-        {
-            "dataset_metric": pairs,
-            "models": [model_entry("m", url)],
-            "dataset_paths": paths,
-            "output_dir": str(tmp_path / "runs"),
-        },
-    )
-    return run(config)
 
 
 def _records(outcome: Any, dataset: str, metric: str) -> list[dict[str, Any]]:
@@ -153,7 +140,9 @@ def test_seedbench_sets_ask_chefs_questions_and_score_options_by_likelihood(tmp_
     seed, seed2 = _seed(tmp_path), _seed2(tmp_path)
     server = make_server({"token_logprobs": {"cat": -0.1, "red": -0.2, "bird": -0.05, "blue": -0.9}})
     pairs = [["SEEDBench", "loglikelihood_accuracy_per_token"], ["seedbench2", "loglikelihood_accuracy_per_token"]]
-    outcome = _run(tmp_path, server.base_url, pairs, {"chef_seedbench": str(seed), "chef_seedbench2": str(seed2)})
+    outcome = run_private(
+        tmp_path, server.base_url, pairs, {"chef_seedbench": str(seed), "chef_seedbench2": str(seed2)}
+    )
     assert _scores(outcome) == {
         ("chef_seedbench", "loglikelihood_accuracy_per_token"): 0.5,
         ("chef_seedbench2", "loglikelihood_accuracy_per_token"): 1.0,
@@ -223,7 +212,7 @@ def test_winoground_cap_sends_chefs_four_options_in_its_order(tmp_path: Path, ma
     server = make_server({"token_logprobs": {"1": -0.5, "2": -2.0}})
     pairs = [["Winoground_Cap", "winoground_text_score"], ["winoground_cap", "winoground_image_score"]]
     pairs += [["winoground_cap", "winoground_group_score", {"comparison": "paper"}]]
-    outcome = _run(tmp_path, server.base_url, pairs, {"chef_winoground_cap": str(folder)})
+    outcome = run_private(tmp_path, server.base_url, pairs, {"chef_winoground_cap": str(folder)})
     assert set(_scores(outcome).values()) == {0.0}
     records = _records(outcome, "chef_winoground_cap", "winoground_text_score")
     assert len(records) == 2
@@ -241,7 +230,7 @@ def test_winoground_asks_four_questions_after_chefs_seeded_swap(tmp_path: Path, 
     folder = _winoground(tmp_path)
     server = make_server({"token_logprobs": {"Yes": -0.2, "No": -1.0}})
     pairs = [["Winoground", "Winoground_Metric"], ["winoground", "winoground_yesno_group_score"]]
-    outcome = _run(tmp_path, server.base_url, pairs, {"chef_winoground": str(folder)})
+    outcome = run_private(tmp_path, server.base_url, pairs, {"chef_winoground": str(folder)})
     assert set(_scores(outcome).values()) == {0.0}
     assert {row.n for row in outcome.rows} == {3}
     records = _records(outcome, "chef_winoground", "winoground_yesno_text_score")
@@ -351,7 +340,9 @@ def test_celeba_entries_run_end_to_end(tmp_path: Path, make_server) -> None:
         }
     )
     pairs = [["CelebA(Hair)", "LAMM_Facial_Hair_Classification"], ["celeba(smile)", "lamm_facial_smile_accuracy"]]
-    outcome = _run(tmp_path, server.base_url, pairs, {"chef_celeba_hair": str(bench), "chef_celeba_smile": str(bench)})
+    outcome = run_private(
+        tmp_path, server.base_url, pairs, {"chef_celeba_hair": str(bench), "chef_celeba_smile": str(bench)}
+    )
     assert _scores(outcome) == {
         ("chef_celeba_hair", "lamm_facial_hair_accuracy"): 0.5,
         ("chef_celeba_smile", "lamm_facial_smile_accuracy"): 0.5,

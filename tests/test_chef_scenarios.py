@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import model_entry, run_private, write_config
 
 from evalkit.catalog import Catalog, load_catalog
 from evalkit.config import load_config
@@ -98,19 +98,6 @@ def _benchmark(root: Path) -> Path:
     return bench
 
 
-def _run(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str]) -> Any:
-    config = write_config(
-        tmp_path / "config.yaml",
-        {
-            "dataset_metric": pairs,
-            "models": [model_entry("m", url)],
-            "dataset_paths": paths,
-            "output_dir": str(tmp_path / "runs"),
-        },
-    )
-    return run(config)
-
-
 def _records(outcome: Any, dataset: str, metric: str) -> list[dict[str, Any]]:
     """The pair's records in dataset order (they are written as answers arrive)."""
     path = outcome.run_dir / "records" / f"{dataset}__{metric}.jsonl"
@@ -152,7 +139,7 @@ def test_lamm_benchmark_folder_runs_end_to_end(tmp_path: Path, make_server) -> N
     pairs = [["CIFAR10", "CG_Classification"], ["cifar10_lamm", "cg_classification_accuracy"]]
     pairs += [["FSC147", "Counting"], ["FSC147_LAMM", "counting_mae"], ["Locating_LSP", "InsideHumanBbox"]]
     paths = {name: str(bench) for name in ("chef_cifar10", "lamm_cifar10", "lamm_fsc147", "lamm_locating_lsp")}
-    outcome = _run(tmp_path, server.base_url, pairs, paths)
+    outcome = run_private(tmp_path, server.base_url, pairs, paths)
     scores = {(row.dataset, row.metric): row.score for row in outcome.rows}
     assert scores == {
         ("chef_cifar10", "cg_classification_accuracy"): pytest.approx(2 / 3),
@@ -230,7 +217,7 @@ def test_text_reading_captioning_and_fine_grained_entries_run_end_to_end(tmp_pat
     pairs += [["Omnibenchmark", "FG_Classification"]]
     paths = {name: str(bench) for name in ("lamm_svt", "lamm_ucmerced", "lamm_flickr30k")}
     paths["chef_omnibenchmark"] = str(omni)
-    outcome = _run(tmp_path, server.base_url, pairs, paths)
+    outcome = run_private(tmp_path, server.base_url, pairs, paths)
     scores = {(row.dataset, row.metric): row.score for row in outcome.rows}
     expected_cider, _ = cider_d(["a dog runs on the grass", "two people on bikes"], captions)
     assert scores == {
@@ -305,7 +292,9 @@ def test_ch3ef_reads_its_meta_objects_and_scores_options_by_likelihood(tmp_path:
     logprobs |= {"I": -0.1, "don't": -0.1, "safe": -0.2}
     server = make_server({"token_logprobs": logprobs})
     paths = {"ch3ef": str(folder), "ch3ef_harmless": str(folder)}
-    outcome = _run(tmp_path, server.base_url, [["Ch3Ef", "Ch3Ef_Metric"], ["ch3ef_harmless", "ch3ef_accuracy"]], paths)
+    outcome = run_private(
+        tmp_path, server.base_url, [["Ch3Ef", "Ch3Ef_Metric"], ["ch3ef_harmless", "ch3ef_accuracy"]], paths
+    )
     scores = {(row.dataset, row.metric): row.score for row in outcome.rows}
     assert scores == {("ch3ef", "ch3ef_accuracy"): pytest.approx(3 / 4), ("ch3ef_harmless", "ch3ef_accuracy"): 0.5}
     chosen = [r["details"]["chosen"] for r in _records(outcome, "ch3ef", "ch3ef_accuracy")]
