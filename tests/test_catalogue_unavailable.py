@@ -128,6 +128,7 @@ def test_listings_and_info_show_an_unavailable_entry_for_what_it_is(tmp_path: Pa
     assert main(["info", "dataset", "toy_gone", "--runspecs-dir", str(specs)]) == 0
     shown = capsys.readouterr().out
     assert "unavailable" in shown and "withdrew" in shown
+    assert "cannot be evaluated" in shown and "example config" not in shown
 
 
 @pytest.mark.parametrize("source", [{"hf_repo": "a/b"}, {"path": "x.jsonl"}, {"private": True}])

@@ -100,7 +100,8 @@ def dataset_info(name: str, catalog: Any) -> dict[str, Any]:
         "checked": spec.checked.model_dump() if spec.checked is not None else None,
         "other_tools": catalog.source_notes(name),
         "metrics": metrics,
-        "example": f"dataset_metric:\n  - [{name}, {example}]",
+        # an entry whose data cannot be had has no config to show: naming it stops the config with its reason
+        "example": None if spec.unavailable else f"dataset_metric:\n  - [{name}, {example}]",
     }
 
 
@@ -312,8 +313,11 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
         for d in data["datasets"]:
             table.add_row(*(Text(d[k]) for k in ("name", "language", "modality", "source")))
         console.print(table)
-    console.print("\n[bold]example config:[/bold]")
-    console.print(data["example"], markup=False)
+    if data["example"] is None:
+        console.print("\n[bold]cannot be evaluated:[/bold] its data cannot be had (see `unavailable` above)")
+    else:
+        console.print("\n[bold]example config:[/bold]")
+        console.print(data["example"], markup=False)
     code = data.get("code")
     if code:
         console.print(f"\n[bold]runspec entry[/bold] ({code['runspec']}):")
