@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from helpers import model_entry, run, write_config
 from PIL import Image as PILImage
 
@@ -128,3 +129,39 @@ def test_the_option_is_the_tokens_beyond_the_common_prefix() -> None:
         continuation_after(context, context)
     with pytest.raises(ParseError, match="not one token's entry"):
         continuation_after(context, {"prompt_logprobs": [None, {**_entry("5", -1.0), **_entry("6", -1.0)}]})
+
+
+def test_chain_of_thought_reasons_with_the_image_first_then_scores_the_options_after_it(
+    tmp_path: Path, make_server
+) -> None:
+    """ChEF's PPL with CoT (its calibration recipe) on images: the reasoning asked with the image, then the options."""
+    server = make_server({"token_logprobs": LOGPROBS, "default_answer": "Look at the colours"}, request_log=True)
+    config = _config(tmp_path, server.base_url)
+    data = yaml.safe_load(config.read_text())
+    data["dataset_metric"] = [["img_mc", "loglikelihood_accuracy", {"cot": True}]]
+    config.write_text(yaml.safe_dump(data))
+    outcome = run(config)
+    (row,) = outcome.rows
+    assert (row.score, row.n, row.n_failed) == (pytest.approx(2 / 3), 3, 0)  # the options' scores as without CoT
+    completed = [e for e in server.log_events("completed") if e.get("messages")]
+    reasoning = [e for e in completed if e["messages"][-1]["role"] == "user"]
+    options = [e for e in completed if e["messages"][-1]["role"] == "assistant"]
+    assert len(reasoning) == 3 and len(options) == 9
+    for event in options:  # the conversation so far: the reasoning request, the model's reasoning, the question
+        roles = [m["role"] for m in event["messages"]]
+        assert roles == ["user", "assistant", "user", "assistant"]
+        assert event["messages"][1]["text"] == "Look at the colours"
+        assert event["messages"][0]["text"].endswith("Let's think step by step.")
+    records = [
+        json.loads(line)
+        for line in (outcome.run_dir / "records" / "img_mc__loglikelihood_accuracy.jsonl").read_text().splitlines()
+    ]
+    assert all(r["details"]["reasoning"] == "Look at the colours" for r in records)
+    sent = [json.loads(x) for x in (outcome.run_dir / "records" / "sent" / "img_mc.jsonl").read_text().splitlines()]
+    entry = next(e for e in sent if e["key"] == records[0]["sent"])
+    assert entry["requests"] == 4 and [m["role"] for m in entry["messages"]] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]

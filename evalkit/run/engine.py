@@ -570,7 +570,7 @@ class Engine:
         choices = [str(c) for c in sample.meta.get("choices") or []]
         if not choices:
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")
-        if likelihood_context(prompt) is None and not self.spec.dataset.chain_of_thought:
+        if likelihood_context(prompt) is None:  # images or audio: the chat endpoint, reasoning first with CoT
             return await self._chat_likelihood(model, prompt, sent, media, choices)
         reasoned: tuple[ModelRequest, Outcome] | None = None
         if self.spec.dataset.chain_of_thought:
@@ -630,10 +630,30 @@ class Engine:
                 f"{model.name}: scoring options of a prompt with images or audio needs vLLM's prompt_logprobs on "
                 f"chat completions (inference_type vllm); {model.info.inference_type} gives none",
             )
-        if len(prompt.turns) != 1:
+        cot = self.spec.dataset.chain_of_thought
+        if len(prompt.turns) != (2 if cot else 1):
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring with images or audio takes one-turn prompts")
         prepared, images = media
-        base = turn_requests(prompt, 0, [], [], prepared, ctx, images=images)
+        client = self.clients[model.name]
+        history: list[dict[str, Any]] = []
+        history_audio: list = []
+        reasoned: list[Outcome] = []
+        if cot:  # ChEF's PPL with CoT: the reasoning first (images shown with it), the options then answer again
+            limit = max(int(ctx.params.get("max_tokens") or 0), REASONING_MAX_TOKENS)
+            turn_ctx = dataclasses.replace(ctx, params={**ctx.params, "max_tokens": limit})
+            first = turn_requests(prompt, 0, [], [], prepared, turn_ctx, images=images)
+            if len(first) != 1:
+                return failed(FailureReason.UNSUPPORTED, "likelihood scoring takes audio in one piece")
+            thinking = first[0]
+            sent.turns.append([thinking])
+            outcome = await client.submit(thinking, use_store=self.use_store)
+            if not outcome.ok:
+                return failed(outcome.failure or FailureReason.ERROR, f"reasoning: {outcome.error}",
+                              status=outcome.status, attempts=outcome.attempts, latency=outcome.latency)  # fmt: skip
+            sent.answers.append(outcome.text or "")
+            reasoned.append(outcome)
+            history, history_audio = history_after(prompt, 0, [], [], prepared, ctx, outcome.text or "", images=images)
+        base = turn_requests(prompt, len(prompt.turns) - 1, history, history_audio, prepared, ctx, images=images)
         if len(base) != 1:
             return failed(
                 FailureReason.UNSUPPORTED, "likelihood scoring takes audio in one piece: its audio was cut in chunks"
@@ -642,12 +662,14 @@ class Engine:
         # the entry shows the context's chat (media by reference) and counts every request; the options are the
         # sample's choices
         sent.turns.append(asked[:1])
-        sent.options = len(asked)
-        sent.key = self._view_key(self._sent_views[model.name], asked, sent.shared)
-        client = self.clients[model.name]
+        sent.options = len(asked) + len(reasoned)
+        if reasoned:  # the context holds this model's own reasoning: its entry is its own
+            sent.key = sent_key([*sent.turns[0], *asked])
+        else:
+            sent.key = self._view_key(self._sent_views[model.name], asked, sent.shared)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in asked)))
-        attempts = sum(o.attempts for o in outcomes)
-        latency = max(o.latency for o in outcomes)
+        attempts = sum(o.attempts for o in [*reasoned, *outcomes])
+        latency = max(o.latency for o in outcomes) + sum(o.latency for o in reasoned)
         bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
         if bad is not None:
             where = "the context" if bad == 0 else f"option {bad}/{len(choices)}"
