@@ -106,10 +106,10 @@ def _gemini_entry(data: Any) -> Any:
     """``inference_type: gemini`` (AU-Harness's) as the OpenAI-compatible entry that reaches Gemini."""
     if not (isinstance(data, dict) and str(data.get("inference_type", "")).strip().lower() == "gemini"):
         return data
-    if not data.get("auth_token"):
+    if not data.get("auth_token") and not data.get("auth_command"):
         raise ValueError(
             "inference_type gemini needs auth_token: a Gemini API key (sent as a Bearer token to "
-            f"{GEMINI_OPENAI_URL}), or an access token for the Vertex AI url you give"
+            f"{GEMINI_OPENAI_URL}), or for the Vertex AI url you give an access token or an auth_command printing one"
         )
     url = data.get("url") or (None if data.get("launch") else GEMINI_OPENAI_URL)
     return {**data, "inference_type": "vllm", "url": url}
@@ -306,6 +306,19 @@ class ModelInfo(_Strict):
         "absent. "
         "Never logged or stored.",
     )
+    auth_command: list[str] | None = Field(
+        None,
+        description="A command whose standard output is a short-lived bearer token, run when the run starts and "
+        "again every auth_refresh_s (Gemini on Vertex AI: [gcloud, auth, application-default, print-access-token]; "
+        "Azure: [az, account, get-access-token, --query, accessToken, -o, tsv]); not with auth_token. The token is "
+        "never logged or stored; absent: auth_token (or none).",
+    )
+    auth_refresh_s: float = Field(
+        2700.0,
+        gt=0,
+        le=WEEK_S,
+        description="Seconds between runs of auth_command (default 2700: Google's and Azure's tokens last an hour).",
+    )
     api_version: str | None = Field(
         None,
         description="Azure OpenAI api-version, e.g. 2024-10-21; on an `openai` entry it selects Azure routing "
@@ -461,6 +474,17 @@ class ModelInfo(_Strict):
         if isinstance(value, str):
             return _INFERENCE_ALIASES.get(value.strip().lower(), value.strip().lower())
         return value
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> ModelInfo:
+        if self.auth_command is not None:
+            if self.auth_token:
+                raise ValueError(
+                    "give `auth_token` (a fixed key) or `auth_command` (a command printing a token), not both"
+                )
+            if not self.auth_command or not all(isinstance(part, str) and part for part in self.auth_command):
+                raise ValueError("`auth_command` needs a non-empty list of words, the command and its arguments")
+        return self
 
     @model_validator(mode="after")
     def _needs_url_or_launch(self) -> ModelInfo:

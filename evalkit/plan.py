@@ -7,6 +7,7 @@ unknown names, metrics that do not fit a task, unknown processors.
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -283,7 +284,7 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
             f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}`"
         )
     path = Path(given).expanduser()
-    path = path if path.is_absolute() else config.base_dir / path
+    path = Path(os.path.normpath(path if path.is_absolute() else config.base_dir / path))
     if not path.exists():
         raise ConfigError(
             f"{where}: private dataset {spec.name!r}: {path} does not exist; give the folder or file of your copy in "

@@ -327,10 +327,19 @@ def test_gemini_is_served_through_googles_openai_endpoint_and_needs_its_key() ->
     assert config.models[0].info.url == (
         "https://us-central1-aiplatform.googleapis.com/v1/projects/proj/locations/us-central1/endpoints/openapi"
     )
-    with pytest.raises(ConfigError, match=r"models\[0\].auth_token: Gemini on Vertex AI needs an access token"):
-        parse_config(
-            {"task_metric": [["librispeech_test_clean", "word_error_rate"]], "models": [{**vertex, "auth_token": ""}]}
+    # AU-Harness signs in with Google's application-default credentials: gcloud prints their token, renewed
+    for given in ({"auth_token": ""}, {"auth_token": None}):
+        config = parse_config(
+            {"task_metric": [["librispeech_test_clean", "word_error_rate"]], "models": [{**vertex, **given}]}
         )
+        info = config.models[0].info
+        assert info.auth_token in (None, "") and info.auth_command == [
+            "gcloud",
+            "auth",
+            "application-default",
+            "print-access-token",
+        ]
+        assert info.auth_refresh_s == 2700.0
 
 
 # ---------------------------------------------------------------- names

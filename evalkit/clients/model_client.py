@@ -155,6 +155,8 @@ class ModelClient:
         self.policy = policy
         self.store = store
         self._replicas = [self._replica(pool, workers) for pool, workers in pools]
+        #: pools a new token replaced (use_token): closed with the client, after what was in flight on them
+        self._old_pools: list[EndpointPool] = []
         self._delay = delay_ms / 1000.0
         self._requests = TokenBucket(requests_per_minute, capacity=1.0) if requests_per_minute else None
         self._tokens = TokenBucket(tokens_per_minute) if tokens_per_minute else None
@@ -357,6 +359,23 @@ class ModelClient:
         if replacing:
             self._awaited += 1
         return found
+
+    def use_token(self, token: str) -> None:
+        """A fresh bearer token (a model's ``auth_command`` renewed it): new requests carry it.
+
+        Each replica gets a new connection pool with the token in its headers; the old pool stays open until
+        the client closes, so requests in flight on it finish as they were sent.
+        """
+        for replica in self._replicas:
+            old = replica.pool
+            replica.pool = EndpointPool(
+                dataclasses.replace(old.protocol, auth_token=token),
+                connections=replica.workers,
+                timeout=old.timeout,
+                max_body=old.max_body,
+                follow_redirects=old.follow_redirects,
+            )
+            self._old_pools.append(old)
 
     def add_endpoint(self, base_url: str) -> None:
         """A replica that joined during the run, addressed and limited like the model's first one."""
@@ -628,6 +647,8 @@ class ModelClient:
             if replica.tasks:
                 await asyncio.gather(*replica.tasks, return_exceptions=True)
             await replica.pool.close()
+        for pool in self._old_pools:
+            await pool.close()
 
 
 def _total_tokens(usage: dict[str, Any] | None) -> float | None:

@@ -64,6 +64,8 @@ NOT_METRICS = {
     "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "
     "metrics but cannot load as a metric, so its own `all` skips it too",
 }
+#: the access token of Google's application-default credentials, which AU-Harness's Vertex AI client uses
+VERTEX_TOKEN_COMMAND = ("gcloud", "auth", "application-default", "print-access-token")
 #: Gemini on Vertex AI through its OpenAI-compatible endpoint, as AU-Harness addresses it from location + project_id
 VERTEX_URL = "https://{host}/v1/projects/{project}/locations/{location}/endpoints/openapi"
 
@@ -607,11 +609,12 @@ def _vertex(info: dict[str, Any], where: str, out: Translation, problems: _Probl
         return
     host = "aiplatform.googleapis.com" if location == "global" else f"{location}-aiplatform.googleapis.com"
     info["url"] = VERTEX_URL.format(host=host, project=project, location=location)
-    if not info.get("auth_token"):
-        problems.add(
-            f"{where}.auth_token",
-            "Gemini on Vertex AI needs an access token as auth_token (e.g. ${VERTEX_TOKEN} set from `gcloud auth "
-            "print-access-token`): evalkit does not read Google's application-default credentials",
+    if not info.get("auth_token") and not info.get("auth_command"):
+        # AU-Harness signs in with Google's application-default credentials; gcloud prints their access token
+        info["auth_command"] = list(VERTEX_TOKEN_COMMAND)
+        out.notes.append(
+            f"{where}: Gemini on Vertex AI: the access token comes from `{' '.join(VERTEX_TOKEN_COMMAND)}` (Google's "
+            "application-default credentials, as AU-Harness uses them), asked again every 45 minutes"
         )
 
 

@@ -19,7 +19,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,21 +133,35 @@ def new_run_dir(output_dir: Path) -> Path:
     return run_dir
 
 
-def build_clients(plan: Plan, store: ResponseStore | None) -> dict[str, ModelClient]:
+def build_clients(
+    plan: Plan, store: ResponseStore | None, tokens: dict[str, str] | None = None
+) -> dict[str, ModelClient]:
+    """Every model's client; ``tokens`` are the bearer tokens their ``auth_command`` printed, by model name."""
     clients = {}
     for model in plan.models.values():
-        clients[model.name] = model_client(model, store)
+        clients[model.name] = model_client(model, store, (tokens or {}).get(model.name))
     return clients
 
 
-def model_client(model: ModelPlan, store: ResponseStore | None) -> ModelClient:
+def command_tokens(plan: Plan) -> dict[str, str]:
+    """The token each model's ``auth_command`` prints now, by model name (UserError when one fails)."""
+    from evalkit.clients.token_command import command_token
+
+    return {
+        model.name: command_token(model.info.auth_command, f"models: {model.name}")
+        for model in plan.models.values()
+        if model.info.auth_command
+    }
+
+
+def model_client(model: ModelPlan, store: ResponseStore | None, token: str | None = None) -> ModelClient:
     pools: list[tuple[EndpointPool, int]] = []
     for info in model.replicas:
         for url in info.urls:
             protocol = EndpointProtocol(
                 base_url=url,
                 kind=model.kind,
-                auth_token=info.auth_token,
+                auth_token=token or info.auth_token,
                 api_version=info.azure_api_version,
                 deployment=info.model,
             )
@@ -256,14 +270,18 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     await asyncio.to_thread(require_hub_or_stored, [spec.dataset for spec in plan.engines])
     config = plan.config
     hidden = secrets_of(config)
+    # short-lived tokens from the models' auth_command: fetched before anything starts, hidden like any secret
+    tokens = await asyncio.to_thread(command_tokens, plan)
+    hidden.extend(tokens.values())
+    state: dict[str, Any] = {"tokens": tokens}
     output_dir = Path(options.output_dir or config.output_dir)
-    state: dict[str, Any] = {}
     with (
         stop_on_signals(None, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as received,
         HardStop(received, lambda: _mark_interrupted(state), lambda signum: _hard_stop(state, signum)),
     ):
         try:
-            with secrets_filtered(hidden):
+            with secrets_filtered(hidden) as secret_filter:
+                state["secret_filter"] = secret_filter
                 async with launched_servers(plan, output_dir / "server-logs") as servers:
                     state["servers"] = servers
                     return await _execute(plan, options, hidden, servers, state)
@@ -333,6 +351,30 @@ def _check_run_dir(run_dir: Path) -> None:
         f"run folder {run_dir}: holds files evalkit did not make (no {MANIFEST}); expected a new or empty folder, "
         "or an evalkit run's. evalkit leaves it untouched: choose another folder"
     )
+
+
+def _keep_tokens_fresh(
+    plan: Plan, clients: dict[str, ModelClient], hidden: list[str], secret_filter: Any
+) -> list[asyncio.Task[None]]:
+    """One task per model with an ``auth_command``: a new token every ``auth_refresh_s``, hidden from the logs."""
+    from evalkit.clients.token_command import keep_fresh
+
+    def use(client: ModelClient) -> Callable[[str], None]:
+        def take(token: str) -> None:
+            hidden.append(token)
+            if secret_filter is not None:
+                secret_filter.add(token)
+            client.use_token(token)
+
+        return take
+
+    return [
+        asyncio.create_task(
+            keep_fresh(model.info.auth_command, model.info.auth_refresh_s, f"models: {model.name}", use(clients[name]))
+        )
+        for name, model in plan.models.items()
+        if model.info.auth_command
+    ]
 
 
 async def _execute(
@@ -421,7 +463,8 @@ async def _execute(
     try:
         if use_store:
             store = await ResponseStore(store_path, refresh_since=refresh_since).open()
-        clients = build_clients(plan, store)
+        clients = build_clients(plan, store, state.get("tokens"))
+        refreshers = _keep_tokens_fresh(plan, clients, hidden, state.get("secret_filter"))
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
 
         if isinstance(servers, LaunchedServers):
@@ -459,6 +502,8 @@ async def _execute(
                 results = await _run_engines(engines)
         finally:
             sent_logs.close()
+            for task in refreshers:
+                task.cancel()
             try:
                 for client in clients.values():
                     await client.close()

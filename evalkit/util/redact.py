@@ -255,6 +255,12 @@ class SecretFilter(logging.Filter):
         self.secrets = [s for s in secrets if s and len(s) >= _MIN_SECRET]
         self._pattern = _pattern(tuple(self.secrets))
 
+    def add(self, secret: str) -> None:
+        """Scrub ``secret`` too from now on (a token renewed during the run)."""
+        if secret and len(secret) >= _MIN_SECRET and secret not in self.secrets:
+            self.secrets.append(secret)
+            self._pattern = _pattern(tuple(self.secrets))
+
     def filter(self, record: logging.LogRecord) -> bool:
         if self._pattern is None:
             return True

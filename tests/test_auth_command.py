@@ -1,0 +1,119 @@
+"""Short-lived bearer tokens from a model's ``auth_command`` (Gemini on Vertex AI, Azure AD), against real servers.
+
+The test server answers only the token it was started with (``require_auth``); the command is a small Python
+program, standing in for ``gcloud auth application-default print-access-token``. The token must reach the
+requests, never the run's files or log; a failing command stops the run naming the model and the command's
+error (never what it printed); a renewed token reaches new requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import config_for, model_entry, run, text_set
+
+from evalkit.clients.endpoint import EndpointPool
+from evalkit.clients.model_client import ModelClient, RetryPolicy
+from evalkit.clients.protocol import EndpointProtocol
+from evalkit.clients.request import ModelRequest
+from evalkit.clients.token_command import command_token, keep_fresh
+from evalkit.config import ModelInfo, RequestKind
+from evalkit.errors import UserError
+
+TOKEN = "ya29.short-lived-token-0123456789"
+
+
+def _printing(text: str, status: int = 0, stderr: str = "") -> list[str]:
+    code = f"import sys; print({text!r}); sys.stderr.write({stderr!r}); sys.exit({status})"
+    return [sys.executable, "-c", code]
+
+
+def test_the_commands_token_reaches_the_requests_and_no_file_of_the_run(tmp_path: Path, make_server: Any) -> None:
+    server = make_server({"require_auth": TOKEN}, request_log=True)
+    entry = model_entry("m", server.base_url, auth_command=_printing(TOKEN))
+    config = config_for(tmp_path, text_set(tmp_path, 3), [entry])
+    outcome = run(config)
+    (row,) = outcome.rows
+    assert row.error is None and row.n == 3 and row.n_failed == 0
+    assert all(e.get("status", 200) == 200 for e in server.log_events("completed"))
+    for path in outcome.run_dir.rglob("*"):
+        if path.is_file():
+            assert TOKEN.encode() not in path.read_bytes(), f"the token was written to {path}"
+
+
+def test_a_failing_command_stops_the_run_naming_the_model_and_its_error_not_its_output(tmp_path: Path) -> None:
+    # what it prints is made at run time, so only its output (never the command line) could carry it
+    code = (
+        "import sys; print('partial' + '-secret-output'); "
+        "sys.stderr.write('ERROR: (gcloud.auth) not logged in'); sys.exit(1)"
+    )
+    command = [sys.executable, "-c", code]
+    entry = model_entry("m", "http://127.0.0.1:9/v1", auth_command=command)
+    config = config_for(tmp_path, text_set(tmp_path, 2), [entry])
+    with pytest.raises(UserError, match=r"models: m: auth_command .* printed exit status 1 \(ERROR: \(gcloud.auth\) "
+                       r"not logged in\)") as error:  # fmt: skip
+        run(config)
+    assert "partial-secret-output" not in str(error.value)
+    with pytest.raises(UserError, match="'no-such-token-tool' is not installed or not on PATH"):
+        command_token(["no-such-token-tool", "print-token"], "models: m")
+    with pytest.raises(UserError, match="printed no token"):
+        command_token(_printing(""), "models: m")
+
+
+def test_a_fixed_key_and_a_command_are_not_both_given() -> None:
+    base = {"name": "m", "model": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(ValueError, match="give `auth_token` .* or `auth_command`"):
+        ModelInfo.model_validate({**base, "auth_token": "k", "auth_command": ["gcloud"]})
+    with pytest.raises(ValueError, match="non-empty list of words"):
+        ModelInfo.model_validate({**base, "auth_command": []})
+    assert ModelInfo.model_validate({**base, "auth_command": ["gcloud", "x"]}).auth_refresh_s == 2700.0
+
+
+def _request(i: int) -> ModelRequest:
+    return ModelRequest(kind=RequestKind.CHAT, model="m", messages=[{"role": "user", "content": f"question {i}"}])
+
+
+def test_a_renewed_token_reaches_new_requests(make_server: Any) -> None:
+    server = make_server({"require_auth": "token-2"})
+
+    async def scenario() -> tuple[Any, Any]:
+        protocol = EndpointProtocol(base_url=server.base_url, kind=RequestKind.CHAT, auth_token="token-1")
+        client = ModelClient("m", [(EndpointPool(protocol, 2, timeout=5.0), 2)], RetryPolicy(retry_attempts=0))
+        try:
+            before = await client.submit(_request(0), use_store=False)
+            client.use_token("token-2")
+            after = await client.submit(_request(1), use_store=False)
+            return before, after
+        finally:
+            await client.close()
+
+    before, after = asyncio.run(scenario())
+    assert not before.ok and before.status == 401 and "token-1" not in str(before.error)
+    assert after.ok
+
+
+def test_tokens_are_asked_for_again_and_a_failed_refresh_keeps_the_current_one(tmp_path: Path, caplog) -> None:
+    counter = tmp_path / "count"
+    counter.write_text("0")
+    code = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); n = int(p.read_text()) + 1; p.write_text(str(n)); "
+        "sys.exit(3) if n == 2 else print(f'token-{n}')"
+    )
+    command = [sys.executable, "-c", code, str(counter)]
+    given: list[str] = []
+
+    async def scenario() -> None:
+        task = asyncio.create_task(keep_fresh(command, 0.05, "models: m", given.append, retry_after=0.05))
+        for _ in range(200):
+            await asyncio.sleep(0.05)
+            if len(given) >= 2:
+                break
+        task.cancel()
+
+    asyncio.run(scenario())
+    assert given[:2] == ["token-1", "token-3"]  # the second run failed: logged, tried again, the next one taken
+    assert "auth_command" in caplog.text and "the current token is kept" in caplog.text
