@@ -117,3 +117,16 @@ def test_tokens_are_asked_for_again_and_a_failed_refresh_keeps_the_current_one(t
     asyncio.run(scenario())
     assert given[:2] == ["token-1", "token-3"]  # the second run failed: logged, tried again, the next one taken
     assert "auth_command" in caplog.text and "the current token is kept" in caplog.text
+
+
+def test_a_dry_run_neither_runs_the_command_nor_probes_without_its_token(tmp_path: Path) -> None:
+    from helpers import evalkit_cli
+
+    marker = tmp_path / "ran"
+    command = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x'); print('tok')"]
+    entry = model_entry("m", "http://127.0.0.1:9/v1", auth_command=command)
+    config = config_for(tmp_path, text_set(tmp_path, 2), [entry])
+    done = evalkit_cli(["run", str(config), "--dry-run"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "token from auth_command: not asked for in a dry run" in done.stdout + done.stderr
+    assert not marker.exists()

@@ -376,6 +376,7 @@ async def check_endpoints(plan: Plan, timeout: float = 5.0) -> list[EndpointChec
     from evalkit.util.redact import redact_url
 
     jobs = []
+    by_command = {model.name for model in plan.models.values() if model.info.auth_command}
     for model in plan.models.values():
         for info in model.replicas:
             if info.launch is not None:
@@ -392,6 +393,8 @@ async def check_endpoints(plan: Plan, timeout: float = 5.0) -> list[EndpointChec
         shown = redact_url(url)
         if protocol.api_version is not None:
             return EndpointCheck(name, shown, True, "Azure OpenAI deployment: not checked (no /models listing)")
+        if name in by_command:  # its short-lived token is asked for when the run starts, not for a listing
+            return EndpointCheck(name, shown, True, "token from auth_command: not asked for in a dry run, not checked")
         target = url.split("?", 1)[0].rstrip("/") + "/models"
         try:
             async with session.get(target, headers=protocol.headers) as response:
