@@ -317,7 +317,8 @@ class ModelInfo(_Strict):
         2700.0,
         gt=0,
         le=WEEK_S,
-        description="Seconds between runs of auth_command (default 2700: Google's and Azure's tokens last an hour).",
+        description="Seconds between runs of auth_command (default 2700: Google's and Azure's tokens last an hour; "
+        "more than 0, at most 604800: a week).",
     )
     api_version: str | None = Field(
         None,
