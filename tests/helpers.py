@@ -434,3 +434,24 @@ def run_private(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str
         },
     )
     return run(config)
+
+
+#: the keys of a hub entry that do not apply to a local copy of its data
+HUB_ONLY = ("hf_repo", "revision", "subset", "checked", "url", "license", "data_files")
+
+
+def local_copy(tmp_path: Path, name: str, data: Path) -> tuple[str, Path]:
+    """A runspecs folder holding the catalogue entry ``name`` reading ``data`` instead of the hub: (name, folder)."""
+    from evalkit.catalog import load_catalog
+
+    catalog = load_catalog()
+    spec = catalog.datasets[name]
+    task = catalog.tasks[spec.task]
+    entry = {k: v for k, v in catalog.raw_entries[name].items() if k not in HUB_ONLY}
+    entry["path"] = str(data)
+    folder = tmp_path / "runspecs" / spec.category
+    folder.mkdir(parents=True, exist_ok=True)
+    local = f"local_{name}"
+    runspec = {"_task": {"description": task.description, "metrics": task.metrics}, local: entry}
+    (folder / f"{spec.task}.json").write_text(json.dumps(runspec), encoding="utf-8")
+    return local, tmp_path / "runspecs"

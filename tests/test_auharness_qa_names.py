@@ -12,13 +12,12 @@ hub.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import local_copy, model_entry, run, write_config
 
 from evalkit.catalog import Catalog, ForeignDataset, load_catalog
 from evalkit.data.sample import Sample
@@ -27,8 +26,6 @@ from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.testing import audio_fingerprint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runspec_structures"
-#: the keys of a hub entry that do not apply to a local copy
-_HUB_ONLY = ("hf_repo", "revision", "subset", "checked", "url", "license", "data_files")
 
 #: AU-Harness's name -> the catalogue entry reading the same data (what runspecs/_names/auharness.json maps)
 NAMES = {
@@ -162,27 +159,12 @@ def test_the_text_query_is_the_question_alone_and_add_ons_follow(catalog: Catalo
 # ---------------------------------------------------------------- end to end, one run per shape
 
 
-def _local_copy(tmp_path: Path, name: str, data: Path) -> tuple[str, Path]:
-    """A runspecs folder holding the catalogue entry ``name`` reading ``data`` instead of the hub."""
-    catalog = load_catalog()
-    spec = catalog.datasets[name]
-    task = catalog.tasks[spec.task]
-    entry = {k: v for k, v in catalog.raw_entries[name].items() if k not in _HUB_ONLY}
-    entry["path"] = str(data)
-    folder = tmp_path / "runspecs" / spec.category
-    folder.mkdir(parents=True)
-    local = f"local_{name}"
-    runspec = {"_task": {"description": task.description, "metrics": task.metrics}, local: entry}
-    (folder / f"{spec.task}.json").write_text(json.dumps(runspec), encoding="utf-8")
-    return local, tmp_path / "runspecs"
-
-
 def _judge(url: str) -> dict[str, Any]:
     return {"judge_model": "judge-m", "judge_type": "vllm", "judge_api_endpoint": url, "judge_api_key": "k"}
 
 
 def _run(tmp_path: Path, entry: str, fixture: str, metric: str, model: Any, judge: Any = None) -> Any:
-    name, runspecs = _local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
+    name, runspecs = local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
     config: dict[str, Any] = {
         "dataset_metric": [[name, metric]],
         "models": [model_entry("m", model.base_url)],

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import local_copy, model_entry, run, write_config
 
 from evalkit.catalog import load_catalog
 from evalkit.data.sample import Sample
@@ -23,23 +23,6 @@ from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runspec_structures"
 HISTORY = FIXTURES / "karma_history"
-#: the keys of a hub entry that do not apply to a local copy
-_HUB_ONLY = ("hf_repo", "revision", "subset", "checked", "url", "license", "data_files")
-
-
-def _local_copy(tmp_path: Path, name: str, data: Path) -> tuple[str, Path]:
-    """A runspecs folder holding the catalogue entry ``name`` reading ``data`` instead of the hub."""
-    catalog = load_catalog()
-    spec = catalog.datasets[name]
-    task = catalog.tasks[spec.task]
-    entry = {k: v for k, v in catalog.raw_entries[name].items() if k not in _HUB_ONLY}
-    entry["path"] = str(data)
-    folder = tmp_path / "runspecs" / spec.category
-    folder.mkdir(parents=True)
-    local = f"local_{name}"
-    runspec = {"_task": {"description": task.description, "metrics": task.metrics}, local: entry}
-    (folder / f"{spec.task}.json").write_text(json.dumps(runspec), encoding="utf-8")
-    return local, tmp_path / "runspecs"
 
 
 def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -99,7 +82,7 @@ def test_the_history_set_runs_with_karmas_prompt_and_reading(tmp_path: Path, mak
     row = json.loads((HISTORY / "row.json").read_text(encoding="utf-8"))
     karma = json.loads((HISTORY / "karma_output.json").read_text(encoding="utf-8"))
     data = _jsonl(tmp_path / "history.jsonl", [row])
-    name, runspecs = _local_copy(tmp_path, "ekacare_medical_history_summarisation", data)
+    name, runspecs = local_copy(tmp_path, "ekacare_medical_history_summarisation", data)
     answer = '```json\n{"six_month_overview": "<em>Hypertension</em> stage 1, BP 150/95 (02-05-2024)"}\n```'
     model = make_server({"answers": [{"match": "My current patient", "answer": answer}]}, request_log=True)
     met = '{"criteria_met": true, "explanation": "says so"}'
@@ -163,7 +146,7 @@ def test_the_clinical_note_set_is_judged_with_its_rubric_as_the_prompt(tmp_path:
         },
     ]
     data = _jsonl(tmp_path / "notes.jsonl", rows)
-    name, runspecs = _local_copy(tmp_path, "clinical_note_generation", data)
+    name, runspecs = local_copy(tmp_path, "clinical_note_generation", data)
     model = make_server(
         {
             "answers": [
@@ -215,7 +198,7 @@ def test_the_clinical_note_set_is_judged_with_its_rubric_as_the_prompt(tmp_path:
 def test_the_records_set_sends_the_image_with_its_prompt_and_karmas_system_prompt(
     tmp_path: Path, make_server: Any
 ) -> None:
-    name, runspecs = _local_copy(tmp_path, "medical_records_parsing", FIXTURES / "eka_records.parquet")
+    name, runspecs = local_copy(tmp_path, "medical_records_parsing", FIXTURES / "eka_records.parquet")
     model = make_server({"answers": [{"match": "Parse this record", "answer": '{"tests": []}'}]}, request_log=True)
     judge = make_server({"answers": [{"match": "GENERATED OUTPUT", "answer": '{"rubric_scores": {"R1": 1, "R2": 0}}'}]})
     config = write_config(
@@ -252,7 +235,7 @@ def test_the_records_set_sends_the_image_with_its_prompt_and_karmas_system_promp
 def test_a_karma_mcq_set_runs_with_karmas_template_and_reading(
     tmp_path: Path, make_server: Any, entry: str, fixture: str, options: list[str]
 ) -> None:
-    name, runspecs = _local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
+    name, runspecs = local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
     # right on the first question (B), wrong on the second (C; the answers are B and A)
     answers = [
         {"match": options[1], "answer": "Reasoning... Final Answer: (B)"},
@@ -408,7 +391,7 @@ def test_a_case_is_sent_and_its_reasoning_split_as_karmas_class_does(tmp_path: P
 
 
 def test_medcasereasoning_runs_with_both_of_karmas_judges(tmp_path: Path, make_server: Any) -> None:
-    name, runspecs = _local_copy(tmp_path, "medcasereasoning", FIXTURES / "medcasereasoning.parquet")
+    name, runspecs = local_copy(tmp_path, "medcasereasoning", FIXTURES / "medcasereasoning.parquet")
     answers = [
         {
             "match": "splinter",
@@ -459,7 +442,7 @@ def test_medcasereasoning_runs_with_both_of_karmas_judges(tmp_path: Path, make_s
 def test_the_protocols_set_sends_karmas_system_prompt_and_is_judged_on_its_answer_items(
     tmp_path: Path, make_server: Any
 ) -> None:
-    name, runspecs = _local_copy(tmp_path, "indian_protocols_clinical_qna", FIXTURES / "indian_protocols_qna.parquet")
+    name, runspecs = local_copy(tmp_path, "indian_protocols_clinical_qna", FIXTURES / "indian_protocols_qna.parquet")
     answers = [
         {"match": "First-line", "answer": "Chloroquine for 3 days."},
         {"match": "Primaquine dose", "answer": "0.25 mg/kg for 14 days."},
@@ -520,7 +503,7 @@ def test_a_karma_speech_set_sends_its_audio_and_scores_the_transcript(
     fingerprints = [audio_fingerprint(row["audio"]["bytes"]) for row in rows]
     rules = [{"audio_fingerprint": fp, "answer": text} for fp, text in zip(fingerprints, heard, strict=True)]
     model = make_server({"answers": rules}, request_log=True)
-    name, runspecs = _local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
+    name, runspecs = local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
     config = write_config(
         tmp_path / "config.yaml",
         {
@@ -566,7 +549,7 @@ def test_amqa_answers_are_read_as_karma_reads_them() -> None:
 
 
 def test_amqa_runs_each_variant_and_reports_the_gap_between_them(tmp_path: Path, make_server: Any) -> None:
-    name, runspecs = _local_copy(tmp_path, "amqa_race", FIXTURES / "amqa.parquet")
+    name, runspecs = local_copy(tmp_path, "amqa_race", FIXTURES / "amqa.parquet")
     # the white variant of the first question is answered wrong, every other one right
     answers = [
         {"match": "white patient has chest pain", "answer": "B"},

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import model_entry, run, write_config
+from helpers import local_copy, model_entry, run, write_config
 
 from evalkit.api import default_pairs
 from evalkit.catalog import load_catalog
@@ -36,7 +36,6 @@ from evalkit.plan import build_plan
 from evalkit.processing.postprocessors import POSTPROCESSORS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runspec_structures"
-_HUB_ONLY = ("hf_repo", "revision", "subset", "checked", "url", "license", "data_files")
 TEMPLATES = {name: load_catalog().datasets[name].instruction or "" for name in ("afrimedqa_v2_mcq",)}
 
 
@@ -209,23 +208,8 @@ def test_the_retrieval_set_says_why_it_cannot_run(tmp_path: Path) -> None:
 # -- part three: the entries run -----------------------------------------------------------------------------------
 
 
-def _local_copy(tmp_path: Path, name: str, data: Path) -> tuple[str, Path]:
-    """A runspecs folder holding the catalogue entry ``name`` reading ``data`` instead of the hub."""
-    catalog = load_catalog()
-    spec = catalog.datasets[name]
-    task = catalog.tasks[spec.task]
-    entry = {k: v for k, v in catalog.raw_entries[name].items() if k not in _HUB_ONLY}
-    entry["path"] = str(data)
-    folder = tmp_path / "runspecs" / spec.category
-    folder.mkdir(parents=True, exist_ok=True)
-    local = f"local_{name}"
-    runspec = {"_task": {"description": task.description, "metrics": task.metrics}, local: entry}
-    (folder / f"{spec.task}.json").write_text(json.dumps(runspec), encoding="utf-8")
-    return local, tmp_path / "runspecs"
-
-
 def _run(tmp_path: Path, make_server: Any, entry: str, fixture: str, metrics: list[str], answers: list[Any]) -> Any:
-    name, runspecs = _local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
+    name, runspecs = local_copy(tmp_path, entry, FIXTURES / f"{fixture}.parquet")
     model = make_server({"answers": answers}, request_log=True)
     config = write_config(
         tmp_path / "config.yaml",
