@@ -96,9 +96,35 @@ def test_karma_wer_and_cer_pool_errors_over_the_corpus_on_raw_text() -> None:
     # no normalisation: "Hello," against "hello" is an error (evalkit's word_error_rate normalises it away)
     assert _corpus("karma:wer", [("hello world", "Hello, world")])[1] == pytest.approx(0.5)
     assert _corpus("word_error_rate", [("hello world", "Hello, world")])[1] == pytest.approx(0.0)
-    # cer: whitespace runs become one space, ends stripped, spaces are characters
+    # cer: ends stripped, every space a character (jiwer 4's own transform, as evaluate's cer uses it)
     cer_scores, cer = _corpus("karma:cer", [("ab c", "ab  c "), ("abd", "abc")])
-    assert cer_scores == pytest.approx([0.0, 1 / 3]) and cer == pytest.approx(1 / 7)
+    assert cer_scores == pytest.approx([1 / 5, 1 / 3]) and cer == pytest.approx(2 / 8)
+
+
+#: answers and references with substitutions, deletions, insertions, case, punctuation and runs of spaces
+JIWER_CASES = [
+    ("the cat sit on mat", "the cat sat on the mat"),
+    ("Hello, world", "hello world"),
+    ("a  b   c", "a b c d"),
+    ("one two three four", "one three"),
+    ("same words here", "same words here"),
+]
+
+
+def test_karma_wer_and_cer_equal_jiwers_counts_as_evaluate_pools_them() -> None:
+    """Hugging Face evaluate's wer and cer (which KARMA loads) sum jiwer's errors and reference lengths per pair."""
+    import jiwer
+
+    for name, process in (("karma:wer", jiwer.process_words), ("karma:cer", jiwer.process_characters)):
+        scores, corpus = _corpus(name, JIWER_CASES)
+        errors = total = 0
+        for (said, reference), score in zip(JIWER_CASES, scores):
+            counts = process(reference, said)
+            wrong = counts.substitutions + counts.deletions + counts.insertions
+            length = counts.substitutions + counts.deletions + counts.hits
+            assert score == pytest.approx(wrong / length), (name, said, reference)
+            errors, total = errors + wrong, total + length
+        assert corpus == pytest.approx(errors / total), name
 
 
 def test_karma_bleu_is_the_smoothed_nmt_bleu_on_a_0_to_1_scale() -> None:

@@ -22,8 +22,8 @@ stays evalkit's.
   the corpus is their mean.
 * ``karma:wer`` / ``karma:cer``: ``evaluate``'s wer and cer: jiwer's edit
   operations per pair, errors summed over the corpus and divided by the summed
-  reference length (words; characters after runs of whitespace become one space
-  and the ends are stripped). No other normalisation.
+  reference length (words; or characters as jiwer 4, KARMA's pin, counts them:
+  ends stripped, every space a character). No other normalisation.
 * ``karma:bleu``: ``evaluate``'s bleu (the TensorFlow NMT compute_bleu with the
   13a tokenizer, 4-grams) with KARMA's ``smooth=True``: add-one smoothed
   precisions, brevity penalty over the corpus lengths; 0-1 scale.
@@ -191,16 +191,6 @@ class KarmaF1(Metric):
         return {"average": "binary", "pos_label": self.pos_label}
 
 
-@cache
-def _char_transform() -> Any:
-    """``evaluate``'s cer transform: runs of whitespace to one space, ends stripped, then characters."""
-    import jiwer.transforms as tr
-
-    return tr.Compose(
-        [tr.RemoveMultipleSpaces(), tr.Strip(), tr.ReduceToSingleSentence(""), tr.ReduceToListOfListOfChars()]
-    )
-
-
 class KarmaWer(Metric):
     """KARMA's wer (Hugging Face evaluate's): jiwer's word errors summed over the corpus / summed reference words."""
 
@@ -221,19 +211,14 @@ class KarmaWer(Metric):
         if reference is None:
             return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         if self.characters:
-            out = jiwer.process_words(
-                _text(reference),
-                _text(prediction),
-                reference_transform=_char_transform(),
-                hypothesis_transform=_char_transform(),
-            )
+            # evaluate's cer under jiwer 4 (KARMA's pin): jiwer's own character transform, ends stripped, spaces kept
+            out = jiwer.process_characters(_text(reference), _text(prediction))
         else:
             out = jiwer.process_words(_text(reference), _text(prediction))
         errors = float(out.substitutions + out.deletions + out.insertions)
         length = float(out.substitutions + out.deletions + out.hits)
-        return SampleScore(
-            float(out.wer), (errors, length), details={"errors": int(errors), "reference_length": int(length)}
-        )
+        rate = errors / length if length else math.nan
+        return SampleScore(rate, (errors, length), details={"errors": int(errors), "reference_length": int(length)})
 
     def corpus(self, totals: np.ndarray) -> np.ndarray:
         totals = np.asarray(totals, dtype=float)
@@ -242,7 +227,7 @@ class KarmaWer(Metric):
             return np.where(totals[..., 1] > 0, totals[..., 0] / np.maximum(totals[..., 1], 1e-300), math.nan)
 
     def describe(self) -> dict[str, Any]:
-        unit = "characters (whitespace runs collapsed, ends stripped)" if self.characters else "words"
+        unit = "characters (ends stripped, spaces kept)" if self.characters else "words"
         return {"normalizer": "none", "unit": unit, "pooling": "errors / reference length over the corpus"}
 
 

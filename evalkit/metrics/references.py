@@ -1097,15 +1097,17 @@ REFERENCES: dict[str, Reference] = {
     "karma:wer": _karma(
         "karma/metrics/common_metrics.py WERMetric: Hugging Face evaluate's wer (concatenate_texts false): jiwer "
         "substitutions + deletions + insertions summed over pairs / substitutions + deletions + hits summed",
-        "tests/test_karma_remaining.py: a table of cases written from reading evaluate's wer.py, per pair and corpus",
+        "tests/test_karma_remaining.py: jiwer's own counts per pair, pooled as evaluate's wer.py pools them, per pair "
+        "and corpus",
         "all references empty: evaluate divides by zero; evalkit reports NaN",
         version="jiwer 4",
     ),
     "karma:cer": _karma(
-        "karma/metrics/common_metrics.py CERMetric: Hugging Face evaluate's cer (jiwer with RemoveMultipleSpaces, "
-        "Strip, ReduceToSingleSentence(''), ReduceToListOfListOfChars on both sides; errors / reference characters "
-        "summed over pairs)",
-        "tests/test_karma_remaining.py: a table of cases written from reading evaluate's cer.py, per pair and corpus",
+        "karma/metrics/common_metrics.py CERMetric: Hugging Face evaluate's cer, which under jiwer 4 (KARMA's pin) "
+        "is jiwer.process_characters per pair (ends stripped, every space a character); errors / reference "
+        "characters summed over pairs",
+        "tests/test_karma_remaining.py: jiwer's own counts per pair, pooled as evaluate's cer.py pools them, per pair "
+        "and corpus",
         "all references empty: evaluate divides by zero; evalkit reports NaN",
         version="jiwer 4",
     ),
