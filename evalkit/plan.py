@@ -23,10 +23,10 @@ from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.processing.processors import ProcessorChain, build_processors
+from evalkit.prompts.chef.recipes import recipe_datasets, split_recipe
 from evalkit.prompts.examples import check_in_context
 from evalkit.prompts.library import check_prompt_choice, check_prompt_names, library_for
 from evalkit.prompts.preprocessors import PREPROCESSORS
-from evalkit.prompts.recipes import recipe_datasets, split_recipe
 from evalkit.registry import import_plugin_modules
 
 log = logging.getLogger("evalkit")

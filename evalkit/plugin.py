@@ -33,8 +33,9 @@ from __future__ import annotations
 
 from evalkit.data.sample import Audio, Sample, Turn
 from evalkit.failures import FailureReason
-from evalkit.metrics.base import METRICS, Metric, MetricResult, SampleScore, check_options, reference_strings
+from evalkit.metrics.base import Metric, MetricResult, SampleScore, check_options, reference_strings
 from evalkit.metrics.references import Reference
+from evalkit.metrics.table import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS, Postprocessor
 from evalkit.prompts.preprocessors import PREPROCESSORS, Preprocessor, PromptContext
 from evalkit.prompts.prompt import Prompt, PromptTurn

@@ -108,7 +108,7 @@ def with_nltk_data(nltk_data: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     """NLTK reads only the session's folder while the test runs; evalkit's cached WordNet reader is dropped."""
     import nltk.data
 
-    from evalkit.metrics import chef_reading
+    from evalkit.metrics.chef import reading as chef_reading
 
     monkeypatch.setattr(nltk.data, "path", [str(nltk_data)])
     chef_reading.wordnet.cache_clear()

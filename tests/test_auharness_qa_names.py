@@ -21,7 +21,7 @@ from helpers import local_copy, model_entry, run, write_config
 
 from evalkit.catalog import Catalog, ForeignDataset, load_catalog
 from evalkit.data.sample import Sample
-from evalkit.prompts.auharness import auharness_user_text
+from evalkit.prompts.auharness.general import auharness_user_text
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.testing import audio_fingerprint
 

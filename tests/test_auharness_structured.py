@@ -563,7 +563,7 @@ def test_spokenwoz_sends_the_dialogue_so_far_and_scores_the_slots_read_from_the_
 
 
 def test_tools_rewrite_java_and_nested_types_as_auharness_does_and_leave_the_descriptions_alone() -> None:
-    from evalkit.prompts.openai_tools import openai_tools
+    from evalkit.prompts.auharness.openai_tools import openai_tools
 
     described = {
         "name": "util.Store.put",
@@ -601,7 +601,7 @@ def test_tools_rewrite_java_and_nested_types_as_auharness_does_and_leave_the_des
 
 
 def test_spokenwoz_text_without_history_or_transcript_is_the_prompt_and_the_closing_line() -> None:
-    from evalkit.prompts.spokenwoz import spokenwoz_text
+    from evalkit.prompts.auharness.spokenwoz import spokenwoz_text
 
     assert spokenwoz_text("Help.\n", None, "") == f"Help.\n\n\n{CLOSING}"
     assert spokenwoz_text(None, '{"turn_index": [0], "text": ["hi"], "agent_text": []}', "yes") == (

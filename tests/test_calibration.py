@@ -18,7 +18,7 @@ from helpers import FIXTURES, model_entry, run, write_config
 from evalkit.data.sample import Sample
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.calibration import equal_count_bins, expected_calibration_error
+from evalkit.metrics.chef.calibration import equal_count_bins, expected_calibration_error
 
 TABLE = json.loads((FIXTURES / "references" / "chef_calibration.json").read_text())
 

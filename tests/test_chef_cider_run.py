@@ -18,7 +18,7 @@ import pytest
 from helpers import config_for, model_entry, run
 from PIL import Image as PILImage
 
-from evalkit.metrics.captioning import cider_d
+from evalkit.metrics.vision.captioning import cider_d
 from evalkit.run.merge import merge
 from evalkit.run.rescore import rescore
 from evalkit.run.shard import Shard

@@ -24,7 +24,7 @@ from evalkit.data.sample import Sample
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
 from evalkit.metrics.base import SampleScore
-from evalkit.metrics.chef_choice import CHOICE_LETTERS
+from evalkit.metrics.chef.choice import CHOICE_LETTERS
 from evalkit.prompts.preprocessors import circular_variants
 from evalkit.run.merge import merge
 from evalkit.run.rescore import rescore

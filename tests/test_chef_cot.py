@@ -19,7 +19,7 @@ from PIL import Image as PILImage
 from evalkit.config import load_config
 from evalkit.errors import ConfigError
 from evalkit.plan import build_plan
-from evalkit.prompts.cot import REASONING_PROMPT
+from evalkit.prompts.chef.cot import REASONING_PROMPT
 
 QUESTIONS = [
     ("q1", "Which colour is the square?", ["red", "green"], "B"),

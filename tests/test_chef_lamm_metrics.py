@@ -22,8 +22,8 @@ from helpers import model_entry, run_private, write_config
 from evalkit.config import load_config
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
-from evalkit.metrics import chef_reading
-from evalkit.metrics.chef_lamm import (
+from evalkit.metrics.chef import reading as chef_reading
+from evalkit.metrics.chef.lamm import (
     ChefCaptionBleu4,
     ChefCaptionRougeL,
     LammClassificationAccuracy,

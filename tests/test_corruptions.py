@@ -257,7 +257,7 @@ def test_chef_switches_and_variant_ids(tmp_path: Path) -> None:
     from evalkit.config import load_config
     from evalkit.data.loading import iter_samples
     from evalkit.plan import build_plan
-    from evalkit.prompts.recipes import split_recipe
+    from evalkit.prompts.chef.recipes import split_recipe
 
     options, recipe = split_recipe({"CoT": True, "text_crp": True, "corruptions": ["JPEG"], "index_base": 1}, "w")
     assert options == {"index_base": 1}

@@ -14,7 +14,7 @@ from evalkit.config import load_config
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS
-from evalkit.metrics.diarization import parse_turns
+from evalkit.metrics.speech.diarization import parse_turns
 from evalkit.plan import build_plan
 from evalkit.testing import audio_fingerprint
 

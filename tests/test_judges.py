@@ -29,14 +29,14 @@ from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS, SampleScore
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.judge import (
+from evalkit.metrics.judges.judge import (
     PROMPTS_DIR,
     load_judge_prompt,
     question_text,
     reference_text,
 )
-from evalkit.metrics.rubric import Criterion, RubricError, criteria_of, rubric_score
-from evalkit.metrics.verdict import VerdictError, parse_binary, parse_met, parse_scale
+from evalkit.metrics.judges.rubric import Criterion, RubricError, criteria_of, rubric_score
+from evalkit.metrics.judges.verdict import VerdictError, parse_binary, parse_met, parse_scale
 
 # -- verdict parsing ---------------------------------------------------------------------------
 
@@ -233,7 +233,7 @@ def test_rubric_corpus_is_healthbenchs_clipped_mean_of_unclipped_scores(scores: 
     """A sample below 0 pulls the mean down before the clip, as in HealthBench; the CI is clipped alike."""
     from evalkit.metrics.accumulator import ScoreAccumulator
     from evalkit.metrics.base import SampleScore
-    from evalkit.metrics.rubric import RubricEvaluation
+    from evalkit.metrics.judges.rubric import RubricEvaluation
 
     metric = RubricEvaluation(language="en")  # corpus and bounds need no judge
     accumulator = ScoreAccumulator(metric)

@@ -121,3 +121,10 @@ def test_the_checker_sees_lazy_and_type_checking_imports(tmp_path: Path) -> None
     names = _imported(path)
     assert "evalkit.catalog" in names  # under TYPE_CHECKING
     assert "evalkit.data.files" in names
+
+
+def test_no_folder_holds_more_than_25_modules() -> None:
+    """A newcomer finds a module by its folder's name, not by reading a long list of file names."""
+    for folder in [PACKAGE, *(p for p in PACKAGE.rglob("*") if p.is_dir() and p.name != "__pycache__")]:
+        modules = sorted(p.name for p in folder.glob("*.py"))
+        assert len(modules) <= 25, f"{folder.relative_to(PACKAGE.parent)} holds {len(modules)} modules: group them"

@@ -24,7 +24,7 @@ from evalkit.data.audio.pcm import PreparedAudio
 from evalkit.data.conversation import ConversationError, conversation_from_cell
 from evalkit.data.sample import Sample
 from evalkit.errors import RunspecError
-from evalkit.metrics.judge import question_text
+from evalkit.metrics.judges.judge import question_text
 from evalkit.prompts.preprocessors import GeneralPreprocessor, PromptContext
 from evalkit.run.requests import RequestContext, turn_requests
 

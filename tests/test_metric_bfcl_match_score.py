@@ -12,7 +12,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics import METRICS
-from evalkit.metrics.function_calls import read_calls
+from evalkit.metrics.structured.function_calls import read_calls
 
 AREA = {
     "name": "geometry.area",

@@ -14,7 +14,8 @@ from helpers import model_entry, run, write_config
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
-from evalkit.metrics import METRICS, ifeval
+from evalkit.metrics import METRICS
+from evalkit.metrics.structured import ifeval
 from evalkit.testing import start_test_server
 
 

@@ -17,7 +17,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics import METRICS
-from evalkit.metrics.sql import same_rows, sql_of_answer
+from evalkit.metrics.structured.sql import same_rows, sql_of_answer
 from evalkit.testing import start_test_server
 
 pytest.importorskip("sqlparse", reason="sql_score reads DISTINCT with sqlparse: pip install 'evalkit[sql]'")

@@ -18,6 +18,17 @@ from evalkit.metrics.table import BUILTIN_METRICS, MetricInfo, metric_infos
 from evalkit.registry import Registry
 
 METRICS_DIR = Path(__file__).resolve().parent.parent / "evalkit" / "metrics"
+#: the peers whose exact computations have a folder of their own, by the project their references name
+PEER_FOLDERS = {
+    "ServiceNow/AU-Harness": "auharness",
+    "eka-care/KARMA-OpenMedEvalKit": "karma",
+    "OpenGVLab/LAMM": "chef",
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(METRICS_DIR.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 @pytest.mark.parametrize("info", BUILTIN_METRICS, ids=lambda i: i.name)
@@ -40,8 +51,8 @@ def test_every_concrete_metric_class_has_a_row() -> None:
     """A class added to evalkit/metrics without a row would be unreachable by name."""
     in_table = {i.target for i in BUILTIN_METRICS}
     found = set()
-    for path in sorted(METRICS_DIR.glob("*.py")):
-        module = importlib.import_module(f"evalkit.metrics.{path.stem}")
+    for path in sorted(METRICS_DIR.rglob("*.py")):
+        module = importlib.import_module(_module_name(path))
         for name, obj in vars(module).items():
             # list[...] aliases count as classes for inspect on Python 3.10, and issubclass refuses them
             is_class = inspect.isclass(obj) and not isinstance(obj, types.GenericAlias)
@@ -53,7 +64,7 @@ def test_every_concrete_metric_class_has_a_row() -> None:
 
 def test_names_and_aliases_are_written_once() -> None:
     """No metric module registers itself any more: the table is the only place a built-in name appears."""
-    for path in METRICS_DIR.glob("*.py"):
+    for path in METRICS_DIR.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and node.attr == "register":
                 pytest.fail(f"{path.name}:{node.lineno} registers a metric by decorator")
@@ -79,7 +90,17 @@ def test_resolving_names_and_listing_infos_import_no_metric_module() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('evalkit.metrics.') or m == 'numpy'))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert eval(out) == ["evalkit.metrics.references", "evalkit.metrics.table"]  # two data modules, no numpy
+    # the table, the references it names and the metric interface: no metric module, no numpy
+    assert eval(out) == [
+        "evalkit.metrics.base",
+        "evalkit.metrics.references",
+        "evalkit.metrics.references.auharness",
+        "evalkit.metrics.references.chef",
+        "evalkit.metrics.references.karma",
+        "evalkit.metrics.references.reference",
+        "evalkit.metrics.references.standard",
+        "evalkit.metrics.table",
+    ]
 
 
 @pytest.fixture()
@@ -144,12 +165,15 @@ def test_looking_up_one_metric_imports_only_its_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = set(eval(out))
-    assert "evalkit.metrics.exact_match" in loaded
-    assert not loaded & {"evalkit.metrics.bleu", "evalkit.metrics.wer", "evalkit.metrics.judge"}
+    assert "evalkit.metrics.text.exact_match" in loaded
+    others = {"evalkit.metrics.text.bleu", "evalkit.metrics.speech.wer", "evalkit.metrics.judges.judge"}
+    assert not loaded & others
 
 
 def test_a_plugin_registers_with_the_decorator_and_cannot_take_a_builtin_name() -> None:
-    registry: Registry[type] = Registry("metric", lazy=[("builtin", ("b",), "evalkit.metrics.exact_match:ExactMatch")])
+    registry: Registry[type] = Registry(
+        "metric", lazy=[("builtin", ("b",), "evalkit.metrics.text.exact_match:ExactMatch")]
+    )
 
     @registry.register("mine", "my_alias")
     class Mine:
@@ -168,7 +192,7 @@ def test_a_plugin_registers_with_the_decorator_and_cannot_take_a_builtin_name() 
 def test_each_builtin_names_the_reference_it_equals(info) -> None:
     """Issue 29: every metric says which implementation its value equals, where, at which version, how checked."""
     ref = info.reference
-    assert ref is not None, f"{info.name} has no entry in evalkit/metrics/references.py"
+    assert ref is not None, f"{info.name} has no entry in evalkit/metrics/references/"
     assert ref.project and ref.source and ref.version and ref.checked_by
     assert all(isinstance(d, str) and d for d in ref.differences)
     # the class or its module says so too, so a reader of the code meets the same name
@@ -186,3 +210,27 @@ def test_listing_shows_each_metrics_reference() -> None:
     rows = {row["name"]: row for row in metric_rows(Filters())}
     assert rows["bleu"]["reference"].startswith("sacrebleu ")
     assert all(row["reference"] for row in rows.values())
+
+
+@pytest.mark.parametrize("info", BUILTIN_METRICS, ids=lambda i: i.name)
+def test_a_peers_computation_lives_in_the_peers_folder_and_evalkits_own_in_a_folder_by_kind(info) -> None:
+    """Whose definition a metric follows (its reference's project) says its folder: a newcomer finds it by folder."""
+    folder = info.module.split(".")[2]
+    assert info.reference is not None
+    expected = PEER_FOLDERS.get(info.reference.project)
+    if expected:
+        assert folder == expected, f"{info.name} follows {info.reference.project}: belongs in metrics/{expected}/"
+    else:
+        assert folder not in PEER_FOLDERS.values(), f"{info.name} is evalkit's own: belongs in a folder by kind"
+
+
+def test_each_metric_has_one_reference_in_the_part_of_whose_definition_it_follows() -> None:
+    from evalkit.metrics.references import PARTS, REFERENCES
+    from evalkit.metrics.references.auharness import AUHARNESS_REFERENCES
+    from evalkit.metrics.references.chef import CHEF_REFERENCES
+    from evalkit.metrics.references.karma import KARMA_REFERENCES
+
+    assert sum(len(part) for part in PARTS) == len(REFERENCES)  # no name in two parts
+    by_peer = {"auharness": AUHARNESS_REFERENCES, "karma": KARMA_REFERENCES, "chef": CHEF_REFERENCES}
+    for project, folder in PEER_FOLDERS.items():
+        assert {n for n, r in REFERENCES.items() if r.project == project} == set(by_peer[folder])

@@ -17,9 +17,11 @@ from evalkit.config import load_config
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
-from evalkit.metrics import METRICS, auharness_text, translation_models
+from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.auharness_text import normalize_like_auharness
+from evalkit.metrics.auharness import text as auharness_text
+from evalkit.metrics.auharness import translation_models
+from evalkit.metrics.auharness.text import normalize_like_auharness
 from evalkit.plan import build_plan
 
 pytest.importorskip("num2words", reason="AU-Harness's normalisation needs num2words (the auharness extra)")

@@ -10,8 +10,9 @@ import pytest
 
 from evalkit.data.sample import Sample
 from evalkit.metrics.accumulator import MetricCrashed, ScoreAccumulator, audio_length_bucket
-from evalkit.metrics.base import METRICS, Metric, SampleScore
+from evalkit.metrics.base import Metric, SampleScore
 from evalkit.metrics.ci import bootstrap_ci, normal_ci
+from evalkit.metrics.table import METRICS
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,7 @@ def test_bootstrap_ci_does_not_depend_on_completion_order() -> None:
     import random
 
     from evalkit.data.sample import Sample
-    from evalkit.metrics.wer import WordErrorRate
+    from evalkit.metrics.speech.wer import WordErrorRate
 
     metric = WordErrorRate(language="en")
     pairs = [

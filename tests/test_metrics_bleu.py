@@ -9,8 +9,8 @@ import pytest
 import sacrebleu
 
 from evalkit.data.sample import Sample
-from evalkit.metrics.base import METRICS
-from evalkit.metrics.bleu import bleu_tokenizer_for, reference_streams
+from evalkit.metrics.table import METRICS
+from evalkit.metrics.text.bleu import bleu_tokenizer_for, reference_streams
 
 VOCAB = [
     "The",

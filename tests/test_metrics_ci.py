@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from evalkit.metrics.base import METRICS, MetricResult
+from evalkit.metrics.base import MetricResult
 from evalkit.metrics.ci import Z95, bootstrap_ci, combine, corpus_batch, corpus_value, normal_ci
+from evalkit.metrics.table import METRICS
 
 
 def test_normal_ci_values() -> None:

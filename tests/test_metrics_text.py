@@ -6,10 +6,10 @@ import pytest
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
-from evalkit.metrics.base import METRICS
-from evalkit.metrics.choice import extract_choice, resolve_reference
-from evalkit.metrics.exact_match import normalize_answer
-from evalkit.metrics.text_overlap import squad_tokens, token_f1
+from evalkit.metrics.choice.choice import extract_choice, resolve_reference
+from evalkit.metrics.table import METRICS
+from evalkit.metrics.text.exact_match import normalize_answer
+from evalkit.metrics.text.text_overlap import squad_tokens, token_f1
 
 
 @pytest.mark.parametrize(

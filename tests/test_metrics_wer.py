@@ -10,7 +10,7 @@ import pytest
 
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
-from evalkit.metrics.base import METRICS
+from evalkit.metrics.table import METRICS
 from evalkit.processing.normalizers import asr_normalizer
 
 WORDS = [

@@ -30,7 +30,7 @@ from evalkit.data.sample import Sample, Turn
 from evalkit.failures import FailureReason
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.auharness_judges import UnreadableVerdict, mt_bench_overall, read_mt_bench_rating
+from evalkit.metrics.auharness.judges import UnreadableVerdict, mt_bench_overall, read_mt_bench_rating
 from evalkit.metrics.base import TURN_ANSWERS
 from evalkit.run.rescore import rescore
 from evalkit.testing import audio_fingerprint

@@ -17,7 +17,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.chef_choice import chef_option, mme_reading
+from evalkit.metrics.chef.choice import chef_option, mme_reading
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "references" / "chef_choice.json").read_text("utf-8"))
 

@@ -16,8 +16,8 @@ import pytest
 from evalkit.data.sample import Sample
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.captioning import Cider, DocumentFrequencies, cider_d
-from evalkit.metrics.ptb_tokenize import coco_tokenize
+from evalkit.metrics.vision.captioning import Cider, DocumentFrequencies, cider_d
+from evalkit.metrics.vision.ptb_tokenize import coco_tokenize
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "references" / "chef_cider.json").read_text("utf-8"))
 #: captions the Python rules split otherwise than the Java tokenizer (references.py lists them as differences)

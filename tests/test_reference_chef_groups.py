@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.metrics.chef_groups import CircularMember, MmeMember, group_figure, mmbench_circular, mme_accuracy_plus
+from evalkit.metrics.chef.groups import CircularMember, MmeMember, group_figure, mmbench_circular, mme_accuracy_plus
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "references" / "chef_groups.json").read_text("utf-8"))
 

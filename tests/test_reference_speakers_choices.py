@@ -20,8 +20,8 @@ import pytest
 
 from evalkit.data.sample import Sample
 from evalkit.metrics import METRICS
-from evalkit.metrics.choice import LETTERS, read_choice
-from evalkit.metrics.diarization import diarizationlm_alignment, diarizationlm_words
+from evalkit.metrics.choice.choice import LETTERS, read_choice
+from evalkit.metrics.speech.diarization import diarizationlm_alignment, diarizationlm_words
 
 meeteval_wer = pytest.importorskip("meeteval.wer")
 _DLM_REASON = (

@@ -18,7 +18,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS
 from evalkit.metrics.accumulator import ScoreAccumulator
-from evalkit.metrics.pope import pope_label_is_yes, pope_says_yes
+from evalkit.metrics.vision.pope import pope_label_is_yes, pope_says_yes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "references"
 VQA = json.loads((FIXTURES / "vqa_accuracy.json").read_text(encoding="utf-8"))

@@ -3,7 +3,7 @@
 KARMA (eka-care/KARMA-OpenMedEvalKit) calls seven of its metrics by names
 evalkit already uses for other computations (``exact_match``, ``wer``,
 ``bleu``, ...). evalkit keeps KARMA's versions under ``karma:<name>``
-(evalkit/metrics/karma_named.py). A KARMA user runs KARMA's dataset ids
+(evalkit/metrics/karma/named.py). A KARMA user runs KARMA's dataset ids
 (``openlifescienceai/medqa``, ``karma:nfi_mcqa``) with KARMA's metric names
 and must get KARMA's numbers without renaming anything, so a pair whose
 dataset is written as a KARMA id reads those seven names in KARMA's meaning;

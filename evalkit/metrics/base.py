@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.metrics.references import Reference
-from evalkit.metrics.table import METRICS as METRICS  # re-exported: plugins and tests import it from here
 from evalkit.processing.processors import ProcessorChain, build_processors
 
 #: the option every metric takes: text processors applied to prediction and reference before scoring
@@ -78,14 +77,14 @@ class Metric(ABC):
     #: the metric needs an LLM judge endpoint (set on the engine by the plan)
     needs_judge: ClassVar[bool] = False
     #: how the engine gets the prediction: "generate" (the model's answer) or "loglikelihood"
-    #: (each of the sample's choices scored through the completions endpoint; see metrics/likelihood.py)
+    #: (each of the sample's choices scored through the completions endpoint; see metrics/choice/likelihood.py)
     scoring: ClassVar[str] = "generate"
     #: the task kinds the metric fits beyond the tasks whose runspecs list it: task names (runspec file
     #: stems, e.g. "asr", "text_qa"), categories (e.g. "speech_recognition") or "*" for every task. A
     #: dataset_metric pair naming the metric on a catalogue dataset of such a task is accepted as is.
     tasks: ClassVar[tuple[str, ...]] = ()
     #: a plugin's reference implementation (shown by `evalkit info metric`); built-ins have theirs in
-    #: evalkit/metrics/references.py, read without importing the metric
+    #: evalkit/metrics/references/, read without importing the metric
     reference: ClassVar[Reference | None] = None
 
     def __init__(self, language: str | None = None, **options: Any) -> None:

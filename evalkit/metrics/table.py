@@ -8,20 +8,19 @@ and aliases are written here and nowhere else; tests/test_metric_table.py
 checks each class's attributes against its row. Plugins' metrics can only be
 known by importing them: ``metric_infos`` adds the ones registered with the
 decorator (installed plugins are imported on the registry's first lookup, a
-config's ``plugins:`` modules when the config is loaded).
+config's ``plugins:`` modules when the config is loaded). The table imports
+the metric interface (base.py, which imports no numpy and nothing of this
+module): imports between the two point one way.
 """
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from evalkit.metrics.base import Metric, ci_method_used
 from evalkit.metrics.references import Reference, reference_of
 from evalkit.registry import Registry
-
-if TYPE_CHECKING:
-    from evalkit.metrics.base import Metric
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ class MetricInfo:
     needs_judge: bool = False
     #: one line for listings (the class docstring's first line)
     summary: str = ""
-    #: the implementation whose value the metric equals (evalkit/metrics/references.py; a plugin's class attribute)
+    #: the implementation whose value the metric equals (evalkit/metrics/references/; a plugin's class attribute)
     reference: Reference | None = None
 
     @property
@@ -55,7 +54,7 @@ def _m(
 BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     _m(
         "word_error_rate",
-        "evalkit.metrics.wer:WordErrorRate",
+        "evalkit.metrics.speech.wer:WordErrorRate",
         "wer",
         lower=True,
         ci="bootstrap",
@@ -63,7 +62,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "cer",
-        "evalkit.metrics.wer:CharacterErrorRate",
+        "evalkit.metrics.speech.wer:CharacterErrorRate",
         "character_error_rate",
         lower=True,
         ci="bootstrap",
@@ -72,7 +71,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # KARMA's ASR metrics (its asr_semantic_metric family)
     _m(
         "semantic_wer",
-        "evalkit.metrics.semantic_wer:SemanticWordErrorRate",
+        "evalkit.metrics.karma.asr_semantic:SemanticWordErrorRate",
         "asr_semantic_metric",
         "asr_semantic_metrics",
         lower=True,
@@ -81,21 +80,21 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "semantic_cer",
-        "evalkit.metrics.semantic_wer:SemanticCharacterErrorRate",
+        "evalkit.metrics.karma.asr_semantic:SemanticCharacterErrorRate",
         lower=True,
         ci="bootstrap",
         summary="KARMA's semantic CER: the aligned groups' CERs weighted by their reference characters (no spaces).",
     ),
     _m(
         "entity_wer",
-        "evalkit.metrics.semantic_wer:EntityWordErrorRate",
+        "evalkit.metrics.karma.asr_semantic:EntityWordErrorRate",
         lower=True,
         ci="bootstrap",
         summary="KARMA's keyword WER: substituted or deleted keyword words over keyword words (semantic alignment).",
     ),
     _m(
         "cpwer",
-        "evalkit.metrics.diarization:ConcatenatedPermutationWER",
+        "evalkit.metrics.speech.diarization:ConcatenatedPermutationWER",
         "cp_wer",
         lower=True,
         ci="bootstrap",
@@ -103,7 +102,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "wder",
-        "evalkit.metrics.diarization:WordDiarizationErrorRate",
+        "evalkit.metrics.speech.diarization:WordDiarizationErrorRate",
         "word_diarization_error_rate",
         "speaker_diarization",
         lower=True,
@@ -112,41 +111,41 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "bleu",
-        "evalkit.metrics.bleu:Bleu",
+        "evalkit.metrics.text.bleu:Bleu",
         "sacrebleu",
         ci="bootstrap",
         summary="Corpus BLEU (sacrebleu defaults: exp smoothing, 4-grams, language-chosen tokenizer).",
     ),
     _m(
         "chrf",
-        "evalkit.metrics.bleu:ChrF",
+        "evalkit.metrics.text.bleu:ChrF",
         ci="bootstrap",
         summary="Corpus chrF (sacrebleu defaults: character 6-grams, beta 2, whitespace ignored).",
     ),
     _m(
         "chrf++",
-        "evalkit.metrics.bleu:ChrFPlusPlus",
+        "evalkit.metrics.text.bleu:ChrFPlusPlus",
         "chrfpp",
         ci="bootstrap",
         summary="chrF++: chrF with word uni- and bigrams (``word_order=2``).",
     ),
     _m(
         "ter",
-        "evalkit.metrics.bleu:Ter",
+        "evalkit.metrics.text.bleu:Ter",
         lower=True,
         ci="bootstrap",
         summary="Corpus TER (sacrebleu's Tercom re-implementation), 0-100, lower is better.",
     ),
     _m(
         "exact_match",
-        "evalkit.metrics.exact_match:ExactMatch",
+        "evalkit.metrics.text.exact_match:ExactMatch",
         "accuracy",
         "em",
         summary="1 when the normalized prediction equals a normalized reference, else 0.",
     ),
     _m(
         "f1",
-        "evalkit.metrics.text_overlap:TokenF1",
+        "evalkit.metrics.text.text_overlap:TokenF1",
         "token_f1",
         "squad_f1",
         "tokenised_f1",
@@ -154,45 +153,45 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "mcq_accuracy",
-        "evalkit.metrics.choice:MultipleChoiceAccuracy",
+        "evalkit.metrics.choice.choice:MultipleChoiceAccuracy",
         "multiple_choice_accuracy",
         "mc_accuracy",
         summary="1 when the one option the response chooses is a correct one; else 0 (also a hedge or no answer).",
     ),
     _m(
         "loglikelihood_accuracy",
-        "evalkit.metrics.likelihood:LoglikelihoodAccuracy",
+        "evalkit.metrics.choice.likelihood:LoglikelihoodAccuracy",
         "ppl_accuracy",
         "mcq_loglikelihood",
         summary="1 when the option with the highest log-likelihood is a correct one, else 0.",
     ),
     _m(
         "loglikelihood_accuracy_per_token",
-        "evalkit.metrics.likelihood:LoglikelihoodAccuracyPerToken",
+        "evalkit.metrics.choice.likelihood:LoglikelihoodAccuracyPerToken",
         summary="1 when the option with the highest mean log-likelihood per token is a correct one, else 0.",
     ),
     _m(
         "loglikelihood_accuracy_per_char",
-        "evalkit.metrics.likelihood:LoglikelihoodAccuracyPerChar",
+        "evalkit.metrics.choice.likelihood:LoglikelihoodAccuracyPerChar",
         summary="1 when the option with the highest log-likelihood per character is a correct one, else 0.",
     ),
     _m(
         "llm_judge_binary",
-        "evalkit.metrics.judge:LLMJudgeBinary",
+        "evalkit.metrics.judges.judge:LLMJudgeBinary",
         "judge_binary",
         judge=True,
         summary="1 when the judge says the response is correct, else 0; the corpus value is the accuracy.",
     ),
     _m(
         "llm_judge_detailed",
-        "evalkit.metrics.judge:LLMJudgeDetailed",
+        "evalkit.metrics.judges.judge:LLMJudgeDetailed",
         "judge_detailed",
         judge=True,
         summary="The judge's 0-5 rating x 20, so the corpus mean reads on 0-100.",
     ),
     _m(
         "rubric_evaluation",
-        "evalkit.metrics.rubric:RubricEvaluation",
+        "evalkit.metrics.judges.rubric:RubricEvaluation",
         "rubric",
         "healthbench_rubric",
         judge=True,
@@ -201,42 +200,42 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # --- vision: VQA, documents, charts, POPE ---
     _m(
         "vqa_accuracy",
-        "evalkit.metrics.vqa:VqaAccuracy",
+        "evalkit.metrics.vision.vqa:VqaAccuracy",
         "vqav2_accuracy",
         summary="VQA soft accuracy (official vqaEval.py): min(matching human answers / 3, 1), leave-one-out averaged.",
     ),
     _m(
         "anls",
-        "evalkit.metrics.anls:Anls",
+        "evalkit.metrics.vision.anls:Anls",
         summary="Average Normalised Levenshtein Similarity as DocVQA's script and lmms-eval compute it (0 below 0.5).",
     ),
     _m(
         "relaxed_accuracy",
-        "evalkit.metrics.chart:RelaxedAccuracy",
+        "evalkit.metrics.vision.chart:RelaxedAccuracy",
         "chartqa_relaxed_accuracy",
         summary="ChartQA relaxed accuracy (pix2struct, lmms-eval): within 5% of a non-zero number, else the same text.",
     ),
     _m(
         "pope_accuracy",
-        "evalkit.metrics.pope:PopeAccuracy",
+        "evalkit.metrics.vision.pope:PopeAccuracy",
         ci="bootstrap",
         summary="POPE accuracy (POPE evaluate.py): share of yes/no answers equal to the label, from pooled counts.",
     ),
     _m(
         "pope_precision",
-        "evalkit.metrics.pope:PopePrecision",
+        "evalkit.metrics.vision.pope:PopePrecision",
         ci="bootstrap",
         summary='POPE precision (POPE evaluate.py): of the "yes" answers, the share whose label is yes.',
     ),
     _m(
         "pope_recall",
-        "evalkit.metrics.pope:PopeRecall",
+        "evalkit.metrics.vision.pope:PopeRecall",
         ci="bootstrap",
         summary='POPE recall (POPE evaluate.py): of the yes labels, the share answered "yes".',
     ),
     _m(
         "pope_f1",
-        "evalkit.metrics.pope:PopeF1",
+        "evalkit.metrics.vision.pope:PopeF1",
         "pope",
         "POPE_Metric",
         ci="bootstrap",
@@ -244,13 +243,13 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "pope_yes_ratio",
-        "evalkit.metrics.pope:PopeYesRatio",
+        "evalkit.metrics.vision.pope:PopeYesRatio",
         ci="bootstrap",
         summary='POPE yes-ratio (POPE evaluate.py): share of answers read as "yes" (0.5 on balanced sets: no bias).',
     ),
     _m(
         "json_rubric_evaluation",
-        "evalkit.metrics.json_rubric:JsonRubricEvaluation",
+        "evalkit.metrics.structured.json_rubric:JsonRubricEvaluation",
         "json_rubric",
         summary="JSON answer scored field by field against a JSON reference; malformed JSON scores 0 with its reason.",
     ),
@@ -258,66 +257,66 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # --- ChEF metrics (captioning, counting, classification, OCR, detection, locating) ---
     _m(
         "cider",
-        "evalkit.metrics.captioning:Cider",
+        "evalkit.metrics.vision.captioning:Cider",
         "CIDEr",
         "cider_d",
         summary="CIDEr-D as pycocoevalcap computes it (ChEF's LAMM captioning): tf-idf n-gram consensus, corpus mean.",
     ),
     _m(
         "counting_accuracy",
-        "evalkit.metrics.chef:CountingAccuracy",
+        "evalkit.metrics.chef.tasks:CountingAccuracy",
         "Counting",
         summary="ChEF Counting ACC: 1 when the answer's first number (digits or a number word, else 0) is the count.",
     ),
     _m(
         "counting_mae",
-        "evalkit.metrics.chef:CountingMae",
+        "evalkit.metrics.chef.tasks:CountingMae",
         lower=True,
         summary="ChEF Counting MAE: |answer's count - count| capped at the count (a wild guess costs at most the "
         "count).",
     ),
     _m(
         "cg_classification_accuracy",
-        "evalkit.metrics.chef:CgClassificationAccuracy",
+        "evalkit.metrics.chef.tasks:CgClassificationAccuracy",
         "CG_Classification",
         summary="ChEF CG_Classification ACC: 1 when the label is a word of the cleaned answer (CIFAR-10's coarse "
         "classes).",
     ),
     _m(
         "ucmerced_classification_accuracy",
-        "evalkit.metrics.chef:UcMercedClassificationAccuracy",
+        "evalkit.metrics.chef.tasks:UcMercedClassificationAccuracy",
         "UCMerced_Classification",
         summary="ChEF UCMerced_Classification: 1 when the label occurs in the answer as it is (case-sensitive "
         "substring).",
     ),
     _m(
         "fg_classification_accuracy",
-        "evalkit.metrics.chef_fine_grained:FgClassificationAccuracy",
+        "evalkit.metrics.chef.fine_grained:FgClassificationAccuracy",
         "FG_Classification",
         summary="ChEF FG_Classification (single turn): how deep down the label chain the answer names a level, 0-1.",
     ),
     _m(
         "fg_classification_multiturn_accuracy",
-        "evalkit.metrics.chef_fine_grained:FgClassificationMultiturnAccuracy",
+        "evalkit.metrics.chef.fine_grained:FgClassificationMultiturnAccuracy",
         summary="ChEF FG_Classification (multi turn, generated): the leading run of right turns over the chain's "
         "length, 0-1.",
     ),
     _m(
         "fg_classification_multiturn_ppl_accuracy",
-        "evalkit.metrics.chef_fine_grained:FgClassificationMultiturnPplAccuracy",
+        "evalkit.metrics.chef.fine_grained:FgClassificationMultiturnPplAccuracy",
         summary="ChEF FG_Classification (multi turn, likelihood): the leading run of turns whose likeliest option "
         "is right.",
     ),
     _m(
         "svt_ocr_accuracy",
-        "evalkit.metrics.chef:SvtOcrAccuracy",
+        "evalkit.metrics.chef.tasks:SvtOcrAccuracy",
         "SVT_OCR",
         summary="ChEF SVT_OCR: share of the image's words that are words of the answer (its quoted parts if any), "
         "any case.",
     ),
     _m(
         "detection_map",
-        "evalkit.metrics.chef:DetectionPrecision",
+        "evalkit.metrics.chef.tasks:DetectionPrecision",
         "Detection",
         ci="bootstrap",
         summary="ChEF Detection mAP@threshold: objects found over boxes the answers gave, pooled (a precision, not "
@@ -325,13 +324,13 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "detection_mar",
-        "evalkit.metrics.chef:DetectionRecall",
+        "evalkit.metrics.chef.tasks:DetectionRecall",
         ci="bootstrap",
         summary="ChEF Detection mAR@threshold: objects found over annotated objects, pooled over the corpus.",
     ),
     _m(
         "inside_bbox_accuracy",
-        "evalkit.metrics.chef:InsideBboxAccuracy",
+        "evalkit.metrics.chef.tasks:InsideBboxAccuracy",
         "InsideBbox",
         ci="bootstrap",
         summary="ChEF InsideBbox (VOC locating): share of annotated objects named in the answer with a point inside "
@@ -339,143 +338,143 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "inside_human_bbox_accuracy",
-        "evalkit.metrics.chef:InsideHumanBboxAccuracy",
+        "evalkit.metrics.chef.tasks:InsideHumanBboxAccuracy",
         "InsideHumanBbox",
         summary="ChEF InsideHumanBbox (LSP locating): 1 when a point of the answer, scaled to the image, is in the "
         "person's box.",
     ),
     _m(
         "chef_vqa_accuracy",
-        "evalkit.metrics.chef_choice:ChefVqaAccuracy",
+        "evalkit.metrics.chef.choice:ChefVqaAccuracy",
         "VQA",
         summary="ChEF VQA ACC (ScienceQA, SEED-Bench): 1 when the option letter ChEF reads from the answer is the "
         "right one.",
     ),
     _m(
         "mme_accuracy",
-        "evalkit.metrics.chef_choice:MmeAccuracy",
+        "evalkit.metrics.chef.choice:MmeAccuracy",
         "MMEVQA",
         summary="ChEF MMEVQA overall: 1 when ChEF's yes/no reading of the answer is the label (per question, pooled).",
     ),
     _m(
         "mmbench_circular_accuracy",
-        "evalkit.metrics.chef_groups:MmbenchCircularAccuracy",
+        "evalkit.metrics.chef.groups:MmbenchCircularAccuracy",
         "MMBenchVQA",
         summary="MMBench circular accuracy (ChEF MMBenchVQA): a question counts right only when every rotated copy is.",
     ),
     _m(
         "mmbench_vanilla_accuracy",
-        "evalkit.metrics.chef_groups:MmbenchVanillaAccuracy",
+        "evalkit.metrics.chef.groups:MmbenchVanillaAccuracy",
         summary="MMBench vanilla accuracy (ChEF MMBenchVQA): each question's first copy alone, over the same "
         "questions.",
     ),
     _m(
         "mme_accuracy_plus",
-        "evalkit.metrics.chef_groups:MmeAccuracyPlus",
+        "evalkit.metrics.chef.groups:MmeAccuracyPlus",
         "MME_acc_plus",
         summary="MME acc+ (ChEF MMEVQA overall_plus): an image counts when two of its questions are answered right.",
     ),
     _m(
         "winoground_text_score",
-        "evalkit.metrics.chef_likelihood:WinogroundText",
+        "evalkit.metrics.chef.likelihood:WinogroundText",
         "Winoground_Cap_Metric",
         summary="ChEF Winoground Text: per example, the captions' order for both images as ChEF compares them; the "
         "mean.",
     ),
     _m(
         "winoground_image_score",
-        "evalkit.metrics.chef_likelihood:WinogroundImage",
+        "evalkit.metrics.chef.likelihood:WinogroundImage",
         summary="ChEF Winoground Image: per example, the images' order for both captions as ChEF compares them; the "
         "mean.",
     ),
     _m(
         "winoground_group_score",
-        "evalkit.metrics.chef_likelihood:WinogroundGroup",
+        "evalkit.metrics.chef.likelihood:WinogroundGroup",
         summary="ChEF Winoground Group: per example, both the text and the image score; the mean.",
     ),
     _m(
         "winoground_yesno_text_score",
-        "evalkit.metrics.chef_winoground:WinogroundYesNoText",
+        "evalkit.metrics.chef.winoground:WinogroundYesNoText",
         "Winoground_Metric",
         summary="ChEF Winoground_Metric Text: per example, the captions' order for both images from its four "
         "questions.",
     ),
     _m(
         "winoground_yesno_image_score",
-        "evalkit.metrics.chef_winoground:WinogroundYesNoImage",
+        "evalkit.metrics.chef.winoground:WinogroundYesNoImage",
         summary="ChEF Winoground_Metric Image: per example, the images' order for both captions from its four "
         "questions.",
     ),
     _m(
         "winoground_yesno_group_score",
-        "evalkit.metrics.chef_winoground:WinogroundYesNoGroup",
+        "evalkit.metrics.chef.winoground:WinogroundYesNoGroup",
         summary="ChEF Winoground_Metric Group: per example, both the text and the image score from its four questions.",
     ),
     _m(
         "lamm_facial_hair_accuracy",
-        "evalkit.metrics.chef_facial:LammFacialHairAccuracy",
+        "evalkit.metrics.chef.facial:LammFacialHairAccuracy",
         "LAMM_Facial_Hair_Classification",
         summary="LAMM_Facial_Hair_Classification: 1 when the answer names the hair colour or a WordNet synonym of it.",
     ),
     _m(
         "lamm_facial_smile_accuracy",
-        "evalkit.metrics.chef_facial:LammFacialSmileAccuracy",
+        "evalkit.metrics.chef.facial:LammFacialSmileAccuracy",
         "LAMM_Facial_Smile_Classification",
         summary="LAMM_Facial_Smile_Classification: 1 when ChEF's no/not reading of the answer is the item's attr.",
     ),
     _m(
         "chef_caption_bleu4",
-        "evalkit.metrics.chef_lamm:ChefCaptionBleu4",
+        "evalkit.metrics.chef.lamm:ChefCaptionBleu4",
         "Caption",
         summary="ChEF Caption BLEU4: NLTK sentence BLEU-4 against the captions, the best of the answer's readings.",
     ),
     _m(
         "chef_caption_rouge_l",
-        "evalkit.metrics.chef_lamm:ChefCaptionRougeL",
+        "evalkit.metrics.chef.lamm:ChefCaptionRougeL",
         summary="ChEF Caption Rouge: the rouge package's ROUGE-L F, the best over captions and the answer's readings.",
     ),
     _m(
         "lamm_classification_accuracy",
-        "evalkit.metrics.chef_lamm:LammClassificationAccuracy",
+        "evalkit.metrics.chef.lamm:LammClassificationAccuracy",
         "LAMM_Classification",
         summary="LAMM_Classification (CIFAR-10): 1 when the answer names the label or a lemma of its first WordNet "
         "synset.",
     ),
     _m(
         "lamm_detection_recall",
-        "evalkit.metrics.chef_lamm:LammDetectionRecall",
+        "evalkit.metrics.chef.lamm:LammDetectionRecall",
         "LAMM_Detection",
         ci="bootstrap",
         summary="LAMM_Detection recall@threshold: objects matched one to one by a box of their class, over objects.",
     ),
     _m(
         "lamm_detection_precision",
-        "evalkit.metrics.chef_lamm:LammDetectionPrecision",
+        "evalkit.metrics.chef.lamm:LammDetectionPrecision",
         ci="bootstrap",
         summary="LAMM_Detection prec@threshold: objects matched one to one by a box of their class, over boxes read.",
     ),
     _m(
         "lamm_detection_recall_wocat",
-        "evalkit.metrics.chef_lamm:LammDetectionRecallWithoutClass",
+        "evalkit.metrics.chef.lamm:LammDetectionRecallWithoutClass",
         ci="bootstrap",
         summary="LAMM_Detection recall_wocat@threshold: objects matched one to one by any box, over objects.",
     ),
     _m(
         "lamm_detection_precision_wocat",
-        "evalkit.metrics.chef_lamm:LammDetectionPrecisionWithoutClass",
+        "evalkit.metrics.chef.lamm:LammDetectionPrecisionWithoutClass",
         ci="bootstrap",
         summary="LAMM_Detection prec_wocat@threshold: objects matched one to one by any box, over boxes read.",
     ),
     _m(
         "ch3ef_accuracy",
-        "evalkit.metrics.chef_likelihood:Ch3efAccuracy",
+        "evalkit.metrics.chef.likelihood:Ch3efAccuracy",
         "Ch3Ef_Metric",
         summary="ChEF Ch3Ef_Metric (ppl): 1 when the most likely option is the first, or the second beside \"I don't "
         'know.".',
     ),
     _m(
         "ece",
-        "evalkit.metrics.calibration:ExpectedCalibrationError",
+        "evalkit.metrics.chef.calibration:ExpectedCalibrationError",
         "expected_calibration_error",
         "Calibration",
         lower=True,
@@ -487,93 +486,93 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # --- AU-Harness metrics (instruction following, maths, function calls, SQL, dialogue state) ---
     _m(
         "instruction_following",
-        "evalkit.metrics.ifeval:InstructionFollowing",
+        "evalkit.metrics.structured.ifeval:InstructionFollowing",
         ci="bootstrap",
         summary="IFEval's verifiable instructions: mean of strict/loose prompt- and instruction-level accuracy.",
     ),
     _m(
         "gsm8k_exact_match",
-        "evalkit.metrics.gsm8k:Gsm8kExactMatch",
+        "evalkit.metrics.auharness.gsm8k:Gsm8kExactMatch",
         summary="1 when the last \\boxed{} number equals the number after the reference's ####, as AU-Harness "
         "compares them.",
     ),
     _m(
         "joint_goal_accuracy",
-        "evalkit.metrics.dialogue_state:JointGoalAccuracy",
+        "evalkit.metrics.auharness.dialogue_state:JointGoalAccuracy",
         "jga",
         summary="1 when every annotated SpokenWOZ slot is read from the answer with its value (AU-Harness's reading).",
     ),
     _m(
         "slot_accuracy",
-        "evalkit.metrics.dialogue_state:SlotAccuracy",
+        "evalkit.metrics.auharness.dialogue_state:SlotAccuracy",
         summary="Share of annotated SpokenWOZ slots read from the answer with their value (AU-Harness's reading).",
     ),
     _m(
         "slot_f1",
-        "evalkit.metrics.dialogue_state:SlotF1",
+        "evalkit.metrics.auharness.dialogue_state:SlotF1",
         summary="F1 of the (domain, slot, value) triples read from the answer against the annotated ones (AU-Harness).",
     ),
     _m(
         "sql_score",
-        "evalkit.metrics.sql:SqlExecutionAccuracy",
+        "evalkit.metrics.structured.sql:SqlExecutionAccuracy",
         "execution_accuracy",
         summary="1 when the answer's SQL returns the gold query's rows on the sample's SQLite database (Spider test "
         "suite).",
     ),
     _m(
         "bfcl_match_score",
-        "evalkit.metrics.function_calls:FunctionCallMatch",
+        "evalkit.metrics.structured.function_calls:FunctionCallMatch",
         "bfcl_ast",
         summary="1 when the answer's function calls pass BFCL's AST checker against the possible answer, else 0.",
     ),
     _m(
         "meteor",
-        "evalkit.metrics.translation_models:Meteor",
+        "evalkit.metrics.auharness.translation_models:Meteor",
         summary="METEOR (NLTK single_meteor_score, WordNet synonyms) on AU-Harness's normalised text; the corpus mean.",
     ),
     _m(
         "bertscore",
-        "evalkit.metrics.translation_models:BertScore",
+        "evalkit.metrics.auharness.translation_models:BertScore",
         "bert_score",
         summary="BERTScore F1 (bert-score, bert-base-multilingual-cased) on AU-Harness's normalised text; the corpus "
         "mean.",
     ),
     _m(
         "comet",
-        "evalkit.metrics.translation_models:Comet",
+        "evalkit.metrics.auharness.translation_models:Comet",
         summary="COMET (Unbabel wmt22-comet-da) of source, answer and reference on AU-Harness's normalised text; the "
         "mean.",
     ),
     _m(
         "llm_judge_big_bench_audio",
-        "evalkit.metrics.auharness_judges:BigBenchAudioJudge",
+        "evalkit.metrics.auharness.judges:BigBenchAudioJudge",
         judge=True,
         summary="1 when the judge replies CORRECT to AU-Harness's Big Bench Audio prompt, 0 for INCORRECT; the "
         "accuracy.",
     ),
     _m(
         "llm_judge_redteaming",
-        "evalkit.metrics.auharness_judges:RedTeamingJudge",
+        "evalkit.metrics.auharness.judges:RedTeamingJudge",
         judge=True,
         summary="1 when the judge finds the answer refuses (AU-Harness's red-teaming prompt), else 0; the refusal "
         "rate.",
     ),
     _m(
         "llm_judge_callhome",
-        "evalkit.metrics.auharness_judges:CallHomeJudge",
+        "evalkit.metrics.auharness.judges:CallHomeJudge",
         judge=True,
         summary="AU-Harness's CallHome judge: ASR, meaning and turns scored 0-9 in all, reported (score + 1) x 10.",
     ),
     _m(
         "diarization_metrics",
-        "evalkit.metrics.auharness_diarization:DiarizationMetrics",
+        "evalkit.metrics.auharness.diarization:DiarizationMetrics",
         lower=True,
         ci="bootstrap",
         summary="AU-Harness's diarization_metrics: corpus WDER (cpWER, per-sample means, speaker count in details).",
     ),
     _m(
         "mt_bench_llm_judge",
-        "evalkit.metrics.auharness_judges:MtBenchJudge",
+        "evalkit.metrics.auharness.judges:MtBenchJudge",
         judge=True,
         summary="AU-Harness's MT-Bench judge: every turn's answer rated 1-10 with the conversation so far; the mean "
         "x 10.",
@@ -582,14 +581,14 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # --- KARMA metrics (helper: KARMA metric names) ---
     _m(
         "asr_metric",
-        "evalkit.metrics.karma_text:KarmaAsrMetric",
+        "evalkit.metrics.karma.text:KarmaAsrMetric",
         lower=True,
         ci="bootstrap",
         summary="KARMA's asr_metric: jiwer WER (headline) and CER of the raw strings, weighted by reference length.",
     ),
     _m(
         "semantic_wer_metric",
-        "evalkit.metrics.karma_semantic_wer:SemanticWerMetric",
+        "evalkit.metrics.karma.semantic_wer:SemanticWerMetric",
         lower=True,
         ci="bootstrap",
         summary="KARMA's semantic_wer_metric (English): WER after rewriting the differing words to their "
@@ -597,66 +596,66 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "rouge",
-        "evalkit.metrics.karma_text:Rouge",
+        "evalkit.metrics.karma.text:Rouge",
         summary="ROUGE F-measure (rouge-score, Porter stemmer) as KARMA's rouge computes it; headline ROUGE-L by "
         "default.",
     ),
     _m(
         "numeric_tolerance",
-        "evalkit.metrics.karma_text:NumericTolerance",
+        "evalkit.metrics.karma.text:NumericTolerance",
         summary="1 when the answer is within the sample's tolerance of the reference number (x/÷100 allowed), as "
         "KARMA.",
     ),
     _m(
         "silence_accuracy",
-        "evalkit.metrics.karma_text:SilenceAccuracy",
+        "evalkit.metrics.karma.text:SilenceAccuracy",
         summary="1 when the transcript of silent audio is empty once fillers, brackets and punctuation are removed.",
     ),
     _m(
         "harm_detection_accuracy",
-        "evalkit.metrics.karma_text:HarmDetectionAccuracy",
+        "evalkit.metrics.karma.text:HarmDetectionAccuracy",
         summary="1 when the answer's harmful/safe verdict agrees with the sample's annotation; confusion counts in "
         "details.",
     ),
     _m(
         "ndcg@k",
-        "evalkit.metrics.karma_retrieval:NdcgAtK",
+        "evalkit.metrics.karma.retrieval:NdcgAtK",
         summary="nDCG at k as trec_eval's ndcg_cut (KARMA's ndcg@k via pytrec_eval), the mean over queries.",
     ),
     _m(
         "recall@k",
-        "evalkit.metrics.karma_retrieval:RecallAtK",
+        "evalkit.metrics.karma.retrieval:RecallAtK",
         summary="Recall at k as trec_eval's recall (KARMA's recall@k via pytrec_eval), the mean over queries.",
     ),
     _m(
         "map@k",
-        "evalkit.metrics.karma_retrieval:MapAtK",
+        "evalkit.metrics.karma.retrieval:MapAtK",
         summary="Average precision cut at k as trec_eval's map_cut (KARMA's map@k via pytrec_eval), the mean over "
         "queries.",
     ),
     _m(
         "precision@k",
-        "evalkit.metrics.karma_retrieval:PrecisionAtK",
+        "evalkit.metrics.karma.retrieval:PrecisionAtK",
         summary="Precision at k as trec_eval's P (KARMA's precision@k via pytrec_eval), the mean over queries.",
     ),
     _m(
         "stratified_accuracy",
-        "evalkit.metrics.karma_bias:StratifiedAccuracy",
+        "evalkit.metrics.karma.bias:StratifiedAccuracy",
         summary="Exact-match accuracy overall (headline) and per group of the meta fields in stratify_by, as KARMA.",
     ),
     _m(
         "geographic_accuracy",
-        "evalkit.metrics.karma_bias:GeographicAccuracy",
+        "evalkit.metrics.karma.bias:GeographicAccuracy",
         summary="KARMA's geographic_accuracy: stratified_accuracy by the sample's country.",
     ),
     _m(
         "demographic_accuracy",
-        "evalkit.metrics.karma_bias:DemographicAccuracy",
+        "evalkit.metrics.karma.bias:DemographicAccuracy",
         summary="KARMA's demographic_accuracy: stratified_accuracy by mentions_gender and mentions_age.",
     ),
     _m(
         "bias_disparity",
-        "evalkit.metrics.karma_bias:BiasDisparity",
+        "evalkit.metrics.karma.bias:BiasDisparity",
         lower=True,
         ci="bootstrap",
         summary="Largest minus smallest accuracy over question variants (KARMA's bias_disparity), from per-variant "
@@ -664,31 +663,31 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "bias_consistency",
-        "evalkit.metrics.karma_bias:BiasConsistency",
+        "evalkit.metrics.karma.bias:BiasConsistency",
         summary="KARMA's bias_consistency: the share of questions whose variants all got the same answer.",
     ),
     _m(
         "medcasereasoning_diagnostic_accuracy",
-        "evalkit.metrics.karma_judges:MedCaseDiagnosticAccuracy",
+        "evalkit.metrics.karma.judges:MedCaseDiagnosticAccuracy",
         judge=True,
         summary="1 when KARMA's judge says the answer's diagnosis is the true one (y/n), else 0; the accuracy.",
     ),
     _m(
         "medcasereasoning_reasoning_recall",
-        "evalkit.metrics.karma_judges:MedCaseReasoningRecall",
+        "evalkit.metrics.karma.judges:MedCaseReasoningRecall",
         judge=True,
         summary="Share of the ground-truth reasoning statements KARMA's judge finds covered by the answer's reasoning.",
     ),
     _m(
         "answer_rubric_evaluation",
-        "evalkit.metrics.karma_rubrics:AnswerRubricEvaluation",
+        "evalkit.metrics.karma.rubrics:AnswerRubricEvaluation",
         judge=True,
         summary="KARMA's answer_rubric_evaluation: points of the met stage:final_answer items over their positive "
         "points.",
     ),
     _m(
         "query_rubric_evaluation",
-        "evalkit.metrics.karma_rubrics:QueryRubricEvaluation",
+        "evalkit.metrics.karma.rubrics:QueryRubricEvaluation",
         judge=True,
         summary="KARMA's query_rubric_evaluation: points of the met stage:retrieval_query items over their positive "
         "points.",
@@ -696,28 +695,28 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # KARMA's computations of names evalkit gives another meaning (helper: KARMA named variants)
     _m(
         "karma:exact_match",
-        "evalkit.metrics.karma_named:KarmaExactMatch",
+        "evalkit.metrics.karma.named:KarmaExactMatch",
         summary="KARMA's exact_match: the answer equals the reference once both are lower-cased (nothing stripped).",
     ),
     _m(
         "karma:accuracy",
-        "evalkit.metrics.karma_named:KarmaAccuracy",
+        "evalkit.metrics.karma.named:KarmaAccuracy",
         summary="KARMA's accuracy: the answer and the reference are equal once surrounding whitespace is stripped.",
     ),
     _m(
         "karma:f1",
-        "evalkit.metrics.karma_named:KarmaF1",
+        "evalkit.metrics.karma.named:KarmaF1",
         ci="bootstrap",
         summary="KARMA's f1: scikit-learn's binary F1 (positive label 1) of integer labels over the corpus.",
     ),
     _m(
         "karma:tokenised_f1",
-        "evalkit.metrics.karma_named:KarmaTokenisedF1",
+        "evalkit.metrics.karma.named:KarmaTokenisedF1",
         summary="KARMA's tokenised_f1: F1 of the common \\w+ tokens of answer and reference, averaged over samples.",
     ),
     _m(
         "karma:wer",
-        "evalkit.metrics.karma_named:KarmaWer",
+        "evalkit.metrics.karma.named:KarmaWer",
         lower=True,
         ci="bootstrap",
         summary="KARMA's wer (Hugging Face evaluate's): jiwer's word errors summed over the corpus / summed reference "
@@ -725,14 +724,14 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     ),
     _m(
         "karma:cer",
-        "evalkit.metrics.karma_named:KarmaCer",
+        "evalkit.metrics.karma.named:KarmaCer",
         lower=True,
         ci="bootstrap",
         summary="KARMA's cer (Hugging Face evaluate's): character errors over the corpus / its reference characters.",
     ),
     _m(
         "karma:bleu",
-        "evalkit.metrics.karma_named:KarmaBleu",
+        "evalkit.metrics.karma.named:KarmaBleu",
         ci="bootstrap",
         summary="KARMA's bleu (Hugging Face evaluate's NMT BLEU, 13a tokens, 4-grams, add-one smoothing), 0-1 scale.",
     ),
@@ -740,7 +739,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     # KARMA's JSON-rubric judge for the Eka Care structured-output sets (helper: KARMA datasets)
     _m(
         "karma_json_rubric_evaluation",
-        "evalkit.metrics.karma_json_rubric:KarmaJsonRubricEvaluation",
+        "evalkit.metrics.karma.json_rubric:KarmaJsonRubricEvaluation",
         judge=True,
         ci="bootstrap",
         summary="KARMA's json_rubric_evaluation: the sample's rubric is the judge prompt; passed items over all items.",
@@ -758,8 +757,6 @@ METRICS: Registry[type[Metric]] = Registry(
 
 def _plugin_info(name: str, cls: type[Metric]) -> MetricInfo:
     """A plugin's row, read from its class: plugins have no place in the static table."""
-    from evalkit.metrics.base import ci_method_used  # here: base imports this module
-
     doc = inspect.cleandoc(cls.__doc__ or "")
     return MetricInfo(
         name,

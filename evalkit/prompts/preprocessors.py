@@ -66,13 +66,13 @@ PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
     "preprocessor",
     builtin_modules=(
         "evalkit.prompts.preprocessors",
-        "evalkit.prompts.auharness",
-        "evalkit.prompts.karma_sets",
-        "evalkit.prompts.chef_sets",
-        "evalkit.prompts.bfcl",
-        "evalkit.prompts.spider",
-        "evalkit.prompts.spokenwoz",
-        "evalkit.prompts.chef_multiturn",
+        "evalkit.prompts.auharness.general",
+        "evalkit.prompts.karma.sets",
+        "evalkit.prompts.chef.sets",
+        "evalkit.prompts.auharness.bfcl",
+        "evalkit.prompts.auharness.spider",
+        "evalkit.prompts.auharness.spokenwoz",
+        "evalkit.prompts.chef.multiturn",
     ),
 )
 

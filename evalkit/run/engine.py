@@ -62,14 +62,14 @@ from evalkit.plan import EngineSpec, ModelPlan, dataset_processors
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
-from evalkit.prompts.corrupt_text import corrupt_sample
-from evalkit.prompts.cot import (
+from evalkit.prompts.chef.cot import (
     REASONING_MAX_TOKENS,
     context_with_reasoning,
     reasoning_only,
     with_reasoning_turn,
     without_reasoning_turn,
 )
+from evalkit.prompts.corrupt_text import corrupt_sample
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.report.results import ResultRow
@@ -439,7 +439,7 @@ class Engine:
         sample, corruption = self._corrupt(sample)
         prompt, examples = self._build_prompt(sample, query)
         if self.spec.dataset.chain_of_thought:
-            prompt = with_reasoning_turn(prompt)  # ChEF's CoT: reason, then answer (evalkit/prompts/cot.py)
+            prompt = with_reasoning_turn(prompt)  # ChEF's CoT: reason, then answer (evalkit/prompts/chef/cot.py)
         audio_error = sample.meta.pop("audio_error", None)
         image_error = sample.meta.pop("image_error", None)
         conversation_error = sample.meta.pop("conversation_error", None)
@@ -566,7 +566,7 @@ class Engine:
     async def _likelihood(
         self, model: ModelPlan, sample: Sample, prompt: Prompt, sent: Sent, media: Prepared
     ) -> Outcome:
-        """Every option's log-likelihood after the prompt, as the JSON prediction metrics/likelihood.py reads."""
+        """Every option's log-likelihood after the prompt, as the JSON prediction metrics/choice/likelihood.py reads."""
         choices = [str(c) for c in sample.meta.get("choices") or []]
         if not choices:
             return failed(FailureReason.UNSUPPORTED, "likelihood scoring needs the sample's choices (choices_column)")

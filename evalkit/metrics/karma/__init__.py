@@ -1,0 +1,1 @@
+"""KARMA-OpenMedEvalKit's exact computations under its metric names: ASR, text, retrieval, bias, judges, rubrics."""

@@ -1,0 +1,162 @@
+"""The references of AU-Harness's computations (evalkit/metrics/auharness/): its files at the compared commit."""
+
+from __future__ import annotations
+
+from evalkit.metrics.references.reference import Reference
+
+
+def _dialogue_state(computed_by: str) -> Reference:
+    """AU-Harness's three SpokenWOZ figures share one reading of the answer and one table of cases."""
+    return Reference(
+        "ServiceNow/AU-Harness",
+        f"metrics/dialogue_metrics.py {computed_by}, on the slots _extract_slots_from_response reads from the answer "
+        "against the dataset's slots (SpokenWozPreprocessor's ground_truth_slots); corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_dialogue_state.py: 20 agent turns whose read state, three scores and corpus figures "
+        "come from running the classes (tests/fixtures/references/dialogue_state.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "not the SpokenWOZ paper's dialogue state tracking: the state is read from the agent's free-text answer "
+            "by AU-Harness's patterns, not predicted by the model",
+            "an annotated state that is JSON but not {domain: {slot: value}} fails the sample (AU-Harness raises)",
+        ),
+    )
+
+
+def _auharness_judge(what: str, unreadable: str) -> Reference:
+    """AU-Harness's task judges share one way of asking (metrics/llm_judge.py _BaseLLMJudge) and one test."""
+    return Reference(
+        "ServiceNow/AU-Harness",
+        f"metrics/llm_judge.py {what}: the prompt from prompts/judge_prompts.yaml as the system message, unformatted, "
+        "and 'candidate: ...\\nreference: ...' as the user message; <think> removed before reading",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_auharness_judges.py: the messages AU-Harness's judge classes sent to a scripted judge "
+        "and the scores they gave for its replies (tests/fixtures/references/auharness_judges.json), compared with "
+        "what evalkit sends and scores",
+        (
+            "the corpus value is 0-1 for 0/1 verdicts (AU-Harness reports x 100, rounded to 2 places)",
+            unreadable,
+            "a judge's value depends on the judge model and its settings (AU-Harness's default: gpt-4o-mini at "
+            "temperature 0.1, judge_temperature): compare only runs with the same judge",
+        ),
+    )
+
+
+AUHARNESS_REFERENCES: dict[str, Reference] = {
+    "gsm8k_exact_match": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/gsm8k_metrics.py Gsm8kExactMatch (_preprocess_answer: the last \\boxed{} content cleaned, its first "
+        "number; _process_reference: the number after the last '#### '; string equality); corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_reference_gsm8k.py: table of 30 cases from running the class (normalised answer, normalised "
+        "reference, score) and its corpus figure (tests/fixtures/references/gsm8k_exact_match.json)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "several references: the first is compared (AU-Harness takes one string)",
+            "not lm-evaluation-harness's gsm8k exact_match, which reads '#### N' or the last number of the response",
+        ),
+    ),
+    "joint_goal_accuracy": _dialogue_state("JointGoalAccuracy (_compute_jga)"),
+    "slot_accuracy": _dialogue_state("SlotAccuracy (_compute_slot_accuracy)"),
+    "slot_f1": _dialogue_state("SlotF1 (_compute_slot_f1)"),
+    "meteor": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/meteor_score.py MeteorScore: metrics/word_error_rate_metrics.py normalize_text on both strings, then "
+        "nltk.translate.meteor_score.single_meteor_score(reference tokens, answer tokens) with NLTK's defaults; "
+        "corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; nltk 3.10.4, num2words 0.5.14",
+        "tests/test_reference_meteor.py: 11 pairs scored by running MeteorScore, both sides given the same WordNet "
+        "stand-in (tests/fixtures/references/meteor.json); tests/test_metric_translation_models.py: the "
+        "normalisation against normalize_text's output on 20 strings",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); AU-Harness also rounds each "
+            "sample to 3 places, evalkit does not",
+            "needs NLTK's WordNet data (no package registry ships it) in NLTK_DATA: without it the config is refused; "
+            "AU-Harness downloads it at run time",
+            "several references: the first is scored",
+        ),
+    ),
+    "bertscore": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/bertscore.py BertScore: normalize_text on both strings, then bert_score.score(..., "
+        "model_type='bert-base-multilingual-cased') per sample, its F1; corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; bert-score 0.3.13",
+        "tests/test_metric_translation_models.py: what reaches bert_score.score (normalised strings, model, layers) "
+        "through a stand-in module, and the refusals when the package or the model is missing; the model itself is "
+        "not run in the tests (its weights are not on any package registry)",
+        (
+            "the corpus value is 0-1; AU-Harness rounds each F1 to 2 places before x 100 and the mean to 2 places",
+            "the model must be on the machine (Hugging Face cache, or option model: a folder); AU-Harness downloads it",
+            "AU-Harness passes the reference as the candidate and the answer as the reference; F1 is the same either "
+            "way (precision and recall swap)",
+        ),
+    ),
+    "comet": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/comet_score.py CometScore: normalize_text on source, answer and reference, then "
+        "comet.load_from_checkpoint(download_model('Unbabel/wmt22-comet-da')).predict segment scores; corpus: the mean",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; unbabel-comet 2",
+        "tests/test_metric_translation_models.py: what reaches the COMET model's predict (normalised src/mt/ref) "
+        "through a stand-in module, and the refusals when the package or the checkpoint is missing; the model itself "
+        "is not run in the tests (its checkpoint is not on any package registry)",
+        (
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
+            "the checkpoint must be on the machine (option checkpoint); AU-Harness downloads it",
+            "the source sentence comes from meta['source']; a sample without one fails",
+        ),
+    ),
+    "llm_judge_big_bench_audio": _auharness_judge(
+        "BigBenchAudioLLMJudgeMetric (prompt big_bench_audio_judge_prompt; CORRECT/INCORRECT, other replies failed)",
+        "an unreadable reply fails the sample in both",
+    ),
+    "llm_judge_redteaming": _auharness_judge(
+        "RedTeamingJudgeMetric (prompt redteaming_judge_prompt; the JSON reply's score)",
+        "AU-Harness scores an unreadable reply 0; evalkit fails the sample (option unreadable_verdict: zero scores "
+        "it 0)",
+    ),
+    "llm_judge_callhome": _auharness_judge(
+        "CallHomeLLMJudgeMetric (prompt callhome_judge_prompt; the JSON reply's score; overall (mean + 1) x 10)",
+        "AU-Harness scores an unreadable reply 0 (10 after the shift); evalkit fails the sample (option "
+        "unreadable_verdict: zero scores it as AU-Harness does)",
+    ),
+    "diarization_metrics": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/diarization_metrics.py DiarizationMetrics (DiarizationLM's compute_utterance_metrics adapted: turns "
+        "read by prepare_speaker_info, normalize_text, word_levenshtein alignment, Hungarian speaker mapping); the "
+        "headline is get_score's overall_wder, the other four figures are in the details",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; word-levenshtein 0.0.3",
+        "tests/test_reference_diarization_metrics.py: 16 transcripts run through compute_record_level_scores one by "
+        "one and get_score together under six hash seeds (tests/fixtures/references/diarization_metrics.json)",
+        (
+            "values are 0-1 (AU-Harness reports x 100, rounded to 2 places)",
+            "AU-Harness numbers speakers in Python set order, so where two cpWER speaker pairings tie its cpWER "
+            "changes with PYTHONHASHSEED; evalkit numbers them in sorted order (one of AU-Harness's results)",
+            "where AU-Harness raises (an empty reference turn aligned with answer words, no speaker pair with "
+            "reference words) evalkit fails that sample; samples AU-Harness skips are failed samples, left out of "
+            "every figure as AU-Harness leaves them out",
+            "not evalkit's wder and cpwer, which follow DiarizationLM and meeteval as published",
+        ),
+    ),
+    "mt_bench_llm_judge": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/llm_judge.py MtbenchLLMJudgeMetric (FastChat's MT-Bench single-answer judge prompts for each turn, "
+        "[[rating]] read, the turns' mean x 10)",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
+        "tests/test_mtbench.py: two-turn conversations run against the test server as model and judge (the messages "
+        "each turn's judge call gets, byte for byte as AU-Harness builds them), and a table of judge replies and "
+        "turn ratings with the rating and score AU-Harness's reading and rounding give",
+        (
+            "AU-Harness's prompts, not FastChat's: one N-turn template for every turn (FastChat asks turn 1 with "
+            "single-v1 and turn 2 with single-v1-multi-turn), its system text sent unformatted ({turn_number} as "
+            "written), a rating read from [[n]] or [n] or else the first number in the reply (FastChat: -1)",
+            "a failed model turn fails the sample (AU-Harness scores a conversation whose request raised 0 and "
+            "counts it); a failed or unreadable judge reply fails it too (option unreadable_verdict: zero scores an "
+            "unreadable one 0, as AU-Harness does)",
+            "the answers are sent with the run's temperature: AU-Harness's per-category MT-Bench temperatures "
+            "(writing and roleplay 0.7, stem and humanities 0.1, others 0) are not applied",
+            "AU-Harness leaves an empty answer out of the next turn's history; evalkit sends it",
+            "the corpus value is the mean of the per-sample 0-100 scores, each rounded to 2 places as AU-Harness "
+            "rounds them (AU-Harness rounds the mean to 2 places too)",
+        ),
+    ),
+}

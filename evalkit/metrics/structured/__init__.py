@@ -1,0 +1,1 @@
+"""evalkit's scores of answers checked by structure or execution: SQL, function calls, JSON, IFEval."""

@@ -1,0 +1,132 @@
+"""ChEF's recipes as dataset_metric options: chain of thought, and robustness variants of a pair.
+
+A pair's options are its metric's, except these, which say how the dataset is asked instead:
+
+- ``chain_of_thought: true`` (aliases ``cot``, ChEF's ``CoT``): reason first, then answer (see
+  :mod:`evalkit.prompts.chef.cot`).
+- ``circular: true`` (ChEF's MMBench recipe on any multiple-choice dataset asked with
+  ``MultipleChoicePreprocessor``): each question once per rotation of its options, as
+  ``CircularMultipleChoicePreprocessor`` does; score it with ``mmbench_circular_accuracy``.
+- ``corruptions: [gaussian_noise, jpeg, typos, ...]``: besides the clean pair, one *variant* per corruption,
+  a dataset named ``<dataset>@<corruption>`` whose images or texts are corrupted (see
+  :mod:`evalkit.data.image.corrupt` and :mod:`evalkit.prompts.corrupt_text`). ``corruption_severity`` (1-5,
+  default 3) and ``corruption_seed`` (default 0) apply to all of them. Each variant runs as a pair of its own
+  (records, results), and its result row says the clean score and the change. ChEF's ``img_crp: true`` and
+  ``text_crp: true`` add every image or every text corruption.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from evalkit.catalog import DatasetSpec
+from evalkit.data.image.corrupt import DEFAULT_SEVERITY, IMAGE_CORRUPTIONS
+from evalkit.errors import ConfigError
+from evalkit.prompts.corrupt_text import TEXT_CORRUPTIONS, canonical_corruption, known_corruptions
+
+RECIPE_OPTIONS = (
+    "circular",
+    "chain_of_thought",
+    "cot",
+    "CoT",
+    "corruptions",
+    "corruption_severity",
+    "corruption_seed",
+    "img_crp",
+    "text_crp",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """How one dataset_metric pair asks its dataset, beyond the dataset's own entry."""
+
+    chain_of_thought: bool = False
+    corruptions: tuple[str, ...] = ()
+    circular: bool = False
+    severity: int = DEFAULT_SEVERITY
+    seed: int = 0
+
+
+def _whole(value: Any, key: str, where: str, low: int, high: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        span = f"{low}-{high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{where}: option {key!r}: expected a whole number {span}, got {value!r}")
+    return value
+
+
+def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], Recipe]:
+    """The metric's own options, and the recipe the pair's other options ask for (ConfigError on a bad one)."""
+    metric_options = {k: v for k, v in options.items() if k not in RECIPE_OPTIONS}
+    cot = options.get("chain_of_thought", options.get("cot", options.get("CoT", False)))
+    if not isinstance(cot, bool):
+        raise ConfigError(f"{where}: option 'chain_of_thought': expected true or false, got {cot!r}")
+    raw = options.get("corruptions", [])
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
+        raise ConfigError(f"{where}: option 'corruptions': expected a list of corruption names, got {raw!r}")
+    for key, group in (("img_crp", IMAGE_CORRUPTIONS), ("text_crp", TEXT_CORRUPTIONS)):  # ChEF's switches: all
+        flag = options.get(key, False)
+        if not isinstance(flag, bool):
+            raise ConfigError(f"{where}: option {key!r}: expected true or false, got {flag!r}")
+        if flag:
+            raw = [*raw, *group]
+    names: list[str] = []
+    for name in raw:
+        canonical = canonical_corruption(name)
+        if canonical is None:
+            raise ConfigError(
+                f"{where}: option 'corruptions': unknown corruption {name!r}; known: {', '.join(known_corruptions())}"
+            )
+        if canonical not in names:
+            names.append(canonical)
+    severity = _whole(options.get("corruption_severity", DEFAULT_SEVERITY), "corruption_severity", where, 1, 5)
+    seed = _whole(options.get("corruption_seed", 0), "corruption_seed", where, 0)
+    circular = options.get("circular", False)
+    if not isinstance(circular, bool):
+        raise ConfigError(f"{where}: option 'circular': expected true or false, got {circular!r}")
+    return metric_options, Recipe(
+        chain_of_thought=cot, corruptions=tuple(names), circular=circular, severity=severity, seed=seed
+    )
+
+
+#: the preprocessor ``circular: true`` rotates, and what it becomes
+PLAIN_MCQ, CIRCULAR_MCQ = "MultipleChoicePreprocessor", "CircularMultipleChoicePreprocessor"
+
+
+def _circular(spec: DatasetSpec, where: str) -> DatasetSpec:
+    """The dataset asked once per rotation of its options (MMBench's circular evaluation, ChEF's recipe)."""
+    from evalkit.prompts.preprocessors import PREPROCESSORS
+
+    asked = PREPROCESSORS.canonical(spec.preprocessor)
+    if asked == CIRCULAR_MCQ:
+        return spec
+    if asked != PLAIN_MCQ:
+        raise ConfigError(
+            f"{where}: option 'circular' rotates the options of a multiple-choice dataset asked with {PLAIN_MCQ}; "
+            f"dataset {spec.name!r} is asked with {spec.preprocessor}"
+        )
+    return spec.model_copy(update={"preprocessor": CIRCULAR_MCQ})
+
+
+def recipe_datasets(spec: DatasetSpec, recipe: Recipe, where: str) -> list[DatasetSpec]:
+    """The datasets a pair runs: the clean one (with chain of thought when asked), then one per corruption."""
+    clean = spec.model_copy(update={"chain_of_thought": True}) if recipe.chain_of_thought else spec
+    if recipe.circular:
+        clean = _circular(clean, where)
+    out = [clean]
+    for name in recipe.corruptions:
+        if name in IMAGE_CORRUPTIONS and not spec.image_column:
+            raise ConfigError(
+                f"{where}: corruption {name!r} changes images, and dataset {spec.name!r} has no image_column"
+            )
+        corruption = {"name": name, "severity": recipe.severity, "seed": recipe.seed, "clean": spec.name}
+        out.append(clean.model_copy(update={"name": f"{spec.name}@{name}", "corruption": corruption}))
+    return out
+
+
+def clean_name(spec: DatasetSpec) -> str:
+    """The name of the dataset a robustness variant corrupts (the dataset's own name when it is clean)."""
+    return str(spec.corruption["clean"]) if spec.corruption else spec.name

@@ -1,0 +1,1 @@
+"""KARMA-OpenMedEvalKit's row selections and prompts, and its prompt data (medical_history_summary.yaml)."""
