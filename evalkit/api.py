@@ -1,7 +1,8 @@
 """The Python API: ``evalkit.evaluate(config, **overrides) -> Results``.
 
-The same path as ``evalkit run``: config -> overrides -> plan -> runner ->
-results on disk. ``evaluate`` is a plain function that also works where an
+The same path as ``evalkit run``: config and overrides, resolved in one pass by
+:func:`evalkit.config.resolve` -> plan -> runner -> results on disk.
+``evaluate`` is a plain function that also works where an
 event loop is already running (Jupyter, IPython, an async web app): there it
 runs the evaluation on a worker thread with its own loop and blocks until it
 is done. Async code should ``await evaluate_async(...)`` instead, which runs
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.errors import ConfigError, did_you_mean
 
 if TYPE_CHECKING:
-    from evalkit.config import Config
+    from evalkit.config import Registries
     from evalkit.plan import Plan
     from evalkit.report.results import ResultRow
 
@@ -144,139 +145,6 @@ class Results:
         return f"Results(run_dir={str(self.run_dir)!r}, rows={len(self.rows)}, models={self.models})"
 
 
-def _as_list(value: str | Sequence[str] | None) -> list[str] | None:
-    if value is None:
-        return None
-    return [value] if isinstance(value, str) else list(value)
-
-
-def load_any_config(config: Any) -> tuple[Config, str]:
-    """A Config and a source label from a Config, a dict of config keys, or a path."""
-    from evalkit.config import Config, load_config, parse_config
-
-    if isinstance(config, Config):
-        return config.model_copy(deep=True), "Config"
-    if isinstance(config, dict):
-        return parse_config(config, "<dict>"), "<dict>"
-    if isinstance(config, (str, Path)):
-        return load_config(config), str(config)
-    raise TypeError(f"config must be a Config, a dict or a path, not {type(config).__name__}")
-
-
-def apply_overrides(
-    config: Config,
-    *,
-    dataset: str | Sequence[str] | None = None,
-    metric: str | Sequence[str] | None = None,
-    model: str | Sequence[str] | None = None,
-    num_samples: int | None = None,
-    output_dir: str | Path | None = None,
-    batch_size: int | None = None,
-    dataset_args: dict[str, dict[str, Any]] | None = None,
-    metric_args: dict[str, dict[str, Any]] | None = None,
-    processor_args: dict[str, dict[str, dict[str, Any]]] | None = None,
-    model_args: dict[str, Any] | None = None,
-) -> Config:
-    """Narrow or redirect a config without editing its file (the `evalkit run` flags).
-
-    ``dataset`` keeps the config's pairs for those datasets/tasks/categories; a
-    name the config does not mention is paired with its task's default metric.
-    ``metric`` keeps the pairs with those metrics; both together evaluate every
-    dataset with every metric (the plan then checks each pair fits).
-    """
-    datasets, metrics, models = _as_list(dataset), _as_list(metric), _as_list(model)
-    from evalkit.config import MAX_IN_FLIGHT, MAX_SAMPLES
-
-    if num_samples is not None:
-        if not 0 <= num_samples <= MAX_SAMPLES:
-            raise ConfigError(f"--num-samples: must be 0 to {MAX_SAMPLES} (got {num_samples})")
-        config.filters.num_samples = num_samples
-    if output_dir:
-        config.output_dir = str(output_dir)
-    if batch_size is not None:
-        if not 1 <= batch_size <= MAX_IN_FLIGHT:
-            raise ConfigError(f"--batch-size: must be 1 to {MAX_IN_FLIGHT} (got {batch_size})")
-        for entry in config.models:  # every replica: the number is per endpoint, as batch_size in the config
-            entry.info.batch_size = batch_size
-    if models:
-        names = list(dict.fromkeys(e.info.name for e in config.models))
-        for name in models:
-            if name not in names:
-                raise ConfigError(
-                    f"--model: {name!r} is not a model of the config{did_you_mean(name, names)}. Models: "
-                    f"{', '.join(names)}"
-                )
-        config.models = [e for e in config.models if e.info.name in models]
-    if datasets or metrics:
-        before = set(config.dataset_metric)
-        config.dataset_metric = _select_pairs(config, datasets, metrics)
-        config._pair_labels = [
-            None
-            if pair in before
-            else f"--dataset {pair[0]} --metric {pair[1]}"
-            if metrics
-            else f"--dataset {pair[0]} (its task's default metric {pair[1]})"
-            for pair in config.dataset_metric
-        ]
-    if dataset_args or metric_args or processor_args or model_args:
-        from evalkit.run.component_args import apply_component_args
-
-        apply_component_args(config, dataset_args or {}, metric_args or {}, processor_args or {}, model_args or {})
-    return config
-
-
-def default_pairs(names: Sequence[str], metrics: Sequence[str] | None = None) -> list[list[str]]:
-    """Each name with the given metrics, or with its task's default metric (as KARMA needs no metric either)."""
-    from evalkit.catalog import load_catalog
-
-    catalog = load_catalog()
-    pairs: list[list[str]] = []
-    for name in names:
-        if metrics:
-            pairs += [[name, metric] for metric in metrics]
-            continue
-        pairs += [[name, metric] for metric in _default_metrics(catalog, name)]
-    return pairs
-
-
-def _default_metrics(catalog: Any, name: str) -> list[str]:
-    """What a dataset name runs with no metric given: a KARMA id KARMA's metrics, else its task's default metric."""
-    from evalkit.compat.karma import default_metrics
-    from evalkit.metrics import METRICS
-
-    specs = catalog.resolve(name, "--dataset")
-    karma = [m for m in default_metrics(catalog, name) or [] if m in METRICS]
-    if karma:
-        return karma
-    task = catalog.tasks[specs[0].task]
-    fitting = list(catalog.fitting_metrics(specs[0]))
-    # an entry that lists its own metrics names its default first (ChEF's LAMM sets, AU-Harness's); else the task's
-    own = specs[0].metrics
-    metric = own[0] if own else task.default_metric if task.default_metric in fitting or not fitting else fitting[0]
-    if metric is None:
-        raise ConfigError(f"--dataset: {name!r} has no default metric; add --metric")
-    return [metric]
-
-
-def endpoint_config(
-    url: str,
-    model: str,
-    names: Sequence[str],
-    metrics: Sequence[str] | None = None,
-    inference_type: str = "vllm",
-    auth_env: str | None = None,
-) -> dict[str, Any]:
-    """A config for one endpoint and some datasets, for `evalkit run --model-url URL --model-name ID --dataset X`.
-
-    Each name runs with the given metrics, or with its task's default metric (KARMA's
-    `karma eval --model M --datasets X` needs no config file either).
-    """
-    info: dict[str, Any] = {"name": model, "inference_type": inference_type, "url": url, "model": model}
-    if auth_env:
-        info["auth_token"] = f"${{{auth_env}}}"
-    return {"dataset_metric": default_pairs(names, metrics), "models": [{"info": info}]}
-
-
 def named_model_config(
     model: str,
     names: Sequence[str],
@@ -291,6 +159,7 @@ def named_model_config(
     which evalkit serves itself behind ``launch:`` (vLLM when it can, else evalkit serve) and stops after.
     """
     from evalkit.clients.providers import karma_model
+    from evalkit.config.pairs import model_config
 
     hosted = None if model_path else karma_model(model)
     if isinstance(hosted, str):
@@ -304,65 +173,23 @@ def named_model_config(
         local = choose_local_model(model_path or model, backend=backend, name=model if model_path else None)
         info = local.entry()
         said = f"{local.name}: {local.model_path} served by {local.backend} ({local.reason}), stopped after the run"
-    return {"dataset_metric": default_pairs(names, metrics), "models": [{"info": info}]}, said
+    return model_config(info, names, metrics, registries().metrics), said
 
 
-def _select_pairs(config: Config, datasets: list[str] | None, metrics: list[str] | None) -> list[Any]:
-    from evalkit.compat.karma import karma_metric
+def registries() -> Registries:
+    """The metric and processor registries the config's overrides check names against."""
+    from evalkit.config import Registries
     from evalkit.metrics import METRICS
+    from evalkit.processing.processors import PROCESSORS
 
-    if metrics:
-        for name in metrics:
-            if name not in METRICS and karma_metric(name) not in METRICS:
-                raise ConfigError(
-                    f"--metric: {name!r} is not a metric{did_you_mean(name, METRICS.names())}. "
-                    "Run `evalkit list metrics`."
-                )
-    wanted_metrics = {METRICS.canonical(m) for m in metrics or []}
-    pairs = list(config.dataset_metric)  # [name, metric] or [name, metric, options]: options stay with their pair
-    if datasets and metrics:
-        return [(d, m) for d in datasets for m in metrics]
-    if metrics:
-        chosen: list[Any] = [p for p in pairs if METRICS.canonical(p[1]) in wanted_metrics]
-        if not chosen:
-            used = ", ".join(dict.fromkeys(p[1] for p in pairs))
-            raise ConfigError(
-                f"--metric: no dataset_metric pair of the config uses {', '.join(metrics)} (the config uses {used}); "
-                "add --dataset to pair it"
-            )
-        return chosen
-    assert datasets is not None
-    chosen = [p for p in pairs if p[0] in datasets]
-    missing = [d for d in datasets if d not in {p[0] for p in chosen}]
-    if missing:
-        from evalkit.catalog import load_catalog
-
-        catalog = load_catalog(config.runspec_dirs, cwd=config.base_dir)
-        for name in missing:
-            chosen += [(name, metric) for metric in _default_metrics(catalog, name)]
-    return chosen
-
-
-def _set_config_fields(config: Config, fields: dict[str, Any]) -> Config:
-    from pydantic import ValidationError
-
-    from evalkit.config import Config, format_validation_error
-
-    data = config.model_dump(mode="python")
-    data.update(fields)
-    try:
-        updated = Config.model_validate(data)
-    except ValidationError as error:
-        raise ConfigError(format_validation_error(error, "evaluate() overrides")) from None
-    return updated.anchor(config.base_dir) if config._base_dir is not None else updated
+    return Registries(metrics=METRICS, processors=PROCESSORS)
 
 
 def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
     """Config source + overrides -> (plan, run options); unknown override names are errors."""
-    from evalkit.config import Config
+    from evalkit.config import Config, Overrides, resolve
     from evalkit.plan import build_plan
 
-    cfg, source = load_any_config(config)
     selection = {k: overrides.pop(k) for k in SELECTION_OVERRIDES if k in overrides}
     run = {k: overrides.pop(k) for k in RUN_OVERRIDES if k in overrides}
     config_fields = {k: overrides.pop(k) for k in list(overrides) if k in Config.model_fields}
@@ -370,9 +197,7 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
         known = [*SELECTION_OVERRIDES, *RUN_OVERRIDES, *Config.model_fields]
         name = next(iter(overrides))
         raise TypeError(f"evaluate() got an unexpected override {name!r}{did_you_mean(name, known)}")
-    if config_fields:
-        cfg = _set_config_fields(cfg, config_fields)
-    cfg = apply_overrides(cfg, **selection)
+    cfg, source = resolve(config, Overrides(**selection, fields=config_fields), registries=registries())
     from evalkit.clients.providers import check_models
 
     # a provider whose API is not OpenAI's would fail every request: said now, before the first

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
-from evalkit.compat.karma import metric_for_pair
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
+from evalkit.config.foreign.karma import metric_for_pair
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
 from evalkit.errors import ConfigError, UserError, did_you_mean

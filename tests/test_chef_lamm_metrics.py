@@ -241,12 +241,13 @@ def test_voc2012_lamm_runs_with_lamm_detection(tmp_path: Path, make_server) -> N
 
 
 def test_entries_run_chefs_metric_when_none_is_given() -> None:
-    from evalkit.api import _default_metrics
     from evalkit.catalog import load_catalog
+    from evalkit.config.pairs import default_metrics
+    from evalkit.metrics import METRICS
 
     catalog = load_catalog(cwd=REPO)
-    assert _default_metrics(catalog, "Flickr30k") == ["chef_caption_bleu4"]
-    assert _default_metrics(catalog, "VOC2012_LAMM") == ["lamm_detection_recall"]
+    assert default_metrics(catalog, "Flickr30k", METRICS) == ["chef_caption_bleu4"]
+    assert default_metrics(catalog, "VOC2012_LAMM", METRICS) == ["lamm_detection_recall"]
     assert catalog.fitting_metrics(catalog.datasets["lamm_cifar10"])[0] == "lamm_classification_accuracy"
 
 

@@ -26,6 +26,8 @@ instead:
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import pkgutil
 import re
 import typing
 from typing import Any
@@ -43,8 +45,16 @@ from evalkit.plan import build_plan
 SAMPLE = ROOT / "sample_config.yaml"
 #: the schemas a user writes: config.yaml, a runspec's dataset entries and its ``_task`` block
 ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec, ForeignNames)
-#: classes of the two modules that are no schema: the pydantic base of the config models, and the loaded catalogue
-NOT_SCHEMA = {"_Strict", "_RuleTarget", "Catalog"}  # bases: their fields are checked on the subclasses
+#: classes of the schema modules that are no schema: the pydantic base of the config models, and the loaded catalogue
+NOT_SCHEMA = {"Strict", "_RuleTarget", "Catalog"}  # bases: their fields are checked on the subclasses
+#: ... and the config package's working records, which no user writes: overrides from flags and keywords, the
+#: registries they are checked against, an AU-Harness config being translated
+NOT_SCHEMA |= {"Overrides", "Registries", "Translation"}
+#: every module of the config package (its schema is split by concern) and the catalogue
+SCHEMA_MODULES = [
+    catalog_module,
+    *(importlib.import_module(m.name) for m in pkgutil.walk_packages(config_module.__path__, "evalkit.config.")),
+]
 #: what the ${VAR} references of sample_config.yaml need once every option is switched on
 SAMPLE_ENV = {
     "EVALKIT_TOKEN": "sample-token",
@@ -140,7 +150,7 @@ def test_the_walk_reaches_every_schema_class() -> None:
     walked = {cls.__name__ for cls in _walk(ROOTS)}
     defined = {
         name
-        for module in (config_module, catalog_module)
+        for module in SCHEMA_MODULES
         for name, value in vars(module).items()
         if _is_schema_class(value) and value.__module__ == module.__name__ and name not in NOT_SCHEMA
     }

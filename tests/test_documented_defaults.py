@@ -1,6 +1,6 @@
 """One source for every default: README.md, sample_config.yaml and ``--help`` say what the code does.
 
-The code is the source: the pydantic schema's field defaults (evalkit/config.py) and, for options
+The code is the source: the pydantic schema's field defaults (evalkit/config/) and, for options
 that exist only on a command line, the argparse defaults of ``evalkit run`` and ``evalkit serve``.
 Each document is read for what it claims and compared with that source; a mismatch names the file
 (and line), the option and both values.
@@ -71,7 +71,7 @@ def schema_fields(model: type[BaseModel] = Config, prefix: str = "") -> dict[str
                 found.update(schema_fields(sub, f"{path}{'[]' if in_list else ''}."))
             continue
         default = field.default_factory if field.default_factory is not None else field.default
-        found[path] = (default, f"evalkit/config.py {model.__name__}.{name}")
+        found[path] = (default, f"{model.__module__.replace('.', '/')}.py {model.__name__}.{name}")
     return found
 
 
@@ -111,9 +111,12 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
 CODE_DEFAULTS: dict[tuple[str, str], tuple[Any, str]] = {
     ("evalkit run", "--max-failure-rate"): (
         Config.model_fields["max_failure_rate"].default,
-        "evalkit/config.py Config.max_failure_rate",
+        "evalkit/config/schema.py Config.max_failure_rate",
     ),
-    ("evalkit serve", "--max-batch-size"): (SERVE_DEFAULT_MAX_BATCH, "evalkit/config.py SERVE_DEFAULT_MAX_BATCH"),
+    ("evalkit serve", "--max-batch-size"): (
+        SERVE_DEFAULT_MAX_BATCH,
+        "evalkit/config/launch.py SERVE_DEFAULT_MAX_BATCH",
+    ),
     ("evalkit serve", "--dtype"): (_dtype_default(), "evalkit/serve/backends/transformers_backend.py dtype"),
 }
 

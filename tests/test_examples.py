@@ -31,10 +31,10 @@ def _dry_run(config: Path, cwd: Path, *extra: str) -> subprocess.CompletedProces
 
 
 def _hub_datasets(config: Path) -> set[str]:
-    from evalkit.api import load_any_config
     from evalkit.catalog import load_catalog
+    from evalkit.config import resolve
 
-    loaded, _ = load_any_config(str(config))
+    loaded, _ = resolve(str(config))
     catalog = load_catalog()
     return {spec.name for pair in loaded.dataset_metric for spec in catalog.resolve(pair[0]) if spec.hf_repo}
 
@@ -57,8 +57,8 @@ def test_example_plans_without_sending(config: Path, tmp_path: Path) -> None:
 
 
 def test_audio_llm_example_covers_asr_speech_qa_and_emotion(tmp_path: Path) -> None:
-    from evalkit.api import load_any_config
     from evalkit.catalog import load_catalog
+    from evalkit.config import resolve
     from evalkit.serve.launch import _check_args, server_command
 
     path = REPO_ROOT / "examples" / "qwen2_audio_vllm.yaml"
@@ -67,7 +67,7 @@ def test_audio_llm_example_covers_asr_speech_qa_and_emotion(tmp_path: Path) -> N
     # the shipped set needs no network: its counts are known in the dry run
     assert "espeak_en_asr__word_error_rate" in result.stdout and " 60 " in result.stdout
 
-    config, _ = load_any_config(str(path))
+    config, _ = resolve(str(path))
     catalog = load_catalog()
     tasks = {spec.task for pair in config.dataset_metric for spec in catalog.resolve(pair[0])}
     assert {"asr", "speech_qa", "emotion_recognition"} <= tasks, tasks

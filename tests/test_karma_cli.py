@@ -15,9 +15,10 @@ import pytest
 import yaml
 from helpers import config_for, model_entry, text_set
 
-from evalkit.api import apply_overrides, load_any_config
-from evalkit.cli import karma_args
+from evalkit.api import registries
 from evalkit.cli.main import main
+from evalkit.config import Overrides, resolve
+from evalkit.config.foreign import karma_args
 from evalkit.errors import UserError
 
 # -- parsing KARMA's strings ---------------------------------------------------------------------------------
@@ -106,8 +107,8 @@ def _applied(tmp_path: Path, **overrides: Any) -> Any:
         [model_entry("echo", "http://127.0.0.1:9/v1", extra_body={"keep": 1})],
         pairs=[["synth_qa", "exact_match"], ["synth_qa", "bleu"]],
     )
-    config, _ = load_any_config(path)
-    return apply_overrides(config, **overrides)
+    config, _ = resolve(path, Overrides(**overrides), registries=registries())
+    return config
 
 
 def test_arguments_land_where_a_config_file_writes_them(tmp_path: Path) -> None:
@@ -128,11 +129,13 @@ def test_arguments_land_where_a_config_file_writes_them(tmp_path: Path) -> None:
 
 
 def test_dataset_arguments_pick_the_entry_karma_means(tmp_path: Path) -> None:
-    config, _ = load_any_config(
-        {"dataset_metric": [["ai4bharat/IN22-Conv", "bleu"]], "models": [model_entry("m", "http://127.0.0.1:9/v1")]}
-    )
     args = {"ai4bharat/IN22-Conv": {"target_language": "hi", "source_language": "en"}}
-    assert apply_overrides(config, dataset_args=args).pairs == [("in22_conv_en_hi", "bleu", {})]
+    config, _ = resolve(
+        {"dataset_metric": [["ai4bharat/IN22-Conv", "bleu"]], "models": [model_entry("m", "http://127.0.0.1:9/v1")]},
+        Overrides(dataset_args=args),
+        registries=registries(),
+    )
+    assert config.pairs == [("in22_conv_en_hi", "bleu", {})]
     with pytest.raises(UserError, match="--dataset-args: 'synth_qa' with language=hi is not a dataset"):
         _applied(tmp_path, dataset_args={"synth_qa": {"language": "hi"}})
 

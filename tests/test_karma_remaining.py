@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 from helpers import local_copy, model_entry, run, write_config
 
-from evalkit.api import default_pairs
 from evalkit.catalog import load_catalog
 from evalkit.config import load_config
+from evalkit.config.pairs import default_pairs
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.metrics import METRICS
@@ -178,7 +178,7 @@ def test_karma_names_mean_karmas_computation_on_karma_ids_only(tmp_path: Path) -
 
 
 def test_a_karma_id_without_a_metric_runs_karmas_metrics() -> None:
-    pairs = default_pairs(["intronhealth/afrimedqa_v2/mcq", "intronhealth/afrimedqa_v2", "medqa"])
+    pairs = default_pairs(["intronhealth/afrimedqa_v2/mcq", "intronhealth/afrimedqa_v2", "medqa"], None, METRICS)
     assert pairs == [
         ["intronhealth/afrimedqa_v2/mcq", "karma:exact_match"],
         ["intronhealth/afrimedqa_v2/mcq", "geographic_accuracy"],
@@ -221,7 +221,7 @@ def test_every_karma_id_resolves_to_an_entry() -> None:
         found = catalog.resolve(name)
         assert found, name
         for metric in entry["metrics"]:
-            from evalkit.compat.karma import karma_metric
+            from evalkit.config.foreign.karma import karma_metric
 
             assert karma_metric(metric) in METRICS, f"{name}: KARMA's {metric} has no evalkit metric"
 

@@ -15,8 +15,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "evalkit"
 
 #: the layers, first to last; a unit may import its own layer's units and earlier layers' only
 LAYERS: list[set[str]] = [
-    {"errors", "failures", "util", "registry", "languages", "envvars", "assets"},
-    {"config", "catalog", "compat"},
+    {"errors", "failures", "util", "registry", "languages", "assets"},
+    {"catalog"},
+    {"config"},
     {"data"},
     {"prompts", "metrics", "processing"},
     {"plan"},

@@ -178,11 +178,12 @@ def test_a_dotted_column_is_a_path_only_when_no_column_has_that_name(tmp_path: P
 
 def test_a_task_default_metric_fits_every_entry_of_the_task(catalog) -> None:  # type: ignore[no-untyped-def]
     """`evalkit run --dataset NAME` uses the task's default metric, or the entry's first where it narrows them."""
-    from evalkit.api import _default_metrics
+    from evalkit.config.pairs import default_metrics
+    from evalkit.metrics import METRICS
 
     narrowed = []
     for spec in [*catalog.resolve("vision"), *catalog.resolve("medical")]:
-        chosen = _default_metrics(catalog, spec.name)
+        chosen = default_metrics(catalog, spec.name, METRICS)
         assert chosen and set(chosen) <= set(catalog.fitting_metrics(spec)), f"{spec.name}: {chosen} does not fit"
         if catalog.tasks[spec.task].default_metric not in catalog.fitting_metrics(spec):
             narrowed.append(spec.name)

@@ -43,7 +43,7 @@ def _run_async(coro: Coroutine[Any, Any, T]) -> T:
 def _plan(args: argparse.Namespace) -> Any:
     """The plan of `evalkit run`: the config with the command-line overrides, or the recorded one with --resume."""
     from evalkit.api import prepare
-    from evalkit.cli import karma_args
+    from evalkit.config.foreign import karma_args
 
     args.dataset = karma_args.split_names(args.dataset)
     args.metric = karma_args.split_names(args.metric)
@@ -82,7 +82,8 @@ def _plan(args: argparse.Namespace) -> Any:
 
 def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], overrides: dict[str, Any]) -> Any:
     """`evalkit run --model-url URL --model-name ID --dataset X`: one endpoint, no config file."""
-    from evalkit.api import endpoint_config, prepare
+    from evalkit.api import prepare, registries
+    from evalkit.config.pairs import endpoint_config
 
     named = ", ".join("--" + f.replace("_", "-") for f in flags)
     if config is not None or args.resume:
@@ -94,7 +95,13 @@ def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], over
     if args.model or args.model_path or args.launch_backend:
         raise UserError("--model selects models of a config; with --model-url the one model is --model-name")
     data = endpoint_config(
-        args.model_url, args.model_name, args.dataset, args.metric, args.inference_type or "vllm", args.api_key_env
+        args.model_url,
+        args.model_name,
+        args.dataset,
+        args.metric,
+        registries().metrics,
+        args.inference_type or "vllm",
+        args.api_key_env,
     )
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric")}
     plan, _ = prepare(data, rest)
@@ -538,20 +545,9 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from evalkit.compat.auharness import convert_text, is_auharness
-    from evalkit.config import Config, parse_config
-    from evalkit.errors import ConfigError
-    from evalkit.util.yaml_safe import load_yaml_file
+    from evalkit.config.convert import convert_file
 
-    source = Path(args.config)
-    if not source.is_file():
-        raise ConfigError(f"{source}: config file not found")
-    data = load_yaml_file(source)
-    if not isinstance(data, dict) or not is_auharness(data):
-        raise ConfigError(f"{source}: not an AU-Harness config (no task_metric, filter, ... or flat model entries)")
-    text = convert_text(data, str(source), Config.model_fields, base_dir=source.parent)
-    # the result must validate as evalkit's own format; unset ${VAR}s only stand in for their values here
-    parse_config(_yaml_tree(text), f"{source} (converted)", env=_PlaceholderEnv(), base_dir=source.parent)
+    text = convert_file(Path(args.config))
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -561,27 +557,6 @@ def cmd_convert(args: argparse.Namespace) -> int:
     out.write_text(text, encoding="utf-8")
     print(f"evalkit: wrote {out}", file=sys.stderr)
     return 0
-
-
-def _yaml_tree(text: str) -> Any:
-    import yaml
-
-    return yaml.safe_load(text)
-
-
-class _PlaceholderEnv(dict[str, str]):
-    """The environment, where an unset variable reads as "0": enough to check a converted config's shape."""
-
-    def __init__(self) -> None:
-        import os
-
-        super().__init__(os.environ)
-
-    def __missing__(self, key: str) -> str:
-        return "0"
-
-    def __contains__(self, key: object) -> bool:
-        return True
 
 
 COMMANDS = {

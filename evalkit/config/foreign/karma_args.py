@@ -6,7 +6,7 @@ KARMA users write ``--dataset-args "in22conv:source_language=en,target_language=
 same strings work here, so a KARMA command line moves over unchanged. This
 module only parses: what each value means for a config (dataset options, a
 metric's options, a model entry's fields) is decided by
-:func:`evalkit.api.apply_component_args`, which also refuses names the run does
+:func:`evalkit.config.overrides.apply_overrides`, which also refuses names the run does
 not hold. Every malformed string is a UserError naming the flag and the part
 that is wrong (exit 2, before any request).
 """
