@@ -7,7 +7,7 @@ field's reference tools do; KARMA's classes of the same names
 who kept the plain name would get a different number. The ``karma:`` names
 are KARMA's computations, accepted everywhere a metric is named; a pair whose
 dataset is written as a KARMA dataset id gets them for the plain names too
-(:mod:`evalkit.compat.karma`), while ``exact_match`` on an evalkit dataset
+(:mod:`evalkit.config.foreign.karma`), while ``exact_match`` on an evalkit dataset
 stays evalkit's.
 
 * ``karma:exact_match``: the prediction equals the reference, both lower-cased
