@@ -159,7 +159,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 EXPECTED = {
     "sample": {
         ("alpaca_audio", "llm_judge_detailed"),
-        ("librispeech_test_clean_audiollms", "word_error_rate"),
+        ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
         ("iemocap_emotion", "llm_judge_binary"),
         ("meld_emotion", "llm_judge_binary"),
         ("meld_sentiment", "llm_judge_binary"),
@@ -170,7 +170,7 @@ EXPECTED = {
         ("big_bench_audio_text_query", "llm_judge_big_bench_audio"),
     },
     "mtbench": {("mtbench_audio", "mt_bench_llm_judge"), ("mtbench_text", "mt_bench_llm_judge")},
-    "voxtral_transcription": {("librispeech_test_clean_audiollms", "word_error_rate")},
+    "voxtral_transcription": {("librispeech_test_clean_audiollms", "auharness:word_error_rate")},
 }
 
 
@@ -383,9 +383,9 @@ def test_a_category_namesake_is_written_with_the_prefix_and_all_runs_auharness_m
             "models": [flat_model("m")],
         }
     )
-    assert ("covost2", "bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
+    assert ("covost2", "auharness:bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
     assert ("emotion_recognition", "llm_judge_binary") in config.dataset_metric
-    assert ("auharness:speech_recognition", "word_error_rate") in config.dataset_metric
+    assert ("auharness:speech_recognition", "auharness:word_error_rate") in config.dataset_metric
     assert config.pair_labels is not None and config.pair_labels[0] == "config: task_metric[0] (covost2, all -> bleu)"
 
 
@@ -498,9 +498,9 @@ def test_an_auharness_config_runs_end_to_end(tmp_path: Path, server: Any, speech
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     results = json.loads((run_dir / "results.json").read_text())
     rows = {(r["dataset"], r["metric"], r["model"]): r for r in results["results"]}
-    for model in ("chat", "asr", "gemini"):
-        assert rows[("tiny_asr", "word_error_rate", model)]["score"] == 0.0
-        assert rows[("tiny_asr", "word_error_rate", model)]["n"] == 2
+    for model in ("chat", "asr", "gemini"):  # AU-Harness's word_error_rate, as its config means it
+        assert rows[("tiny_asr", "auharness:word_error_rate", model)]["score"] == 0.0
+        assert rows[("tiny_asr", "auharness:word_error_rate", model)]["n"] == 2
         assert ("tiny_asr", "cer", model) in rows  # `all`: every metric the task lists
     assert (tmp_path / "auh.log").is_file()
     chats = [e for e in server.log_events("completed") if e["path"] == "/v1/chat/completions"]

@@ -529,13 +529,14 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     _m(
         "meteor",
         "evalkit.metrics.translation_models:Meteor",
-        summary="METEOR (NLTK single_meteor_score, WordNet synonyms) on AU-Harness's normalised text; the corpus mean.",
+        summary="METEOR (NLTK, WordNet synonyms) on AU-Harness's normalised text, each sample rounded to 3 places; "
+        "the mean.",
     ),
     _m(
         "bertscore",
         "evalkit.metrics.translation_models:BertScore",
         "bert_score",
-        summary="BERTScore F1 (bert-score, bert-base-multilingual-cased) on AU-Harness's normalised text; the corpus "
+        summary="BERTScore F1 (bert-base-multilingual-cased), AU-Harness's normalised text, rounded to 2 places; the "
         "mean.",
     ),
     _m(
@@ -577,6 +578,21 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         judge=True,
         summary="AU-Harness's MT-Bench judge: every turn's answer rated 1-10 with the conversation so far; the mean "
         "x 10.",
+    ),
+    # AU-Harness's computations of names evalkit gives another meaning (helper: AU-Harness text metrics)
+    _m(
+        "auharness:word_error_rate",
+        "evalkit.metrics.auharness_named:AuharnessWordErrorRate",
+        lower=True,
+        ci="bootstrap",
+        summary="AU-Harness's word_error_rate: its overall WER of normalize_text'ed words (English rules for every "
+        "language).",
+    ),
+    _m(
+        "auharness:bleu",
+        "evalkit.metrics.auharness_named:AuharnessBleu",
+        ci="bootstrap",
+        summary="AU-Harness's bleu: sacrebleu corpus BLEU of normalize_text'ed texts, tokenizer 13a (zh into Chinese).",
     ),
     # --- end AU-Harness metrics ---
     # --- KARMA metrics (helper: KARMA metric names) ---
