@@ -423,7 +423,9 @@ def test_convert_writes_a_config_that_validates_and_plans_the_same(tmp_path: Pat
     text = out.read_text()
     assert "${AUH_TEST_TOKEN}" in text and "task_metric" not in text and "info:" in text
     assert "retry_attempts: 8 attempts in AU-Harness are 7 retries in evalkit" in text
+    assert "metric 'word_error_rate' is AU-Harness's computation, 'auharness:word_error_rate'" in text
     converted = yaml.safe_load(text)
+    assert ["auharness:librispeech_test_clean", "auharness:word_error_rate"] in converted["dataset_metric"]
     assert not is_auharness(converted)
     env = {"AUH_TEST_TOKEN": "t"}
     original = build_plan(load_config(source, env=env))
@@ -439,6 +441,42 @@ def test_convert_writes_a_config_that_validates_and_plans_the_same(tmp_path: Pat
     assert main(["convert", str(source), "--output", str(out), "--force"]) == 0
     assert main(["convert", str(out)]) == 2  # already evalkit's own format
     assert "not an AU-Harness config" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- metric names
+
+
+def test_au_harness_metric_names_mean_au_harness_computation_and_evalkits_keep_theirs() -> None:
+    """word_error_rate and bleu: AU-Harness's in its config or on its dataset names, evalkit's on evalkit's."""
+    theirs = parse_config(
+        {
+            "task_metric": [["librispeech_test_clean", "word_error_rate"], ["covost2_en_de", "bleu"]],
+            "aggregate": [["bleu", ["covost2_en_de"]]],
+            "models": [flat_model("m")],
+        }
+    )
+    assert [m for _, m in theirs.dataset_metric] == ["auharness:word_error_rate", "auharness:bleu"]
+    assert [entry[0] for entry in theirs.aggregate] == ["auharness:bleu"]
+    assert {e.metric for e in build_plan(theirs).engines} == {"auharness:word_error_rate", "auharness:bleu"}
+    model = {"info": {"name": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "m"}}
+    ours = parse_config(
+        {
+            "dataset_metric": [
+                ["librispeech_test_clean", "word_error_rate"],  # evalkit's dataset name: evalkit's metric
+                ["auharness:librispeech_test_clean", "word_error_rate"],  # AU-Harness's name: AU-Harness's metric
+                ["librispeech_test_other", "auharness:word_error_rate"],  # asked for by name on evalkit's dataset
+                ["librispeech_test_other", "wer"],
+            ],
+            "models": [model],
+        }
+    )
+    planned = [(e.dataset.name, e.metric) for e in build_plan(ours).engines]
+    assert planned == [
+        ("librispeech_test_clean", "word_error_rate"),
+        ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
+        ("librispeech_test_other", "auharness:word_error_rate"),
+        ("librispeech_test_other", "word_error_rate"),
+    ]
 
 
 # ---------------------------------------------------------------- end to end against the test server
