@@ -75,4 +75,3 @@ def test_the_corpus_is_au_harness_figure_over_100(table: dict[str, Any], meteor:
     for i, case in enumerate(table["cases"]):
         acc.add(meteor.score(case["answer"], Sample(id=str(i), reference=case["reference"])))
     assert round(acc.result().score * 100 * 100) / 100 == table["corpus"]  # AU-Harness's smart_round(x 100, 2)
-
