@@ -132,7 +132,7 @@ class AuharnessBleu(Bleu):
 
     name = "auharness:bleu"
     tasks = ("*",)
-    allowed_options = ()
+    allowed_options: tuple[str, ...] = ()
 
     def __init__(self, language: str | None = None, **options: Any) -> None:
         _normaliser_or_config_error(self.name)
