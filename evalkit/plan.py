@@ -15,6 +15,7 @@ from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
+from evalkit.config.foreign.auharness import metric_for_pair as auharness_metric_for_pair
 from evalkit.config.foreign.karma import metric_for_pair
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
@@ -348,6 +349,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         label = labels[i] if labels is not None and i < len(labels) else None
         where = label or f"{source}: dataset_metric[{i}]"
         metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
+        metric = auharness_metric_for_pair(catalog, name, metric)  # and AU-Harness's bleu on its names
         if metric not in METRICS:
             raise ConfigError(
                 f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "

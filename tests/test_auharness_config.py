@@ -159,7 +159,7 @@ SHAPES: dict[str, dict[str, Any]] = {
 EXPECTED = {
     "sample": {
         ("alpaca_audio", "llm_judge_detailed"),
-        ("librispeech_test_clean_audiollms", "word_error_rate"),
+        ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
         ("iemocap_emotion", "llm_judge_binary"),
         ("meld_emotion", "llm_judge_binary"),
         ("meld_sentiment", "llm_judge_binary"),
@@ -170,7 +170,7 @@ EXPECTED = {
         ("big_bench_audio_text_query", "llm_judge_big_bench_audio"),
     },
     "mtbench": {("mtbench_audio", "mt_bench_llm_judge"), ("mtbench_text", "mt_bench_llm_judge")},
-    "voxtral_transcription": {("librispeech_test_clean_audiollms", "word_error_rate")},
+    "voxtral_transcription": {("librispeech_test_clean_audiollms", "auharness:word_error_rate")},
 }
 
 
@@ -383,9 +383,9 @@ def test_a_category_namesake_is_written_with_the_prefix_and_all_runs_auharness_m
             "models": [flat_model("m")],
         }
     )
-    assert ("covost2", "bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
+    assert ("covost2", "auharness:bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
     assert ("emotion_recognition", "llm_judge_binary") in config.dataset_metric
-    assert ("auharness:speech_recognition", "word_error_rate") in config.dataset_metric
+    assert ("auharness:speech_recognition", "auharness:word_error_rate") in config.dataset_metric
     assert config.pair_labels is not None and config.pair_labels[0] == "config: task_metric[0] (covost2, all -> bleu)"
 
 
@@ -423,7 +423,9 @@ def test_convert_writes_a_config_that_validates_and_plans_the_same(tmp_path: Pat
     text = out.read_text()
     assert "${AUH_TEST_TOKEN}" in text and "task_metric" not in text and "info:" in text
     assert "retry_attempts: 8 attempts in AU-Harness are 7 retries in evalkit" in text
+    assert "metric 'word_error_rate' is AU-Harness's computation, 'auharness:word_error_rate'" in text
     converted = yaml.safe_load(text)
+    assert ["auharness:librispeech_test_clean", "auharness:word_error_rate"] in converted["dataset_metric"]
     assert not is_auharness(converted)
     env = {"AUH_TEST_TOKEN": "t"}
     original = build_plan(load_config(source, env=env))
@@ -439,6 +441,42 @@ def test_convert_writes_a_config_that_validates_and_plans_the_same(tmp_path: Pat
     assert main(["convert", str(source), "--output", str(out), "--force"]) == 0
     assert main(["convert", str(out)]) == 2  # already evalkit's own format
     assert "not an AU-Harness config" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- metric names
+
+
+def test_au_harness_metric_names_mean_au_harness_computation_and_evalkits_keep_theirs() -> None:
+    """word_error_rate and bleu: AU-Harness's in its config or on its dataset names, evalkit's on evalkit's."""
+    theirs = parse_config(
+        {
+            "task_metric": [["librispeech_test_clean", "word_error_rate"], ["covost2_en_de", "bleu"]],
+            "aggregate": [["bleu", ["covost2_en_de"]]],
+            "models": [flat_model("m")],
+        }
+    )
+    assert [m for _, m in theirs.dataset_metric] == ["auharness:word_error_rate", "auharness:bleu"]
+    assert [entry[0] for entry in theirs.aggregate] == ["auharness:bleu"]
+    assert {e.metric for e in build_plan(theirs).engines} == {"auharness:word_error_rate", "auharness:bleu"}
+    model = {"info": {"name": "m", "inference_type": "vllm", "url": "http://127.0.0.1:9/v1", "model": "m"}}
+    ours = parse_config(
+        {
+            "dataset_metric": [
+                ["librispeech_test_clean", "word_error_rate"],  # evalkit's dataset name: evalkit's metric
+                ["auharness:librispeech_test_clean", "word_error_rate"],  # AU-Harness's name: AU-Harness's metric
+                ["librispeech_test_other", "auharness:word_error_rate"],  # asked for by name on evalkit's dataset
+                ["librispeech_test_other", "wer"],
+            ],
+            "models": [model],
+        }
+    )
+    planned = [(e.dataset.name, e.metric) for e in build_plan(ours).engines]
+    assert planned == [
+        ("librispeech_test_clean", "word_error_rate"),
+        ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
+        ("librispeech_test_other", "auharness:word_error_rate"),
+        ("librispeech_test_other", "word_error_rate"),
+    ]
 
 
 # ---------------------------------------------------------------- end to end against the test server
@@ -498,9 +536,9 @@ def test_an_auharness_config_runs_end_to_end(tmp_path: Path, server: Any, speech
     (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     results = json.loads((run_dir / "results.json").read_text())
     rows = {(r["dataset"], r["metric"], r["model"]): r for r in results["results"]}
-    for model in ("chat", "asr", "gemini"):
-        assert rows[("tiny_asr", "word_error_rate", model)]["score"] == 0.0
-        assert rows[("tiny_asr", "word_error_rate", model)]["n"] == 2
+    for model in ("chat", "asr", "gemini"):  # AU-Harness's word_error_rate, as its config means it
+        assert rows[("tiny_asr", "auharness:word_error_rate", model)]["score"] == 0.0
+        assert rows[("tiny_asr", "auharness:word_error_rate", model)]["n"] == 2
         assert ("tiny_asr", "cer", model) in rows  # `all`: every metric the task lists
     assert (tmp_path / "auh.log").is_file()
     chats = [e for e in server.log_events("completed") if e["path"] == "/v1/chat/completions"]

@@ -1,8 +1,9 @@
 """meteor against AU-Harness's MeteorScore, both given the same small WordNet stand-in.
 
-tests/fixtures/references/meteor.json: AU-Harness's MeteorScore run on 11 pairs with NLTK's WordNet replaced by a
-synonym table (WordNet is NLTK data no package registry ships, so neither run can have it here); its "reference"
-block names the commit, the shim and the command. AU-Harness rounds each sample to 3 places; evalkit does not.
+tests/fixtures/references/meteor.json (11 pairs) and auharness_meteor.json (16 pairs: numbers, contractions, Hindi;
+made by make_auharness_text.py): AU-Harness's MeteorScore run with NLTK's WordNet replaced by a synonym table (WordNet
+is NLTK data no package registry ships, so neither run can have it here); each "reference" block names the commit,
+the shim and the command. AU-Harness rounds each sample to 3 places before the mean, and so does evalkit's meteor.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from evalkit.metrics.auharness import translation_models
 pytest.importorskip("nltk", reason="meteor needs nltk (the auharness extra)")
 pytest.importorskip("num2words", reason="meteor needs num2words (the auharness extra)")
 
-FIXTURE = json.loads((Path(__file__).parent / "fixtures" / "references" / "meteor.json").read_text("utf-8"))
+REFERENCES = Path(__file__).parent / "fixtures" / "references"
+FIXTURE = json.loads((REFERENCES / "meteor.json").read_text("utf-8"))
+MORE = json.loads((REFERENCES / "auharness_meteor.json").read_text("utf-8"))
 CASES: list[dict[str, Any]] = FIXTURE["cases"]
+assert MORE["synonyms"] == FIXTURE["synonyms"]  # one stand-in serves both tables
 
 
 class _Lemma:
@@ -60,15 +64,15 @@ def test_the_fixture_says_where_it_came_from(meteor: Any) -> None:
     assert len({case["score"] for case in CASES}) >= 6
 
 
-@pytest.mark.parametrize("i", range(len(CASES)))
-def test_each_pair_scores_as_au_harness(i: int, meteor: Any) -> None:
-    case = CASES[i]
-    scored = meteor.score(case["answer"], Sample(id=str(i), reference=case["reference"]))
-    assert scored.score == pytest.approx(case["score"], abs=0.0005)  # AU-Harness rounds each to 3 places
+@pytest.mark.parametrize("case", CASES + MORE["cases"], ids=lambda c: repr(c["reference"][:24]))
+def test_each_pair_scores_as_au_harness(case: dict[str, Any], meteor: Any) -> None:
+    scored = meteor.score(case["answer"], Sample(id="1", reference=case["reference"]))
+    assert scored.score == case["score"]  # rounded to 3 places, as AU-Harness rounds each sample
 
 
-def test_the_corpus_is_au_harness_figure_over_100(meteor: Any) -> None:
+@pytest.mark.parametrize("table", [FIXTURE, MORE], ids=["meteor", "auharness_meteor"])
+def test_the_corpus_is_au_harness_figure_over_100(table: dict[str, Any], meteor: Any) -> None:
     acc = ScoreAccumulator(meteor)
-    for i, case in enumerate(CASES):
+    for i, case in enumerate(table["cases"]):
         acc.add(meteor.score(case["answer"], Sample(id=str(i), reference=case["reference"])))
-    assert acc.result().score * 100 == pytest.approx(FIXTURE["corpus"], abs=0.05)
+    assert round(acc.result().score * 100 * 100) / 100 == table["corpus"]  # AU-Harness's smart_round(x 100, 2)

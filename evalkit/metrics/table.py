@@ -528,13 +528,14 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
     _m(
         "meteor",
         "evalkit.metrics.auharness.translation_models:Meteor",
-        summary="METEOR (NLTK single_meteor_score, WordNet synonyms) on AU-Harness's normalised text; the corpus mean.",
+        summary="METEOR (NLTK, WordNet synonyms) on AU-Harness's normalised text, each sample rounded to 3 places; "
+        "the mean.",
     ),
     _m(
         "bertscore",
         "evalkit.metrics.auharness.translation_models:BertScore",
         "bert_score",
-        summary="BERTScore F1 (bert-score, bert-base-multilingual-cased) on AU-Harness's normalised text; the corpus "
+        summary="BERTScore F1 (bert-base-multilingual-cased), AU-Harness's normalised text, rounded to 2 places; the "
         "mean.",
     ),
     _m(
@@ -577,8 +578,23 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="AU-Harness's MT-Bench judge: every turn's answer rated 1-10 with the conversation so far; the mean "
         "x 10.",
     ),
+    # AU-Harness's computations of names evalkit gives another meaning
+    _m(
+        "auharness:word_error_rate",
+        "evalkit.metrics.auharness.named:AuharnessWordErrorRate",
+        lower=True,
+        ci="bootstrap",
+        summary="AU-Harness's word_error_rate: its overall WER of normalize_text'ed words (English rules for every "
+        "language).",
+    ),
+    _m(
+        "auharness:bleu",
+        "evalkit.metrics.auharness.named:AuharnessBleu",
+        ci="bootstrap",
+        summary="AU-Harness's bleu: sacrebleu corpus BLEU of normalize_text'ed texts, tokenizer 13a (zh into Chinese).",
+    ),
     # --- end AU-Harness metrics ---
-    # --- KARMA metrics (helper: KARMA metric names) ---
+    # --- KARMA metrics ---
     _m(
         "asr_metric",
         "evalkit.metrics.karma.text:KarmaAsrMetric",
@@ -692,7 +708,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="KARMA's query_rubric_evaluation: points of the met stage:retrieval_query items over their positive "
         "points.",
     ),
-    # KARMA's computations of names evalkit gives another meaning (helper: KARMA named variants)
+    # KARMA's computations of names evalkit gives another meaning
     _m(
         "karma:exact_match",
         "evalkit.metrics.karma.named:KarmaExactMatch",
@@ -736,7 +752,7 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         summary="KARMA's bleu (Hugging Face evaluate's NMT BLEU, 13a tokens, 4-grams, add-one smoothing), 0-1 scale.",
     ),
     # --- end KARMA metrics ---
-    # KARMA's JSON-rubric judge for the Eka Care structured-output sets (helper: KARMA datasets)
+    # KARMA's JSON-rubric judge for the Eka Care structured-output sets
     _m(
         "karma_json_rubric_evaluation",
         "evalkit.metrics.karma.json_rubric:KarmaJsonRubricEvaluation",

@@ -6,7 +6,7 @@ config evalkit reads natively; its configs renamed keys (``task_metric``,
 and added ``logging``, ``prompt_overrides``, ``generation_params_override`` and
 ``inference_type: gemini``. Its users should not have to rewrite a config to
 try evalkit, so such a config is recognised and rewritten here into the tree
-:class:`evalkit.config.Config` validates. Every key is either mapped to what
+:class:`evalkit.config.schema.Config` validates. Every key is either mapped to what
 evalkit does with the same meaning or refused with the reason; none is dropped.
 
 Names keep AU-Harness's meaning: a name evalkit also uses for other data (its
@@ -59,6 +59,10 @@ GENERATION_KEYS = {
     "top_p": "top_p",
     "seed": "seed",
 }
+#: AU-Harness's metric names that evalkit computes otherwise -> the evalkit metric computing AU-Harness's value
+#: (evalkit/metrics/auharness_named.py); an AU-Harness config, or a pair whose dataset is written as AU-Harness
+#: names it, means these
+SAME_NAME_OTHER_COMPUTATION: dict[str, str] = {name: f"{PREFIX}:{name}" for name in ("word_error_rate", "bleu")}
 #: names AU-Harness's task configs list among a dataset's metrics that are no metric: its `all` skips them
 NOT_METRICS = {
     "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "
@@ -103,6 +107,37 @@ class Translation:
                     line = f"{head}{self.original(location)}{sep}{rest}"
             lines.append(line)
         return "\n".join(lines)
+
+
+def auharness_metric(name: str) -> str:
+    """The evalkit metric computing what AU-Harness computes for its metric ``name`` (``auharness:`` optional)."""
+    bare = name.removeprefix(f"{PREFIX}:")
+    return SAME_NAME_OTHER_COMPUTATION.get(bare, bare)
+
+
+def is_auharness_name(catalog: Catalog, dataset: str) -> bool:
+    """Whether ``dataset`` is written as AU-Harness names a dataset (not as evalkit names its own entries).
+
+    ``auharness:<name>`` always is; a bare AU-Harness name is unless evalkit also uses it (a dataset, alias,
+    task or category), in which case an evalkit config means evalkit's.
+    """
+    tool, _, inner = dataset.partition(":")
+    if inner and tool == PREFIX:
+        return True
+    table = catalog.foreign.get(PREFIX)
+    if table is None or not (dataset in table.datasets or dataset in table.groups):
+        return False
+    own = catalog.datasets, catalog.aliases, catalog.tasks, catalog.categories
+    return not any(dataset in names for names in own)
+
+
+def metric_for_pair(catalog: Catalog, dataset: str, metric: str) -> str:
+    """The metric a pair runs: AU-Harness's computation for its names on an AU-Harness dataset, else as written."""
+    if metric.startswith(f"{PREFIX}:"):
+        return auharness_metric(metric)
+    if metric in SAME_NAME_OTHER_COMPUTATION and is_auharness_name(catalog, dataset):
+        return SAME_NAME_OTHER_COMPUTATION[metric]
+    return metric
 
 
 def is_auharness(data: Mapping[str, Any]) -> bool:
@@ -323,13 +358,26 @@ def _pairs(key: str, value: Any, out: Translation, names: _Names, problems: _Pro
             if not metrics:
                 problems.add(where, f"metric `all` on {name!r}: no dataset, task or group of that name lists metrics")
             for expanded in metrics:
-                pairs.append([names.name(name), expanded, *entry[2:]])
+                pairs.append([names.name(name), _their_metric(expanded, out), *entry[2:]])
                 out.pair_labels.append(f"{where} ({name}, all -> {expanded})")
             continue
-        pairs.append([names.name(name), metric, *entry[2:]])
+        pairs.append([names.name(name), _their_metric(metric, out), *entry[2:]])
         out.pair_labels.append(f"{where} ({name}, {metric})")
     out.data["dataset_metric"] = pairs
     out.origin["dataset_metric"] = key
+
+
+def _their_metric(metric: str, out: Translation) -> str:
+    """AU-Harness's meaning of a metric name: its computation where evalkit's own of that name differs."""
+    theirs = auharness_metric(metric)
+    if theirs != metric and metric in SAME_NAME_OTHER_COMPUTATION:
+        change = (
+            f"metric {metric!r} is AU-Harness's computation, {theirs!r} (evalkit's own {metric!r} is another; "
+            "`evalkit info metric` tells both)"
+        )
+        if change not in out.changes:
+            out.changes.append(change)
+    return theirs
 
 
 def _aggregate(key: str, value: Any, out: Translation, names: _Names, problems: _Problems) -> None:
@@ -339,7 +387,8 @@ def _aggregate(key: str, value: Any, out: Translation, names: _Names, problems: 
     entries: list[Any] = []
     for entry in value:
         if isinstance(entry, list) and len(entry) in (2, 3) and isinstance(entry[1], list):
-            entries.append([entry[0], [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
+            metric = _their_metric(entry[0], out) if isinstance(entry[0], str) else entry[0]
+            entries.append([metric, [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
         else:
             entries.append(entry)  # evalkit's validator names what is wrong with it
     out.data["aggregate"] = entries

@@ -1,16 +1,21 @@
 """METEOR, BERTScore and COMET as AU-Harness computes them, where their data and models can be had offline.
 
-All three score AU-Harness's normalised strings (evalkit/metrics/auharness/text.py)
-and report the mean of per-sample scores (AU-Harness prints it x 100):
+All three score AU-Harness's normalised strings (evalkit/metrics/auharness/text.py,
+English rules whatever the language, as AU-Harness calls it) and report the
+mean of per-sample scores on 0-1 (AU-Harness prints it x 100):
 
 * ``meteor``: NLTK's ``single_meteor_score`` on the whitespace tokens of the
   normalised reference and answer (Porter stemmer, WordNet synonyms, NLTK's
-  default parameters). WordNet is NLTK data that no package registry ships:
+  default parameters), each sample rounded to 3 places before the mean, as
+  AU-Harness rounds it (so 0.64196 counts as 0.642). WordNet is NLTK data that no package registry ships:
   the metric needs a folder holding ``corpora/wordnet`` (``python -m
   nltk.downloader -d DIR wordnet`` on a machine with internet) named by
   ``NLTK_DATA``;
 * ``bertscore``: the F1 of ``bert_score.score`` with AU-Harness's model,
-  ``bert-base-multilingual-cased`` (its default layer), one sample at a time;
+  ``bert-base-multilingual-cased`` (bert-score's default layer for it, 9), one
+  sample at a time, called as AU-Harness calls it (the reference in the
+  candidates' place, the answer in the references'), each F1 rounded to 2
+  places before the mean;
 * ``comet``: ``Unbabel/wmt22-comet-da``'s segment score of (source, answer,
   reference), the source from ``meta["source"]`` (the transcript of the
   spoken source).
@@ -34,7 +39,7 @@ from typing import Any
 from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
-from evalkit.metrics.auharness.text import MissingPackage, normalize_like_auharness, require_normaliser
+from evalkit.metrics.auharness.text import MissingPackage, normalize_like_auharness, require_normaliser, smart_round
 from evalkit.metrics.base import Metric, SampleScore, check_options, reference_strings
 
 #: AU-Harness's BERTScore model and COMET checkpoint (metrics/bertscore.py, metrics/comet_score.py)
@@ -90,7 +95,7 @@ def wordnet_corpus() -> Any:
 
 
 class Meteor(_OfflineModelMetric):
-    """METEOR (NLTK single_meteor_score, WordNet synonyms) on AU-Harness's normalised text; the corpus mean."""
+    """METEOR (NLTK, WordNet synonyms) on AU-Harness's normalised text, each sample rounded to 3 places; the mean."""
 
     name = "meteor"
 
@@ -107,11 +112,16 @@ class Meteor(_OfflineModelMetric):
             return SampleScore(None, failure=FailureReason.NO_REFERENCE)
         reference = normalize_like_auharness(references[0])
         answer = normalize_like_auharness(prediction or "")
-        value = float(self._meteor(reference.split(), answer.split(), wordnet=self._wordnet))
-        return SampleScore(value, (value, 1.0), details={"normalized_prediction": answer})
+        unrounded = float(self._meteor(reference.split(), answer.split(), wordnet=self._wordnet))
+        value = smart_round(unrounded, 3)  # AU-Harness rounds each sample before the mean
+        return SampleScore(value, (value, 1.0), details={"normalized_prediction": answer, "unrounded": unrounded})
 
     def describe(self) -> dict[str, Any]:
-        return {"normalization": "au-harness normalize_text", "meteor": "nltk single_meteor_score defaults"}
+        return {
+            "normalization": "au-harness normalize_text",
+            "meteor": "nltk single_meteor_score defaults",
+            "per_sample_rounding": 3,
+        }
 
 
 # --- BERTScore -----------------------------------------------------------------------------------------------------
@@ -132,7 +142,7 @@ def _local_model(model: str, metric: str) -> None:
 
 
 class BertScore(_OfflineModelMetric):
-    """BERTScore F1 (bert-score, bert-base-multilingual-cased) on AU-Harness's normalised text; the corpus mean."""
+    """BERTScore F1 (bert-base-multilingual-cased), AU-Harness's normalised text, rounded to 2 places; the mean."""
 
     name = "bertscore"
 
@@ -157,12 +167,19 @@ class BertScore(_OfflineModelMetric):
         options: dict[str, Any] = {"model_type": self.model}
         if self.num_layers is not None:
             options["num_layers"] = self.num_layers
-        _, _, f1 = self._bert_score.score([answer], [reference], **options)
-        value = float(f1[0])
-        return SampleScore(value, (value, 1.0), details={"normalized_prediction": answer})
+        # AU-Harness's order: the reference as the candidate, the answer as the reference (precision and recall swap)
+        _, _, f1 = self._bert_score.score([reference], [answer], **options)
+        unrounded = float(f1[0])
+        value = smart_round(unrounded, 2)  # AU-Harness rounds each F1 to 2 places (then x 100)
+        return SampleScore(value, (value, 1.0), details={"normalized_prediction": answer, "unrounded": unrounded})
 
     def describe(self) -> dict[str, Any]:
-        return {"model": self.model, "num_layers": self.num_layers, "normalization": "au-harness normalize_text"}
+        return {
+            "model": self.model,
+            "num_layers": self.num_layers,
+            "normalization": "au-harness normalize_text",
+            "per_sample_rounding": 2,
+        }
 
 
 # --- COMET ---------------------------------------------------------------------------------------------------------

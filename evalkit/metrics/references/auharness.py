@@ -65,12 +65,15 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
         "nltk.translate.meteor_score.single_meteor_score(reference tokens, answer tokens) with NLTK's defaults; "
         "corpus: the mean",
         "commit daa06166e3bb7a5837f010867d2bcc16531955c2; nltk 3.10.4, num2words 0.5.14",
-        "tests/test_reference_meteor.py: 11 pairs scored by running MeteorScore, both sides given the same WordNet "
-        "stand-in (tests/fixtures/references/meteor.json); tests/test_metric_translation_models.py: the "
-        "normalisation against normalize_text's output on 20 strings",
+        "tests/test_reference_meteor.py: 11 and 16 pairs scored by running MeteorScore as load_metric builds it, "
+        "both sides given the same WordNet stand-in (tests/fixtures/references/meteor.json, auharness_meteor.json), "
+        "per sample and corpus; tests/test_metric_translation_models.py: the normalisation against normalize_text's "
+        "output",
         (
-            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); AU-Harness also rounds each "
-            "sample to 3 places, evalkit does not",
+            "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places); each sample is rounded to 3 "
+            "places before the mean, as AU-Harness rounds it (the record keeps the unrounded value in details)",
+            "AU-Harness normalises every language by English rules (its loader passes no language): so does evalkit, "
+            "and a run on other text says so once",
             "needs NLTK's WordNet data (no package registry ships it) in NLTK_DATA: without it the config is refused; "
             "AU-Harness downloads it at run time",
             "several references: the first is scored",
@@ -78,17 +81,19 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
     ),
     "bertscore": Reference(
         "ServiceNow/AU-Harness",
-        "metrics/bertscore.py BertScore: normalize_text on both strings, then bert_score.score(..., "
-        "model_type='bert-base-multilingual-cased') per sample, its F1; corpus: the mean",
+        "metrics/bertscore.py BertScore: normalize_text on both strings, then bert_score.score([reference], "
+        "[answer], model_type='bert-base-multilingual-cased') per sample, its F1 rounded to 2 places; corpus: the mean",
         "commit daa06166e3bb7a5837f010867d2bcc16531955c2; bert-score 0.3.13",
-        "tests/test_metric_translation_models.py: what reaches bert_score.score (normalised strings, model, layers) "
-        "through a stand-in module, and the refusals when the package or the model is missing; the model itself is "
-        "not run in the tests (its weights are not on any package registry)",
+        "tests/test_reference_auharness_text.py: what reached bert_score.score and the scores, per sample and corpus, "
+        "from running BertScore with a stand-in bert_score (tests/fixtures/references/auharness_bertscore.json); "
+        "tests/test_metric_translation_models.py: the refusals when the package or the model is missing; the model "
+        "itself is not run in the tests (its weights are not on any package registry)",
         (
-            "the corpus value is 0-1; AU-Harness rounds each F1 to 2 places before x 100 and the mean to 2 places",
+            "the corpus value is 0-1: each F1 rounded to 2 places as AU-Harness rounds it, whose records then show it "
+            "x 100 and whose corpus is the mean rounded to 2 places",
             "the model must be on the machine (Hugging Face cache, or option model: a folder); AU-Harness downloads it",
-            "AU-Harness passes the reference as the candidate and the answer as the reference; F1 is the same either "
-            "way (precision and recall swap)",
+            "called as AU-Harness calls it, the reference in the candidates' place (F1 is the same either way: "
+            "precision and recall swap)",
         ),
     ),
     "comet": Reference(
@@ -96,13 +101,49 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
         "metrics/comet_score.py CometScore: normalize_text on source, answer and reference, then "
         "comet.load_from_checkpoint(download_model('Unbabel/wmt22-comet-da')).predict segment scores; corpus: the mean",
         "commit daa06166e3bb7a5837f010867d2bcc16531955c2; unbabel-comet 2",
-        "tests/test_metric_translation_models.py: what reaches the COMET model's predict (normalised src/mt/ref) "
-        "through a stand-in module, and the refusals when the package or the checkpoint is missing; the model itself "
-        "is not run in the tests (its checkpoint is not on any package registry)",
+        "tests/test_reference_auharness_text.py: what reached predict (normalised src/mt/ref, batch size, gpus) and "
+        "the scores from running CometScore with a stand-in comet module "
+        "(tests/fixtures/references/auharness_comet.json); "
+        "tests/test_metric_translation_models.py: the refusals when the package or the checkpoint is missing; the "
+        "model itself is not run in the tests (its checkpoint is not on any package registry)",
         (
             "the corpus value is 0-1 (AU-Harness reports it x 100, rounded to 2 places)",
             "the checkpoint must be on the machine (option checkpoint); AU-Harness downloads it",
             "the source sentence comes from meta['source']; a sample without one fails",
+        ),
+    ),
+    "auharness:word_error_rate": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/word_error_rate_metrics.py WERMetrics as utils/metric_utils.py load_metric builds it (language 'en' "
+        "whatever the task's): normalize_text on both strings, jiwer.process_words per sample; overall_wer (the "
+        "headline) = errors summed / reference words summed, average_sample_wer = the mean of per-sample rates",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; jiwer 4.0.0, num2words 0.5.14",
+        "tests/test_reference_auharness_text.py: 26 pairs in English, Hindi, Tamil, Bengali and Japanese scored by "
+        "running WERMetrics (tests/fixtures/references/auharness_word_error_rate.json), per sample, per language and "
+        "for the corpus",
+        (
+            "the corpus value is 0-1 (AU-Harness reports overall_wer and average_sample_wer x 100, rounded to 2 "
+            "places); average_sample_wer is in the corpus details",
+            "reproduces AU-Harness's defect: every language is normalised by English rules, so Indic vowel signs, "
+            "nasal marks, nukta and virama are deleted or turned into spaces, and Japanese or Chinese is scored by "
+            "whitespace words, not characters; the run warns once and names word_error_rate, which avoids it",
+            "a reference that normalises to nothing counts the answer's words as errors over one reference word",
+            "several references: the first is scored (AU-Harness takes one string)",
+        ),
+    ),
+    "auharness:bleu": Reference(
+        "ServiceNow/AU-Harness",
+        "metrics/bleu_metrics.py BleuMetrics: normalize_text on both strings, sacrebleu.corpus_bleu(tokenize='13a', "
+        "or 'zh' for covost2_en_zh-CN); records: sacrebleu.sentence_bleu",
+        "commit daa06166e3bb7a5837f010867d2bcc16531955c2; sacrebleu 2.5.1 (AU-Harness's pin; 2.6.0 here)",
+        "tests/test_reference_auharness_text.py: three sets (English, German, Chinese) scored by running BleuMetrics "
+        "with their covost2 task names (tests/fixtures/references/auharness_bleu.json), per sample and corpus",
+        (
+            "0-100, as AU-Harness (which rounds the corpus to 2 places)",
+            "AU-Harness picks 'zh' from the task name; evalkit from the dataset's language pair (a translation into "
+            "Chinese), which names the same datasets among AU-Harness's",
+            "every language is normalised by English rules, as in AU-Harness: the run warns once and names bleu",
+            "several references: the first is scored (AU-Harness takes one string)",
         ),
     ),
     "llm_judge_big_bench_audio": _auharness_judge(

@@ -41,6 +41,8 @@ STANDARD_REFERENCES: dict[str, Reference] = {
             "an empty normalized reference adds its insertions to the corpus numerator and 0 reference words "
             "(jiwer refuses an empty reference)",
             "several references: only the first is used",
+            "AU-Harness's word_error_rate (English normalisation after num2words for every language, an empty "
+            "reference as one word) is auharness:word_error_rate, which an AU-Harness config gets for this name",
         ),
     ),
     "cer": Reference(
@@ -55,7 +57,11 @@ STANDARD_REFERENCES: dict[str, Reference] = {
         "sacrebleu.metrics.BLEU.corpus_score (per sample: sentence_score)",
         "2.6.0",
         "tests/test_metrics_bleu.py calls sacrebleu on generated cases, per sample and for the corpus",
-        ("the tokenizer follows the target language (zh, ja-mecab, ko-mecab, flores200) as sacrebleu's CLI does",),
+        (
+            "the tokenizer follows the target language (zh, ja-mecab, ko-mecab, flores200) as sacrebleu's CLI does",
+            "AU-Harness's bleu (both texts through its normalize_text first) is auharness:bleu, which an AU-Harness "
+            "config gets for this name",
+        ),
     ),
     "chrf": Reference(
         "sacrebleu",

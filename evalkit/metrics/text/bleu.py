@@ -254,7 +254,14 @@ class Bleu(_SacreMetric):
     """
 
     name = "bleu"
-    allowed_options = ("tokenize", "lowercase", "smooth_method", "smooth_value", "max_ngram_order", "effective_order")
+    allowed_options: tuple[str, ...] = (
+        "tokenize",
+        "lowercase",
+        "smooth_method",
+        "smooth_value",
+        "max_ngram_order",
+        "effective_order",
+    )
 
     def _build(self) -> BLEU:
         o = self.options
