@@ -71,6 +71,8 @@ ProgressHook = Callable[[str, str, bool], None]
 
 
 class Engine:
+    """One pair's run for all its models: the runner builds one per pair, the dry run one whose clients send nothing."""
+
     def __init__(
         self,
         spec: EngineSpec,
