@@ -59,7 +59,8 @@ def test_example_plans_without_sending(config: Path, tmp_path: Path) -> None:
 def test_audio_llm_example_covers_asr_speech_qa_and_emotion(tmp_path: Path) -> None:
     from evalkit.catalog import load_catalog
     from evalkit.config import resolve
-    from evalkit.serve.launch import _check_args, server_command
+    from evalkit.serve.launch import _check_args
+    from evalkit.serve.server_setup import server_command
 
     path = REPO_ROOT / "examples" / "qwen2_audio_vllm.yaml"
     result = _dry_run(path, tmp_path, "--dataset", "espeak_en_asr")  # the hub sets need the network here

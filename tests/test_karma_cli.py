@@ -215,7 +215,7 @@ def test_info_dataset_show_code(tmp_path: Path, capsys: pytest.CaptureFixture[st
     functions = [step["function"] for step in code["loader"]]
     assert functions[:3] == [
         "evalkit.data.loading.iter_rows",
-        "evalkit.data.loading._iter_local_file",
+        "evalkit.data.loading.iter_local_file",
         "evalkit.data.loading.row_to_sample",
     ]
     for step in code["loader"]:

@@ -412,7 +412,8 @@ def test_a_foreign_server_on_the_chosen_port_is_not_taken_for_ours(make_server: 
     """vLLM gets a port found free a moment before; if another server answers there, evalkit must notice."""
     import asyncio
 
-    from evalkit.serve.launch import LaunchedServer, LaunchError, _wait_ready
+    from evalkit.serve.launch import LaunchedServer, _wait_ready
+    from evalkit.serve.server_setup import LaunchError
 
     foreign = make_server({"model": "someone-else"})
     stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # "our" server, still starting

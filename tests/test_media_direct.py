@@ -182,10 +182,10 @@ def test_a_store_written_by_the_general_path_answers_the_direct_path(
     assert sf.info(io.BytesIO(pq_first_clip())).subtype == "PCM_16"  # the shipped set takes the direct path
     server = make_server(request_log=True, default_answer="hello world")
     config = _config(tmp_path, server.base_url)
-    import evalkit.run.engine as engine
+    import evalkit.run.media as media
 
     with monkeypatch.context() as patch:
-        patch.setattr(engine, "prepare_turn_audio_direct", lambda *args: None)  # today's path: decode everything
+        patch.setattr(media, "prepare_turn_audio_direct", lambda *args: None)  # today's path: decode everything
         before = _run(config)
     taken: list[int] = []
     original = direct.direct_pcm16

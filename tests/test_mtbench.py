@@ -376,7 +376,7 @@ def test_a_hub_list_of_recordings_stays_encoded_and_becomes_spoken_turns(tmp_pat
     import datasets
 
     from evalkit.catalog import DatasetSpec
-    from evalkit.data.loading import _iter_with_datasets, row_to_sample
+    from evalkit.data.loading import iter_with_datasets, row_to_sample
 
     features = datasets.Features({"question_id": datasets.Value("int64"), "audio": datasets.List(datasets.Audio())})
     rows = {"question_id": [81], "audio": [[{"bytes": recording(81, t), "path": None} for t in (1, 2)]]}
@@ -393,7 +393,7 @@ def test_a_hub_list_of_recordings_stays_encoded_and_becomes_spoken_turns(tmp_pat
         turns_column="audio",
         id_column="question_id",
     )
-    (row,) = list(_iter_with_datasets(spec, "parquet"))
+    (row,) = list(iter_with_datasets(spec, "parquet"))
     sample = row_to_sample(row, 0, spec, tmp_path)
     assert sample.turns is not None and [t.text for t in sample.turns] == [None, None]
     assert [t.audio.data if t.audio else None for t in sample.turns] == [recording(81, 1), recording(81, 2)]

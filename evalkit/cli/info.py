@@ -214,10 +214,10 @@ def dataset_code(name: str, runspecs_dirs: Iterable[str] = ()) -> dict[str, Any]
     spec = catalog.datasets[catalog.entry_name(name) or name]
     steps: list[dict[str, str]] = [{"step": "rows", **_where(loading.iter_rows)}]
     if spec.path is not None:
-        steps.append({"step": "local file", **_where(loading._iter_local_file)})
+        steps.append({"step": "local file", **_where(loading.iter_local_file)})
     else:
         steps.append({"step": "hub rows, stored locally", **_where(hubcache.HubRowCache.rows)})
-        steps.append({"step": "hub (datasets.load_dataset)", **_where(loading._iter_with_datasets)})
+        steps.append({"step": "hub (datasets.load_dataset)", **_where(loading.iter_with_datasets)})
     steps.append({"step": "row to sample", **_where(loading.row_to_sample)})
     steps.append({"step": f"prompt ({spec.preprocessor})", **_where(PREPROCESSORS.get(spec.preprocessor))})
     steps.append({"step": f"answer ({spec.postprocessor})", **_where(POSTPROCESSORS.get(spec.postprocessor))})

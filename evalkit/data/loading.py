@@ -45,15 +45,15 @@ def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator
         files = local_files(local, spec.data_files)
         if files:
             for file in files:
-                yield from _iter_local_file(file)
+                yield from iter_local_file(file)
             return
     if spec.hf_repo is not None and source_override is None:
-        yield from HubRowCache(spec).rows(lambda: _iter_with_datasets(spec, source))
+        yield from HubRowCache(spec).rows(lambda: iter_with_datasets(spec, source))
         return
-    yield from _iter_with_datasets(spec, source)
+    yield from iter_with_datasets(spec, source)
 
 
-def _iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
+def iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".parquet":
         yield from _iter_parquet(path)
     elif path.suffix in {".jsonl", ".json"}:
@@ -114,7 +114,7 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
             yield from batch.to_pylist()
 
 
-def _iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, Any]]:
+def iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, Any]]:
     import datasets
 
     from evalkit.data.hubprobe import quiet_hub_retries

@@ -55,7 +55,7 @@ from evalkit.plan import EngineSpec, Plan
 from evalkit.report.files import write_results
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.corpus import fit_corpus
-from evalkit.run.engine import EngineResult, ModelResult, rows_from_engines
+from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.manifest import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -64,6 +64,7 @@ from evalkit.run.manifest import (
     plan_for_resume,
     read_manifest,
 )
+from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.runner import build_metric
 from evalkit.run.scoring import metric_settings, summarize
 from evalkit.run.shard import Shard, plan_fingerprint

@@ -271,7 +271,7 @@ async def _rescore_dataset(
 ) -> Any:
     from evalkit.plan import EngineSpec, dataset_processors
     from evalkit.processing.postprocessors import POSTPROCESSORS
-    from evalkit.run.engine import EngineResult, ModelResult
+    from evalkit.run.engine_result import EngineResult, ModelResult
     from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize
 
     started = time.perf_counter()
@@ -484,7 +484,7 @@ async def arescore(
             await judge.close()
         if store is not None:
             await store.close()
-    from evalkit.run.engine import rows_from_engines
+    from evalkit.run.result_rows import rows_from_engines
 
     outcome.rows = rows_from_engines(results, config.max_failure_rate)
     try:

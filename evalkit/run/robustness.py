@@ -12,14 +12,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evalkit.report.paired import paired_comparison
 from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
-
-if TYPE_CHECKING:
-    from evalkit.run.engine import EngineResult
+from evalkit.run.engine_result import EngineResult
 
 log = logging.getLogger("evalkit")
 

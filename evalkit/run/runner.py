@@ -39,7 +39,8 @@ from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
-from evalkit.run.engine import Engine, EngineResult, ProgressHook, rows_from_engines
+from evalkit.run.engine import Engine, ProgressHook
+from evalkit.run.engine_result import EngineResult
 from evalkit.run.hardstop import GRACE_SECONDS, HardStop
 from evalkit.run.manifest import (
     MANIFEST,
@@ -49,6 +50,7 @@ from evalkit.run.manifest import (
     config_as_given,
     read_manifest,
 )
+from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
 from evalkit.util.diskfull import disk_full, is_disk_full

@@ -38,7 +38,6 @@ import contextlib
 import datetime as dt
 import logging
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -55,8 +54,20 @@ from typing import TYPE_CHECKING, Any
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
+from evalkit.serve.server_setup import (
+    ADDRESS_IN_USE,
+    PORT_CHOSEN_BY_EVALKIT,
+    PORT_RETRIES,
+    STOP_GRACE,
+    LaunchError,
+    answers,
+    env_changes,
+    launch_secrets,
+    masked_command,
+    server_command,
+)
 from evalkit.util.atomic import write_json_atomic
-from evalkit.util.redact import StreamScrubber, argv_secrets, is_secret_key, scrub
+from evalkit.util.redact import StreamScrubber, scrub
 from evalkit.util.safe_names import safe_path
 
 if TYPE_CHECKING:
@@ -66,13 +77,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("evalkit")
 
-#: seconds a stopped server gets to exit after SIGTERM before its group is SIGKILLed
-STOP_GRACE = 10.0
-#: how often a vLLM start is retried when another process took its port first
-PORT_RETRIES = 3
 #: arguments evalkit sets itself; in ``launch.args`` they would point evalkit at the wrong place
 _RESERVED_ARGS = ("--host", "--port", "--port-file")
-_ADDRESS_IN_USE = re.compile(r"address already in use|errno 98", re.IGNORECASE)
 
 # Runs in the server's process before the server itself: asks Linux to send
 # SIGTERM when evalkit's thread that started it dies (also by SIGKILL), then
@@ -84,10 +90,6 @@ _PDEATHSIG_SHIM = (
     "    os._exit(143)\n"
     "os.execv(sys.argv[2], sys.argv[2:])\n"
 )
-
-
-class LaunchError(UserError):
-    """A server evalkit was asked to start did not come up."""
 
 
 @dataclass
@@ -134,7 +136,7 @@ class LaunchedServer:
             "pgid": self.pid,
             "port": self.port,
             "url": self.url or None,
-            "command": _masked_command(self.command, self.secrets),
+            "command": masked_command(self.command, self.secrets),
             "log": str(self.log_path),
             "started": self.started_at,
             "ready_seconds": self.ready_seconds,
@@ -168,84 +170,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-#: servers given a free port by evalkit; `evalkit serve` binds port 0 and reports its port in a file
-_PORT_CHOSEN_BY_EVALKIT = frozenset({"vllm", "transformers-serve"})
-
-
-def server_command(
-    info: ModelInfo,
-    port: int | str | None,
-    port_file: Path | str | None = None,
-    host: str = "127.0.0.1",
-    python: str = sys.executable,
-) -> list[str]:
-    """The server's command line: vLLM on ``port``, or ``evalkit serve`` writing its own port to ``port_file``.
-
-    ``host``, ``port``, ``port_file`` and ``python`` may be placeholders a Ray replica fills in on its node.
-    """
-    launch = info.launch
-    assert launch is not None
-    if launch.backend == "vllm":
-        assert port is not None
-        return [
-            python,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(launch.model_path),
-            "--served-model-name",
-            info.model,
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *launch.args,
-        ]
-    if launch.backend == "transformers-serve":
-        assert port is not None
-        # transformers' CLI module, not the `transformers` script: the same interpreter as evalkit's
-        return [
-            python,
-            "-m",
-            "transformers.cli.transformers",
-            "serve",
-            str(launch.model_path),
-            "--host",
-            host,
-            "--port",
-            str(port),
-            *launch.args,
-        ]
-    if launch.backend == "test-server":
-        # evalkit's scriptable test server: it lists the entry's model id, so the readiness check holds for it too
-        command = [python, "-m", "evalkit.testing.server", "--host", host, "--model", info.model]
-        if port_file is not None:
-            return [*command, "--port", "0", "--port-file", str(port_file), *launch.args]
-        return [*command, "--port", str(port), *launch.args]
-    # evalkit is the server's only client, and when it stops the server it wants no answer still being computed
-    command = [
-        python,
-        "-m",
-        "evalkit.serve",
-        "--backend",
-        str(launch.backend),
-        "--model-id",
-        info.model,
-        "--host",
-        host,
-        "--shutdown-timeout",
-        "0",
-    ]
-    if port_file is not None:
-        command += ["--port", "0", "--port-file", str(port_file)]
-    else:
-        assert port is not None
-        command += ["--port", str(port)]
-    if launch.model_path:
-        command += ["--model", launch.model_path]
-    return command + list(launch.args)
-
-
 def _check_args(info: ModelInfo) -> None:
     """Arguments evalkit sets itself may not be given again: the server would listen or answer elsewhere."""
     assert info.launch is not None
@@ -265,20 +189,6 @@ def _check_args(info: ModelInfo) -> None:
             raise LaunchError(f"models: {info.name}: launch.args: {name} {owned[name]}; remove it")
 
 
-def _launch_secrets(info: ModelInfo) -> list[str]:
-    """Values that must not show in logs or messages: the entry's token, secret env values, values of secret flags
-    and ``KEY=VALUE`` arguments (``--api-key K``, ``--hf-token=K``, ``HF_TOKEN=K``)."""
-    assert info.launch is not None
-    found = {info.auth_token or ""}
-    found |= {value for key, value in info.launch.env.items() if is_secret_key(key)}
-    found |= set(argv_secrets(list(info.launch.args)))
-    return sorted((s for s in found if len(s) >= 4), key=len, reverse=True)
-
-
-def _masked_command(command: list[str], secrets: list[str]) -> list[str]:
-    return [scrub(part, secrets) for part in command]
-
-
 def _child_env(info: ModelInfo) -> dict[str, str]:
     assert info.launch is not None
     env = dict(os.environ)
@@ -293,29 +203,6 @@ def _child_env(info: ModelInfo) -> dict[str, str]:
     for name in unset:
         env.pop(name, None)
     return {**defaults, **env, **overrides}
-
-
-def env_changes(info: ModelInfo) -> tuple[dict[str, str], dict[str, str], list[str]]:
-    """What a server's environment gets on top of the one it starts in: defaults the user's environment may
-    override, values that win, and names removed. A Ray replica applies them to its node's environment."""
-    assert info.launch is not None
-    defaults: dict[str, str] = {}
-    overrides: dict[str, str] = {}
-    unset: list[str] = []
-    if info.launch.backend == "vllm":
-        # no usage reports from an evaluation box; the user's env may still turn them on
-        defaults = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
-    elif info.launch.backend == "transformers-serve":
-        # its CLI asks PyPI for a newer release at every start: not from an evaluation run
-        defaults = {"HF_HUB_DISABLE_UPDATE_CHECK": "1", "HF_HUB_DISABLE_TELEMETRY": "1"}
-    else:
-        # [serve safety] the entry's auth_token is the key the launched `evalkit serve` requires (the run's client
-        # sends it); a key in evalkit's own environment is not this server's, and launch.env may still set one
-        unset.append("EVALKIT_SERVE_API_KEY")
-        if info.auth_token:
-            overrides["EVALKIT_SERVE_API_KEY"] = info.auth_token
-    overrides.update(info.launch.env)
-    return defaults, overrides, unset
 
 
 def _site_dirs() -> set[str]:
@@ -347,14 +234,14 @@ def _start(info: ModelInfo, log_dir: Path) -> LaunchedServer:
     """Start one server (does not wait for it). Call from the thread that lives as long as the run."""
     assert info.launch is not None
     backend = str(info.launch.backend)
-    own_port = backend in _PORT_CHOSEN_BY_EVALKIT
+    own_port = backend in PORT_CHOSEN_BY_EVALKIT
     port_file = None if own_port else log_dir / f".port-{uuid.uuid4().hex}"
     port = free_port() if own_port else None
     command = server_command(info, port, port_file)
     argv = command
     if sys.platform.startswith("linux"):
         argv = [sys.executable, "-c", _PDEATHSIG_SHIM, str(os.getpid()), *command]
-    secrets = _launch_secrets(info)
+    secrets = launch_secrets(info)
     starting = log_dir / f".starting-{uuid.uuid4().hex}.log"
     starting.touch()
     try:
@@ -442,42 +329,6 @@ async def _answers(session: aiohttp.ClientSession, server: LaunchedServer, model
     return await answers(session, server.url, server.backend, model_id, server.model, f"on port {server.port}")
 
 
-async def answers(
-    session: aiohttp.ClientSession, url: str, backend: str, model_id: str, model: str, where: str
-) -> bool:
-    """Whether the server at ``url`` (``.../v1``) is up and is ours: /health 200, ``model_id`` in /v1/models.
-
-    A LaunchError when it answers but is not ours (another model id, or it wants a key the entry does not send).
-    """
-    import aiohttp
-
-    base = url.removesuffix("/v1")
-    timeout = aiohttp.ClientTimeout(total=5)
-    with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError, ValueError):
-        async with session.get(base + "/health", timeout=timeout) as response:
-            if response.status != 200:
-                return False
-        if backend == "transformers-serve":
-            # its /v1/models lists the hub cache, not the folder it was started with (500 with no cache)
-            return True
-        async with session.get(url + "/models", timeout=timeout) as response:
-            if response.status == 401:  # [serve safety] a key in launch.args/env that the entry does not send
-                raise LaunchError(
-                    f"models: {model}: the server {where} wants an API key that this entry "
-                    "does not send: set the entry's auth_token to it (evalkit passes auth_token to a launched "
-                    "evalkit serve itself)"
-                )
-            body = await response.json(content_type=None)
-        served = [m.get("id") for m in body.get("data", []) if isinstance(m, dict)]
-        if model_id in served:
-            return True
-        raise LaunchError(
-            f"models: {model}: the server {where} serves {served}, not {model_id!r}: "
-            "another process took the port evalkit chose for it; run again"
-        )
-    return False
-
-
 async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedServer]) -> LaunchedServer:
     """Start ``info``'s server and wait for it; vLLM is started again on a new port if it lost the port race."""
     assert info.launch is not None
@@ -491,7 +342,7 @@ async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedSer
             lost_port = (
                 server.port_file is None
                 and server.process.poll() is not None
-                and _ADDRESS_IN_USE.search(server.tail(60))
+                and ADDRESS_IN_USE.search(server.tail(60))
             )
             if not lost_port or attempt == PORT_RETRIES:
                 raise

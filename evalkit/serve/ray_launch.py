@@ -47,16 +47,16 @@ from typing import Any
 
 from evalkit.config import ModelInfo, RayLaunch
 from evalkit.errors import UserError
-from evalkit.serve.launch import (
-    _ADDRESS_IN_USE,
-    _PORT_CHOSEN_BY_EVALKIT,
+from evalkit.serve.server_setup import (
+    ADDRESS_IN_USE,
+    PORT_CHOSEN_BY_EVALKIT,
     PORT_RETRIES,
     STOP_GRACE,
     LaunchError,
-    _launch_secrets,
-    _masked_command,
     answers,
     env_changes,
+    launch_secrets,
+    masked_command,
     server_command,
 )
 from evalkit.util.atomic import write_json_atomic
@@ -216,7 +216,7 @@ class RayReplica:
             "pid": self.pid,
             "port": self.port,
             "url": self.url or None,
-            "command": _masked_command(self.command, secrets),
+            "command": masked_command(self.command, secrets),
             "log": str(self.log_path) if self.log_path else None,
             "started": self.started_at,
             "ready_seconds": self.ready_seconds,
@@ -238,7 +238,7 @@ class RayReplicaSet:
         self.backend = str(info.launch.backend)
         self.log_dir = log_dir
         self.connection = connection
-        self.secrets = _launch_secrets(info)
+        self.secrets = launch_secrets(info)
         self.replicas: list[RayReplica] = []
         self.restarts = [0] * self.spec.replicas
         self.client: Any = None
@@ -259,7 +259,7 @@ class RayReplicaSet:
 
     def _command(self) -> list[str]:
         """The server's command with the node's values left as placeholders (filled in by the actor)."""
-        own_port = self.backend in _PORT_CHOSEN_BY_EVALKIT
+        own_port = self.backend in PORT_CHOSEN_BY_EVALKIT
         return server_command(
             self.info,
             "{port}" if own_port else None,
@@ -356,7 +356,7 @@ class RayReplicaSet:
                 return replica
             except LaunchError as error:
                 tail = await self._tail(replica, 60)
-                lost_port = replica.returncode is not None and _ADDRESS_IN_USE.search(tail)
+                lost_port = replica.returncode is not None and ADDRESS_IN_USE.search(tail)
                 await asyncio.to_thread(self._stop_one, replica, "it did not become ready")
                 if not lost_port or attempt == PORT_RETRIES:
                     if replica.log_path is not None:

@@ -130,7 +130,7 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
         WhisperFeatureExtractor,
     )
 
-    raw = tiny_model._train_tokenizer(seed, SPECIAL_TOKENS)
+    raw = tiny_model.train_tokenizer(seed, SPECIAL_TOKENS)
     tokenizer = tiny_model.chat_tokenizer(
         raw, eos=IM_END, pad=ENDOFTEXT, special=[IM_START, AUDIO_BOS, AUDIO, AUDIO_EOS], max_positions=MAX_POSITIONS
     )
@@ -171,7 +171,7 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     )
     torch.manual_seed(seed)
     model = Qwen2AudioForConditionalGeneration(config).to(torch.float32).eval()
-    tiny_model._fill_weights(model, seed)
+    tiny_model.fill_weights(model, seed)
     model.generation_config = GenerationConfig(
         bos_token_id=ids[ENDOFTEXT],
         eos_token_id=[ids[IM_END], ids[ENDOFTEXT]],

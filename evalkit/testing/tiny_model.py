@@ -290,7 +290,7 @@ def training_lines(seed: int = 0, n: int = 400) -> list[str]:
 # ---------------------------------------------------------------- building
 
 
-def _train_tokenizer(seed: int, special_tokens: list[str] = SPECIAL_TOKENS):
+def train_tokenizer(seed: int, special_tokens: list[str] = SPECIAL_TOKENS):
     """A byte-level BPE tokenizer over the ASCII alphabet, special tokens first."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -307,7 +307,7 @@ def _train_tokenizer(seed: int, special_tokens: list[str] = SPECIAL_TOKENS):
     return tokenizer
 
 
-def _fill_weights(model, seed: int) -> None:
+def fill_weights(model, seed: int) -> None:
     """Overwrite every parameter from numpy's seeded generator, in name order."""
     import numpy as np
     import torch
@@ -333,7 +333,7 @@ def _fill_weights(model, seed: int) -> None:
 def chat_tokenizer(
     raw: Any, *, eos: str, pad: str, special: list[str], max_positions: int, bos: str | None = None
 ) -> Any:
-    """A transformers tokenizer around ``raw`` (:func:`_train_tokenizer`) with the rules every tiny chat model shares.
+    """A transformers tokenizer around ``raw`` (:func:`train_tokenizer`) with the rules every tiny chat model shares.
 
     No clean-up of spaces (streaming and one-shot decoding agree, as vLLM needs),
     left padding (batched generation), and the recipe's own special tokens.
@@ -362,7 +362,7 @@ def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
         LlamaForCausalLM,
     )
 
-    raw = _train_tokenizer(seed)
+    raw = train_tokenizer(seed)
     tokenizer = chat_tokenizer(
         raw, bos=BOS, eos=EOS, pad=PAD, special=[SYSTEM, USER, ASSISTANT], max_positions=MAX_POSITIONS
     )
@@ -386,7 +386,7 @@ def _build_llama_into(folder: Path, seed: int) -> tuple[int, int]:
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config).to(torch.float32).eval()
-    _fill_weights(model, seed)
+    fill_weights(model, seed)
     model.generation_config = GenerationConfig(bos_token_id=ids[BOS], eos_token_id=ids[EOS], pad_token_id=ids[PAD])
     model.save_pretrained(folder, safe_serialization=True)
     tokenizer.save_pretrained(folder)
@@ -412,7 +412,7 @@ def _build_whisper_into(folder: Path, seed: int, tied: bool = False) -> tuple[in
     )
 
     # Whisper's tokenizer reads GPT-2 style vocab.json + merges.txt
-    _train_tokenizer(seed).model.save(str(folder))
+    train_tokenizer(seed).model.save(str(folder))
     eot = "<|endoftext|>"
     tokenizer = WhisperTokenizer.from_pretrained(
         str(folder), unk_token=UNK, bos_token=eot, eos_token=eot, pad_token=eot
@@ -444,7 +444,7 @@ def _build_whisper_into(folder: Path, seed: int, tied: bool = False) -> tuple[in
     )
     torch.manual_seed(seed)
     model = WhisperForConditionalGeneration(config).to(torch.float32).eval()
-    _fill_weights(model, seed)
+    fill_weights(model, seed)
     if tied:
         with torch.no_grad():
             for name, param in model.named_parameters():

@@ -103,7 +103,7 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
         Idefics3Processor,
     )
 
-    raw = tiny_model._train_tokenizer(seed, SPECIAL_TOKENS)
+    raw = tiny_model.train_tokenizer(seed, SPECIAL_TOKENS)
     tokenizer = tiny_model.chat_tokenizer(
         raw,
         bos=BOS,
@@ -153,7 +153,7 @@ def _build_into(folder: Path, seed: int) -> tuple[int, int]:
     )
     torch.manual_seed(seed)
     model = Idefics3ForConditionalGeneration(config).to(torch.float32).eval()
-    tiny_model._fill_weights(model, seed)
+    tiny_model.fill_weights(model, seed)
     model.generation_config = GenerationConfig(
         bos_token_id=ids[BOS],
         eos_token_id=ids[END_OF_UTTERANCE],

@@ -31,7 +31,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options
-from evalkit.metrics.structured.ifeval import _punkt
+from evalkit.metrics.structured.ifeval import punkt_sentence_tokenizer
 
 #: NLTK resource paths (as nltk.data.find takes them) by the downloader's package name
 NLTK_RESOURCES = {
@@ -80,7 +80,7 @@ def _word_tokenizer() -> Any:
 def word_tokenize(text: str) -> list[str]:
     """``nltk.word_tokenize(text)``: Punkt's English sentences, then each sentence's Treebank words."""
     words = _word_tokenizer()
-    return [token for sentence in _punkt().tokenize(text) for token in words.tokenize(sentence)]
+    return [token for sentence in punkt_sentence_tokenizer().tokenize(text) for token in words.tokenize(sentence)]
 
 
 def _tokens(text: str) -> list[str]:
@@ -108,7 +108,7 @@ def hair_match(label: Any, answer: str) -> bool:
     return answer in synonyms or any(synonym in words for synonym in synonyms)
 
 
-class _Facial(Metric):
+class Facial(Metric):
     """A LAMM facial attribute accuracy: the corpus mean of a 0/1 reading."""
 
     bounds = (0.0, 1.0)
@@ -131,7 +131,7 @@ class _Facial(Metric):
         return SampleScore(value, (value, 1.0), details=details)
 
 
-class LammFacialSmileAccuracy(_Facial):
+class LammFacialSmileAccuracy(Facial):
     """LAMM_Facial_Smile_Classification: 1 when ChEF's no/not reading of the answer is the item's attr."""
 
     name = "lamm_facial_smile_accuracy"
@@ -145,7 +145,7 @@ class LammFacialSmileAccuracy(_Facial):
         return {"reading": "ChEF LAMM_Facial_Smile_Classification: no/not among the nltk tokens -> -1, else 1"}
 
 
-class LammFacialHairAccuracy(_Facial):
+class LammFacialHairAccuracy(Facial):
     """LAMM_Facial_Hair_Classification: 1 when the answer names the hair colour or a WordNet synonym of it."""
 
     name = "lamm_facial_hair_accuracy"

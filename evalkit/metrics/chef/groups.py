@@ -36,7 +36,7 @@ from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options, reference_strings
 from evalkit.metrics.chef.choice import CHOICE_LETTERS, chef_option, mme_reading
-from evalkit.metrics.choice.choice import _option_columns, resolve_reference
+from evalkit.metrics.choice.choice import option_columns, resolve_reference
 
 if TYPE_CHECKING:
     import numpy as np
@@ -171,7 +171,7 @@ class MmbenchCircularAccuracy(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         choices = sample.meta.get("choices")
         if choices is None:
-            choices = _option_columns(sample.meta) or None
+            choices = option_columns(sample.meta) or None
         if not isinstance(choices, (list, tuple)) or not choices:
             return SampleScore(None, failure=FailureReason.NO_CHOICES)
         options = [str(c) for c in choices]

@@ -30,7 +30,7 @@ from evalkit.data.sample import Sample
 from evalkit.errors import ConfigError
 from evalkit.failures import FailureReason
 from evalkit.metrics.base import Metric, SampleScore, check_options, reference_strings
-from evalkit.metrics.chef.facial import _Facial, hair_match
+from evalkit.metrics.chef.facial import Facial, hair_match
 from evalkit.metrics.chef.reading import label_in, quoted_or_all, wordnet
 
 # ----------------------------------------------------------------------------------------- Caption: BLEU-4
@@ -177,7 +177,7 @@ class ChefCaptionRougeL(_Caption):
 # ----------------------------------------------------------------------------------------- LAMM_Classification
 
 
-class LammClassificationAccuracy(_Facial):
+class LammClassificationAccuracy(Facial):
     """LAMM_Classification (CIFAR-10): 1 when the answer names the label or a lemma of its first WordNet synset."""
 
     name = "lamm_classification_accuracy"

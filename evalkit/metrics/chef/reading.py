@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from evalkit.errors import ConfigError
-from evalkit.metrics.vision.vqa import _CONTRACTIONS, _NUMBER_WORDS, _PERIOD, _PERIOD_LIMIT, _PUNCTUATION
+from evalkit.metrics.vision.vqa import CONTRACTIONS, PERIOD, PERIOD_LIMIT, PUNCTUATION, VQA_NUMBER_WORDS
 
 #: ChEF's number words (utils.num_dict): what ``count_in`` reads besides digits
 NUMBER_WORDS = {
@@ -192,11 +192,11 @@ def chef_clean(answer: str) -> str:
     """
     text = answer.replace("\n", " ").replace("\t", " ").strip()
     out = text
-    for mark in _PUNCTUATION:
+    for mark in PUNCTUATION:
         out = out.replace(mark, "") if (mark + " " in text or " " + mark in text) else out.replace(mark, " ")
-    out = _PERIOD.sub("", out, count=_PERIOD_LIMIT)
-    words = [_NUMBER_WORDS.get(w, w) for w in out.lower().split()]
-    return " ".join(_CONTRACTIONS.get(w, w) for w in words if w not in ("a", "an", "the"))
+    out = PERIOD.sub("", out, count=PERIOD_LIMIT)
+    words = [VQA_NUMBER_WORDS.get(w, w) for w in out.lower().split()]
+    return " ".join(CONTRACTIONS.get(w, w) for w in words if w not in ("a", "an", "the"))
 
 
 @functools.lru_cache(maxsize=1)

@@ -268,7 +268,7 @@ def resolve_reference(reference: Any, choices: list[str] | None, index_base: int
     return set()
 
 
-def _option_columns(meta: dict[str, Any]) -> list[str]:
+def option_columns(meta: dict[str, Any]) -> list[str]:
     """``option_a``, ``option_b``, ... from the sample's meta, in order, up to the first absent, empty or "nan" one."""
     options = []
     for letter in LETTERS.lower():
@@ -296,7 +296,7 @@ class MultipleChoiceAccuracy(Metric):
     def score(self, prediction: str, sample: Sample) -> SampleScore:
         choices = sample.meta.get("choices")
         if choices is None:  # one column per option, mapped to option_a, option_b, ... (MedMCQA's opa..opd)
-            choices = _option_columns(sample.meta) or None
+            choices = option_columns(sample.meta) or None
         if isinstance(choices, str):  # MMMU keeps its options as the text of a Python list
             try:
                 choices = ast.literal_eval(choices)

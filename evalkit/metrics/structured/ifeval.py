@@ -146,7 +146,7 @@ def _detected_language(text: str) -> str | None:
 
 
 @functools.cache
-def _punkt() -> Any:
+def punkt_sentence_tokenizer() -> Any:
     """NLTK's Punkt sentence tokenizer on NLTK's English model, read from the package that ships it."""
     try:
         punkt = importlib.import_module("nltk.tokenize.punkt")
@@ -165,7 +165,7 @@ def _punkt() -> Any:
 
 
 def count_sentences(text: str) -> int:
-    return len(_punkt().tokenize(text))
+    return len(punkt_sentence_tokenizer().tokenize(text))
 
 
 @functools.cache
@@ -180,7 +180,7 @@ def _treebank() -> Any:
 def word_tokens(text: str) -> list[str]:
     """What ``nltk.word_tokenize`` returns: Punkt sentences, each split by NLTK's Treebank tokenizer."""
     tokenizer = _treebank()
-    return [token for sentence in _punkt().tokenize(text) for token in tokenizer.tokenize(sentence)]
+    return [token for sentence in punkt_sentence_tokenizer().tokenize(text) for token in tokenizer.tokenize(sentence)]
 
 
 def count_words(text: str) -> int:

@@ -32,7 +32,7 @@ from evalkit.metrics.base import Metric, SampleScore, check_options, reference_s
 # --- the VQA answer normalisation, written from the official evaluation's definition ------------------------
 
 #: contractions written without their apostrophe, as annotators and models do, mapped to the standard form
-_CONTRACTIONS = {
+CONTRACTIONS = {
     "aint": "ain't",
     "arent": "aren't",
     "cant": "can't",
@@ -154,7 +154,7 @@ _CONTRACTIONS = {
     "youre": "you're",
     "youve": "you've",
 }
-_NUMBER_WORDS = {
+VQA_NUMBER_WORDS = {
     "none": "0",
     "zero": "0",
     "one": "1",
@@ -169,7 +169,7 @@ _NUMBER_WORDS = {
     "ten": "10",
 }
 _ARTICLES = {"a", "an", "the"}
-_PUNCTUATION = [
+PUNCTUATION = [
     ";",
     "/",
     "[",
@@ -194,9 +194,9 @@ _PUNCTUATION = [
 ]
 #: a period not followed by a digit ("3." loses it, "3.5" keeps it). The official pattern also has an empty
 #: look-ahead, "(?!<=\d)", that never excludes anything, so the period rule is just this.
-_PERIOD = re.compile(r"\.(?!\d)")
+PERIOD = re.compile(r"\.(?!\d)")
 #: the official passes re.UNICODE (32) where ``Pattern.sub`` takes its count: at most 32 periods go
-_PERIOD_LIMIT = int(re.UNICODE)
+PERIOD_LIMIT = int(re.UNICODE)
 _THOUSANDS_COMMA = re.compile(r"(\d)(,)(\d)")
 
 
@@ -212,20 +212,20 @@ def _vqa_punctuation(text: str) -> str:
     """
     out = text
     has_number_comma = _THOUSANDS_COMMA.search(text) is not None
-    for p in _PUNCTUATION:
+    for p in PUNCTUATION:
         if (p + " " in text or " " + p in text) or has_number_comma:
             out = out.replace(p, "")
         else:
             out = out.replace(p, " ")
-    return _PERIOD.sub("", out, count=_PERIOD_LIMIT)
+    return PERIOD.sub("", out, count=PERIOD_LIMIT)
 
 
 def _vqa_digits_articles(text: str) -> str:
     """Number words to digits, articles dropped, apostrophe-less contractions restored (after lower-casing, so the
     table's capitalised keys such as "Im" never apply, as in the official)."""
-    words = [_NUMBER_WORDS.get(w, w) for w in text.lower().split()]
+    words = [VQA_NUMBER_WORDS.get(w, w) for w in text.lower().split()]
     words = [w for w in words if w not in _ARTICLES]
-    return " ".join(_CONTRACTIONS.get(w, w) for w in words)
+    return " ".join(CONTRACTIONS.get(w, w) for w in words)
 
 
 def vqa_normalize(answer: str) -> str:
