@@ -64,6 +64,12 @@ NOT_METRICS = {
     "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "
     "metrics but cannot load as a metric, so its own `all` skips it too",
 }
+#: AU-Harness's metric names that evalkit's own format gives another meaning: in an AU-Harness config they mean
+#: AU-Harness's metric, which evalkit's format names with the ``auharness:`` prefix
+METRIC_NAMES = {
+    "llm_judge_binary": f"{PREFIX}:llm_judge_binary",
+    "llm_judge_detailed": f"{PREFIX}:llm_judge_detailed",
+}
 #: the access token of Google's application-default credentials, which AU-Harness's Vertex AI client uses
 VERTEX_TOKEN_COMMAND = ("gcloud", "auth", "application-default", "print-access-token")
 #: Gemini on Vertex AI through its OpenAI-compatible endpoint, as AU-Harness addresses it from location + project_id
@@ -323,10 +329,10 @@ def _pairs(key: str, value: Any, out: Translation, names: _Names, problems: _Pro
             if not metrics:
                 problems.add(where, f"metric `all` on {name!r}: no dataset, task or group of that name lists metrics")
             for expanded in metrics:
-                pairs.append([names.name(name), expanded, *entry[2:]])
+                pairs.append([names.name(name), METRIC_NAMES.get(expanded, expanded), *entry[2:]])
                 out.pair_labels.append(f"{where} ({name}, all -> {expanded})")
             continue
-        pairs.append([names.name(name), metric, *entry[2:]])
+        pairs.append([names.name(name), METRIC_NAMES.get(metric, metric), *entry[2:]])
         out.pair_labels.append(f"{where} ({name}, {metric})")
     out.data["dataset_metric"] = pairs
     out.origin["dataset_metric"] = key
@@ -339,7 +345,8 @@ def _aggregate(key: str, value: Any, out: Translation, names: _Names, problems: 
     entries: list[Any] = []
     for entry in value:
         if isinstance(entry, list) and len(entry) in (2, 3) and isinstance(entry[1], list):
-            entries.append([entry[0], [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
+            metric = METRIC_NAMES.get(entry[0], entry[0]) if isinstance(entry[0], str) else entry[0]
+            entries.append([metric, [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
         else:
             entries.append(entry)  # evalkit's validator names what is wrong with it
     out.data["aggregate"] = entries

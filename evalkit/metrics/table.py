@@ -545,6 +545,19 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "mean.",
     ),
     _m(
+        "auharness:llm_judge_binary",
+        "evalkit.metrics.auharness_judges:BinaryJudge",
+        judge=True,
+        summary="AU-Harness's llm_judge_binary: its binary_judge_prompt, the JSON reply's score (0/1); the mean.",
+    ),
+    _m(
+        "auharness:llm_judge_detailed",
+        "evalkit.metrics.auharness_judges:DetailedJudge",
+        judge=True,
+        summary="AU-Harness's llm_judge_detailed: its detailed_judge_prompt, the JSON reply's 0-5 score x 20; the "
+        "mean.",
+    ),
+    _m(
         "llm_judge_big_bench_audio",
         "evalkit.metrics.auharness_judges:BigBenchAudioJudge",
         judge=True,
