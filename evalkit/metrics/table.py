@@ -548,14 +548,14 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "auharness:llm_judge_binary",
         "evalkit.metrics.auharness_judges:BinaryJudge",
         judge=True,
-        summary="AU-Harness's llm_judge_binary: its binary_judge_prompt, the JSON reply's score (0/1); the mean.",
+        summary="AU-Harness's ``llm_judge_binary``: its judge's 0/1 score of the answer against the reference.",
     ),
     _m(
         "auharness:llm_judge_detailed",
         "evalkit.metrics.auharness_judges:DetailedJudge",
         judge=True,
-        summary="AU-Harness's llm_judge_detailed: its detailed_judge_prompt, the JSON reply's 0-5 score x 20; the "
-        "mean.",
+        summary="AU-Harness's ``llm_judge_detailed``: its judge's 0-5 score x 20, so the corpus mean is its 0-100 "
+        "figure.",
     ),
     _m(
         "llm_judge_big_bench_audio",
