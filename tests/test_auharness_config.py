@@ -158,14 +158,14 @@ SHAPES: dict[str, dict[str, Any]] = {
 #: engines each shape plans (datasets in evalkit's names; the sample's gemini/whisper entries share them)
 EXPECTED = {
     "sample": {
-        ("alpaca_audio", "llm_judge_detailed"),
+        ("alpaca_audio", "auharness:llm_judge_detailed"),
         ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
-        ("iemocap_emotion", "llm_judge_binary"),
-        ("meld_emotion", "llm_judge_binary"),
-        ("meld_sentiment", "llm_judge_binary"),
-        ("voxceleb_gender", "llm_judge_binary"),
-        ("iemocap_gender", "llm_judge_binary"),
-        ("muchomusic", "llm_judge_binary"),
+        ("iemocap_emotion", "auharness:llm_judge_binary"),
+        ("meld_emotion", "auharness:llm_judge_binary"),
+        ("meld_sentiment", "auharness:llm_judge_binary"),
+        ("voxceleb_gender", "auharness:llm_judge_binary"),
+        ("iemocap_gender", "auharness:llm_judge_binary"),
+        ("muchomusic", "auharness:llm_judge_binary"),
         ("big_bench_audio_audio_query", "llm_judge_big_bench_audio"),
         ("big_bench_audio_text_query", "llm_judge_big_bench_audio"),
     },
@@ -384,7 +384,8 @@ def test_a_category_namesake_is_written_with_the_prefix_and_all_runs_auharness_m
         }
     )
     assert ("covost2", "auharness:bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
-    assert ("emotion_recognition", "llm_judge_binary") in config.dataset_metric
+    # AU-Harness's llm_judge_binary, which evalkit's format names with the prefix (its own keeps the plain name)
+    assert ("emotion_recognition", "auharness:llm_judge_binary") in config.dataset_metric
     assert ("auharness:speech_recognition", "auharness:word_error_rate") in config.dataset_metric
     assert config.pair_labels is not None and config.pair_labels[0] == "config: task_metric[0] (covost2, all -> bleu)"
 
@@ -650,5 +651,7 @@ def test_metric_all_leaves_out_the_judge_prompt_name_auharness_lists_as_a_metric
     data["judge_settings"] = JUDGE
     with caplog.at_level(logging.WARNING):
         plan = build_plan(parse_config(data, "x.yaml"), source="x.yaml")
-    assert {(e.dataset.name, e.metric) for e in plan.engines} == {("asvspoof2017_spoof_detection", "llm_judge_binary")}
+    assert {(e.dataset.name, e.metric) for e in plan.engines} == {
+        ("asvspoof2017_spoof_detection", "auharness:llm_judge_binary")
+    }
     assert "metric `all` leaves out 'detailed_judge_prompt'" in caplog.text

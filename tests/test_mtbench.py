@@ -255,22 +255,24 @@ def test_two_turns_end_to_end_as_au_harness_runs_them(
     assert (again.n, again.n_failed, again.score) == (row.n, row.n_failed, row.score)
 
 
-def test_an_unreadable_rating_fails_the_sample_unless_scored_zero_as_au_harness_does(
+def test_an_unreadable_rating_scores_zero_as_au_harness_does_or_fails_on_request(
     tmp_path: Path, make_server: Any, runspecs: Path
 ) -> None:
     model, _ = _servers(make_server, spoken=False)
     judge = make_server(
         {"answers": [{"match": _last_turn(81, 2), "answer": "No rating from me."}], "default_answer": "[[6]]"}
     )
-    outcome = run(_config(tmp_path, runspecs, "tiny_mtbench_text", model, judge), no_cache=True)
+    zero = run(_config(tmp_path, runspecs, "tiny_mtbench_text", model, judge), no_cache=True)
+    assert zero.rows[0].score == pytest.approx((30.0 + 60.0) / 2), zero.rows  # 81: (6 + 0) x 10 / 2
+    outcome = run(
+        _config(tmp_path, runspecs, "tiny_mtbench_text", model, judge, unreadable_verdict="fail"), no_cache=True
+    )
     records = {
         r["sample_id"]: r
         for r in map(json.loads, (outcome.run_dir / "records" / "tiny_mtbench_text__mt_bench_llm_judge.jsonl").open())
     }
     assert records["81"]["failure"] == FailureReason.JUDGE_PARSE and "turn 2/2" in records["81"]["error"], records
     assert records["111"]["score"] == 60.0, records
-    zero = run(_config(tmp_path, runspecs, "tiny_mtbench_text", model, judge, unreadable_verdict="zero"), no_cache=True)
-    assert zero.rows[0].score == pytest.approx((30.0 + 60.0) / 2), zero.rows  # 81: (6 + 0) x 10 / 2
 
 
 # -- AU-Harness's reading and arithmetic, as a table ---------------------------------------------------------------

@@ -27,6 +27,8 @@ class JudgeClient:
         pool = EndpointPool(protocol, connections=props.judge_concurrency, timeout=props.judge_timeout)
         self.model = props.judge_model
         self.temperature = props.judge_temperature
+        #: whether the config set judge_temperature (a peer's judge sends its own default when it did not)
+        self.temperature_given = "judge_temperature" in props.model_fields_set
         #: whose judge prompt to use (prompts may be tuned per judge model)
         self.prompt_model = props.judge_prompt_model_override or props.judge_model
         self.client = ModelClient(
@@ -36,12 +38,18 @@ class JudgeClient:
             store=store,
         )
 
-    async def ask(self, messages: list[dict[str, Any]], **params: Any) -> Outcome:
+    async def ask(self, messages: list[dict[str, Any]], *, instance: str | None = None, **params: Any) -> Outcome:
+        """The judge's answer to ``messages``; ``params`` join (and override) the temperature in the body.
+
+        ``instance`` names the answer being judged when each must be asked on its own: identical requests with
+        different instances are each sent (and stored) once, never answered by one another.
+        """
         request = ModelRequest(
             kind=RequestKind.CHAT,
             model=self.model,
             messages=messages,
             params={"temperature": self.temperature, **params},
+            instance=instance,
         )
         return await self.client.submit(request)
 

@@ -3,8 +3,9 @@
 The key lists exactly what determines a response: the model identity, the
 messages (audio by content hash, images by content hash and, when one was
 downsized, the size and limits it was re-encoded under), the generation
-parameters and the repeat index. It never includes the URL, concurrency, timeouts or retry settings,
-so the store answers a request regardless of which replica or run sent it.
+parameters, the repeat index and, where given, the instance it answers. It
+never includes the URL, concurrency, timeouts or retry settings, so the store
+answers a request regardless of which replica or run sent it.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ class ModelRequest:
     prompt: str | None = None
     language: str | None = None
     repeat: int = 0
+    #: what else tells this request from an identical one, so each is asked on its own and stored under its own
+    #: key (a judge that AU-Harness asks once per answer at a sampling temperature); None: identical is the same
+    instance: str | None = None
     _key: str | None = None
 
     @property
@@ -57,5 +61,7 @@ class ModelRequest:
             }
             if self.images:  # absent without images, so keys of text and audio requests stay what they were
                 view["images"] = [image.identity for image in self.images]
+            if self.instance is not None:  # absent otherwise, for the same reason
+                view["instance"] = self.instance
             self._key = hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
         return self._key

@@ -11,6 +11,7 @@ of rows of one small matrix.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -25,6 +26,27 @@ PROCESSORS_OPTION = "processors"
 #: next turn's history: set per model just before scoring, for a metric that rates every turn (MT-Bench); the
 #: prediction stays the last turn's answer, postprocessed
 TURN_ANSWERS = "turn_answers"
+
+
+@dataclass(frozen=True, slots=True)
+class Scoring:
+    """Which answer a metric is scoring: the dataset, the model that answered and the sample.
+
+    A judge that must be asked once per answer, as a peer tool asks it, even when two answers make the same
+    judge request (AU-Harness at a sampling temperature), names its request after this.
+    """
+
+    dataset: str
+    model: str
+    sample_id: str
+    metric: str
+
+    def label(self, *more: object) -> str:
+        return "\x1f".join(str(part) for part in (self.dataset, self.model, self.sample_id, self.metric, *more))
+
+
+#: set by the run around each ``ascore`` call (evalkit/run/scoring.py); None outside a run (a metric called directly)
+SCORING: ContextVar[Scoring | None] = ContextVar("evalkit_scoring", default=None)
 
 if TYPE_CHECKING:
     import numpy as np

@@ -545,6 +545,19 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "mean.",
     ),
     _m(
+        "auharness:llm_judge_binary",
+        "evalkit.metrics.auharness.judges:BinaryJudge",
+        judge=True,
+        summary="AU-Harness's ``llm_judge_binary``: its judge's 0/1 score of the answer against the reference.",
+    ),
+    _m(
+        "auharness:llm_judge_detailed",
+        "evalkit.metrics.auharness.judges:DetailedJudge",
+        judge=True,
+        summary="AU-Harness's ``llm_judge_detailed``: its judge's 0-5 score x 20, so the corpus mean is its 0-100 "
+        "figure.",
+    ),
+    _m(
         "llm_judge_big_bench_audio",
         "evalkit.metrics.auharness.judges:BigBenchAudioJudge",
         judge=True,

@@ -23,7 +23,7 @@ from typing import Any
 from evalkit.data.sample import Sample
 from evalkit.failures import FailureReason
 from evalkit.metrics.accumulator import GroupMember, MetricCrashed, ScoreAccumulator, crash_message, sample_groups
-from evalkit.metrics.base import TURN_ANSWERS, Metric, MetricResult, SampleScore
+from evalkit.metrics.base import SCORING, TURN_ANSWERS, Metric, MetricResult, SampleScore, Scoring
 from evalkit.processing.processors import ProcessorChain
 
 log = logging.getLogger("evalkit")
@@ -160,7 +160,16 @@ async def score_into_record(
         accumulator.add_failure(reason, error, group=member)
         record.update(score=None, failure=reason, error=error)
         return False
-    score, crash = await score_sample(metric, prediction, sample, processors)
+    token = None
+    if metric.needs_judge:  # a judge may name its request after the answer it judges (AU-Harness's judges)
+        token = SCORING.set(
+            Scoring(str(record.get("dataset")), str(record.get("model")), str(sample.id), str(record.get("metric")))
+        )
+    try:
+        score, crash = await score_sample(metric, prediction, sample, processors)
+    finally:
+        if token is not None:
+            SCORING.reset(token)
     if crash is not None:
         accumulator.note_crash(f"{crash}, on {where(record, sample)}")
     if score is not None and score.failure is None:

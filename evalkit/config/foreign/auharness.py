@@ -60,9 +60,11 @@ GENERATION_KEYS = {
     "seed": "seed",
 }
 #: AU-Harness's metric names that evalkit computes otherwise -> the evalkit metric computing AU-Harness's value
-#: (evalkit/metrics/auharness_named.py); an AU-Harness config, or a pair whose dataset is written as AU-Harness
-#: names it, means these
-SAME_NAME_OTHER_COMPUTATION: dict[str, str] = {name: f"{PREFIX}:{name}" for name in ("word_error_rate", "bleu")}
+#: (evalkit/metrics/auharness/named.py, judges.py); an AU-Harness config, or a pair whose dataset is written as
+#: AU-Harness names it, means these
+SAME_NAME_OTHER_COMPUTATION: dict[str, str] = {
+    name: f"{PREFIX}:{name}" for name in ("word_error_rate", "bleu", "llm_judge_binary", "llm_judge_detailed")
+}
 #: names AU-Harness's task configs list among a dataset's metrics that are no metric: its `all` skips them
 NOT_METRICS = {
     "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "

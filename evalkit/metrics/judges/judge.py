@@ -353,13 +353,16 @@ class JudgeMetric(Metric):
             details={"error": f"{self.name} scores through ascore() with a judge"},
         )
 
-    async def ask_judge(self, messages: list[dict[str, Any]]) -> tuple[str | None, SampleScore | None]:
-        """(the judge's text, None) or (None, a failed SampleScore with the judge's reason and what it was asked)."""
+    async def ask_judge(self, messages: list[dict[str, Any]], **params: Any) -> tuple[str | None, SampleScore | None]:
+        """(the judge's text, None) or (None, a failed SampleScore with the judge's reason and what it was asked).
+
+        ``params`` go to the judge client's ``ask`` (settings for the body, ``instance``).
+        """
         if self.judge is None:
             return None, SampleScore(
                 None, failure=FailureReason.JUDGE_UNAVAILABLE, details={"error": f"{self.name} needs judge_properties"}
             )
-        outcome = await self.judge.ask(messages)
+        outcome = await self.judge.ask(messages, **params)
         if not outcome.ok:
             reason = f"judge_{outcome.failure or 'error'}"
             return None, SampleScore(

@@ -23,19 +23,33 @@ def _dialogue_state(computed_by: str) -> Reference:
     )
 
 
-def _auharness_judge(what: str, unreadable: str) -> Reference:
+#: what AU-Harness's JSON-score judges do with a reply they cannot read, and evalkit under their names
+_UNREADABLE_ZERO = (
+    'an unreadable reply (not a JSON object, no "score") scores 0 as in AU-Harness (option unreadable_verdict: fail '
+    "fails the sample instead)"
+)
+
+
+def _auharness_judge(what: str, unreadable: str, scale: str) -> Reference:
     """AU-Harness's task judges share one way of asking (metrics/llm_judge.py _BaseLLMJudge) and one test."""
     return Reference(
         "ServiceNow/AU-Harness",
         f"metrics/llm_judge.py {what}: the prompt from prompts/judge_prompts.yaml as the system message, unformatted, "
-        "and 'candidate: ...\\nreference: ...' as the user message; <think> removed before reading",
+        "and 'candidate: ...\\nreference: ...' as the user message, at judge_temperature (AU-Harness's default 0.1); "
+        "<think> removed before reading",
         "commit daa06166e3bb7a5837f010867d2bcc16531955c2",
-        "tests/test_reference_auharness_judges.py: the messages AU-Harness's judge classes sent to a scripted judge "
-        "and the scores they gave for its replies (tests/fixtures/references/auharness_judges.json), compared with "
-        "what evalkit sends and scores",
+        "tests/test_reference_auharness_judges.py: the messages and temperature AU-Harness's judge classes sent to a "
+        "scripted judge, how often, and the scores and overall figure they gave for its replies "
+        "(tests/fixtures/references/auharness_judges.json, made by tests/fixtures/references/"
+        "make_auharness_judges.py), compared with what evalkit sends and scores, also through a run against the "
+        "test server",
         (
-            "the corpus value is 0-1 for 0/1 verdicts (AU-Harness reports x 100, rounded to 2 places)",
+            scale,
             unreadable,
+            "a judge that cannot be reached (after the retries) fails the sample; AU-Harness scores it as an "
+            "unreadable reply",
+            "at a temperature above 0 every answer's request is sent, as AU-Harness sends them; at 0 identical "
+            "requests are sent once and answered from the response store",
             "a judge's value depends on the judge model and its settings (AU-Harness's default: gpt-4o-mini at "
             "temperature 0.1, judge_temperature): compare only runs with the same judge",
         ),
@@ -146,19 +160,30 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
             "several references: the first is scored (AU-Harness takes one string)",
         ),
     ),
+    "auharness:llm_judge_binary": _auharness_judge(
+        "BinaryLLMJudgeMetric (prompt binary_judge_prompt; the JSON reply's score, unclipped)",
+        _UNREADABLE_ZERO,
+        "the corpus value is 0-1, the mean rounded to 3 places as AU-Harness rounds it (it prints it x 100)",
+    ),
+    "auharness:llm_judge_detailed": _auharness_judge(
+        "DetailedLLMJudgeMetric (prompt detailed_judge_prompt; the JSON reply's 0-5 score, unclipped, x 20)",
+        _UNREADABLE_ZERO,
+        "the corpus value is 0-100: the mean score rounded to 3 places, x 20, rounded to 2, as AU-Harness gives it",
+    ),
     "llm_judge_big_bench_audio": _auharness_judge(
         "BigBenchAudioLLMJudgeMetric (prompt big_bench_audio_judge_prompt; CORRECT/INCORRECT, other replies failed)",
-        "an unreadable reply fails the sample in both",
+        "an unreadable reply fails the sample in both (left out of n)",
+        "the corpus value is 0-1, the accuracy rounded as AU-Harness's x 100 figure is (2 places)",
     ),
     "llm_judge_redteaming": _auharness_judge(
         "RedTeamingJudgeMetric (prompt redteaming_judge_prompt; the JSON reply's score)",
-        "AU-Harness scores an unreadable reply 0; evalkit fails the sample (option unreadable_verdict: zero scores "
-        "it 0)",
+        _UNREADABLE_ZERO,
+        "the corpus value is 0-1, the mean rounded to 3 places as AU-Harness rounds it (it prints it x 100)",
     ),
     "llm_judge_callhome": _auharness_judge(
         "CallHomeLLMJudgeMetric (prompt callhome_judge_prompt; the JSON reply's score; overall (mean + 1) x 10)",
-        "AU-Harness scores an unreadable reply 0 (10 after the shift); evalkit fails the sample (option "
-        "unreadable_verdict: zero scores it as AU-Harness does)",
+        _UNREADABLE_ZERO + " (10 after the shift)",
+        "the corpus value is 10-100: the mean score rounded to 3 places, plus 1, x 10, as AU-Harness gives it",
     ),
     "diarization_metrics": Reference(
         "ServiceNow/AU-Harness",
@@ -191,13 +216,15 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
             "single-v1 and turn 2 with single-v1-multi-turn), its system text sent unformatted ({turn_number} as "
             "written), a rating read from [[n]] or [n] or else the first number in the reply (FastChat: -1)",
             "a failed model turn fails the sample (AU-Harness scores a conversation whose request raised 0 and "
-            "counts it); a failed or unreadable judge reply fails it too (option unreadable_verdict: zero scores an "
-            "unreadable one 0, as AU-Harness does)",
+            "counts it); a failed judge request fails it too (AU-Harness rates it 0); a reply with no number rates "
+            "the turn 0 as in AU-Harness (option unreadable_verdict: fail fails the conversation instead)",
+            "the judge is asked at judge_temperature, else AU-Harness's 0.1, once per turn of every conversation "
+            "(at temperature 0 identical requests are sent once)",
             "the answers are sent with the run's temperature: AU-Harness's per-category MT-Bench temperatures "
             "(writing and roleplay 0.7, stem and humanities 0.1, others 0) are not applied",
             "AU-Harness leaves an empty answer out of the next turn's history; evalkit sends it",
-            "the corpus value is the mean of the per-sample 0-100 scores, each rounded to 2 places as AU-Harness "
-            "rounds them (AU-Harness rounds the mean to 2 places too)",
+            "the corpus value is the mean of the per-sample 0-100 scores, each rounded to 2 places, and the mean "
+            "rounded to 2 places, as AU-Harness rounds them",
         ),
     ),
 }
