@@ -40,6 +40,8 @@ class ModelRequest:
     prompt: str | None = None
     language: str | None = None
     repeat: int = 0
+    #: a transcription form of the file and the model only (AU-Harness's), without evalkit's response_format
+    bare_form: bool = False
     _key: str | None = None
 
     @property
@@ -57,5 +59,7 @@ class ModelRequest:
             }
             if self.images:  # absent without images, so keys of text and audio requests stay what they were
                 view["images"] = [image.identity for image in self.images]
+            if self.bare_form:  # likewise absent unless set
+                view["bare_form"] = True
             self._key = hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
         return self._key
