@@ -174,7 +174,9 @@ def test_the_shipped_table_maps_every_name(catalog: Catalog) -> None:
     unmapped = sorted(name for name, entry in EXPECTED.items() if table[name].evalkit != entry)
     assert not unmapped, f"runspecs/_names/auharness.json does not map {len(unmapped)} names, e.g. {unmapped[:5]}"
     assert [s.variant_of for s in catalog.resolve("auharness:common_voice_15_zh-CN")] == ["common_voice_15_zh_cn"]
-    assert {(s.variant_of or s.name) for s in catalog.resolve("auharness:mnsc")} == {f"mnsc_asr_part{i}_test" for i in range(1, 7)}
+    assert {(s.variant_of or s.name) for s in catalog.resolve("auharness:mnsc")} == {
+        f"mnsc_asr_part{i}_test" for i in range(1, 7)
+    }
 
 
 def _config(tmp_path: Path, pairs: list[list[Any]], **extra: Any) -> Path:

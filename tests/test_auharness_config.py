@@ -213,7 +213,10 @@ def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: P
         assert len(plan.engines) == 36 and {e.dataset.task for e in plan.engines} == {"speech_translation"}
     if shape == "librispeech_group":
         # AU-Harness's librispeech group: its test-clean upload, and evalkit's test-other (another upload, warned)
-        assert {e.dataset.variant_of for e in plan.engines} == {"librispeech_test_clean_audiollms", "librispeech_test_other"}
+        assert {e.dataset.variant_of for e in plan.engines} == {
+            "librispeech_test_clean_audiollms",
+            "librispeech_test_other",
+        }
     if shape == "sample":
         assert config.log_file == str(tmp_path / "audiobench.log")
         assert config.judge_properties is not None and config.judge_properties.judge_concurrency == 8
@@ -540,8 +543,9 @@ def test_override_rules_on_auharness_names_become_rules_on_evalkit_datasets() ->
         }
     )
     rules = [(r.model, r.task, r.max_tokens, r.temperature) for r in config.generation_overrides]
-    assert rules[:12] == [(None, f"auharness:mmsu_{s}", 32, None) for s in sorted(MMSU)]
-    assert rules[12:] == [("m", "auharness:librispeech_test_clean", None, 0.2)]
+    # an AU-Harness override replaces the task's settings whole: what it leaves out is AU-Harness's default
+    assert rules[:12] == [(None, f"auharness:mmsu_{s}", 32, 0.7) for s in sorted(MMSU)]
+    assert rules[12:] == [("m", "auharness:librispeech_test_clean", 4096, 0.2)]
     assert [(r.task, r.temperature) for r in config.temperature_overrides] == [("auharness:advbench", 0.7)]
     build_plan(config)  # evalkit's rules name evalkit's datasets: the plan accepts them
 

@@ -88,7 +88,10 @@ def load_config_stub():  # type: ignore[no-untyped-def]
     from evalkit.config import Config
 
     return Config.model_validate(
-        {"dataset_metric": [["asr", "wer"]], "models": [{"info": {"name": "m", "inference_type": "vllm", "url": "http://x/v1", "model": "m"}}]}
+        {
+            "dataset_metric": [["asr", "wer"]],
+            "models": [{"info": {"name": "m", "inference_type": "vllm", "url": "http://x/v1", "model": "m"}}],
+        }
     )
 
 
@@ -187,11 +190,11 @@ def test_auharness_configs_send_what_auharness_sends_per_sample(tmp_path: Path, 
 
 
 def test_a_text_only_request_is_a_one_part_list_as_auharness_writes_it(catalog) -> None:  # type: ignore[no-untyped-def]
-    from evalkit.data.audio.pcm import PreparedAudio
-    from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
-    from evalkit.data.sample import Sample
-    from evalkit.run.requests import RequestContext, turn_requests
     from evalkit.config import RequestKind
+    from evalkit.data.audio.pcm import PreparedAudio
+    from evalkit.data.sample import Sample
+    from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
+    from evalkit.run.requests import RequestContext, turn_requests
 
     spec = catalog.resolve("gsm8k_text")[0]
     row = TASKS["gsm8k_text"]["rows"][0]
