@@ -90,6 +90,11 @@ class GenerationSettings(BaseModel):
         description="Default sampling seed, used when neither a config rule nor the model sets it; absent "
         "everywhere: not sent.",
     )
+    token_key: Literal["max_tokens", "max_completion_tokens"] | None = Field(
+        None,
+        description="The request key the token limit is sent under: max_tokens (absent: the default) or "
+        "max_completion_tokens (what AU-Harness sends).",
+    )
 
 
 class CheckedRecord(BaseModel):
@@ -276,6 +281,16 @@ class DatasetSpec(BaseModel):
         description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
         "config and the model; absent: the task's.",
     )
+    request_style: Literal["evalkit", "auharness"] = Field(
+        "evalkit",
+        description="How requests are written: evalkit (default) or auharness (a text-only user message as a "
+        "one-part list; a transcription form with only the file and the model, as AU-Harness sends them).",
+    )
+    variant_of: str | None = Field(
+        None,
+        description="Set on another tool's variant of an entry (auharness:<name>): the entry whose data it reads; "
+        "its dataset_paths key is that entry's.",
+    )
     system_prompt: str | None = Field(
         None,
         description="The system message of every request of this dataset, before the config's filters.system_prompts; "
@@ -432,6 +447,26 @@ class TaskSpec:
     )
 
 
+class ForeignRequest(BaseModel):
+    """What another tool sends a model for one of its datasets (AU-Harness: its task file, scripts/auharness_tasks.py).
+
+    evalkit's variant of the dataset (``<prefix>:<name>``) is written from it, so
+    the tool's name asks what the tool asks, and evalkit's own entry keeps its own prompt.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    preprocessor: str = Field(description="The tool's preprocessor, which decides how the user text is made.")
+    user_prompt: str = Field("", description="The task's prompt, before the row's text (placeholders filled).")
+    instruction_column: str | None = Field(None, description="The row column appended to the prompt (audio tasks).")
+    textual_input_column: str | None = Field(None, description="The row column appended in text-only tasks.")
+    choices_column: str | None = Field(None, description="The column whose options follow the question.")
+    modality: Literal["audio", "text"] = Field("audio", description="text: no audio is sent.")
+    long_audio: Literal["chunk", "truncate"] = Field(description="How audio longer than a model's chunk is cut.")
+    temperature: float = Field(ge=0, description="The temperature sent (the tool's default where the task has none).")
+    max_completion_tokens: int = Field(ge=1, description="The token limit sent, as max_completion_tokens.")
+
+
 class ForeignDataset(BaseModel):
     """Another tool's dataset name: what that tool reads, and the catalogue entry reading the same data."""
 
@@ -444,6 +479,9 @@ class ForeignDataset(BaseModel):
         None, description="Set when evalkit's entry of the same name reads another upload of the benchmark."
     )
     modality: str | None = Field(None, description="The tool's modality when not audio (text).")
+    request: ForeignRequest | None = Field(
+        None, description="What the tool sends a model for it; its variant <prefix>:<name> sends the same."
+    )
 
 
 class ForeignNames(BaseModel):
@@ -550,6 +588,7 @@ class Catalog:
         return target if target is not None and target in self.datasets else None
 
     def _foreign_target(self, tool: str, name: str, prefix: str) -> DatasetSpec:
+        """The tool's variant of the entry reading ``name``'s data (its request: ``_add_variants``), else the entry."""
         names = self.foreign[tool]
         target = self._target_name(names, name)
         if target is None:
@@ -559,7 +598,8 @@ class Catalog:
                 f"{prefix}{name!r} is {names.tool}'s dataset{reads}, and evalkit's catalogue has no entry reading "
                 f"the same data yet; add one to a runspecs_dir folder, or see `evalkit list datasets` for what there is"
             )
-        return self.datasets[target]
+        variant = self.datasets.get(variant_name(tool, name))
+        return variant if variant is not None and variant.variant_of == target else self.datasets[target]
 
     def select(self, name: str, args: dict[str, Any], where: str = "") -> DatasetSpec:
         """The entry another tool's dataset means with the dataset arguments that pick its language or subset.
@@ -606,9 +646,12 @@ class Catalog:
         return None if spelled is None else self._exact_entry(spelled)
 
     def _exact_entry(self, name: str) -> str | None:
-        """``entry_name`` for a name spelt exactly as the catalogue or a tool's table spells it."""
+        """``entry_name`` for a name spelt exactly as the catalogue or a tool's table spells it.
+
+        Another tool's variant (``auharness:<name>``) means its entry: the one whose data it reads.
+        """
         if name in self.datasets:
-            return name
+            return self.datasets[name].variant_of or name
         if name in self.aliases:
             return self.aliases[name]
         tool, _, inner = name.partition(":")
@@ -720,8 +763,63 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
             _add_file(catalog, path)
         for path in sorted((root / "_names").glob("*.json")):
             _add_foreign(catalog, path)
-    catalog.aliases = dataset_aliases(catalog)
+    catalog.aliases = dataset_aliases(catalog)  # before the variants, which share their entries' repos
+    for prefix, names in catalog.foreign.items():
+        _add_variants(catalog, prefix, names)
     return catalog
+
+
+#: AU-Harness preprocessors whose user text is the task's prompt, then the row's column and choices, run together
+#: (AuHarnessPreprocessor writes it); the others' prompts are built by the entry's own preprocessor
+_JOINED_PREPROCESSORS = ("GeneralPreprocessor", "Covost2Preprocessor")
+
+
+def variant_name(prefix: str, name: str) -> str:
+    """The catalogue name of another tool's variant of a dataset: what the tool's own name resolves to."""
+    return f"{prefix}:{name}"
+
+
+def _add_variants(catalog: Catalog, prefix: str, names: ForeignNames) -> None:
+    """One entry per tool dataset with a ``request``: the entry reading its data, asked what the tool asks.
+
+    The variant is resolved here, once, so a run pays nothing per request for
+    it. It is kept out of the task lists: ``evalkit list`` and evalkit's own task
+    and category names select evalkit's entries, the tool's names its variants.
+    """
+    for name, entry in names.datasets.items():
+        request = entry.request
+        base = catalog.datasets.get(entry.evalkit) if entry.request is not None and entry.evalkit else None
+        if request is None or base is None:
+            continue
+        update: dict[str, Any] = {
+            "name": variant_name(prefix, name),
+            "variant_of": base.name,
+            "long_audio": request.long_audio,
+            "system_prompt": None,
+            "request_style": prefix if prefix == "auharness" else "evalkit",
+            "generation": GenerationSettings(
+                temperature=request.temperature,
+                max_tokens=request.max_completion_tokens,
+                token_key="max_completion_tokens",
+            ),
+        }
+        if request.preprocessor in _JOINED_PREPROCESSORS:
+            appended = request.textual_input_column if request.modality == "text" else request.instruction_column
+            if entry.evalkit_reads is not None and entry.evalkit == name:
+                appended = None  # another upload: its columns are not the tool's (README: Coming from AU-Harness)
+            modality = "text" if request.modality == "text" else "audio+text" if appended else "audio"
+            update.update(
+                preprocessor="AuHarnessPreprocessor",
+                instruction=request.user_prompt,
+                instruction_column=None,
+                textual_input_column=appended,
+                choices_column=request.choices_column,
+                modality=modality,
+                prompt_pool=None,
+                prompt_choice=None,
+                in_context=None,
+            )
+        catalog.datasets[update["name"]] = base.model_copy(update=update)
 
 
 def _add_foreign(catalog: Catalog, path: Path) -> None:

@@ -131,6 +131,13 @@ def generation_params(
             value = 0.0
         if value is not None:
             params[key] = value
+    if spec.request_style == "auharness" and model.inference_type == "transcription":
+        params = {}  # AU-Harness's transcription request carries the file and the model only
+    token_key = spec.generation.token_key if spec.generation is not None else None
+    if token_key is None and task_defaults is not None:
+        token_key = task_defaults.token_key
+    if token_key is not None and token_key != "max_tokens" and "max_tokens" in params:
+        params[token_key] = params.pop("max_tokens")
     params.update(model.extra_body)
     return params
 
@@ -278,18 +285,19 @@ def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> Dataset
     """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
     if not spec.private:
         return spec
-    given = config.dataset_paths.get(spec.name)
+    key = spec.variant_of or spec.name  # another tool's variant reads its entry's data, under the entry's key
+    given = config.dataset_paths.get(key)
     if given is None:
         raise ConfigError(
-            f"{where}: {spec.name!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
-            f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}`"
+            f"{where}: {key!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
+            f"the config: `dataset_paths: {{{key}: /path/to/its/data}}`"
         )
     path = Path(given).expanduser()
     path = Path(os.path.normpath(path if path.is_absolute() else config.base_dir / path))
     if not path.exists():
         raise ConfigError(
-            f"{where}: private dataset {spec.name!r}: {path} does not exist; give the folder or file of your copy in "
-            f"`dataset_paths: {{{spec.name}: PATH}}`"
+            f"{where}: private dataset {key!r}: {path} does not exist; give the folder or file of your copy in "
+            f"`dataset_paths: {{{key}: PATH}}`"
         )
     return spec.model_copy(update={"path": str(path)})
 
@@ -313,8 +321,8 @@ def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -
     for spec in specs:
         if spec.unavailable is not None:
             left_out.append(f"{spec.name} (unavailable: {spec.unavailable})")
-        elif spec.private and spec.name not in config.dataset_paths:
-            left_out.append(f"{spec.name} (private: give its path in `dataset_paths`)")
+        elif spec.private and spec.name not in config.dataset_paths and spec.variant_of not in config.dataset_paths:
+            left_out.append(f"{spec.variant_of or spec.name} (private: give its path in `dataset_paths`)")
         else:
             kept.append(spec)
     if left_out and not kept:

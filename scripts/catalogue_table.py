@@ -79,7 +79,8 @@ def _checked(specs: list[Any]) -> str:
 def render_block() -> str:
     """The generated README block, markers included."""
     catalog = _catalog()
-    specs = list(catalog.datasets.values())
+    # entries, not other tools' variants of them (auharness:<name>: the same data, asked as that tool asks)
+    specs = [spec for spec in catalog.datasets.values() if spec.variant_of is None]
     hub = [spec for spec in specs if spec.hf_repo]
     checked = [spec for spec in hub if spec.checked]
     order = {name: i for i, name in enumerate(CATEGORY_ORDER)}

@@ -151,16 +151,17 @@ def test_the_language_table_knows_every_common_voice_locale() -> None:
 
 def test_names_resolve_with_and_without_prefix(patched: Catalog) -> None:
     for name, entry in EXPECTED.items():
-        want = [patched.datasets[entry]]
-        assert patched.resolve(name) == want, name
-        assert patched.resolve(f"auharness:{name}") == want, name
+        # AU-Harness's variant of the entry: its data, AU-Harness's request
+        want = [(f"auharness:{name}", entry)]
+        assert [s.variant_of or s.name for s in patched.resolve(name)] == [entry], name  # evalkit's own name wins
+        assert [(s.name, s.variant_of) for s in patched.resolve(f"auharness:{name}")] == want, name
         assert patched.entry_name(f"auharness:{name}") == entry
 
 
 def test_groups_resolve_whole(patched: Catalog) -> None:
     groups = patched.foreign["auharness"].groups
     for group in GROUPS:
-        found = {spec.name for spec in patched.resolve(f"auharness:{group}")}
+        found = {spec.variant_of or spec.name for spec in patched.resolve(f"auharness:{group}")}
         members = groups[group]
         assert len(found) == len(members), group  # every member, and no two onto one entry
         assert {EXPECTED[m] for m in members if m in EXPECTED} <= found, group
@@ -172,8 +173,10 @@ def test_the_shipped_table_maps_every_name(catalog: Catalog) -> None:
     table = catalog.foreign["auharness"].datasets
     unmapped = sorted(name for name, entry in EXPECTED.items() if table[name].evalkit != entry)
     assert not unmapped, f"runspecs/_names/auharness.json does not map {len(unmapped)} names, e.g. {unmapped[:5]}"
-    assert catalog.resolve("auharness:common_voice_15_zh-CN") == [catalog.datasets["common_voice_15_zh_cn"]]
-    assert {s.name for s in catalog.resolve("auharness:mnsc")} == {f"mnsc_asr_part{i}_test" for i in range(1, 7)}
+    assert [s.variant_of for s in catalog.resolve("auharness:common_voice_15_zh-CN")] == ["common_voice_15_zh_cn"]
+    assert {(s.variant_of or s.name) for s in catalog.resolve("auharness:mnsc")} == {
+        f"mnsc_asr_part{i}_test" for i in range(1, 7)
+    }
 
 
 def _config(tmp_path: Path, pairs: list[list[Any]], **extra: Any) -> Path:

@@ -206,12 +206,17 @@ def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: P
         assert len(plan.models["gpt-4o-mini-audio-preview"].replicas) == 2
     assert plan.engines and set(plan.models) == names
     if shape in EXPECTED:
-        assert {(e.dataset.name, e.metric) for e in plan.engines} == EXPECTED[shape]
+        assert {(e.dataset.variant_of or e.dataset.name, e.metric) for e in plan.engines} == EXPECTED[shape]
+    # every dataset of an AU-Harness config is AU-Harness's variant: its request is AU-Harness's
+    assert all(e.dataset.name.startswith("auharness:") and e.dataset.variant_of for e in plan.engines)
     if shape == "covost2_group":
         assert len(plan.engines) == 36 and {e.dataset.task for e in plan.engines} == {"speech_translation"}
     if shape == "librispeech_group":
         # AU-Harness's librispeech group: its test-clean upload, and evalkit's test-other (another upload, warned)
-        assert {e.dataset.name for e in plan.engines} == {"librispeech_test_clean_audiollms", "librispeech_test_other"}
+        assert {e.dataset.variant_of for e in plan.engines} == {
+            "librispeech_test_clean_audiollms",
+            "librispeech_test_other",
+        }
     if shape == "sample":
         assert config.log_file == str(tmp_path / "audiobench.log")
         assert config.judge_properties is not None and config.judge_properties.judge_concurrency == 8
@@ -360,7 +365,7 @@ def test_gemini_is_served_through_googles_openai_endpoint_and_needs_its_key() ->
     ],
 )
 def test_auharness_dataset_names_resolve_to_the_same_data(name: str, dataset: str) -> None:
-    assert [spec.name for spec in load_catalog().resolve(name)] == [dataset]
+    assert [spec.variant_of or spec.name for spec in load_catalog().resolve(name)] == [dataset]
 
 
 def test_groups_tasks_and_categories_resolve_whole_or_say_what_is_missing() -> None:
@@ -384,8 +389,9 @@ def test_a_category_namesake_is_written_with_the_prefix_and_all_runs_auharness_m
         }
     )
     assert ("covost2", "auharness:bleu") in config.dataset_metric and ("covost2", "comet") in config.dataset_metric
-    # AU-Harness's llm_judge_binary, which evalkit's format names with the prefix (its own keeps the plain name)
-    assert ("emotion_recognition", "auharness:llm_judge_binary") in config.dataset_metric
+    # evalkit's emotion_recognition task holds other entries (and prompts): AU-Harness's folder gets the prefix;
+    # AU-Harness's llm_judge_binary is written with the prefix in evalkit's format (its own keeps the plain name)
+    assert ("auharness:emotion_recognition", "auharness:llm_judge_binary") in config.dataset_metric
     assert ("auharness:speech_recognition", "auharness:word_error_rate") in config.dataset_metric
     assert config.pair_labels is not None and config.pair_labels[0] == "config: task_metric[0] (covost2, all -> bleu)"
 
@@ -474,7 +480,7 @@ def test_au_harness_metric_names_mean_au_harness_computation_and_evalkits_keep_t
     planned = [(e.dataset.name, e.metric) for e in build_plan(ours).engines]
     assert planned == [
         ("librispeech_test_clean", "word_error_rate"),
-        ("librispeech_test_clean_audiollms", "auharness:word_error_rate"),
+        ("auharness:librispeech_test_clean", "auharness:word_error_rate"),
         ("librispeech_test_other", "auharness:word_error_rate"),
         ("librispeech_test_other", "word_error_rate"),
     ]
@@ -576,9 +582,10 @@ def test_override_rules_on_auharness_names_become_rules_on_evalkit_datasets() ->
         }
     )
     rules = [(r.model, r.task, r.max_tokens, r.temperature) for r in config.generation_overrides]
-    assert rules[:12] == [(None, f"voicebench_mmsu_{s}", 32, None) for s in sorted(MMSU)]
-    assert rules[12:] == [("m", "librispeech_test_clean_audiollms", None, 0.2)]
-    assert [(r.task, r.temperature) for r in config.temperature_overrides] == [("voicebench_advbench", 0.7)]
+    # an AU-Harness override replaces the task's settings whole: what it leaves out is AU-Harness's default
+    assert rules[:12] == [(None, f"auharness:mmsu_{s}", 32, 0.7) for s in sorted(MMSU)]
+    assert rules[12:] == [("m", "auharness:librispeech_test_clean", 4096, 0.2)]
+    assert [(r.task, r.temperature) for r in config.temperature_overrides] == [("auharness:advbench", 0.7)]
     build_plan(config)  # evalkit's rules name evalkit's datasets: the plan accepts them
 
 
@@ -630,7 +637,7 @@ def test_user_prompt_and_prompts_instructions_replace_a_datasets_instruction() -
         }
     )
     (engine,) = build_plan(theirs).engines
-    assert engine.dataset.name == "librispeech_test_clean_audiollms"
+    assert engine.dataset.name == "auharness:librispeech_test_clean"
     assert engine.dataset.instruction == "Transcribe the audio clip into text."
     ours = parse_config(
         {
@@ -651,7 +658,5 @@ def test_metric_all_leaves_out_the_judge_prompt_name_auharness_lists_as_a_metric
     data["judge_settings"] = JUDGE
     with caplog.at_level(logging.WARNING):
         plan = build_plan(parse_config(data, "x.yaml"), source="x.yaml")
-    assert {(e.dataset.name, e.metric) for e in plan.engines} == {
-        ("asvspoof2017_spoof_detection", "auharness:llm_judge_binary")
-    }
+    assert {(e.dataset.name, e.metric) for e in plan.engines} == {("auharness:asvspoof", "auharness:llm_judge_binary")}
     assert "metric `all` leaves out 'detailed_judge_prompt'" in caplog.text

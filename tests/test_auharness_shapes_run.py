@@ -71,7 +71,10 @@ def test_a_shipped_shape_runs_end_to_end(
     # what the config selects, stored before the plan looks (the hub is offline): stand-in rows for hub entries,
     # stand-in files in dataset_paths for the licensed sets, as their user writes them
     catalog = load_catalog()
-    selected = {spec.name: spec for name, _, _ in load_config(path).pairs for spec in catalog.resolve(name)}
+    # by the entry whose data each reads (AU-Harness's names select AU-Harness's variants of entries)
+    selected = {
+        spec.variant_of or spec.name: spec for name, _, _ in load_config(path).pairs for spec in catalog.resolve(name)
+    }
     # the licensed CallHome sets lie where AU-Harness keeps them (its prepare script's parquet under
     # private_datasets/<corpus>/hf_dataset in the folder it runs in): the config names no dataset_paths
     monkeypatch.chdir(tmp_path)

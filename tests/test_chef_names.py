@@ -110,7 +110,7 @@ def test_an_exact_name_wins_and_a_shared_spelling_is_not_guessed() -> None:
     ("name", "said"),
     [
         ("Gone_Scenario", "'Gone_Scenario' is OtherTool's dataset (it reads someone/gone/test)"),
-        ("mmsu", "'mmsu' is a group of 12 datasets (voicebench_mmsu_biology, "),
+        ("mmsu", "'mmsu' is a group of 12 datasets (auharness:mmsu_biology, "),
     ],
 )
 def test_info_dataset_says_of_another_tools_name_what_run_says(name: str, said: str, capsys, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

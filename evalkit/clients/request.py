@@ -44,6 +44,8 @@ class ModelRequest:
     #: what else tells this request from an identical one, so each is asked on its own and stored under its own
     #: key (a judge that AU-Harness asks once per answer at a sampling temperature); None: identical is the same
     instance: str | None = None
+    #: a transcription form of the file and the model only (AU-Harness's), without evalkit's response_format
+    bare_form: bool = False
     _key: str | None = None
 
     @property
@@ -63,5 +65,7 @@ class ModelRequest:
                 view["images"] = [image.identity for image in self.images]
             if self.instance is not None:  # absent otherwise, for the same reason
                 view["instance"] = self.instance
+            if self.bare_form:  # likewise absent unless set
+                view["bare_form"] = True
             self._key = hashlib.sha256(dumps_bytes(view, sort_keys=True)).hexdigest()
         return self._key

@@ -123,6 +123,7 @@ class Engine:
                 system_override=m.name in self.context.system_by_model,
                 image_limit=(m.info.max_image_side, m.info.max_image_pixels),
                 image_position=dataset.image_position,
+                auharness=dataset.request_style == "auharness",
             )
             for m in self.models
         }

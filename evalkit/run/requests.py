@@ -39,6 +39,9 @@ class RequestContext:
     image_limit: ImageLimit = NO_LIMIT
     #: the dataset's image_position: images "before" or "after" the turn's text
     image_position: str = "before"
+    #: AU-Harness's request style (a dataset's ``request_style``): a text-only user message as a one-part list, and
+    #: a transcription form with only the file and the model
+    auharness: bool = False
 
     @property
     def shape(self) -> Shape:
@@ -58,6 +61,7 @@ class RequestContext:
             self.language,
             self.image_limit,
             self.image_position,
+            self.auharness,
         )
 
 
@@ -68,14 +72,16 @@ def _user_content(
     first_image: int = 0,
     n_images: int = 0,
     image_position: str = "before",
+    text_parts: bool = False,
 ) -> Any:
     """A user message's content: plain text, or parts: images, text, audio (images after the text when asked).
 
     Media parts name their index in the request's ``audio`` / ``images`` lists;
-    the client writes the data in when it makes the body.
+    the client writes the data in when it makes the body. ``text_parts``: text
+    alone as a one-part list, as AU-Harness sends it.
     """
     if n_audio == 0 and n_images == 0:
-        return text or ""
+        return [{"type": "text", "text": text or ""}] if text_parts else text or ""
     audio = [{"type": "input_audio", "input_audio": {"audio_index": first_audio + j}} for j in range(n_audio)]
     images = [{"type": "image_url", "image_url": {"image_index": first_image + j}} for j in range(n_images)]
     texts = [{"type": "text", "text": text}] if text else []
@@ -151,8 +157,9 @@ def turn_requests(
                 model=ctx.model,
                 audio=[piece],
                 params=ctx.params,
-                language=ctx.language,
+                language=None if ctx.auharness else ctx.language,
                 repeat=repeat,
+                bare_form=ctx.auharness,
             )
             for piece in pieces
         ]
@@ -165,7 +172,9 @@ def turn_requests(
     all_images = [*shown, *pictures]
 
     def content(n_audio: int) -> Any:
-        return _user_content(current.text, len(earlier), n_audio, len(shown), len(pictures), ctx.image_position)
+        return _user_content(
+            current.text, len(earlier), n_audio, len(shown), len(pictures), ctx.image_position, ctx.auharness
+        )
 
     if not pieces:
         messages = [*prefix, *history, {"role": "user", "content": content(0)}]

@@ -65,6 +65,9 @@ GENERATION_KEYS = {
 SAME_NAME_OTHER_COMPUTATION: dict[str, str] = {
     name: f"{PREFIX}:{name}" for name in ("word_error_rate", "bleu", "llm_judge_binary", "llm_judge_detailed")
 }
+#: what AU-Harness's request handler sends where neither the task nor an override gives a value (utils/constants.py)
+AUHARNESS_DEFAULT_TEMPERATURE = 0.7
+AUHARNESS_DEFAULT_MAX_TOKENS = 4096
 #: names AU-Harness's task configs list among a dataset's metrics that are no metric: its `all` skips them
 NOT_METRICS = {
     "detailed_judge_prompt": "the name of the detailed judge's prompt, which AU-Harness lists among some tasks' "
@@ -465,6 +468,10 @@ def _generation(key: str, value: Any, out: Translation, names: _Names, problems:
         for name in rule:
             if name not in ("model", "task", "generation_params"):
                 problems.add(f"{where}.{name}", "unknown key (model, task and generation_params are read)")
+        # AU-Harness's override replaces the task's settings whole, and its request handler fills what the rule
+        # leaves out with its defaults: so a rule giving only a temperature also sends 4096 tokens there
+        translated.setdefault("temperature", AUHARNESS_DEFAULT_TEMPERATURE)
+        translated.setdefault("max_tokens", AUHARNESS_DEFAULT_MAX_TOKENS)
         return translated
 
     out.data["generation_overrides"] = _rules(key, value, out, names, problems, params)
