@@ -6,6 +6,7 @@ unknown names, metrics that do not fit a task, unknown processors.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import traceback
@@ -18,6 +19,7 @@ from evalkit.compat.karma import metric_for_pair
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
+from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
 from evalkit.errors import ConfigError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
@@ -257,40 +259,90 @@ def _with_instruction(spec: DatasetSpec, config: Config) -> DatasetSpec:
 def private_paths(config: Config, catalog: Catalog, source: str) -> dict[str, str]:
     """``dataset_paths`` by catalogue entry: a key may be any of its names (AU-Harness's ``common_voice_15_zh-CN``).
 
-    A key that names no private entry is a mistake the user would otherwise find only when the run cannot read
-    the data it meant, so it is an error naming the key.
+    A private entry (a licensed corpus) is read only from the path given; a hub entry given a path is read from
+    that local copy instead of the hub (:mod:`evalkit.data.local_copy`). A key that names no catalogue entry is a
+    mistake the user would otherwise find only when the run cannot read the data it meant, so it is an error
+    naming the key.
     """
     paths: dict[str, str] = {}
     for key, path in config.dataset_paths.items():
         entry = catalog.entry_name(key)
-        if entry is None or not catalog.datasets[entry].private:
-            what = "no catalogue dataset" if entry is None else f"dataset {entry!r}, which is not private"
+        if entry is None:
             raise ConfigError(
-                f"{source}: dataset_paths.{key}: names {what}; dataset_paths gives the data of private datasets "
-                f"(licensed corpora: `evalkit list datasets` shows them as private)"
+                f"{source}: dataset_paths.{key}: names no catalogue dataset{did_you_mean(key, list(catalog.datasets))}"
+                "; dataset_paths gives the data of a catalogue entry (`evalkit list datasets`)"
             )
+        spec = catalog.datasets[entry]
+        if spec.unavailable is not None:
+            raise ConfigError(f"{source}: dataset_paths.{key}: dataset {entry!r} cannot be evaluated: {spec.unavailable}")
         paths[entry] = path
     return paths
 
 
-def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
-    """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
+def _given_path(spec: DatasetSpec, config: Config) -> Path:
+    given = Path(config.dataset_paths[spec.name]).expanduser()
+    return Path(os.path.normpath(given if given.is_absolute() else config.base_dir / given))
+
+
+def with_given_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
+    """The dataset read from the path ``dataset_paths`` gives it: a private corpus's data, or a hub entry's copy.
+
+    A private dataset without one is an error naming the key.
+    """
     if not spec.private:
-        return spec
-    given = config.dataset_paths.get(spec.name)
-    if given is None:
+        return _with_local_copy(spec, config, where) if spec.name in config.dataset_paths else spec
+    if spec.name not in config.dataset_paths:
         raise ConfigError(
             f"{where}: {spec.name!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
             f"the config: `dataset_paths: {{{spec.name}: /path/to/its/data}}`"
         )
-    path = Path(given).expanduser()
-    path = Path(os.path.normpath(path if path.is_absolute() else config.base_dir / path))
+    path = _given_path(spec, config)
     if not path.exists():
         raise ConfigError(
             f"{where}: private dataset {spec.name!r}: {path} does not exist; give the folder or file of your copy in "
             f"`dataset_paths: {{{spec.name}: PATH}}`"
         )
     return spec.model_copy(update={"path": str(path)})
+
+
+def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
+    """A catalogue entry read from a local copy of its data: the files of its subset and split, found now.
+
+    Its column mapping, subset and split apply as they do to the hub; the copy's files become the entry's
+    ``path`` (one file) or ``path`` + ``data_files`` (several), so every reader of local data (rows, counts,
+    fingerprints, the viewer) reads them as it reads any local dataset.
+    """
+    path = _given_path(spec, config)
+    key = f"dataset_paths.{spec.name}"
+    try:
+        copy = find_copy(path, spec.subset, spec.split)
+        examples = _local_examples(spec, path)
+    except LocalCopyError as error:
+        raise ConfigError(f"{where}: {key}: {error}; expected {LAYOUTS}") from None
+    log.info("%s: %s read from %s (%s, %d files)", where, spec.name, path, copy.layout, len(copy.files))
+    update: dict[str, Any] = {"hf_repo": None, "revision": None, "subset": spec.subset, "in_context": examples}
+    if len(copy.files) == 1:
+        update.update(path=str(copy.files[0]), data_files=None)
+    else:
+        update.update(
+            path=str(copy.root),
+            data_files=[glob.escape(f.relative_to(copy.root).as_posix()) for f in copy.files],
+        )
+    return spec.model_copy(update=update)
+
+
+def _local_examples(spec: DatasetSpec, path: Path) -> dict[str, Any] | None:
+    """The entry's in-context block with its example split read from the copy too (one file of it)."""
+    settings = spec.in_context
+    if not settings or "split" not in settings or "path" in settings:
+        return settings
+    copy = find_copy(path, spec.subset, str(settings["split"]))
+    if len(copy.files) != 1:
+        raise LocalCopyError(
+            f"the in-context examples' split {settings['split']!r} is {len(copy.files)} files in the copy; evalkit "
+            "reads examples from one file (merge them into one parquet file)"
+        )
+    return {**{k: v for k, v in settings.items() if k != "split"}, "path": str(copy.files[0])}
 
 
 def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -> list[DatasetSpec]:
@@ -355,7 +407,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             )
         canonical = METRICS.canonical(metric)
         specs = [
-            _with_instruction(_with_private_path(spec, config, where), config)
+            _with_instruction(with_given_path(spec, config, where), config)
             for spec in _readable(catalog.resolve(name, where), name, config, where)
         ]
         for spec in specs:
