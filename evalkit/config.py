@@ -788,8 +788,10 @@ class Config(_Strict):
     )
     dataset_paths: dict[str, str] = Field(
         default_factory=dict,
-        description="Where the data of private catalogue datasets (licensed corpora such as CallHome) lies: "
-        "{dataset name: a file or folder}, relative to the config file's folder. Default none.",
+        description="Where catalogue datasets lie on this disk: {dataset name: a file or folder}, relative to the "
+        "config file's folder. Private datasets (licensed corpora such as CallHome) need it; a hub dataset given a "
+        "local copy (a save_to_disk folder, parquet or arrow files, a snapshot of the hub repo) is read from it "
+        "instead of the hub, with its subset, split and columns. Default none.",
     )
     aggregate: list[tuple[str, list[str]] | tuple[str, list[str], AggregateMethod]] = Field(
         default_factory=list,

@@ -274,7 +274,9 @@ def private_paths(config: Config, catalog: Catalog, source: str) -> dict[str, st
             )
         spec = catalog.datasets[entry]
         if spec.unavailable is not None:
-            raise ConfigError(f"{source}: dataset_paths.{key}: dataset {entry!r} cannot be evaluated: {spec.unavailable}")
+            raise ConfigError(
+                f"{source}: dataset_paths.{key}: dataset {entry!r} cannot be evaluated: {spec.unavailable}"
+            )
         paths[entry] = path
     return paths
 
@@ -321,7 +323,7 @@ def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSp
         raise ConfigError(f"{where}: {key}: {error}; expected {LAYOUTS}") from None
     log.info("%s: %s read from %s (%s, %d files)", where, spec.name, path, copy.layout, len(copy.files))
     update: dict[str, Any] = {"hf_repo": None, "revision": None, "subset": spec.subset, "in_context": examples}
-    if len(copy.files) == 1:
+    if len(copy.files) == 1 and not copy.files[0].is_symlink():  # a link is named by its folder: its own name is data
         update.update(path=str(copy.files[0]), data_files=None)
     else:
         update.update(
