@@ -793,6 +793,13 @@ class Config(_Strict):
         "local copy (a save_to_disk folder, parquet or arrow files, a snapshot of the hub repo) is read from it "
         "instead of the hub, with its subset, split and columns. Default none.",
     )
+    report_as: Literal["evalkit", "auharness"] = Field(
+        "evalkit",
+        description="Whose names and scale the results tables use: evalkit (its entries, its scale) or auharness: "
+        "a pair named in AU-Harness's terms shows AU-Harness's dataset and metric names and its scale (x100 where "
+        "AU-Harness prints x100) beside evalkit's n and 95% CI on the same scale; results.json keeps evalkit's "
+        "score too. An AU-Harness config, and `evalkit convert`'s output of one, sets auharness. Default evalkit.",
+    )
     aggregate: list[tuple[str, list[str]] | tuple[str, list[str], AggregateMethod]] = Field(
         default_factory=list,
         description="[metric, [datasets, tasks or categories]] entries, each adding one row per model with the "

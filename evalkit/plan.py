@@ -16,6 +16,7 @@ from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.compat.karma import metric_for_pair
+from evalkit.compat.reporting import ReportedAs, reported_as
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
@@ -59,6 +60,8 @@ class EngineSpec:
     params: dict[str, dict[str, object]] = field(default_factory=dict)
     #: the metric's options from the config (``[name, metric, {option: value}]``), checked by the metric itself
     options: dict[str, Any] = field(default_factory=dict)
+    #: how a peer tool reports this pair (a config in its format: ``report_as``), decided here once per pair
+    reported_as: ReportedAs | None = None
 
     @property
     def id(self) -> str:
@@ -401,6 +404,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     for i, (name, metric, options) in enumerate(config.pairs):
         label = labels[i] if labels is not None and i < len(labels) else None
         where = label or f"{source}: dataset_metric[{i}]"
+        written = metric
         metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
         if metric not in METRICS:
             raise ConfigError(
@@ -452,7 +456,11 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             check_metric_options(canonical, metric_options, spec, where, judge_prompt_for(canonical, library.judges))
             for variant in recipe_datasets(spec, recipe, where):
                 engine = EngineSpec(
-                    dataset=variant, metric=canonical, models=list(models), options=dict(metric_options)
+                    dataset=variant,
+                    metric=canonical,
+                    models=list(models),
+                    options=dict(metric_options),
+                    reported_as=reported_as(catalog, config.report_as, name, written, variant),
                 )
                 engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
                 engines.append(engine)

@@ -236,6 +236,7 @@ def translate(
             handler(key, value, out, names, problems)
     _copy_keys(out, names)
     _private_locations(out, names, base_dir)
+    out.data.setdefault("report_as", PREFIX)  # its users compare with AU-Harness's table: its names and scale
     problems.raise_any()
     out.pair_labels = [f"{source}: {label}" for label in out.pair_labels]
     for note in out.notes:

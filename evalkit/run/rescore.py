@@ -532,7 +532,7 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
     from rich.console import Console
     from rich.table import Table
 
-    from evalkit.report.tables import HEADERS, table_rows
+    from evalkit.report.tables import headers, table_rows
 
     if not metrics:
         raise UserError("rescore: name at least one metric (--metric NAME)")
@@ -542,7 +542,7 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
         outcomes.append(_run(arescore(path, metric)))
     console = Console(width=max(120, Console().width))
     table = Table(title=f"evalkit rescore — {path}")
-    for header in HEADERS:
+    for header in headers(r for outcome in outcomes for r in outcome.rows + outcome.aggregate):
         table.add_column(header, justify="right" if header in ("score", "n", "failed") else "left")
     for outcome in outcomes:
         for cells in table_rows(outcome.rows + outcome.aggregate):

@@ -1,0 +1,162 @@
+"""An AU-Harness config's results read as AU-Harness's table: its dataset names and its scale, with evalkit's CI.
+
+A run of AU-Harness's ``librispeech_test_clean`` (evalkit's entry ``librispeech_test_clean_audiollms``, read
+from a local copy) against the test server: the console table, results.json/csv/md, report.html and the
+viewer's run page show ``librispeech_test_clean`` and the WER ×100, as AU-Harness prints it, the CI on the
+same scale; the same pair in evalkit's own config reports exactly what it always did.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import ROOT, model_entry, run, write_config
+from rich.console import Console
+from test_local_copies import ANSWERS, ENTRY, _wav, save_to_disk_dict
+
+from evalkit.catalog import load_catalog
+from evalkit.compat.reporting import AUHARNESS_SCALE
+from evalkit.metrics import METRICS
+from evalkit.report.console import print_table
+from evalkit.report.files import load_results
+from evalkit.testing import audio_fingerprint
+from evalkit.view.links import Links
+from evalkit.view.pages import run_page
+from evalkit.view.viewer import Viewer
+
+AUHARNESS = Path("/work/.mirror/ServiceNow+AU-Harness/repo")
+
+
+def _server(make_server: Any) -> Any:
+    answers = [{"audio_fingerprint": audio_fingerprint(_wav(i)), "answer": a} for i, a in enumerate(ANSWERS)]
+    return make_server({"answers": answers, "default_answer": "no rule matched this audio"})
+
+
+def _auharness_run(tmp_path: Path, url: str) -> Path:
+    path = save_to_disk_dict(tmp_path / "data")
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "task_metric": [["librispeech_test_clean", "word_error_rate"]],
+            "models": [{"name": "m", "model": "m", "url": url, "inference_type": "openai"}],
+            "dataset_paths": {"librispeech_test_clean": str(path)},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    outcome = run(config)
+    return outcome.run_dir
+
+
+def test_an_auharness_config_reports_auharness_names_and_scale(tmp_path: Path, make_server: Any) -> None:
+    run_dir = _auharness_run(tmp_path, _server(make_server).base_url)
+    rows, _ = load_results(run_dir)
+    (row,) = rows
+    assert (row.dataset, row.metric) == (ENTRY, "word_error_rate")  # evalkit's own, kept
+    assert row.score == pytest.approx(1 / 7)
+    assert (row.shown_dataset, row.shown_metric, row.scale) == ("librispeech_test_clean", "word_error_rate", 100)
+    score, low, high = row.scaled()
+    assert score == pytest.approx(100 / 7) and low is not None and high is not None
+    assert low == pytest.approx(row.ci_low * 100) and high == pytest.approx(row.ci_high * 100)
+
+    results = json.loads((run_dir / "results.json").read_text())["results"][0]
+    assert results["score"] == pytest.approx(1 / 7)
+    reported = results["reported_as"]
+    assert reported["tool"] == "AU-Harness" and reported["dataset"] == "librispeech_test_clean"
+    assert reported["score"] == pytest.approx(100 / 7) and reported["ci_high"] == pytest.approx(row.ci_high * 100)
+
+    (line,) = csv.DictReader(io.StringIO((run_dir / "results.csv").read_text()))
+    assert line["dataset"] == ENTRY and float(line["score"]) == pytest.approx(1 / 7)
+    assert line["reported_dataset"] == "librispeech_test_clean" and float(line["reported_score"]) == pytest.approx(
+        100 / 7
+    )
+
+    shown = f"{100 / 7:.2f}"  # AU-Harness prints two decimals
+    ci = f"[{low:.2f}, {high:.2f}]"
+    markdown = (run_dir / "results.md").read_text()
+    assert (
+        f"| librispeech_test_clean | word_error_rate | m | {shown} | {ci} | 3 | 0 | {ENTRY} / word_error_rate x100 |"
+        in (markdown)
+    )
+    html = (run_dir / "report.html").read_text()
+    assert "librispeech_test_clean" in html and shown in html and ci in html
+
+    console = Console(file=io.StringIO(), width=200)
+    print_table(rows, "results", console)
+    printed = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "librispeech_test_clean " in printed and shown in printed and ci in printed
+
+    viewer = Viewer([run_dir.parent])
+    page = run_page(viewer.run(run_dir.name), Links())
+    assert f">{shown}<" in page and ci in page and "librispeech_test_clean<" in page
+    assert f"/pair/{ENTRY}/word_error_rate/" in page  # the samples are still found under evalkit's pair
+
+
+def test_evalkit_own_config_reports_as_before(tmp_path: Path, make_server: Any) -> None:
+    server = _server(make_server)
+    path = save_to_disk_dict(tmp_path / "data")
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [[ENTRY, "word_error_rate"]],
+            "models": [model_entry("m", server.base_url)],
+            "dataset_paths": {ENTRY: str(path)},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    run_dir = run(config).run_dir
+    results = json.loads((run_dir / "results.json").read_text())["results"][0]
+    assert "reported_as" not in results and results["dataset"] == ENTRY
+    header = (run_dir / "results.csv").read_text().splitlines()[0]
+    assert (
+        header
+        == "kind,dataset,task,category,metric,model,score,ci_low,ci_high,n,n_failed,failure_rate,unreliable,seconds"
+    )
+    assert "| dataset | metric | model | score | 95% CI | n | failed |\n" in (run_dir / "results.md").read_text()
+    assert f"| {ENTRY} | word_error_rate | m | {1 / 7:.4f} |" in (run_dir / "results.md").read_text()
+
+
+def _printed_scale(source: str, metric_class: str) -> float | None:
+    """The factor AU-Harness's metric class (or a base class in its module) applies before printing."""
+    classes = {n.name: n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)}
+    node = classes.get(metric_class)
+    if node is None:
+        return None
+    found = re.findall(r"\*\s*(100(?:\.0)?|20(?:\.0)?|10)\b", ast.get_source_segment(source, node) or "")
+    if found:
+        return float(found[0])
+    bases = [b.id for b in node.bases if isinstance(b, ast.Name)]
+    return next((f for b in bases if (f := _printed_scale(source, b)) is not None), None)
+
+
+def test_every_auharness_metric_has_a_scale() -> None:
+    """Every metric AU-Harness's task configs list has its print scale in the table."""
+    table = load_catalog(cwd=ROOT).foreign["auharness"]
+    metrics = {m for entry in table.datasets.values() for m in entry.metrics} - {"detailed_judge_prompt"}
+    assert metrics <= set(AUHARNESS_SCALE), sorted(metrics - set(AUHARNESS_SCALE))
+
+
+@pytest.mark.skipif(not AUHARNESS.exists(), reason="AU-Harness's source snapshot is not on this machine")
+def test_the_scales_are_those_auharness_code_applies() -> None:
+    """×100 where AU-Harness's metric class multiplies a 0-1 mean by 100 before printing (its metrics/*.py)."""
+    import subprocess
+
+    def show(path: str) -> str:
+        git = ["git", f"--git-dir={AUHARNESS}", "show", f"HEAD:{path}"]
+        return subprocess.run(git, capture_output=True, text=True, check=True).stdout
+
+    constants = show("utils/constants.py")
+    metric_map = ast.literal_eval(re.search(r"metric_map = (\{.*?\n\})", constants, re.DOTALL).group(1))  # type: ignore[union-attr]
+    for name, (module, cls) in metric_map.items():
+        factor = _printed_scale(show(module.replace(".", "/") + ".py"), cls)
+        upper = METRICS.get(name).bounds[1]
+        if factor == 100.0:  # a 0-1 mean printed ×100, and evalkit's metric of that name is a 0-1 quantity
+            assert AUHARNESS_SCALE[name] == 100.0 and upper in (1.0, None), name
+        else:  # BLEU (sacrebleu's 0-100), the rating judges (x20, (s + 1) x 10, x10): evalkit reports them so too
+            assert AUHARNESS_SCALE[name] == 1.0 and upper != 1.0, (name, factor)
