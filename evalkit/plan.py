@@ -16,7 +16,7 @@ from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.compat.karma import metric_for_pair
-from evalkit.compat.reporting import ReportedAs, reported_as
+from evalkit.compat.reporting import ReportedAs, auharness_metric, reported_as
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
@@ -406,6 +406,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         where = label or f"{source}: dataset_metric[{i}]"
         written = metric
         metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
+        metric = auharness_metric(metric, METRICS.__contains__)  # auharness:bleu: AU-Harness's BLEU
         if metric not in METRICS:
             raise ConfigError(
                 f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}. Known: "
@@ -468,6 +469,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         require_stored(engine.dataset for engine in engines)
     for i, entry in enumerate(config.aggregate):
         metric, datasets, _ = aggregate_entry(entry)
+        metric = auharness_metric(metric, METRICS.__contains__)
         if metric not in METRICS:
             raise ConfigError(
                 f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}"

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import Catalog, load_catalog
+from evalkit.compat.reporting import prefixed_metric
 from evalkit.errors import ConfigError, RunspecError, did_you_mean
 
 log = logging.getLogger("evalkit")
@@ -338,13 +339,22 @@ def _pairs(key: str, value: Any, out: Translation, names: _Names, problems: _Pro
             if not metrics:
                 problems.add(where, f"metric `all` on {name!r}: no dataset, task or group of that name lists metrics")
             for expanded in metrics:
-                pairs.append([names.name(name), expanded, *entry[2:]])
+                pairs.append([names.name(name), _metric(expanded, names, name), *entry[2:]])
                 out.pair_labels.append(f"{where} ({name}, all -> {expanded})")
             continue
-        pairs.append([names.name(name), metric, *entry[2:]])
+        pairs.append([names.name(name), _metric(metric, names, name), *entry[2:]])
         out.pair_labels.append(f"{where} ({name}, {metric})")
     out.data["dataset_metric"] = pairs
     out.origin["dataset_metric"] = key
+
+
+def _metric(metric: str, names: _Names, name: str) -> str:
+    """AU-Harness's metric name as evalkit's config writes it: ``auharness:<name>``, its computation.
+
+    Only on AU-Harness's datasets: a pair naming evalkit's own entry in an AU-Harness config keeps the metric
+    as written.
+    """
+    return prefixed_metric(metric) if names.is_theirs(name) else metric
 
 
 def _aggregate(key: str, value: Any, out: Translation, names: _Names, problems: _Problems) -> None:
@@ -354,7 +364,8 @@ def _aggregate(key: str, value: Any, out: Translation, names: _Names, problems: 
     entries: list[Any] = []
     for entry in value:
         if isinstance(entry, list) and len(entry) in (2, 3) and isinstance(entry[1], list):
-            entries.append([entry[0], [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
+            metric = prefixed_metric(entry[0]) if isinstance(entry[0], str) else entry[0]
+            entries.append([metric, [names.name(n) if isinstance(n, str) else n for n in entry[1]], *entry[2:]])
         else:
             entries.append(entry)  # evalkit's validator names what is wrong with it
     out.data["aggregate"] = entries

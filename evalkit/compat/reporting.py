@@ -12,6 +12,7 @@ CI on the same scale.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,25 @@ class ReportedAs:
 
     def as_dict(self) -> dict[str, Any]:
         return {"tool": self.tool, "dataset": self.dataset, "metric": self.metric, "scale": self.scale}
+
+
+def auharness_metric(metric: str, known: Callable[[str], bool]) -> str:
+    """The metric ``auharness:<name>`` runs: AU-Harness's computation of ``name``, as ``known`` (the registry) has it.
+
+    An evalkit config keeps AU-Harness's meaning with the prefix, as ``evalkit convert`` writes it. Where a
+    metric is registered under the prefixed name (AU-Harness computes it otherwise than evalkit's metric of the
+    bare name), that one runs; where evalkit's metric of the bare name computes AU-Harness's number, it does.
+    Anything else is returned as written, for the caller's "unknown metric" message.
+    """
+    if not metric.startswith(f"{AUHARNESS}:") or known(metric):
+        return metric
+    bare = bare_metric(metric)
+    return bare if bare in AUHARNESS_SCALE and known(bare) else metric
+
+
+def prefixed_metric(metric: str) -> str:
+    """How a config of evalkit's own names AU-Harness's metric ``metric``: ``auharness:<metric>``."""
+    return f"{AUHARNESS}:{metric}" if metric in AUHARNESS_SCALE else metric
 
 
 def bare_metric(metric: str) -> str:

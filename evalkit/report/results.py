@@ -115,6 +115,7 @@ def aggregate_rows(
     failed, had an engine error or no score marks the row unreliable; an entry
     with nothing to combine still gets a row, with its reason in ``error``.
     """
+    from evalkit.compat.reporting import auharness_metric
     from evalkit.config import aggregate_entry
     from evalkit.metrics import METRICS, MetricResult
     from evalkit.metrics.ci import combine
@@ -123,7 +124,7 @@ def aggregate_rows(
     out = []
     for entry in aggregate:
         metric, names, method = aggregate_entry(entry)
-        metric = METRICS.canonical(metric)
+        metric = METRICS.canonical(auharness_metric(metric, METRICS.__contains__))
         bounds = METRICS.get(metric).bounds
         resolved = {name: list(dict.fromkeys(spec.name for spec in resolve(name))) for name in names}
         members = list(dict.fromkeys(d for found in resolved.values() for d in found))
