@@ -160,3 +160,66 @@ def test_the_scales_are_those_auharness_code_applies() -> None:
             assert AUHARNESS_SCALE[name] == 100.0 and upper in (1.0, None), name
         else:  # BLEU (sacrebleu's 0-100), the rating judges (x20, (s + 1) x 10, x10): evalkit reports them so too
             assert AUHARNESS_SCALE[name] == 1.0 and upper != 1.0, (name, factor)
+
+
+# ---------------------------------------------------------------- evalkit convert on AU-Harness's shipped configs
+
+#: AU-Harness's shipped configs: its sample config and run_configs/ at the pinned commit
+SHIPPED = ["sample_config.yaml"] + [
+    f"run_configs/{name}.yaml"
+    for name in ("callhome_diarization", "covost2", "leaderboard_config", "librispeech", "librispeech_phi4",
+                 "librispeech_voxtral", "mtbench", "spokenwoz_config")
+]  # fmt: skip
+#: what the user fills in for each placeholder the shipped configs leave
+FILLED = {
+    "<ENDPOINT_URL>": "http://127.0.0.1:9/v1",
+    "<JUDGE_MODEL_ENDPOINT>": "http://127.0.0.1:9/v1",
+    "<MODEL_NAME>": "model-under-test",
+    "<JUDGE_MODEL_NAME>": "judge",
+    "<AUTH_TOKEN>": "key",
+    "<JUDGE_MODEL_KEY>": "key",
+    "<JUDGE_MODEL_VERSION>": "'2024-10-21'",  # quoted, or YAML reads a date
+}
+
+
+def _shipped(path: str, folder: Path) -> Path:
+    import subprocess
+
+    git = ["git", f"--git-dir={AUHARNESS}", "show", f"HEAD:{path}"]
+    text = subprocess.run(git, capture_output=True, text=True, check=True).stdout
+    for placeholder, value in FILLED.items():
+        text = text.replace(placeholder, value)
+    target = folder / Path(path).name
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+@pytest.mark.skipif(not AUHARNESS.exists(), reason="AU-Harness's source snapshot is not on this machine")
+@pytest.mark.parametrize("shipped", SHIPPED)
+def test_convert_keeps_auharness_meaning_of_every_shipped_config(
+    shipped: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evalkit.cli.main import main
+    from evalkit.config import load_config
+    from evalkit.plan import build_plan
+
+    monkeypatch.chdir(tmp_path)  # AU-Harness's private_datasets/ (CallHome) are looked for where it runs
+    variables = {"ENDPOINT_URL": "http://127.0.0.1:9/v1", "AUTH_TOKEN": "key", "API_VERSION": "2024-10-21",
+                 "GOOGLE_CLOUD_LOCATION": "us-central1", "GOOGLE_CLOUD_PROJECT": "lab"}  # fmt: skip
+    for name, value in variables.items():  # the variables its configs read, set as its user sets them
+        monkeypatch.setenv(name, value)
+    for corpus in ("CallHome_deu", "CallHome_eng", "CallHome_jpn", "CallHome_spa", "CallHome_zho"):
+        (tmp_path / "private_datasets" / corpus / "hf_dataset").mkdir(parents=True)
+    source = _shipped(shipped, tmp_path)
+    out = tmp_path / "converted.yaml"
+    assert main(["convert", str(source), "--output", str(out)]) == 0
+    original = build_plan(load_config(source), source=str(source))
+    converted_config = load_config(out)
+    again = build_plan(converted_config, source=str(out))
+    pairs = [(e.dataset.name, e.metric, e.reported_as) for e in original.engines]
+    assert pairs and [(e.dataset.name, e.metric, e.reported_as) for e in again.engines] == pairs
+    assert converted_config.report_as == "auharness"
+    assert all(e.reported_as is not None and e.reported_as.tool == "AU-Harness" for e in again.engines)
+    written = {metric for _, metric, *_ in converted_config.dataset_metric}
+    assert all(m.startswith("auharness:") for m in written), written  # AU-Harness's computation, by name
+    assert again.config.aggregate == original.config.aggregate
