@@ -223,3 +223,76 @@ def test_convert_keeps_auharness_meaning_of_every_shipped_config(
     written = {metric for _, metric, *_ in converted_config.dataset_metric}
     assert all(m.startswith("auharness:") for m in written), written  # AU-Harness's computation, by name
     assert again.config.aggregate == original.config.aggregate
+
+
+# ---------------------------------------------------------------- pip install 'evalkit[auharness]'
+
+#: AU-Harness metrics whose model packages (torch and a downloaded model) are installed apart, as the README says
+MODEL_METRICS = {"bertscore": "bert-score and its model", "comet": "unbabel-comet and its model"}
+#: what those two import (they share their module with meteor, which needs none of it)
+MODEL_PACKAGES = {"bert_score", "comet", "torch", "transformers"}
+
+
+def _imports(module: str, seen: set[str]) -> set[str]:
+    """Top-level packages ``module`` and the evalkit modules it reaches import, lazily or by name (import_module)."""
+    if module in seen:
+        return set()
+    seen.add(module)
+    path = ROOT.joinpath(*module.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if not path.is_file():
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    constants = {
+        target.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Call) and node.args:
+            called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+            first = node.args[0]
+            value = first.value if isinstance(first, ast.Constant) else constants.get(getattr(first, "id", ""))
+            if called in ("import_module", "find_spec") and isinstance(value, str):
+                names = [value]
+        for name in names:
+            if name.startswith("evalkit."):
+                found |= _imports(name, seen)
+            else:
+                found.add(name.split(".")[0])
+    return found
+
+
+def _requirement_names(specs: list[str]) -> set[str]:
+    return {re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0].lower().replace("_", "-") for spec in specs}
+
+
+def test_the_auharness_extra_lists_every_package_auharness_metrics_import() -> None:
+    """Derived from the metric table: each AU-Harness metric's module, and what it reaches, needs only the extra."""
+    import sys
+    import tomllib
+    from importlib import metadata
+
+    from evalkit.metrics.table import BUILTIN_METRICS
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    have = _requirement_names(project["dependencies"]) | _requirement_names(
+        project["optional-dependencies"]["auharness"]
+    )
+    distributions = metadata.packages_distributions()
+    modules = {info.name: info.module for info in BUILTIN_METRICS}
+    missing: dict[str, set[str]] = {}
+    for metric in sorted(set(AUHARNESS_SCALE) - set(MODEL_METRICS)):
+        packages = _imports(modules[metric], set()) - set(sys.stdlib_module_names) - {"__future__"} - MODEL_PACKAGES
+        needed = {d.lower().replace("_", "-") for p in packages for d in distributions.get(p, [p])}
+        if needed - have:
+            missing[metric] = needed - have
+    assert not missing, f"add to the auharness extra in pyproject.toml: {missing}"
