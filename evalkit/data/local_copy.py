@@ -88,7 +88,7 @@ def _in_folder(root: Path, folder: Path, subset: str | None, split: str) -> Loca
     if picked:
         return LocalCopy(root, picked, "hub layout (<split> files)")
     if files and not any(_split_of(folder, f) for f in files):
-        return LocalCopy(root, files, "folder of data files")  # no file names a split: the copy is the one split
+        return LocalCopy(root, tuple(files), "folder of data files")  # no file names a split: the copy is the one split
     found = sorted({s for f in files if (s := _split_of(folder, f))})
     what = f"its data files are of split(s) {', '.join(found)}" if found else "it holds no data files"
     raise LocalCopyError(f"{folder}: no data of {f'subset {subset!r}, ' if subset else ''}split {split!r}: {what}")
