@@ -6,6 +6,7 @@ unknown names, metrics that do not fit a task, unknown processors.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import traceback
@@ -17,8 +18,10 @@ from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.config.foreign.auharness import metric_for_pair as auharness_metric_for_pair
 from evalkit.config.foreign.karma import metric_for_pair
+from evalkit.config.foreign.reporting import ReportedAs, reported_as
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
+from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
 from evalkit.errors import ConfigError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
@@ -58,6 +61,8 @@ class EngineSpec:
     params: dict[str, dict[str, object]] = field(default_factory=dict)
     #: the metric's options from the config (``[name, metric, {option: value}]``), checked by the metric itself
     options: dict[str, Any] = field(default_factory=dict)
+    #: how a peer tool reports this pair (a config in its format: ``report_as``), decided here once per pair
+    reported_as: ReportedAs | None = None
 
     @property
     def id(self) -> str:
@@ -265,41 +270,98 @@ def _with_instruction(spec: DatasetSpec, config: Config) -> DatasetSpec:
 def private_paths(config: Config, catalog: Catalog, source: str) -> dict[str, str]:
     """``dataset_paths`` by catalogue entry: a key may be any of its names (AU-Harness's ``common_voice_15_zh-CN``).
 
-    A key that names no private entry is a mistake the user would otherwise find only when the run cannot read
-    the data it meant, so it is an error naming the key.
+    A private entry (a licensed corpus) is read only from the path given; a hub entry given a path is read from
+    that local copy instead of the hub (:mod:`evalkit.data.local_copy`). A key that names no catalogue entry is a
+    mistake the user would otherwise find only when the run cannot read the data it meant, so it is an error
+    naming the key.
     """
     paths: dict[str, str] = {}
     for key, path in config.dataset_paths.items():
         entry = catalog.entry_name(key)
-        if entry is None or not catalog.datasets[entry].private:
-            what = "no catalogue dataset" if entry is None else f"dataset {entry!r}, which is not private"
+        if entry is None:
             raise ConfigError(
-                f"{source}: dataset_paths.{key}: names {what}; dataset_paths gives the data of private datasets "
-                f"(licensed corpora: `evalkit list datasets` shows them as private)"
+                f"{source}: dataset_paths.{key}: names no catalogue dataset{did_you_mean(key, list(catalog.datasets))}"
+                "; dataset_paths gives the data of a catalogue entry (`evalkit list datasets`)"
+            )
+        spec = catalog.datasets[entry]
+        if spec.unavailable is not None:
+            raise ConfigError(
+                f"{source}: dataset_paths.{key}: dataset {entry!r} cannot be evaluated: {spec.unavailable}"
             )
         paths[entry] = path
     return paths
 
 
-def _with_private_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
-    """A private dataset (a licensed corpus) with the path the config gives it; an error naming the key without."""
+def _path_key(spec: DatasetSpec) -> str:
+    """The ``dataset_paths`` key of an entry: another tool's variant reads its entry's data, under the entry's key."""
+    return spec.variant_of or spec.name
+
+
+def _given_path(spec: DatasetSpec, config: Config) -> Path:
+    given = Path(config.dataset_paths[_path_key(spec)]).expanduser()
+    return Path(os.path.normpath(given if given.is_absolute() else config.base_dir / given))
+
+
+def with_given_path(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
+    """The dataset read from the path ``dataset_paths`` gives it: a private corpus's data, or a hub entry's copy.
+
+    A private dataset without one is an error naming the key.
+    """
+    key = _path_key(spec)
     if not spec.private:
-        return spec
-    key = spec.variant_of or spec.name  # another tool's variant reads its entry's data, under the entry's key
-    given = config.dataset_paths.get(key)
-    if given is None:
+        return _with_local_copy(spec, config, where) if key in config.dataset_paths else spec
+    if key not in config.dataset_paths:
         raise ConfigError(
             f"{where}: {key!r} is a private dataset ({spec.description or 'licensed data'}); give its path in "
             f"the config: `dataset_paths: {{{key}: /path/to/its/data}}`"
         )
-    path = Path(given).expanduser()
-    path = Path(os.path.normpath(path if path.is_absolute() else config.base_dir / path))
+    path = _given_path(spec, config)
     if not path.exists():
         raise ConfigError(
             f"{where}: private dataset {key!r}: {path} does not exist; give the folder or file of your copy in "
             f"`dataset_paths: {{{key}: PATH}}`"
         )
     return spec.model_copy(update={"path": str(path)})
+
+
+def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSpec:
+    """A catalogue entry read from a local copy of its data: the files of its subset and split, found now.
+
+    Its column mapping, subset and split apply as they do to the hub; the copy's files become the entry's
+    ``path`` (one file) or ``path`` + ``data_files`` (several), so every reader of local data (rows, counts,
+    fingerprints, the viewer) reads them as it reads any local dataset.
+    """
+    path = _given_path(spec, config)
+    key = f"dataset_paths.{_path_key(spec)}"
+    try:
+        copy = find_copy(path, spec.subset, spec.split)
+        examples = _local_examples(spec, path)
+    except LocalCopyError as error:
+        raise ConfigError(f"{where}: {key}: {error}; expected {LAYOUTS}") from None
+    log.info("%s: %s read from %s (%s, %d files)", where, spec.name, path, copy.layout, len(copy.files))
+    update: dict[str, Any] = {"hf_repo": None, "revision": None, "subset": spec.subset, "in_context": examples}
+    if len(copy.files) == 1 and not copy.files[0].is_symlink():  # a link is named by its folder: its own name is data
+        update.update(path=str(copy.files[0]), data_files=None)
+    else:
+        update.update(
+            path=str(copy.root),
+            data_files=[glob.escape(f.relative_to(copy.root).as_posix()) for f in copy.files],
+        )
+    return spec.model_copy(update=update)
+
+
+def _local_examples(spec: DatasetSpec, path: Path) -> dict[str, Any] | None:
+    """The entry's in-context block with its example split read from the copy too (one file of it)."""
+    settings = spec.in_context
+    if not settings or "split" not in settings or "path" in settings:
+        return settings
+    copy = find_copy(path, spec.subset, str(settings["split"]))
+    if len(copy.files) != 1:
+        raise LocalCopyError(
+            f"the in-context examples' split {settings['split']!r} is {len(copy.files)} files in the copy; evalkit "
+            "reads examples from one file (merge them into one parquet file)"
+        )
+    return {**{k: v for k, v in settings.items() if k != "split"}, "path": str(copy.files[0])}
 
 
 def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -> list[DatasetSpec]:
@@ -356,6 +418,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     for i, (name, metric, options) in enumerate(config.pairs):
         label = labels[i] if labels is not None and i < len(labels) else None
         where = label or f"{source}: dataset_metric[{i}]"
+        written = metric
         metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
         metric = auharness_metric_for_pair(catalog, name, metric)  # and AU-Harness's bleu on its names
         if metric not in METRICS:
@@ -365,7 +428,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             )
         canonical = METRICS.canonical(metric)
         specs = [
-            _with_instruction(_with_private_path(spec, config, where), config)
+            _with_instruction(with_given_path(spec, config, where), config)
             for spec in _readable(catalog.resolve(name, where), name, config, where)
         ]
         for spec in specs:
@@ -408,7 +471,11 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
             check_metric_options(canonical, metric_options, spec, where, judge_prompt_for(canonical, library.judges))
             for variant in recipe_datasets(spec, recipe, where):
                 engine = EngineSpec(
-                    dataset=variant, metric=canonical, models=list(models), options=dict(metric_options)
+                    dataset=variant,
+                    metric=canonical,
+                    models=list(models),
+                    options=dict(metric_options),
+                    reported_as=reported_as(catalog, config.report_as, name, written, variant),
                 )
                 engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
                 engines.append(engine)
@@ -416,6 +483,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
         require_stored(engine.dataset for engine in engines)
     for i, entry in enumerate(config.aggregate):
         metric, datasets, _ = aggregate_entry(entry)
+        metric = auharness_metric_for_pair(catalog, "", metric) if ":" in metric else metric
         if metric not in METRICS:
             raise ConfigError(
                 f"{source}: aggregate[{i}]: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}"

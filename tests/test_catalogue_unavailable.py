@@ -137,22 +137,27 @@ def test_an_unavailable_entry_names_no_source(source: dict[str, Any]) -> None:
         DatasetSpec.model_validate({"unavailable": WHY, "language": "en", **source})
 
 
-def test_dataset_paths_takes_any_name_of_a_private_entry_and_refuses_others(tmp_path: Path) -> None:
-    """AU-Harness users write its names (common_voice_15_zh-CN); a key naming nothing private is a mistake."""
+def test_dataset_paths_takes_any_name_of_an_entry_and_refuses_others(tmp_path: Path) -> None:
+    """AU-Harness users write its names (common_voice_15_zh-CN); a key naming no entry is a mistake."""
     config = _config(tmp_path, "toy_licensed", dataset_paths={"TOY_LICENSED": "specs/rows.jsonl"})
     (engine,) = build_plan(load_config(config), source=str(config)).engines
     assert engine.dataset.name == "toy_licensed" and Path(engine.dataset.source) == tmp_path / "specs" / "rows.jsonl"
-    for key, message in (("toy_local", "dataset 'toy_local', which is not private"), ("nope", "no catalogue dataset")):
+    (tmp_path / "copy.jsonl").write_text(json.dumps({"id": "b", "text": "bye", "answer": "bye"}) + "\n")
+    for key, message in (("toy_local", None), ("nope", "no catalogue dataset"), ("toy_gone", "cannot be evaluated")):
         config = write_config(
             tmp_path / "config.yaml",
             {
                 "dataset_metric": [["toy_local", "exact_match"]],
                 "models": [model_entry("m", "http://127.0.0.1:9/v1")],
                 "runspecs_dir": [str(tmp_path / "specs")],
-                "dataset_paths": {key: "specs/rows.jsonl"},
+                "dataset_paths": {key: "copy.jsonl"},
             },
         )
-        with pytest.raises(ConfigError, match=rf"dataset_paths.{key}: names {message}"):
+        if message is None:  # a local entry's data is read from the copy given instead
+            (engine,) = build_plan(load_config(config), source=str(config)).engines
+            assert Path(engine.dataset.source) == tmp_path / "copy.jsonl"
+            continue
+        with pytest.raises(ConfigError, match=rf"dataset_paths.{key}: .*{message}"):
             build_plan(load_config(config), source=str(config))
 
 

@@ -49,7 +49,7 @@ ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec, ForeignNames)
 NOT_SCHEMA = {"Strict", "_RuleTarget", "Catalog"}  # bases: their fields are checked on the subclasses
 #: ... and the config package's working records, which no user writes: overrides from flags and keywords, the
 #: registries they are checked against, an AU-Harness config being translated
-NOT_SCHEMA |= {"Overrides", "Registries", "Translation"}
+NOT_SCHEMA |= {"Overrides", "Registries", "Translation", "ReportedAs"}
 #: every module of the config package (its schema is split by concern) and the catalogue
 SCHEMA_MODULES = [
     catalog_module,

@@ -60,8 +60,17 @@ class Config(Strict):
     )
     dataset_paths: dict[str, str] = Field(
         default_factory=dict,
-        description="Where the data of private catalogue datasets (licensed corpora such as CallHome) lies: "
-        "{dataset name: a file or folder}, relative to the config file's folder. Default none.",
+        description="Where catalogue datasets lie on this disk: {dataset name: a file or folder}, relative to the "
+        "config file's folder. Private datasets (licensed corpora such as CallHome) need it; a hub dataset given a "
+        "local copy (a save_to_disk folder, parquet or arrow files, a snapshot of the hub repo) is read from it "
+        "instead of the hub, with its subset, split and columns. Default none.",
+    )
+    report_as: Literal["evalkit", "auharness"] = Field(
+        "evalkit",
+        description="Whose names and scale the results tables use: evalkit (its entries, its scale) or auharness: "
+        "a pair named in AU-Harness's terms shows AU-Harness's dataset and metric names and its scale (x100 where "
+        "AU-Harness prints x100) beside evalkit's n and 95% CI on the same scale; results.json keeps evalkit's "
+        "score too. An AU-Harness config, and `evalkit convert`'s output of one, sets auharness. Default evalkit.",
     )
     aggregate: list[tuple[str, list[str]] | tuple[str, list[str], AggregateMethod]] = Field(
         default_factory=list,

@@ -25,6 +25,8 @@ def _file_rows(path: Path) -> int | None:
         import pyarrow.parquet as pq
 
         return int(pq.ParquetFile(path).metadata.num_rows)
+    if path.suffix == ".arrow":
+        return _arrow_rows(path)
     if path.suffix in (".jsonl", ".json"):
         with path.open("rb") as handle:
             first = handle.read(1)
@@ -42,6 +44,19 @@ def _file_rows(path: Path) -> int | None:
             return sum(1 for line in handle if line.strip())
     with path.open(encoding="utf-8", newline="") as handle:
         return sum(1 for _ in delimited_rows(handle, path.suffix))
+
+
+def _arrow_rows(path: Path) -> int:
+    """Rows of an arrow file (stream or file format), counted from its batches without copying them (memory-mapped)."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as source:
+        try:
+            return sum(batch.num_rows for batch in pa.ipc.open_stream(source))
+        except pa.ArrowInvalid:
+            source.seek(0)
+            reader = pa.ipc.open_file(source)
+            return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
 
 
 def local_row_count(spec: DatasetSpec) -> int | None:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from evalkit.catalog import DatasetSpec
 
 #: file types evalkit reads itself, without ``datasets``
-LOCAL_SUFFIXES = frozenset({".parquet", ".jsonl", ".json", ".csv", ".tsv"})
+LOCAL_SUFFIXES = frozenset({".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv"})
 #: a file ``datasets`` may load itself (a loading script, for datasets releases that still run them)
 PASSED_TO_DATASETS = frozenset({".py"})
 #: what a local folder is searched for when the runspec names no ``data_files``

@@ -56,6 +56,8 @@ def iter_rows(spec: DatasetSpec, source_override: str | None = None) -> Iterator
 def iter_local_file(path: Path) -> Iterator[dict[str, Any]]:
     if path.suffix == ".parquet":
         yield from _iter_parquet(path)
+    elif path.suffix == ".arrow":
+        yield from _iter_arrow(path)
     elif path.suffix in {".jsonl", ".json"}:
         with path.open(encoding="utf-8") as handle:
             first = handle.read(1)
@@ -112,6 +114,34 @@ def _iter_parquet(path: Path) -> Iterator[dict[str, Any]]:
             )
         for batch in handle.iter_batches(batch_size=_PARQUET_BATCH):
             yield from batch.to_pylist()
+
+
+def _iter_arrow(path: Path) -> Iterator[dict[str, Any]]:
+    """Rows of an arrow file as ``datasets`` writes them (``save_to_disk``, the hub's arrow files), a batch at a time.
+
+    ``datasets`` writes the IPC stream format; the IPC file format is read too. Audio and image columns hold
+    their ``{bytes, path}`` structs as in parquet, so they stay encoded here as well.
+    """
+    import pyarrow as pa
+
+    try:
+        with pa.OSFile(str(path)) as source:
+            try:
+                reader: Any = pa.ipc.open_stream(source)
+            except pa.ArrowInvalid:
+                source.seek(0)
+                reader = pa.ipc.open_file(source)
+            batches = reader if isinstance(reader, pa.ipc.RecordBatchStreamReader) else _file_batches(reader)
+            for batch in batches:
+                for start in range(0, batch.num_rows, _PARQUET_BATCH):
+                    yield from batch.slice(start, _PARQUET_BATCH).to_pylist()
+    except pa.ArrowInvalid as error:
+        raise RunspecError(f"{path}: not an arrow file evalkit can read: {error}") from None
+
+
+def _file_batches(reader: Any) -> Iterator[Any]:
+    for index in range(reader.num_record_batches):
+        yield reader.get_batch(index)
 
 
 def iter_with_datasets(spec: DatasetSpec, source: str) -> Iterator[dict[str, Any]]:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.report.results import ResultRow, failures_by_model
-from evalkit.report.tables import HEADERS, table_rows
+from evalkit.report.tables import headers, table_rows
 
 #: longest example message shown per failure reason (the records hold the whole text)
 _EXAMPLE_CHARS = 240
@@ -22,7 +22,7 @@ def _console() -> Console:
 def print_table(rows: list[ResultRow], title: str, console: Console | None = None) -> None:
     console = console or _console()
     table = Table(title=title)
-    for header in HEADERS:
+    for header in headers(rows):
         table.add_column(header, justify="right" if header in ("score", "n", "failed") else "left")
     for cells in table_rows(rows):
         table.add_row(*(Text(c) for c in cells))

@@ -23,7 +23,7 @@ from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
-from evalkit.report.tables import fmt
+from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, reported
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
@@ -78,32 +78,44 @@ def results_section(rows: list[ResultRow]) -> str:
     dataset_rows = [r for r in rows if r.kind == "dataset"]
     aggregates = [r for r in rows if r.kind == "aggregate"]
     headers = ["dataset", "task", "metric", "model", "score", "95% CI", "n", "failed", "failure rate"]
+    peer = reported(rows)
+    if peer:
+        headers.append(EVALKIT_COLUMN)
 
     def cells(r: ResultRow) -> list[str]:
-        known = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (r.ci_low, r.ci_high))
-        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if known else "-"
+        score, low, high = r.scaled()
+        known = all(isinstance(v, (int, float)) and math.isfinite(v) for v in (low, high))
+        ci = f"[{fmt_shown(low, r)}, {fmt_shown(high, r)}]" if known else "-"
         flag = (
             ' <span class="flag" title="failure rate above max_failure_rate, or the engine failed">!</span>'
             if r.unreliable
             else ""
         )
-        return [
-            escape(r.dataset),
+        shown = [
+            escape(r.shown_dataset),
             escape(r.task),
-            escape(r.metric),
+            escape(r.shown_metric),
             escape(r.model),
-            fmt(r.score) + flag,
+            fmt_shown(score, r) + flag,
             ci,
             str(r.n),
             str(r.n_failed),
             f"{r.failure_rate:.1%}",
         ]
+        return [*shown, escape(evalkit_name(r))] if peer else shown
 
     html = "<h2>Results</h2>"
     html += (
         '<p class="note">Scores with 95% confidence intervals. <span class="flag">!</span> marks a result whose '
         "failure rate exceeds <code>max_failure_rate</code> or whose engine failed.</p>"
     )
+    tools = sorted({str(r.reported_as.get("tool")) for r in rows if r.reported_as is not None})
+    if tools:
+        html += (
+            f'<p class="note">Rows named in {escape(", ".join(tools))}\'s terms show its dataset and metric names and '
+            "its scale (score and CI multiplied as it prints them); the last column names evalkit's entry and metric "
+            "where they differ, and the factor.</p>"
+        )
     html += _table(
         headers,
         [cells(r) for r in dataset_rows],

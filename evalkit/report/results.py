@@ -43,9 +43,42 @@ class ResultRow:
     kind: str = "dataset"  # or "aggregate"
     #: failure reason -> one message it came with (the first seen)
     failure_examples: dict[str, str] = field(default_factory=dict)
+    #: how a peer tool reports this pair ({tool, dataset, metric, scale}; :mod:`evalkit.config.foreign.reporting`), when
+    #: the run's config is in its format: the tables show its names and its scale beside evalkit's n and CI
+    reported_as: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: _clean(v) for k, v in self.__dict__.items()}
+        data = {k: _clean(v) for k, v in self.__dict__.items()}
+        if self.reported_as is None:
+            del data["reported_as"]  # evalkit's own configs' results are as they always were
+        else:
+            data["reported_as"] = _clean(
+                {**self.reported_as, **dict(zip(("score", "ci_low", "ci_high"), self.scaled()))}
+            )
+        return data
+
+    @property
+    def shown_dataset(self) -> str:
+        """The dataset's name as the table shows it: the peer's name where the row is reported as the peer does."""
+        return str(self.reported_as.get("dataset") or self.dataset) if self.reported_as else self.dataset
+
+    @property
+    def shown_metric(self) -> str:
+        return str(self.reported_as.get("metric") or self.metric) if self.reported_as else self.metric
+
+    @property
+    def scale(self) -> float:
+        """What the score and its CI are multiplied by on the peer's scale (100: it prints percentages); 1 else."""
+        value = (self.reported_as or {}).get("scale", 1)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+
+    def scaled(self) -> tuple[float | None, float | None, float | None]:
+        """Score and CI on the shown scale (the same quantity, the peer's unit)."""
+        factor = self.scale
+        return tuple(  # type: ignore[return-value]
+            None if v is None or not isinstance(v, (int, float)) else v * factor
+            for v in (self.score, self.ci_low, self.ci_high)
+        )
 
 
 def _clean(value: Any) -> Any:
@@ -83,6 +116,7 @@ def aggregate_rows(
     with nothing to combine still gets a row, with its reason in ``error``.
     """
     from evalkit.config import aggregate_entry
+    from evalkit.config.foreign.reporting import auharness_metric
     from evalkit.metrics import METRICS, MetricResult
     from evalkit.metrics.ci import combine
 
@@ -90,7 +124,7 @@ def aggregate_rows(
     out = []
     for entry in aggregate:
         metric, names, method = aggregate_entry(entry)
-        metric = METRICS.canonical(metric)
+        metric = METRICS.canonical(auharness_metric(metric, METRICS.__contains__))
         bounds = METRICS.get(metric).bounds
         resolved = {name: list(dict.fromkeys(spec.name for spec in resolve(name))) for name in names}
         members = list(dict.fromkeys(d for found in resolved.values() for d in found))
@@ -148,9 +182,25 @@ def aggregate_rows(
                     },
                     error=error,
                     kind="aggregate",
+                    reported_as=_reported_aggregate(list(ran.values()), names, metric),
                 )
             )
     return out
+
+
+def _reported_aggregate(members: list[ResultRow], names: list[str], metric: str) -> dict[str, Any] | None:
+    """An aggregate of rows a peer reports is reported the same way: its names, the members' common scale."""
+    reported = [r.reported_as for r in members]
+    if not reported or any(r is None for r in reported):
+        return None
+    scales = {r.get("scale") for r in reported if r is not None}
+    first = reported[0] or {}
+    if len(scales) != 1:
+        return None
+    from evalkit.config.foreign.reporting import AUHARNESS
+
+    shown = "+".join(name.removeprefix(f"{AUHARNESS}:") for name in names)
+    return {"tool": first.get("tool"), "dataset": shown, "metric": first.get("metric", metric), "scale": scales.pop()}
 
 
 def over_failure_limit(rows: list[ResultRow], max_failure_rate: float) -> list[ResultRow]:
@@ -202,6 +252,11 @@ _ROW_FIELDS = {f.name for f in dataclasses.fields(ResultRow)}
 def row_from_dict(data: dict[str, Any]) -> ResultRow:
     """A ResultRow from its results.json form (unknown keys from newer versions are ignored)."""
     values = {k: v for k, v in data.items() if k in _ROW_FIELDS}
+    reported = values.get("reported_as")
+    if isinstance(reported, dict):  # the scaled numbers are derived again from the row's own
+        values["reported_as"] = {k: reported[k] for k in ("tool", "dataset", "metric", "scale") if k in reported}
+    elif reported is not None:
+        values["reported_as"] = None
     values.setdefault("failure_reasons", {})
     values.setdefault("details", {})
     return ResultRow(**values)

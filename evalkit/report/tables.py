@@ -43,27 +43,63 @@ def fmt(value: float | None) -> str:
     return f"{value:.2f}" if abs(value) >= 100 else f"{value:.4f}"
 
 
+def fmt_shown(value: float | None, row: ResultRow) -> str:
+    """A score or CI bound as the row is shown: on a peer's scale with its two decimals, else :func:`fmt`."""
+    if row.reported_as is None or value is None or (isinstance(value, float) and math.isnan(value)):
+        return fmt(value)
+    return f"{value:.2f}"
+
+
+def reported(rows: Iterable[ResultRow]) -> bool:
+    """Whether any row is shown as a peer reports it (then the tables name evalkit's entry in a column too)."""
+    return any(r.reported_as is not None for r in rows)
+
+
 def table_rows(rows: list[ResultRow]) -> list[list[str]]:
+    """The table's cells: a row a peer reports shows the peer's names and scale, its CI on the same scale."""
     out = []
+    peer = reported(rows)
     for r in rows:
-        known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (r.ci_low, r.ci_high))
-        ci = f"[{fmt(r.ci_low)}, {fmt(r.ci_high)}]" if known else "-"
+        score, low, high = r.scaled()
+        known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (low, high))
+        ci = f"[{fmt_shown(low, r)}, {fmt_shown(high, r)}]" if known else "-"
         flag = " !" if r.unreliable else ""
-        out.append([r.dataset, r.metric, r.model, fmt(r.score) + flag, ci, str(r.n), str(r.n_failed)])
+        cells = [r.shown_dataset, r.shown_metric, r.model, fmt_shown(score, r) + flag, ci, str(r.n), str(r.n_failed)]
+        if peer:
+            cells.append(evalkit_name(r))
+        out.append(cells)
     return out
 
 
+def evalkit_name(row: ResultRow) -> str:
+    """evalkit's entry and metric behind a peer's names (and the factor), blank where they are the same."""
+    if row.reported_as is None:
+        return ""
+    same = row.shown_dataset == row.dataset and row.shown_metric == row.metric
+    factor = f" x{row.scale:g}" if row.scale != 1 else ""
+    return ("" if same else f"{row.dataset} / {row.metric}") + factor
+
+
 HEADERS = ["dataset", "metric", "model", "score", "95% CI", "n", "failed"]
+#: the last column of a table whose rows a peer reports: evalkit's entry and metric, and the scale factor
+EVALKIT_COLUMN = "evalkit entry / metric, scale"
+
+
+def headers(rows: Iterable[ResultRow]) -> list[str]:
+    """The table's columns: evalkit's, plus evalkit's names when a peer's names are shown."""
+    return [*HEADERS, EVALKIT_COLUMN] if reported(rows) else list(HEADERS)
 
 
 def markdown_table(rows: list[ResultRow]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    columns = headers(rows)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for cells in table_rows(rows):
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def results_csv(rows: list[ResultRow]) -> str:
+    peer = reported(rows)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(
@@ -82,10 +118,12 @@ def results_csv(rows: list[ResultRow]) -> str:
             "failure_rate",
             "unreliable",
             "seconds",
+            *(_REPORTED_COLUMNS if peer else ()),
         ]
     )
     for r in rows:
         d = r.as_dict()
+        extra = _reported_cells(r) if peer else []
         writer.writerow(
             safe_csv_row(
                 [
@@ -103,10 +141,24 @@ def results_csv(rows: list[ResultRow]) -> str:
                     round(r.failure_rate, 4),
                     r.unreliable,
                     r.seconds,
+                    *extra,
                 ]
             )
         )
     return buffer.getvalue()
+
+
+#: results.csv's columns for a peer's view of each row (present only when some row has one)
+_REPORTED_COLUMNS = ("reported_as", "reported_dataset", "reported_metric", "reported_score", "reported_ci_low",
+                     "reported_ci_high", "reported_scale")  # fmt: skip
+
+
+def _reported_cells(row: ResultRow) -> list[Any]:
+    if row.reported_as is None:
+        return [""] * len(_REPORTED_COLUMNS)
+    reported = row.as_dict()["reported_as"]
+    return [reported.get("tool"), row.shown_dataset, row.shown_metric, reported.get("score"),
+            reported.get("ci_low"), reported.get("ci_high"), row.scale]  # fmt: skip
 
 
 def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
@@ -115,6 +167,13 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
         "confidence intervals; `!` marks a result whose failure rate exceeds `max_failure_rate` or whose engine "
         "failed.\n\n"
     )
+    tools = sorted({str(r.reported_as.get("tool")) for r in rows if r.reported_as is not None})
+    if tools:
+        md += (
+            f"Rows of {', '.join(tools)}'s names show its dataset and metric names and its scale (scores and CIs "
+            "multiplied as it prints them, e.g. x100); the last column names evalkit's entry and metric where they "
+            "differ, and the factor.\n\n"
+        )
     md += markdown_table([r for r in rows if r.kind == "dataset"])
     aggregates = [r for r in rows if r.kind == "aggregate"]
     if aggregates:

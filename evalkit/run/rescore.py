@@ -59,6 +59,7 @@ from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
+from evalkit.plan import with_given_path
 from evalkit.report.results import ResultRow, aggregate_rows
 from evalkit.util import jsonutil
 from evalkit.util.safe_names import safe_path
@@ -437,14 +438,16 @@ async def arescore(
                     "not in the runspecs found from here (its postprocessor and language are unknown)"
                 )
                 continue
-            if spec.private:  # a licensed corpus: read from the path the run's config gave it
-                given = {catalog.entry_name(k) or k: v for k, v in config.dataset_paths.items()}.get(spec.name)
-                if given is None:
-                    outcome.skipped[dataset] = "a private dataset the run's config gives no path for (dataset_paths)"
+            given = {catalog.entry_name(k) or k: v for k, v in config.dataset_paths.items()}
+            if spec.private and spec.name not in given:
+                outcome.skipped[dataset] = "a private dataset the run's config gives no path for (dataset_paths)"
+                continue
+            if spec.name in given:  # a licensed corpus or a local copy: read where the run's config said
+                try:
+                    spec = with_given_path(spec, config.model_copy(update={"dataset_paths": given}), "rescore")
+                except ConfigError as error:
+                    outcome.skipped[dataset] = f"its dataset_paths copy cannot be read: {error}"
                     continue
-                located = Path(given).expanduser()
-                located = located if located.is_absolute() else config.base_dir / located
-                spec = spec.model_copy(update={"path": str(located)})
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
             if fitting and canonical not in fitting:
                 outcome.skipped[dataset] = (
@@ -529,7 +532,7 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
     from rich.console import Console
     from rich.table import Table
 
-    from evalkit.report.tables import HEADERS, table_rows
+    from evalkit.report.tables import headers, table_rows
 
     if not metrics:
         raise UserError("rescore: name at least one metric (--metric NAME)")
@@ -539,7 +542,7 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
         outcomes.append(_run(arescore(path, metric)))
     console = Console(width=max(120, Console().width))
     table = Table(title=f"evalkit rescore — {path}")
-    for header in HEADERS:
+    for header in headers(r for outcome in outcomes for r in outcome.rows + outcome.aggregate):
         table.add_column(header, justify="right" if header in ("score", "n", "failed") else "left")
     for outcome in outcomes:
         for cells in table_rows(outcome.rows + outcome.aggregate):

@@ -106,6 +106,22 @@ def runs_page(runs: list[dict[str, Any]], links: Links) -> str:
 # -- a run -----------------------------------------------------------------------------------------------------
 
 
+def _peer_number(value: Any) -> str:
+    """A score on a peer's scale, with the two decimals the peer prints."""
+    return f"{value:.2f}" if isinstance(value, (int, float)) and not isinstance(value, bool) else number(value)
+
+
+def _evalkit_names(row: dict[str, Any]) -> str:
+    """evalkit's entry and metric behind a peer's names, and the factor (blank for evalkit's own rows)."""
+    shown = row.get("shown")
+    if not shown:
+        return ""
+    same = shown.get("dataset") == row["dataset"] and shown.get("metric") == row["metric"]
+    scale = shown.get("scale")
+    factor = f" x{scale:g}" if isinstance(scale, (int, float)) and scale != 1 else ""
+    return ("" if same else f"{row['dataset']} / {row['metric']}") + factor
+
+
 def run_page(run: dict[str, Any], links: Links) -> str:
     rid = run["run_id"]
     state = f'<span class="status {e(run["status"])}">{e(run["status"])}</span>'
@@ -114,41 +130,47 @@ def run_page(run: dict[str, Any], links: Links) -> str:
     body = f'<h1>Run {e(rid)}</h1><p class="meta">{state} · started {e(run["started"])} · {e(run["path"])}</p>'
     body += problems(run["problems"])
     rows = []
+    peer = any(x.get("shown") for x in run["results"])
     for r in (x for x in run["results"] if x["kind"] == "dataset"):
         ds, metric, model = r["dataset"], r["metric"], r["model"]
+        shown = r.get("shown") or {"dataset": ds, "metric": metric, **{k: r[k] for k in ("score", "ci_low", "ci_high")}}
+        show = _peer_number if r.get("shown") else number
 
         def cell(
             text: str, params: dict[str, str], ok: bool = r["has_records"], ds: str = ds, metric: str = metric
         ) -> str:
             return f'<a href="{e(links.pair(rid, ds, metric, params))}">{text}</a>' if ok else text
 
-        ci = f"[{number(r['ci_low'])}, {number(r['ci_high'])}]" if r["ci_low"] is not None else "–"
+        ci = f"[{show(shown['ci_low'])}, {show(shown['ci_high'])}]" if shown["ci_low"] is not None else "–"
+        evalkit = f"<td>{e(_evalkit_names(r))}</td>" if peer else ""
         reasons = ", ".join(
             cell(f"{e(reason)}: {e(n)}", {"model": model, "failure": reason})
             for reason, n in r["failure_reasons"].items()
         )
         flag = ' class="unreliable"' if r["unreliable"] else ""
         rows.append(
-            f"<tr{flag}><td>{cell(e(ds), {})}</td><td>{e(metric)}</td><td>{e(model)}</td>"
-            f'<td class="num">{cell(number(r["score"]), {"model": model})}</td><td class="num">{ci}</td>'
+            f"<tr{flag}><td>{cell(e(shown['dataset']), {})}</td><td>{e(shown['metric'])}</td><td>{e(model)}</td>"
+            f'<td class="num">{cell(show(shown["score"]), {"model": model})}</td><td class="num">{ci}</td>'
             f'<td class="num">{cell(e(r["n"]), {"model": model, "failure": "none"})}</td>'
             f'<td class="num">{cell(e(r["n_failed"]), {"model": model, "failure": "any"})}</td>'
-            f"<td>{reasons}{'<br>' + e(r['error']) if r['error'] else ''}</td></tr>"
+            f"<td>{reasons}{'<br>' + e(r['error']) if r['error'] else ''}</td>{evalkit}</tr>"
         )
     if rows:
+        columns = ["dataset", "metric", "model", "score", "95% CI", "n", "failed", "failures"]
         body += "<h2>Results</h2>" + _table(
-            ["dataset", "metric", "model", "score", "95% CI", "n", "failed", "failures"], rows, "results"
+            [*columns, "evalkit entry / metric, scale"] if peer else columns, rows, "results"
         )
     aggregates = [x for x in run["results"] if x["kind"] == "aggregate"]
     if aggregates:
         body += "<h2>Aggregates</h2>" + _table(
             ["datasets", "metric", "model", "score", "95% CI", "n"],
             (
-                f"<tr><td>{e(a['dataset'])}</td><td>{e(a['metric'])}</td><td>{e(a['model'])}</td>"
-                f'<td class="num">{number(a["score"])}</td>'
-                f'<td class="num">[{number(a["ci_low"])}, {number(a["ci_high"])}]</td>'
+                f"<tr><td>{e(s['dataset'])}</td><td>{e(s['metric'])}</td><td>{e(a['model'])}</td>"
+                f'<td class="num">{show(s["score"])}</td>'
+                f'<td class="num">[{show(s["ci_low"])}, {show(s["ci_high"])}]</td>'
                 f'<td class="num">{e(a["n"])}</td></tr>'
                 for a in aggregates
+                for s, show in [(a.get("shown") or a, _peer_number if a.get("shown") else number)]
             ),
         )
     pair_rows = []

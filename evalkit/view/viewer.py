@@ -109,6 +109,16 @@ class Viewer:
                     "score": _finite(r.score),
                     "ci_low": _finite(r.ci_low),
                     "ci_high": _finite(r.ci_high),
+                    # a peer's names and scale (an AU-Harness config): what the table shows; links keep evalkit's
+                    "shown": {
+                        "dataset": r.shown_dataset,
+                        "metric": r.shown_metric,
+                        **dict(zip(("score", "ci_low", "ci_high"), map(_finite, r.scaled()))),
+                        "tool": str(r.reported_as.get("tool") or ""),
+                        "scale": r.scale,
+                    }
+                    if r.reported_as is not None
+                    else None,
                     "n": r.n,
                     "n_failed": r.n_failed,
                     "unreliable": r.unreliable,

@@ -274,12 +274,27 @@ def translate(
             out.origin[target] = key
         else:
             handler(key, value, out, names, problems)
+    _copy_keys(out, names)
     _private_locations(out, names, base_dir)
+    out.data.setdefault("report_as", PREFIX)  # its users compare with AU-Harness's table: its names and scale
     problems.raise_any()
     out.pair_labels = [f"{source}: {label}" for label in out.pair_labels]
     for note in out.notes:
         log.warning("%s: %s", source, note)
     return out
+
+
+def _copy_keys(out: Translation, names: _Names) -> None:
+    """``dataset_paths`` keys in AU-Harness's meaning: its ``librispeech_test_clean`` is AudioBench's upload.
+
+    A lab names its local copy by the name its AU-Harness config uses; where evalkit's entry of that name reads
+    other data, the key is written ``auharness:<name>`` so the copy stands in for the data AU-Harness reads.
+    """
+    given = out.data.get("dataset_paths")
+    if isinstance(given, dict):
+        out.data["dataset_paths"] = {
+            (names.name(key) if isinstance(key, str) else key): value for key, value in given.items()
+        }
 
 
 #: where AU-Harness's task configs keep licensed data, relative to the folder AU-Harness runs in
@@ -308,7 +323,7 @@ def _private_locations(out: Translation, names: _Names, base_dir: Path | None) -
             hub = entry.hub if entry is not None else None
             if target is None or hub is None or not hub.startswith(PRIVATE_PREFIX):
                 continue
-            if target in paths or member in paths or target not in names.catalog.datasets:
+            if {target, member, f"{PREFIX}:{member}"} & set(paths) or target not in names.catalog.datasets:
                 continue
             location = Path.cwd() / hub.rsplit("/", 1)[0]  # the split is AU-Harness's, not a folder
             base = (base_dir or Path.cwd()).resolve()
