@@ -173,10 +173,11 @@ class DatasetSpec(BaseModel):
         description="Column holding each sample's image or list of images: a file path (relative to the data file), "
         "raw bytes, or a Hugging Face Image feature ({bytes, path}); absent: the samples have no image.",
     )
-    image_position: Literal["before", "after"] = Field(
+    image_position: Literal["before", "after", "messages_after"] = Field(
         "before",
         description="Where a sample's images stand in its user message: before (default) the question text, as "
-        "most vision-language models are trained, or after it.",
+        "most vision-language models are trained, or after it; messages_after sends the text alone and then each "
+        "image as a user message of its own (KARMA's OpenAI client's layout).",
     )
     target_column: str | None = Field(
         None,

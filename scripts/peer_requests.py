@@ -167,12 +167,19 @@ def compare(peer: list[dict[str, Any]], ours: list[dict[str, Any]]) -> dict[str,
     return result
 
 
+def karma_entry(name: str) -> str:
+    """The catalogue entry KARMA's id ``name`` reaches today (the fixture records the one it reached when made)."""
+    from evalkit.catalog import load_catalog
+
+    return load_catalog().resolve(f"karma:{name}")[0].name
+
+
 def karma_table(fixture: Path = KARMA) -> dict[str, dict[str, Any]]:
     """Every KARMA id of the fixture: its entry and the comparison (or why it could not be made)."""
     ids = json.loads(fixture.read_text(encoding="utf-8"))["ids"]
     table: dict[str, dict[str, Any]] = {}
     for name, record in ids.items():
-        row: dict[str, Any] = {"entry": record["entry"]}
+        row: dict[str, Any] = {"entry": karma_entry(name)}
         table[name] = row
         if "error" in record:
             row["error"] = "KARMA's class did not run here: " + record["error"]
@@ -183,7 +190,7 @@ def karma_table(fixture: Path = KARMA) -> dict[str, dict[str, Any]]:
         if any(record.get("audio") or []):
             row["error"] = "an audio set: KARMA sends the audio to its ASR model classes, not in a chat request"
             continue
-        ours = evalkit_requests(record["entry"], ROOT / record["rows"])
+        ours = evalkit_requests(row["entry"], ROOT / record["rows"])
         row.update(compare(record["requests"], ours))
         row["peer_requests"], row["evalkit_requests"] = record["requests"], ours
     return table

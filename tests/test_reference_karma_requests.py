@@ -25,30 +25,38 @@ peer_requests: Any = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(peer_requests)
 
 #: a representative set: MCQ templates, a multi-turn rubric set with its system prompt, JSON-rubric sets with a
-#: per-sample system prompt and an image, a row-filtered safety set, a case-reasoning set, AMQA's variants
+#: per-sample system prompt and an image, a row-filtered safety set, a case-reasoning set, AMQA's variants, and the
+#: KARMA variants of evalkit's own entries (KARMA's prompt; each image a user message of its own after the text)
 AGREE = [
     "openlifescienceai/medqa",
     "ekacare/mmlu-medical-mcqs-evaluation-dataset",
     "TsinghuaC3I/MedXpertQA",
     "Tonic/Health-Bench-Eval-OSS-2025-07",
     "ekacare/clinical_note_generation_dataset",
+    "ekacare/medical_records_parsing_validation_set",
     "HFXM/CARES-18K",
     "zou-lab/MedCaseReasoning",
     "Showing-KCL/AMQA:race",
+    "flaviagiammarino/vqa-rad",
+    "mdwiratathya/SLAKE-vqa-english",
+    "ChuGyouk/MedXpertQA",
+    "openlifescienceai/pubmedqa",
 ]
-#: ids whose request still differs from KARMA's, each listed with its reason in README.md ("Coming from KARMA")
-DIFFER = {
-    "ChuGyouk/MedXpertQA": ("text", "shape"),
-    "flaviagiammarino/vqa-rad": ("text", "shape"),
-    "mdwiratathya/SLAKE-vqa-english": ("text", "shape"),
-    "openlifescienceai/pubmedqa": ("text",),
-    "ekacare/medical_records_parsing_validation_set": ("shape",),
+#: ids whose request still differs from KARMA's, each listed with its reason in README.md ("KARMA ids whose request
+#: still differs"): none today; an id added here must be named there
+DIFFER: dict[str, tuple[str, ...]] = {}
+#: KARMA ids that reach a KARMA variant of an evalkit entry, and the evalkit entry that keeps evalkit's own prompt
+VARIANTS = {
+    "flaviagiammarino/vqa-rad": ("karma_vqa_rad", "vqa_rad"),
+    "mdwiratathya/SLAKE-vqa-english": ("karma_slake", "slake"),
+    "ChuGyouk/MedXpertQA": ("karma_medxpertqa_mm", "medxpertqa_mm"),
+    "openlifescienceai/pubmedqa": ("karma_pubmedqa", "pubmedqa"),
 }
 
 
 def _compared(name: str) -> dict[str, Any]:
     record = FIXTURE["ids"][name]
-    ours = peer_requests.evalkit_requests(record["entry"], ROOT / record["rows"])
+    ours = peer_requests.evalkit_requests(peer_requests.karma_entry(name), ROOT / record["rows"])
     return dict(peer_requests.compare(record["requests"], ours))
 
 
@@ -71,6 +79,17 @@ def test_a_listed_difference_is_still_the_one_listed(name: str) -> None:
     result = _compared(name)
     differing = tuple(key for key in ("text", "system", "shape") if not result[key])
     assert differing == DIFFER[name], result["first_difference"]
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_a_karma_id_reaches_its_variant_and_evalkits_entry_keeps_its_prompt(name: str) -> None:
+    """The KARMA variant sends KARMA's request; evalkit's own entry, run on the same rows, still sends another."""
+    variant, own = VARIANTS[name]
+    assert peer_requests.karma_entry(name) == variant
+    record = FIXTURE["ids"][name]
+    ours = peer_requests.evalkit_requests(own, ROOT / record["rows"])
+    result = peer_requests.compare(record["requests"], ours)
+    assert result["evalkit_n"] > 0 and not result["text"]
 
 
 def test_the_readme_lists_every_id_that_still_differs() -> None:
