@@ -90,6 +90,11 @@ class GenerationSettings(BaseModel):
         description="Default sampling seed, used when neither a config rule nor the model sets it; absent "
         "everywhere: not sent.",
     )
+    send_temperature: bool | None = Field(
+        None,
+        description="false: when neither a config rule nor the model sets a temperature, none is sent (the server's "
+        "default applies), as ChEF's GPT client sends none; absent or true: the fallback temperature 0 is sent.",
+    )
 
 
 class CheckedRecord(BaseModel):
