@@ -9,10 +9,12 @@ shape (roles, where the images sit) and the generation settings agree, and shows
 
     PYTHONPATH=$PWD python scripts/peer_requests.py                      # the markdown table on stdout
     PYTHONPATH=$PWD python scripts/peer_requests.py --json OUT.json      # and every pair of requests
+    PYTHONPATH=$PWD python scripts/peer_requests.py --chef               # ChEF's names (chef_requests.json)
 
 Generation settings depend on the model for KARMA (its model classes, not its datasets, set them): the
 fixture holds what KARMA's OpenAILLM sends for ``gpt-4o``; evalkit's are the entry's own (its ``generation``),
-which a config or ``--model-args`` sets for a model, so they are reported, not counted as a difference.
+which a config or ``--model-args`` sets for a model, so they are reported, not counted as a difference. ChEF's
+are its recipe's (``max_new_tokens`` sent as ``max_tokens``, no temperature), so for ChEF they are compared.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 KARMA = ROOT / "tests" / "fixtures" / "references" / "karma_requests.json"
+CHEF = ROOT / "tests" / "fixtures" / "references" / "chef_requests.json"
 #: keys of a hub entry that do not apply to a local copy of its data
 HUB_ONLY = ("hf_repo", "revision", "subset", "checked", "url", "license", "data_files")
 
@@ -67,15 +70,18 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
     """The chat requests evalkit sends for catalogue entry ``entry`` reading ``data``, as the test server logs them."""
     import yaml
 
+    from evalkit.catalog import load_catalog
     from evalkit.config import load_config
     from evalkit.errors import ConfigError
     from evalkit.plan import build_plan
     from evalkit.run.runner import RunOptions, execute
     from evalkit.testing.process import start_test_server
 
+    private = bool(load_catalog().datasets[entry].private)  # read from the folder dataset_paths names, as shipped
     with tempfile.TemporaryDirectory(prefix="peer-requests-") as tmp:
         folder = Path(tmp)
-        local = _local_runspecs(folder / "runspecs", entry, data)
+        local = entry if private else _local_runspecs(folder / "runspecs", entry, data)
+        (folder / "runspecs").mkdir(exist_ok=True)
         server = start_test_server({"answers": [{"match": "", "answer": "A"}]}, request_log=True)
         try:
             for metric in _metrics_for(entry):
@@ -91,6 +97,8 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
                     "runspecs_dir": str(folder / "runspecs"),
                     "output_dir": str(folder / "runs"),
                 }
+                if private:
+                    config["dataset_paths"] = {entry: str(data)}
                 path = folder / "config.yaml"
                 path.write_text(yaml.safe_dump(config), encoding="utf-8")
                 try:
@@ -108,16 +116,20 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
             server.stop()
 
 
+def _shape(role: str, kinds: list[str]) -> str:
+    """A message's place in the shape: its role, and with images the order of its parts ("user[text,image_url]")."""
+    return f"{role}[{','.join(kinds)}]" if "image_url" in kinds else role
+
+
 def _peer_shape(messages: list[dict[str, Any]]) -> tuple[list[tuple[str, str]], str | None, str]:
-    """(role, text) of each peer message with text, the system text, and the shape (roles, images marked)."""
+    """(role, text) of each peer message with text, the system text, and the shape (roles, where images stand)."""
     texts, system, shape = [], None, []
     for message in messages:
         role = "system" if message["role"] in ("system", "developer") else message["role"]
         content = message["content"]
         if isinstance(content, list):
-            text = "".join(part.get("text", "") for part in content if part.get("type") == "text")
-            images = sum(1 for part in content if part.get("type") == "image_url")
-            shape.append(role + ("+img" * images if text else ":img" * images))
+            text = "\n".join(part.get("text", "") for part in content if part.get("type") == "text")
+            shape.append(_shape(role, [str(part.get("type")) for part in content]))
             if text:
                 texts.append((role, text))
             continue
@@ -133,14 +145,13 @@ def _evalkit_shape(messages: list[dict[str, Any]]) -> tuple[list[tuple[str, str]
     texts, system, shape = [], None, []
     for message in messages:
         role, text = message["role"], message.get("text") or ""
-        images = len(message.get("images") or [])
         if role == "system":
             system = text
             shape.append(role)
             continue
         if text:
             texts.append((role, text))
-        shape.append(role + ("+img" * images if text else ":img" * images))
+        shape.append(_shape(role, list(message.get("parts") or [])))
     return texts, system, ",".join(shape)
 
 
@@ -196,6 +207,36 @@ def karma_table(fixture: Path = KARMA) -> dict[str, dict[str, Any]]:
     return table
 
 
+def chef_entry(name: str) -> str:
+    """The catalogue entry ChEF's scenario name ``name`` reaches."""
+    from evalkit.catalog import load_catalog
+
+    return load_catalog().resolve(f"chef:{name}")[0].name
+
+
+def params_agree(peer: dict[str, Any], ours: dict[str, Any]) -> bool:
+    """ChEF's GPT client's generation settings: its max_tokens, and a temperature only where it sends one."""
+    return all(ours.get(key) == peer.get(key) for key in ("max_tokens", "temperature"))
+
+
+def chef_table(fixture: Path = CHEF) -> dict[str, dict[str, Any]]:
+    """Every ChEF name of the fixture: its entry and the comparison, generation settings included."""
+    data = json.loads(fixture.read_text(encoding="utf-8"))
+    folder = ROOT / data["reference"]["data"].split(" ", 1)[0]
+    table: dict[str, dict[str, Any]] = {}
+    for name, record in data["names"].items():
+        row: dict[str, Any] = {"entry": chef_entry(name)}
+        table[name] = row
+        if "error" in record:
+            row["error"] = "ChEF's recipe does not run: " + record["error"]
+            continue
+        ours = evalkit_requests(row["entry"], folder)
+        row.update(compare(record["requests"], ours))
+        row["params"] = params_agree(record["requests"][0]["params"], row.get("evalkit_params", {}))
+        row["peer_requests"], row["evalkit_requests"] = record["requests"], ours
+    return table
+
+
 def markdown(table: dict[str, dict[str, Any]]) -> str:
     lines = ["| name | evalkit entry | text | system | shape | first difference / note |", "|---|---|---|---|---|---|"]
     for name, row in table.items():
@@ -211,11 +252,14 @@ def markdown(table: dict[str, dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--karma", type=Path, default=KARMA, help="KARMA's requests fixture")
+    parser.add_argument(
+        "--chef", action="store_true", help="ChEF's names (tests/fixtures/references/chef_requests.json)"
+    )
     parser.add_argument("--json", type=Path, help="also write every compared request here")
     args = parser.parse_args(argv)
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    table = karma_table(args.karma)
+    table = chef_table() if args.chef else karma_table(args.karma)
     sys.stdout.write(markdown(table))
     if args.json:
         args.json.write_text(json.dumps(table, ensure_ascii=False, indent=1), encoding="utf-8")
