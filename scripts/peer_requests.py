@@ -195,11 +195,15 @@ def karma_table(fixture: Path = KARMA) -> dict[str, dict[str, Any]]:
         if "error" in record:
             row["error"] = "KARMA's class did not run here: " + record["error"]
             continue
-        if not record["requests"]:
-            row["error"] = "KARMA's class kept none of the fixture's rows"
-            continue
         if any(record.get("audio") or []):
-            row["error"] = "an audio set: KARMA sends the audio to its ASR model classes, not in a chat request"
+            row["error"] = (
+                f"an audio set: KARMA's class made {len(record['audio'])} items, whose audio KARMA sends to its ASR "
+                "model classes; its OpenAI client skips an item without text"
+            )
+            continue
+        if not record["requests"]:
+            kept = len(record.get("audio") or [])
+            row["error"] = f"KARMA's class made {kept} items and its OpenAI client sent no request for them"
             continue
         ours = evalkit_requests(row["entry"], ROOT / record["rows"])
         row.update(compare(record["requests"], ours))
