@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.catalog import Catalog, DatasetSpec, load_catalog
+from evalkit.catalog import Catalog, DatasetSpec, GenerationSettings, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.config.foreign.auharness import metric_for_pair as auharness_metric_for_pair
 from evalkit.config.foreign.karma import metric_for_pair
@@ -109,6 +109,14 @@ def _override(rules: list[Any], key: str, model: ModelInfo, names: set[str]) -> 
     return None if best is None else best[1]
 
 
+def _sends_temperature(spec: DatasetSpec, task_defaults: GenerationSettings | None) -> bool:
+    """Whether the fallback temperature is sent: the dataset's ``send_temperature``, else its task's, else yes."""
+    for settings in (spec.generation, task_defaults):
+        if settings is not None and settings.send_temperature is not None:
+            return settings.send_temperature
+    return True
+
+
 def generation_params(
     config: Config, model: ModelInfo, spec: DatasetSpec, catalog: Catalog | None = None
 ) -> dict[str, object]:
@@ -117,7 +125,8 @@ def generation_params(
     For each parameter the first that is set wins: the most specific override rule
     (model+task, then model, then task; ``temperature_overrides`` and
     ``generation_overrides``), the model's own value, the dataset's then the task's
-    runspec default. Temperature falls back to 0; the others are then not sent.
+    runspec default. Temperature falls back to 0, unless the runspec's ``send_temperature`` is
+    false (a peer that sends none: ChEF); the others are then not sent.
     """
     names = {spec.task, spec.name, spec.category}
     task_defaults = catalog.tasks[spec.task].generation if catalog is not None and spec.task in catalog.tasks else None
@@ -132,7 +141,7 @@ def generation_params(
         for fallback in (model, spec.generation, task_defaults):
             if value is None and fallback is not None:
                 value = getattr(fallback, key, None)
-        if value is None and key == "temperature":
+        if value is None and key == "temperature" and _sends_temperature(spec, task_defaults):
             value = 0.0
         if value is not None:
             params[key] = value

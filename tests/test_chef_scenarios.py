@@ -110,7 +110,7 @@ def _asked(outcome: Any, dataset: str) -> dict[str, list[str]]:
     asked = {}
     for row in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
         (message,) = row["messages"]
-        assert message["role"] == "user" and message["content"][0]["type"] == "image"
+        assert message["role"] == "user" and message["content"][-1]["type"] == "image"  # after the text, as ChEF's GPT
         asked[row["sample_id"]] = [part["text"] for part in message["content"] if part["type"] == "text"]
     return asked
 
@@ -152,7 +152,7 @@ def test_lamm_benchmark_folder_runs_end_to_end(tmp_path: Path, make_server) -> N
     assert [r["prediction"] for r in basic] == ["red", "green", "blue"]
     assert basic[0]["images"][0]["path"] == str(bench / "cifar10_images" / "0.png")
     # ChEF's basic recipe sends its prompt alone (the meta file's query is not asked); its LAMM recipe the query
-    assert set(map(tuple, _asked(outcome, "chef_cifar10").values())) == {("The photo of the",)}
+    assert set(map(tuple, _asked(outcome, "chef_cifar10").values())) == {("The photo of the ",)}
     classes = "airplane, automobile, bird, cat, deer, dog, frog, horse, ship, truck"
     lamm = "What is the category label for this image? Please choose a label from the following shuffled categories: "
     lamm += f"{classes}."

@@ -189,6 +189,25 @@ def test_images_after_the_text_when_asked(tmp_path: Path, make_server) -> None:
     assert (seen["format"], seen["width"], seen["height"]) == ("png", 32, 32)
 
 
+def test_each_image_its_own_user_message_after_the_text_when_asked(tmp_path: Path, make_server) -> None:
+    """KARMA's layout: the text alone, then one user message per image; a multi-image sample keeps their order."""
+    (tmp_path / "red.png").write_bytes(picture("red", (32, 32), "PNG"))
+    (tmp_path / "blue.png").write_bytes(picture("blue", (16, 16), "PNG"))
+    row = {"id": "a", "image": ["red.png", "blue.png"], "question": "Q?", "answer": "red"}
+    (tmp_path / "one.jsonl").write_text(json.dumps(row))
+    server = make_server({"answers": [{"match": "", "answer": "red"}], "request_log": str(tmp_path / "server.jsonl")})
+    runspecs = write_runspec(tmp_path / "k", "one", "../one.jsonl", image_position="messages_after")
+    outcome = run(config_for(tmp_path / "k", runspecs, [model_entry("vlm", server.base_url)], [["one", "exact_match"]]))
+    assert outcome.rows[0].score == 1.0
+    [event] = server.log_events("completed")
+    assert [(m["role"], m.get("parts"), m.get("text")) for m in event["messages"]] == [
+        ("user", None, "Q?"),
+        ("user", ["image_url"], ""),
+        ("user", ["image_url"], ""),
+    ]
+    assert [m["images"][0]["width"] for m in event["messages"][1:]] == [32, 16]
+
+
 def test_hf_image_dicts_and_raw_bytes_in_parquet(tmp_path: Path, make_server) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq

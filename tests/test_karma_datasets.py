@@ -214,12 +214,13 @@ def test_the_records_set_sends_the_image_with_its_prompt_and_karmas_system_promp
     [result] = run(config).rows
     assert result.error is None and result.score == pytest.approx(0.5)
     event = model.log_events("completed")[0]
-    system, user = event["messages"]
+    system, user, image = event["messages"]  # KARMA's layout: the image a user message of its own after the text
     assert (
         system["role"] == "system"
         and system["text"] == load_catalog().datasets[name.removeprefix("local_")].instruction
     )
-    assert user["text"] == "Parse this record into JSON." and len(user["images"]) == 1
+    assert user["text"] == "Parse this record into JSON." and not user.get("images")
+    assert image["role"] == "user" and not image["text"] and len(image["images"]) == 1
 
 
 # -- the multiple-choice sets added for KARMA ----------------------------------------------------------------------

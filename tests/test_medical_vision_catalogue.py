@@ -65,6 +65,11 @@ KARMA_ADDED = [
     "HFXM/CARES-18K",
     "microsoft/PatientSafetyBench",
     "ekacare/medical_calculator_eval",
+    # KARMA's prompts for data evalkit also asks with its own: the KARMA id reaches the variant (issue 41)
+    "flaviagiammarino/vqa-rad",
+    "mdwiratathya/SLAKE-vqa-english",
+    "ChuGyouk/MedXpertQA",
+    "openlifescienceai/pubmedqa",
 ]
 
 
@@ -204,7 +209,7 @@ def test_info_dataset_accepts_the_hub_id_a_karma_user_types(catalog) -> None:  #
     from evalkit.cli.info import dataset_info
 
     info = dataset_info("openlifescienceai/pubmedqa", catalog)
-    assert info["name"] == "pubmedqa" and info["category"] == "medical"
+    assert info["name"] == "karma_pubmedqa" and info["category"] == "medical"
     assert info["checked"]["url"].startswith("https://huggingface.co/datasets/openlifescienceai/pubmedqa")
 
 

@@ -57,6 +57,7 @@ ALLOWED_KEYS = {
     "messages_column",
     "turns_column",
     "extra_columns",
+    "image_position",
     "generation",
     "system_prompt",
     "instruction",

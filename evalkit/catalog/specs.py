@@ -82,6 +82,11 @@ class GenerationSettings(BaseModel):
         description="Default sampling seed, used when neither a config rule nor the model sets it; absent "
         "everywhere: not sent.",
     )
+    send_temperature: bool | None = Field(
+        None,
+        description="false: when neither a config rule nor the model sets a temperature, none is sent (the server's "
+        "default applies), as ChEF's GPT client sends none; absent or true: the fallback temperature 0 is sent.",
+    )
     token_key: Literal["max_tokens", "max_completion_tokens"] | None = Field(
         None,
         description="The request key the token limit is sent under: max_tokens (absent: the default) or "
@@ -170,10 +175,11 @@ class DatasetSpec(BaseModel):
         description="Column holding each sample's image or list of images: a file path (relative to the data file), "
         "raw bytes, or a Hugging Face Image feature ({bytes, path}); absent: the samples have no image.",
     )
-    image_position: Literal["before", "after"] = Field(
+    image_position: Literal["before", "after", "messages_after"] = Field(
         "before",
         description="Where a sample's images stand in its user message: before (default) the question text, as "
-        "most vision-language models are trained, or after it.",
+        "most vision-language models are trained, or after it; messages_after sends the text alone and then each "
+        "image as a user message of its own (KARMA's OpenAI client's layout).",
     )
     target_column: str | None = Field(
         None,

@@ -92,3 +92,14 @@ class KarmaFinalAnswerTextPostprocessor(Postprocessor):
             return ""
         read = answer.split("Final Answer:")[1].strip()
         return read[1:-1] if read.startswith("(") and read.endswith(")") else read
+
+
+@POSTPROCESSORS.register("KarmaAfterFinalAnswerPostprocessor", "karma_after_final_answer")
+class KarmaAfterFinalAnswerPostprocessor(Postprocessor):
+    """What follows the first "Final Answer:", stripped and nothing more; "" when the marker is missing
+    (KARMA's SLAKEDataset.extract_prediction: no bracket is unwrapped, so "(yes)" stays as it is).
+    """
+
+    def process(self, text: str) -> str:
+        answer = strip_thinking(text)
+        return answer.split("Final Answer:")[1].strip() if "Final Answer:" in answer else ""

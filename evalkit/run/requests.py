@@ -37,7 +37,7 @@ class RequestContext:
     system_override: bool = False
     #: the model's (max_image_side, max_image_pixels)
     image_limit: ImageLimit = NO_LIMIT
-    #: the dataset's image_position: images "before" or "after" the turn's text
+    #: the dataset's image_position: images "before" or "after" the turn's text, or "messages_after" it
     image_position: str = "before"
     #: AU-Harness's request style (a dataset's ``request_style``): a text-only user message as a one-part list, and
     #: a transcription form with only the file and the model
@@ -89,6 +89,35 @@ def _user_content(
     return ordered + audio
 
 
+def _user_messages(
+    text: str | None,
+    first_audio: int,
+    n_audio: int,
+    first_image: int = 0,
+    n_images: int = 0,
+    image_position: str = "before",
+    text_parts: bool = False,
+) -> list[dict[str, Any]]:
+    """A user turn as messages: one, or with ``messages_after`` the text (and audio) then one message per image.
+
+    KARMA's OpenAI client sends each image as a user message of its own after
+    the text; a model reads that as another prompt, so KARMA's entries ask for it.
+    """
+    if image_position != "messages_after" or n_images == 0:
+        content = _user_content(text, first_audio, n_audio, first_image, n_images, image_position, text_parts)
+        return [{"role": "user", "content": content}]
+    lead = (
+        [{"role": "user", "content": _user_content(text, first_audio, n_audio, text_parts=text_parts)}]
+        if text or n_audio
+        else []
+    )
+    pictures = [
+        {"role": "user", "content": [{"type": "image_url", "image_url": {"image_index": first_image + j}}]}
+        for j in range(n_images)
+    ]
+    return lead + pictures
+
+
 _NO_IMAGES = PreparedImages()
 
 
@@ -115,10 +144,10 @@ def _prefix(
         key = example_key(index)
         pieces = audio.parts(key, ctx.chunk_size, "truncate") if key in audio else []
         pictures = images.parts(key, ctx.image_limit)
-        content = _user_content(
+        asked = _user_messages(
             example.text, len(example_audio), len(pieces), len(example_images), len(pictures), ctx.image_position
         )
-        prefix += [{"role": "user", "content": content}, {"role": "assistant", "content": answer}]
+        prefix += [*asked, {"role": "assistant", "content": answer}]
         example_audio += pieces
         example_images += pictures
     prefix += [dict(m) for m in given[lead:]]
@@ -171,13 +200,13 @@ def turn_requests(
     pictures = images.parts(turn, ctx.image_limit)
     all_images = [*shown, *pictures]
 
-    def content(n_audio: int) -> Any:
-        return _user_content(
+    def asked(n_audio: int) -> list[dict[str, Any]]:
+        return _user_messages(
             current.text, len(earlier), n_audio, len(shown), len(pictures), ctx.image_position, ctx.auharness
         )
 
     if not pieces:
-        messages = [*prefix, *history, {"role": "user", "content": content(0)}]
+        messages = [*prefix, *history, *asked(0)]
         return [
             ModelRequest(
                 kind=RequestKind.CHAT,
@@ -191,7 +220,7 @@ def turn_requests(
         ]
     requests = []
     for piece in pieces:
-        messages = [*prefix, *history, {"role": "user", "content": content(1)}]
+        messages = [*prefix, *history, *asked(1)]
         requests.append(
             ModelRequest(
                 kind=RequestKind.CHAT,
@@ -235,9 +264,8 @@ def history_after(
     first = len(example_audio) + len(history_audio)
     first_image = len(example_images) + len(_turn_images(images, ctx, range(turn)))
     n_images = len(images.parts(turn, ctx.image_limit))
-    content = _user_content(prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position)
-    message = {"role": "user", "content": content}
-    return [*history, message, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
+    asked = _user_messages(prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position)
+    return [*history, *asked, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
 
 
 #: what a likelihood request asks: the echoed prompt's log-probabilities and one token (servers refuse 0)

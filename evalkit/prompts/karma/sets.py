@@ -224,3 +224,45 @@ class KarmaCalculatorPreprocessor(Preprocessor):
         question = sample.text or ""
         confinement = sample.instruction or ""  # the row's confinement_instruction (the entry's instruction_column)
         return _user_prompt(f"{question}\n{confinement}".strip() if confinement else question, context)
+
+
+def karma_mcq_question(question: str, options: Any, context: Any) -> str:
+    """A MedQA-family question as KARMA's ``MedQADataset._format_question`` writes it.
+
+    The options A-D that the row's mapping has (a value of None is written "None", as KARMA's f-string writes
+    it); with passages, "Context: " and the passages one per line, a blank line, "Question: " before the question.
+    """
+    mapping = options if isinstance(options, dict) else {}
+    listed = "\n".join(f"{letter}. {mapping[letter]}" for letter in "ABCD" if letter in mapping)
+    passages = karma_passages(context)
+    if passages:
+        return f"Context: {passages}\n\nQuestion: {question}\n{listed}"
+    return f"{question}\n{listed}"
+
+
+def karma_passages(context: Any) -> str:
+    """A row's passages joined one per line, as KARMA joins ``data.Context`` (a list; a lone text is kept whole)."""
+    if isinstance(context, str):
+        return context
+    if isinstance(context, (list, tuple)):
+        return "\n".join(str(part) for part in context)
+    return ""
+
+
+@PREPROCESSORS.register("KarmaPubmedqaPreprocessor", "karma_pubmedqa")
+class KarmaPubmedqaPreprocessor(Preprocessor):
+    """PubMedQA as KARMA asks it (``openlifescienceai/pubmedqa``): the passages twice.
+
+    KARMA's template has a ``<CONTEXT>`` slot, filled with the passages, and a
+    ``<QUESTION>`` slot, filled with MedQA's question formatting, which for a
+    row with passages prints them again before the question and its options.
+    The runspec's ``choices_column`` gives meta ``choices`` (letter -> text)
+    and ``extra_columns`` meta ``context`` (the passages).
+    """
+
+    def build(self, sample: Sample, context: PromptContext) -> Prompt:
+        template = sample.instruction or "<QUESTION>"
+        passages = sample.meta.get("context")
+        question = karma_mcq_question(sample.text or "", sample.meta.get("choices"), passages)
+        text = template.replace("<CONTEXT>", karma_passages(passages)).replace("<QUESTION>", question)
+        return _user_prompt(text, context)
