@@ -422,13 +422,16 @@ def installed_wheel(root: Path) -> Path:
     return venv / "bin"
 
 
-def run_private(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str]) -> RunOutcome:
-    """Run ``pairs`` against one model at ``url``, the private datasets read from ``paths`` (dataset_paths)."""
+def run_private(tmp_path: Path, url: str, pairs: list[Any], paths: dict[str, str], **model: Any) -> RunOutcome:
+    """Run ``pairs`` against one model at ``url``, the private datasets read from ``paths`` (dataset_paths).
+
+    ``model``: more keys of the model's entry (e.g. a ``max_tokens`` above a dataset's own limit).
+    """
     config = write_config(
         tmp_path / "config.yaml",
         {
             "dataset_metric": pairs,
-            "models": [model_entry("m", url)],
+            "models": [model_entry("m", url, **model)],
             "dataset_paths": paths,
             "output_dir": str(tmp_path / "runs"),
         },
