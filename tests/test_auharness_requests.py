@@ -227,7 +227,9 @@ def test_chunk_answers_are_run_together_as_auharness_joins_them() -> None:
     """
     from evalkit.run.requests import joined_answer
 
-    assert joined_answer(["the first part", "and the second part"], auharness=True) == "the first partand the second part"
+    assert (
+        joined_answer(["the first part", "and the second part"], auharness=True) == "the first partand the second part"
+    )
     assert joined_answer(["one", None, " two"], auharness=True) == "one  two"
     assert joined_answer(["lone"], auharness=True) == "lone"
     assert joined_answer(["the first part", "and the second part"]) == "the first part and the second part"
