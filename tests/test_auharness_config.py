@@ -223,7 +223,8 @@ def test_every_shape_auharness_ships_validates_and_plans(shape: str, tmp_path: P
         gemini = next(e.info for e in config.models if e.info.name == "gemini-flash")
         assert gemini.url == GEMINI_OPENAI_URL and gemini.inference_type == "vllm"
         assert gemini.extra_body == {"reasoning_effort": "medium"} and gemini.retry_attempts == 4
-        assert config.filters.num_samples == 100 and config.filters.length_filter == (0.0, 30.0)
+        # AU-Harness applies num_samples, not length_filter (its preprocessors read another key): nor does evalkit
+        assert config.filters.num_samples == 100 and config.filters.length_filter is None
 
 
 def test_every_auharness_dataset_name_has_a_catalogue_entry() -> None:
@@ -300,6 +301,23 @@ def test_validation_errors_name_the_users_keys_not_the_translated_ones() -> None
     assert "x.yaml: judge_settings.judge_model: missing mandatory key" in text
     assert "x.yaml: judge_settings.judge_type: 'azure' is not one of" in text
     assert ".info." not in text and "filters" not in text and "judge_properties" not in text
+
+
+def test_length_filter_is_left_unapplied_as_auharness_leaves_it(caplog) -> None:
+    """AU-Harness's preprocessors read ``filter.length``, never the ``length_filter`` its configs write.
+
+    The end-to-end comparison (test_auharness_parity.py) shows it: AU-Harness scores LibriSpeech's 36 s clip
+    under ``length_filter: [0.0, 30.0]``, so evalkit must too for the same figure.
+    """
+    for key in ("filter", "filters"):
+        data = {**_config("voxtral_transcription"), key: {"num_samples": 5, "length_filter": [0.0, 30.0]}}
+        with caplog.at_level(logging.WARNING):
+            config = parse_config(data, "x.yaml")
+        assert config.filters.num_samples == 5 and config.filters.length_filter is None
+        assert f"{key}.length_filter is not applied, as AU-Harness does not apply it" in caplog.text
+        data[key] = {"length_filter": [30]}
+        with pytest.raises(ConfigError, match=rf"x.yaml: {key}.length_filter: expected \[min_seconds, max_seconds\]"):
+            parse_config(data, "x.yaml")
 
 
 def test_a_judge_type_left_as_auharness_placeholder_is_read_as_the_openai_api(caplog) -> None:

@@ -216,3 +216,20 @@ def test_a_text_only_request_is_a_one_part_list_as_auharness_writes_it(catalog) 
     assert {k: body[k] for k in ("temperature", "max_completion_tokens")} == {
         k: wanted[k] for k in ("temperature", "max_completion_tokens")
     }
+
+
+def test_chunk_answers_are_run_together_as_auharness_joins_them() -> None:
+    """AU-Harness's model class adds each chunk's text to the last with nothing between (an empty one as a space).
+
+    A transcription model's ``the first part`` and ``and the second part`` for a 36 s clip are scored as
+    ``the first partand the second part`` there: the end-to-end comparison (test_auharness_parity.py) counts
+    that word error, so the AU-Harness request style joins the same way; evalkit's own keeps one space.
+    """
+    from evalkit.run.requests import joined_answer
+
+    assert (
+        joined_answer(["the first part", "and the second part"], auharness=True) == "the first partand the second part"
+    )
+    assert joined_answer(["one", None, " two"], auharness=True) == "one  two"
+    assert joined_answer(["lone"], auharness=True) == "lone"
+    assert joined_answer(["the first part", "and the second part"]) == "the first part and the second part"

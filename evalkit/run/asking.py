@@ -134,7 +134,7 @@ class Asker:
                     latency=total_latency,
                     replica=failure.replica,
                 )
-            text = joined_answer([o.text for o in outcomes])
+            text = joined_answer([o.text for o in outcomes], auharness=ctx.auharness)
             sent.answers.append(text)
             cached = cached and all(o.cached for o in outcomes)
             outcome = Outcome(

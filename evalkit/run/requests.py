@@ -235,10 +235,17 @@ def turn_requests(
     return requests
 
 
-def joined_answer(texts: list[str | None]) -> str:
-    """One turn's answer from its chunks' answers: in order, joined by one space (a lone answer as it came)."""
+def joined_answer(texts: list[str | None], auharness: bool = False) -> str:
+    """One turn's answer from its chunks' answers: in order, joined by one space (a lone answer as it came).
+
+    ``auharness``: as AU-Harness's model class joins them, run together with nothing between, an empty
+    answer counted as one space (its request handler's stand-in for no text), so a transcription's
+    ``part one`` and ``part two`` make ``part onepart two`` there and here alike.
+    """
     if len(texts) == 1:
         return texts[0] or ""
+    if auharness:
+        return "".join(t or " " for t in texts)
     return " ".join(stripped for stripped in ((t or "").strip() for t in texts) if stripped)
 
 

@@ -50,6 +50,12 @@ TOP_LEVEL = {
     "models": "models",
 }
 FILTER_KEYS = ("num_samples", "length_filter", "accented", "language")
+#: what an AU-Harness config's ``length_filter`` does there: nothing (its preprocessors read a key ``length`` its
+#: validator does not know, and would want a tuple YAML cannot write), so its figures include every clip
+LENGTH_FILTER_NOTE = (
+    "{key}.length_filter is not applied, as AU-Harness does not apply it (its preprocessors read another key), so "
+    "the figures are AU-Harness's; to drop long clips in evalkit's own format, write filters.length_filter there"
+)
 #: AU-Harness's generation parameter (task configs' generation_kwargs and overrides) -> evalkit's
 GENERATION_KEYS = {
     "temperature": "temperature",
@@ -422,7 +428,15 @@ def _filters(key: str, value: Any, out: Translation, names: _Names, problems: _P
     for name in value:
         if name not in FILTER_KEYS:
             problems.add(f"{key}.{name}", f"not a filter of AU-Harness's format{did_you_mean(str(name), FILTER_KEYS)}")
-    out.data.setdefault("filters", {}).update(value)
+    applied = {name: setting for name, setting in value.items() if name != "length_filter"}
+    if "length_filter" in value:
+        bounds = value["length_filter"]
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(isinstance(b, (int, float)) for b in bounds)):
+            problems.add(f"{key}.length_filter", f"expected [min_seconds, max_seconds], got {bounds!r}")
+        note = LENGTH_FILTER_NOTE.format(key=key)
+        if note not in out.notes:
+            out.notes.append(note)
+    out.data.setdefault("filters", {}).update(applied)
     out.origin["filters"] = key
 
 
