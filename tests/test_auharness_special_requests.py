@@ -133,7 +133,9 @@ def sent(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         pq.write_table(pa.Table.from_pylist(_local_rows(task)), target)
         paths[task] = str(target)
         assert spec.request_style == "auharness", task
-    server = start_test_server({"default_answer": "echo", "log_bodies": True}, request_log=True)
+    # the model echoes the user text, as the fixture's recorder did, and answers one question with nothing
+    script = {"default_answer": "echo", "answers": [{"match": r"re:^What is 17 times 3\?$", "answer": ""}]}
+    server = start_test_server({**script, "log_bodies": True}, request_log=True)
     environment = {
         "EVALKIT_CACHE_DIR": str(tmp / "cache"),
         "HF_HUB_OFFLINE": "1",

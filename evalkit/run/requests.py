@@ -273,7 +273,8 @@ def history_after(
     asked = _user_messages(
         prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position, ctx.auharness
     )
-    return [*history, *asked, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
+    said = answer or (" " if ctx.auharness else "")  # AU-Harness carries an empty answer as one space
+    return [*history, *asked, {"role": "assistant", "content": said}], [*history_audio, *pieces]
 
 
 #: what a likelihood request asks: the echoed prompt's log-probabilities and one token (servers refuse 0)
