@@ -40,7 +40,11 @@ METRIC = {
     "covost2_en_de": "bleu",
     "voxceleb_accent_test": "llm_judge_binary",
 }
-JOINED = ("GeneralPreprocessor", "Covost2Preprocessor")
+JOINED = ("GeneralPreprocessor", "Covost2Preprocessor", "CallhomePreprocessor")
+SPOKEN_QUESTION = {
+    "VoiceBenchPreprocessor": "AuHarnessVoiceBenchPreprocessor",
+    "BigBenchAudioPreprocessor": "AuHarnessBigBenchAudioPreprocessor",
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,9 +82,17 @@ def test_every_auharness_name_resolves_to_a_variant_carrying_its_task_files_requ
             assert spec.textual_input_column == (None if other_upload else appended), name
             assert spec.choices_column == request.choices_column, name
             assert (spec.modality == "text") == (request.modality == "text"), name
+        elif request.preprocessor in SPOKEN_QUESTION:
+            assert spec.preprocessor == SPOKEN_QUESTION[request.preprocessor], name
+            assert spec.instruction == request.user_prompt, name
+            question = request.instruction_column if request.modality == "text" else None
+            assert spec.textual_input_column == question and spec.instruction_column is None, name
+        elif request.preprocessor == "MultiturnPreprocessor":
+            assert spec.preprocessor == "AuHarnessMultiturnPreprocessor", name
         else:
-            # BFCL, Spider, SpokenWOZ, MT-Bench, Big Bench Audio, VoiceBench IFEval, CallHome: the entry's own
-            # preprocessor writes AU-Harness's prompt (README: Coming from AU-Harness)
+            # BFCL, Spider, SpokenWOZ: the entry's own preprocessor writes AU-Harness's prompt (README: Coming from
+            # AU-Harness; compared with AU-Harness's own code in test_auharness_special_requests.py)
+            assert request.preprocessor in ("BfclPreprocessor", "SpiderPreprocessor", "SpokenWozPreprocessor"), name
             assert spec.preprocessor == catalog.datasets[entry.evalkit].preprocessor, name
 
 

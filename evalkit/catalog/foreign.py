@@ -74,8 +74,18 @@ class ForeignNames(BaseModel):
 
 
 #: AU-Harness preprocessors whose user text is the task's prompt, then the row's column and choices, run together
-#: (AuHarnessPreprocessor writes it); the others' prompts are built by the entry's own preprocessor
-_JOINED_PREPROCESSORS = ("GeneralPreprocessor", "Covost2Preprocessor")
+#: (AuHarnessPreprocessor writes it). CallHome's is its prompt alone (a call or a turn has no instruction column),
+#: which the same form writes: the prompt's final newline dropped, as AU-Harness's Jinja rendering drops it
+_JOINED_PREPROCESSORS = ("GeneralPreprocessor", "Covost2Preprocessor", "CallhomePreprocessor")
+#: AU-Harness preprocessors whose text evalkit writes with a preprocessor of AU-Harness's shape: the task's prompt,
+#: then fixed words (spoken question) or the row's question (written one)
+_SPOKEN_QUESTION_PREPROCESSORS = {
+    "VoiceBenchPreprocessor": "AuHarnessVoiceBenchPreprocessor",
+    "BigBenchAudioPreprocessor": "AuHarnessBigBenchAudioPreprocessor",
+}
+#: AU-Harness preprocessors whose turns the entry's own preprocessor writes, with AU-Harness's settings per sample
+_OWN_TURNS_PREPROCESSORS = {"MultiturnPreprocessor": "AuHarnessMultiturnPreprocessor"}
+#: the rest (BFCL, Spider, SpokenWOZ): the entry's own preprocessor writes AU-Harness's text
 
 
 def variant_name(prefix: str, name: str) -> str:
@@ -123,4 +133,17 @@ def variants(datasets: Mapping[str, DatasetSpec], prefix: str, names: ForeignNam
                 prompt_choice=None,
                 in_context=None,
             )
+        elif request.preprocessor in _SPOKEN_QUESTION_PREPROCESSORS:
+            update.update(
+                preprocessor=_SPOKEN_QUESTION_PREPROCESSORS[request.preprocessor],
+                instruction=request.user_prompt,
+                instruction_column=None,
+                textual_input_column=request.instruction_column if request.modality == "text" else None,
+                choices_column=None,
+                prompt_pool=None,
+                prompt_choice=None,
+                in_context=None,
+            )
+        elif request.preprocessor in _OWN_TURNS_PREPROCESSORS:
+            update["preprocessor"] = _OWN_TURNS_PREPROCESSORS[request.preprocessor]
         yield base.model_copy(update=update)

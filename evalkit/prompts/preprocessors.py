@@ -64,6 +64,8 @@ PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
         "evalkit.prompts.auharness.bfcl",
         "evalkit.prompts.auharness.spider",
         "evalkit.prompts.auharness.spokenwoz",
+        "evalkit.prompts.auharness.spoken_question",
+        "evalkit.prompts.auharness.multiturn",
         "evalkit.prompts.chef.multiturn",
         "evalkit.prompts.karma.preprocessors",
     ),

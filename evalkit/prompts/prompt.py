@@ -31,3 +31,6 @@ class Prompt:
     info: dict[str, Any] = field(default_factory=dict)
     #: functions the model may call, sent with every request as the chat API's ``tools`` (empty: none sent)
     tools: list[dict[str, Any]] = field(default_factory=list)
+    #: generation settings this sample asks for in place of the dataset's (MT-Bench's temperature per category,
+    #: as AU-Harness sends it); only keys the model's request already carries are replaced, none is added
+    generation: dict[str, Any] = field(default_factory=dict)

@@ -39,8 +39,8 @@ class RequestContext:
     image_limit: ImageLimit = NO_LIMIT
     #: the dataset's image_position: images "before" or "after" the turn's text, or "messages_after" it
     image_position: str = "before"
-    #: AU-Harness's request style (a dataset's ``request_style``): a text-only user message as a one-part list, and
-    #: a transcription form with only the file and the model
+    #: AU-Harness's request style (a dataset's ``request_style``): a user message always as parts, the text part
+    #: first (empty if need be), also in a conversation's history; a transcription form with only file and model
     auharness: bool = False
 
     @property
@@ -78,13 +78,15 @@ def _user_content(
 
     Media parts name their index in the request's ``audio`` / ``images`` lists;
     the client writes the data in when it makes the body. ``text_parts``: text
-    alone as a one-part list, as AU-Harness sends it.
+    alone as a one-part list, and a text part (empty if need be) before any
+    audio, as AU-Harness sends them.
     """
     if n_audio == 0 and n_images == 0:
         return [{"type": "text", "text": text or ""}] if text_parts else text or ""
     audio = [{"type": "input_audio", "input_audio": {"audio_index": first_audio + j}} for j in range(n_audio)]
     images = [{"type": "image_url", "image_url": {"image_index": first_image + j}} for j in range(n_images)]
-    texts = [{"type": "text", "text": text}] if text else []
+    # AU-Harness writes the text part even when it is empty (BFCL's spoken questions without a prompt)
+    texts = [{"type": "text", "text": text or ""}] if text or text_parts else []
     ordered = [*texts, *images] if image_position == "after" else [*images, *texts]
     return ordered + audio
 
@@ -193,8 +195,12 @@ def turn_requests(
             for piece in pieces
         ]
     prefix, example_audio, example_images = _prefix(prompt, audio, ctx, images)
-    # the sample's function tools join the model's parameters, so the store key covers them too
-    params = {**ctx.params, "tools": prompt.tools} if prompt.tools else ctx.params
+    # the sample's function tools and its own settings join the model's parameters, so the store key covers them
+    params = ctx.params
+    if prompt.generation:
+        params = {**params, **{k: v for k, v in prompt.generation.items() if k in params}}
+    if prompt.tools:
+        params = {**params, "tools": prompt.tools}
     earlier = [*example_audio, *history_audio]
     shown = [*example_images, *_turn_images(images, ctx, range(turn))]
     pictures = images.parts(turn, ctx.image_limit)
@@ -271,8 +277,11 @@ def history_after(
     first = len(example_audio) + len(history_audio)
     first_image = len(example_images) + len(_turn_images(images, ctx, range(turn)))
     n_images = len(images.parts(turn, ctx.image_limit))
-    asked = _user_messages(prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position)
-    return [*history, *asked, {"role": "assistant", "content": answer}], [*history_audio, *pieces]
+    asked = _user_messages(
+        prompt.turns[turn].text, first, len(pieces), first_image, n_images, ctx.image_position, ctx.auharness
+    )
+    said = answer or (" " if ctx.auharness else "")  # AU-Harness carries an empty answer as one space
+    return [*history, *asked, {"role": "assistant", "content": said}], [*history_audio, *pieces]
 
 
 #: what a likelihood request asks: the echoed prompt's log-probabilities and one token (servers refuse 0)

@@ -321,7 +321,10 @@ class TestServerApp:
 
             def log_extra() -> dict[str, Any]:
                 seen = {i: [images.header_info(url) for url in m.images] for i, m in enumerate(messages) if m.images}
-                return chat.log_record(body, messages, fingerprints, content, seen)
+                record = chat.log_record(body, messages, fingerprints, content, seen)
+                if self.script.spec.log_bodies:
+                    record["body"] = chat.body_as_sent(body)
+                return record
 
         return await self.serve(request, seq, path, model, sha, make_ok, log_extra, pinned)
 

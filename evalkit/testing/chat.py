@@ -244,3 +244,37 @@ def log_record(
             entry["parts"] = m.parts
         logged.append(entry)
     return {"params": params, "messages": logged, "answer": content}
+
+
+#: what a media part's payload is written as in a logged body
+_MEDIA_STAND_INS = {
+    "input_audio": ("data", "<audio>"),
+    "audio_url": ("url", "<audio>"),
+    "image_url": ("url", "<image>"),
+}
+
+
+def body_as_sent(body: dict[str, Any]) -> dict[str, Any]:
+    """The request body with every media payload written as a stand-in: the exact shape, without the data.
+
+    Keys, their order, message roles, part types and order, and every other value stay as received, so a
+    test can compare a request with another tool's body key for key.
+    """
+    logged = dict(body)
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        logged["messages"] = [_message_as_sent(m) for m in messages]
+    return logged
+
+
+def _message_as_sent(message: Any) -> Any:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    parts = []
+    for part in message["content"]:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in _MEDIA_STAND_INS and isinstance(part.get(kind), dict):
+            key, stand_in = _MEDIA_STAND_INS[kind]
+            part = {**part, kind: {**part[kind], key: stand_in}}
+        parts.append(part)
+    return {**message, "content": parts}

@@ -38,6 +38,8 @@ A script, every key optional::
                                # deflate_bomb, br_unasked, redirect_307, redirect_307_empty,
                                # redirect_away, switching_protocols
     request_log: null          # JSONL path; one line per received/fault/completed event
+    log_bodies: false          # true: a completed chat event also keeps the request body as sent (media
+                               # data written "<audio>"/"<image>"), for comparing a request's exact shape
     redirect_to: null          # the Location of the redirect_away fault (another origin); default
                                # http://127.0.0.1:9/... (nothing listens there)
 
@@ -122,6 +124,7 @@ class ScriptSpec:
     token_logprobs: dict[str, float] = field(default_factory=dict)
     faults: FaultSpec | None = None
     request_log: Path | None = None
+    log_bodies: bool = False
     redirect_to: str | None = None
 
 
@@ -332,6 +335,7 @@ class _Checker:
             token_logprobs=token_logprobs,
             faults=self.faults(data.get("faults"), "faults"),
             request_log=Path(request_log) if request_log is not None else None,
+            log_bodies=self.boolean(data.get("log_bodies", False), "log_bodies"),
             redirect_to=self.text(data.get("redirect_to"), "redirect_to"),
         )
 

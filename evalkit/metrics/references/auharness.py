@@ -220,9 +220,10 @@ AUHARNESS_REFERENCES: dict[str, Reference] = {
             "the turn 0 as in AU-Harness (option unreadable_verdict: fail fails the conversation instead)",
             "the judge is asked at judge_temperature, else AU-Harness's 0.1, once per turn of every conversation "
             "(at temperature 0 identical requests are sent once)",
-            "the answers are sent with the run's temperature: AU-Harness's per-category MT-Bench temperatures "
-            "(writing and roleplay 0.7, stem and humanities 0.1, others 0) are not applied",
-            "AU-Harness leaves an empty answer out of the next turn's history; evalkit sends it",
+            "AU-Harness's names (an AU-Harness config, auharness:mtbench_*) send each category's answers at "
+            "AU-Harness's temperature (writing and roleplay 0.7, stem and humanities 0.1, others 0) and an empty "
+            "answer as one space in the next turn's history; evalkit's own mtbench_* entries send the run's "
+            "temperature and the answer as it came",
             "the corpus value is the mean of the per-sample 0-100 scores, each rounded to 2 places, and the mean "
             "rounded to 2 places, as AU-Harness rounds them",
         ),
