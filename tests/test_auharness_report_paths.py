@@ -88,3 +88,38 @@ def test_merged_shards_report_as_one_run(tmp_path: Path, make_server: Any) -> No
     assert together.scaled() == pytest.approx(one.scaled())
     markdown = (merged / "results.md").read_text()
     assert re.search(rf"\| {AUHARNESS_NAME} \| word_error_rate \| m \| {100 * one.score:.2f} \|", markdown)
+
+
+# ---------------------------------------------------------------- evalkit info metric
+
+
+@pytest.mark.parametrize("name", ["auharness:word_error_rate", "auharness:bleu", "auharness:llm_judge_binary"])
+def test_info_says_a_metric_for_every_task_fits_every_task(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from evalkit.catalog import load_catalog
+    from evalkit.cli.main import main
+
+    catalog = load_catalog()
+    data = describe_metric(name)
+    assert data["every_task"] is True
+    assert len(data["tasks"]) == len(catalog.tasks) and data["datasets"] == len(catalog.datasets)
+    assert main(["info", "metric", name]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"fits every task ({len(catalog.tasks)} tasks, {len(catalog.datasets)} datasets)" in printed
+    assert "fits 0 tasks" not in printed
+
+
+def test_info_counts_the_tasks_a_metric_declares_beside_those_that_list_it() -> None:
+    from evalkit.catalog import load_catalog
+
+    catalog = load_catalog()
+    data = describe_metric("meteor")  # its class declares speech_translation; no runspec lists it
+    assert data["every_task"] is False and [t["name"] for t in data["tasks"]] == ["speech_translation"]
+    assert data["datasets"] == sum(1 for s in catalog.datasets.values() if s.task == "speech_translation")
+    listed = describe_metric("word_error_rate")  # listed by runspecs, declared nowhere: as before
+    assert listed["every_task"] is False and "asr" in [t["name"] for t in listed["tasks"]]
+
+
+def describe_metric(name: str) -> dict[str, Any]:
+    from evalkit.cli.info import describe
+
+    return describe("metric", name)
