@@ -123,3 +123,68 @@ def describe_metric(name: str) -> dict[str, Any]:
     from evalkit.cli.info import describe
 
     return describe("metric", name)
+
+
+# ---------------------------------------------------------------- report.html's charts
+
+
+def _charts(html: str) -> dict[str, str]:
+    """report.html's bar charts by their title."""
+    return {
+        title: svg
+        for svg in re.findall(r'<svg class="chart[^"]*".*?</svg>', html, re.DOTALL)
+        for title in re.findall(r"<title>([^<]*)</title>", svg)[:1]
+    }
+
+
+def _bars(svg: str) -> list[str]:
+    return re.findall(r'<rect class="bar"[^>]*><title>([^<]*)</title>', svg)
+
+
+def _ticks(svg: str) -> list[float]:
+    return [float(t) for t in re.findall(r'<text x="[\d.]+" y="\d+" text-anchor="middle"[^>]*>([\d.]+)</text>', svg)]
+
+
+def test_report_charts_draw_an_auharness_pair_on_the_scale_its_table_shows(tmp_path: Path, make_server: Any) -> None:
+    run_dir = _auharness_run(tmp_path, _server(make_server).base_url)
+    (row,) = load_results(run_dir)[0]
+    score, low, high = row.scaled()
+    assert score is not None and low is not None and high is not None
+    charts = _charts((run_dir / "report.html").read_text())
+    title = "word_error_rate, ×100 as AU-Harness prints it (lower is better)"
+    assert title in charts, list(charts)
+    svg = charts[title]
+    assert "word_error_rate, ×100 as AU-Harness prints it, 95% CI whiskers" in svg  # the axis says so
+    # the bar reads as the table's cell: AU-Harness's dataset name, the score and CI x100 with two decimals
+    assert _bars(svg) == [f"{AUHARNESS_NAME} · m: {score:.2f} [{low:.2f}, {high:.2f}] — n=3"]
+    assert f">{score:.2f}</text>" in svg
+    assert max(_ticks(svg)) >= high > 1  # the axis runs on the x100 scale, not evalkit's 0-1
+    grouped = [t for t in charts if t.startswith(f"{AUHARNESS_NAME} · word_error_rate by ")]
+    assert grouped and all(t.endswith("×100 as AU-Harness prints it") for t in grouped)
+    buckets = row.details["groups"]["audio_length"]
+    for label, stats in buckets.items():
+        (bar,) = [b for b in _bars(charts[grouped[0]]) if b.startswith(f"{label} · m: ")]
+        assert bar.startswith(f"{label} · m: {100 * stats['score']:.2f}")
+
+
+def test_report_charts_of_evalkits_own_config_are_as_before(tmp_path: Path, make_server: Any) -> None:
+    from helpers import model_entry
+    from test_local_copies import ENTRY
+
+    path = save_to_disk_dict(tmp_path / "data")
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [[ENTRY, "word_error_rate"]],
+            "models": [model_entry("m", _server(make_server).base_url)],
+            "dataset_paths": {ENTRY: str(path)},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    run_dir = run(config).run_dir
+    (row,) = load_results(run_dir)[0]
+    charts = _charts((run_dir / "report.html").read_text())
+    svg = charts["word_error_rate (lower is better)"]
+    assert "prints it" not in "".join(charts)
+    (bar,) = _bars(svg)
+    assert bar.startswith(f"{ENTRY} · m: ") and max(_ticks(svg)) <= 1
