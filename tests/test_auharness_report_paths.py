@@ -8,6 +8,7 @@ copy, against the project's test server.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import re
 from pathlib import Path
@@ -188,3 +189,102 @@ def test_report_charts_of_evalkits_own_config_are_as_before(tmp_path: Path, make
     assert "prints it" not in "".join(charts)
     (bar,) = _bars(svg)
     assert bar.startswith(f"{ENTRY} · m: ") and max(_ticks(svg)) <= 1
+
+
+# ---------------------------------------------------------------- evalkit report A B
+
+
+def _two_runs(tmp_path: Path, make_server: Any) -> tuple[Path, Path]:
+    """Two runs of the AU-Harness config: B answers the second clip right and the third wrong."""
+    from test_local_copies import _wav
+
+    from evalkit.testing import audio_fingerprint
+
+    other = ["hello there", "good morning", "wait for you"]
+    script = {"answers": [{"audio_fingerprint": audio_fingerprint(_wav(i)), "answer": a} for i, a in enumerate(other)]}
+    a = _auharness_run(tmp_path / "a", _server(make_server).base_url)
+    b = _auharness_run(tmp_path / "b", make_server(script).base_url)
+    return a, b
+
+
+def test_comparing_two_runs_of_an_auharness_config_shows_auharness_names_and_scale(
+    tmp_path: Path, make_server: Any
+) -> None:
+    from rich.console import Console
+
+    from evalkit.report.compare import (
+        RunSide,
+        compare_rows,
+        compare_runs,
+        print_comparison,
+        render_comparison,
+        render_csv,
+        render_html,
+        render_json,
+        render_markdown,
+    )
+
+    run_a, run_b = _two_runs(tmp_path, make_server)
+    (head_a,), (head_b,) = load_results(run_a)[0], load_results(run_b)[0]
+    comparison = compare_runs(RunSide(run_a), RunSide(run_b))
+    (row,) = comparison.rows
+    assert (row.dataset, row.metric) == (VARIANT, "auharness:word_error_rate")  # evalkit's pair, its records
+    assert (row.shown_dataset, row.shown_metric, row.scale) == (AUHARNESS_NAME, "word_error_rate", 100.0)
+    assert row.score_a == pytest.approx(head_a.score) and row.score_b == pytest.approx(head_b.score)
+    # every view: AU-Harness's names, the scores as the runs' own tables print them, the difference on that scale
+    a, b = f"{100 * head_a.score:.2f}", f"{100 * head_b.score:.2f}"
+    diff = f"{100 * (head_b.score - head_a.score):+.2f}"
+    ci = f"[{100 * row.ci_low:+.2f}, {100 * row.ci_high:+.2f}]"
+    assert a == f"{head_a.scaled()[0]:.2f}"  # the runs' own tables print this
+    cells = f"| {AUHARNESS_NAME} | word_error_rate | m | 3 | {a} | {b} | {diff} | {ci} |"
+    markdown = render_markdown(comparison)
+    assert cells in markdown and markdown.rstrip().count(f"| {VARIANT} / auharness:word_error_rate x100 |") == 1
+    assert f"## {AUHARNESS_NAME} · word_error_rate · m" in markdown
+    assert f"| {VARIANT}-1 | 50.00 → 0.00 | good evening | good morning |" in markdown  # per sample on the scale too
+    assert f"| {VARIANT}-2 | 0.00 → 33.33 | wait for me | wait for you |" in markdown
+    csv_lines = render_csv(comparison).splitlines()
+    assert csv_lines[0].endswith(',verdict,"evalkit entry / metric, scale"')
+    assert csv_lines[1].startswith(f"{AUHARNESS_NAME},word_error_rate,m,3,{a},{b},{diff},")
+    payload = json.loads(render_json(comparison))["rows"][0]
+    assert payload["dataset"] == VARIANT and payload["score_a"] == pytest.approx(head_a.score)
+    reported = payload["reported_as"]
+    assert (reported["tool"], reported["dataset"], reported["metric"], reported["scale"]) == (
+        "AU-Harness",
+        AUHARNESS_NAME,
+        "word_error_rate",
+        100.0,
+    )
+    assert reported["diff"] == pytest.approx(100 * row.diff)
+    html = render_html(comparison)
+    assert f"<td>{AUHARNESS_NAME}</td><td>word_error_rate</td>" in html and f"<td>{diff}</td>" in html
+    assert f"{quote_pair(VARIANT)}" in html  # sample links still find evalkit's pair in the viewer
+    console = Console(file=io.StringIO(), width=250)
+    print_comparison(comparison, console)
+    printed = console.file.getvalue()  # type: ignore[attr-defined]
+    assert AUHARNESS_NAME in printed and diff in printed and VARIANT in printed
+    headline = render_comparison(compare_rows([head_a], [head_b]), "csv", "A", "B").splitlines()[1]
+    assert headline == f"{AUHARNESS_NAME},word_error_rate,m,{a},{b},{diff}"
+    # --pair in the names the tables show
+    (named,) = compare_runs(RunSide(run_a), RunSide(run_b), pairs=[(AUHARNESS_NAME, "word_error_rate")]).rows
+    assert named.as_dict() == row.as_dict()
+
+
+def quote_pair(dataset: str) -> str:
+    from urllib.parse import quote
+
+    return quote(dataset)
+
+
+def test_a_run_reported_otherwise_compares_in_evalkits_terms(tmp_path: Path, make_server: Any) -> None:
+    from evalkit.report.compare import RunSide, compare_runs, render_markdown
+
+    run_a, run_b = _two_runs(tmp_path, make_server)
+    results = json.loads((run_b / "results.json").read_text())
+    del results["results"][0]["reported_as"]  # B's table in evalkit's terms
+    (run_b / "results.json").write_text(json.dumps(results))
+    (row,) = compare_runs(RunSide(run_a), RunSide(run_b)).rows
+    assert row.reported_as is None and (row.shown_dataset, row.scale) == (VARIANT, 1.0)
+    assert any("B in evalkit's terms" in note for note in row.notes)
+    markdown = render_markdown(compare_runs(RunSide(run_a), RunSide(run_b)))
+    assert f"| {VARIANT} | auharness:word_error_rate | m | 3 | {row.score_a:.4f} |" in markdown
+    assert "evalkit entry / metric, scale" not in markdown
