@@ -427,7 +427,6 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     for i, (name, metric, options) in enumerate(config.pairs):
         label = labels[i] if labels is not None and i < len(labels) else None
         where = label or f"{source}: dataset_metric[{i}]"
-        written = metric
         metric = metric_for_pair(catalog, name, metric)  # KARMA's exact_match on a KARMA id is karma:exact_match
         metric = auharness_metric_for_pair(catalog, name, metric)  # and AU-Harness's bleu on its names
         if metric not in METRICS:
@@ -484,7 +483,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     metric=canonical,
                     models=list(models),
                     options=dict(metric_options),
-                    reported_as=reported_as(catalog, config.report_as, name, written, variant),
+                    reported_as=reported_as(catalog, config.report_as, name, canonical, variant),
                 )
                 engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
                 engines.append(engine)

@@ -112,12 +112,22 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
         raise _unknown("metric", name, METRICS.names(), catalog, infos)
     info = infos[canonical]
     # the full docstring is worth importing one metric module for
-    description = inspect.cleandoc(METRICS.get(canonical).__doc__ or "") or info.summary
-    tasks = [t for t in catalog.tasks.values() if canonical in {METRICS.canonical(m) for m in t.metrics}]
+    cls = METRICS.get(canonical)
+    description = inspect.cleandoc(cls.__doc__ or "") or info.summary
+    # a metric fits the tasks whose runspecs list it and those its class declares (as the plan accepts a pair)
+    declared = set(getattr(cls, "tasks", ()) or ())
+    every = "*" in declared
+    tasks = [
+        t
+        for t in catalog.tasks.values()
+        if every or {t.name, t.category} & declared or canonical in {METRICS.canonical(m) for m in t.metrics}
+    ]
     datasets = [
         d
         for d, spec in catalog.datasets.items()
-        if canonical in {METRICS.canonical(m) for m in catalog.fitting_metrics(spec)}
+        if every
+        or {spec.task, spec.category} & declared
+        or canonical in {METRICS.canonical(m) for m in catalog.fitting_metrics(spec)}
     ]
     # the task that uses the metric most is the example a reader recognises (asr for WER, not a 3-set task)
     target = max(tasks, key=lambda t: len(t.datasets)).name if tasks else "DATASET"
@@ -133,6 +143,7 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
         "reference": _reference_fields(info.reference),
         "tasks": [{"name": t.name, "category": t.category, "datasets": len(t.datasets)} for t in tasks],
         "datasets": len(datasets),
+        "every_task": every,
         "example": f"dataset_metric:\n  - [{target}, {canonical}]",
     }
 
@@ -299,10 +310,13 @@ def render_info(data: dict[str, Any], fmt: str = "table") -> None:
             table.add_row("known differences", Text("\n".join(f"- {d}" for d in differences) or "none known"))
         else:
             table.add_row("reference", "none named (a plugin without a `reference` attribute)")
-        table.add_row(
-            "fits",
-            f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(t["name"] for t in data["tasks"]),
-        )
+        if data.get("every_task"):  # its class declares it fits any task: the list would be the whole catalogue
+            fits = f"every task ({len(data['tasks'])} tasks, {data['datasets']} datasets)"
+        else:
+            fits = f"{len(data['tasks'])} tasks, {data['datasets']} datasets: " + ", ".join(
+                t["name"] for t in data["tasks"]
+            )
+        table.add_row("fits", fits)
         console.print(table)
     else:
         console.print(f"metrics that fit: {_metric_list(data['metrics'])}", markup=False)

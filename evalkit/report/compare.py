@@ -30,7 +30,7 @@ from evalkit.report.paired import ALPHA, PairedComparison, compare_sides, split_
 from evalkit.report.records import RecordReader, pair_files
 from evalkit.report.results import ResultRow
 from evalkit.report.samples import VIEWER, sample_url
-from evalkit.report.tables import fmt, safe_csv_row
+from evalkit.report.tables import EVALKIT_COLUMN, fmt, safe_csv_row
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.safe_names import safe_name
 
@@ -95,6 +95,29 @@ def compare_rows(rows_a: list[ResultRow], rows_b: list[ResultRow]) -> list[Compa
     return [Comparison(d, m, model, index_a.get((d, m, model)), index_b.get((d, m, model))) for d, m, model in keys]
 
 
+#: what of a row's ``reported_as`` says how it is reported (results.json adds the scaled numbers, which differ)
+_REPORTING = ("tool", "dataset", "metric", "scale")
+
+
+def agreed_reporting(a: ResultRow | None, b: ResultRow | None) -> tuple[dict[str, Any] | None, str | None]:
+    """How both sides report a pair: a peer's names and scale where they agree (or one side has no row), else None.
+
+    Two runs of an AU-Harness config compare on AU-Harness's scale; a run that reports a pair in evalkit's terms
+    against one that reports it in AU-Harness's compares in evalkit's, and the second item says why.
+    """
+    mine = [None if r.reported_as is None else {k: r.reported_as.get(k) for k in _REPORTING} for r in (a, b) if r]
+    if not mine:
+        return None, None
+    if any(m != mine[0] for m in mine):
+        described = [
+            "evalkit's terms" if m is None else f"{m['tool']}'s ({m['dataset']} / {m['metric']})" for m in mine
+        ]
+        return None, (
+            f"A reports this pair in {described[0]}, B in {described[1]}: the comparison is shown in evalkit's terms"
+        )
+    return mine[0], None
+
+
 def render_comparison(comparisons: list[Comparison], fmt_name: str, label_a: str, label_b: str) -> str:
     """The headline rows of two results.json side by side, as CSV (no records needed; no test of the difference).
 
@@ -107,9 +130,19 @@ def render_comparison(comparisons: list[Comparison], fmt_name: str, label_a: str
     writer.writerow(["dataset", "metric", "model", "A", "B", "B − A"])
     for c in comparisons:
         diff = c.diff
-        cells = [c.dataset, c.metric, c.model, fmt(c.a.score) if c.a else "-", fmt(c.b.score) if c.b else "-"]
-        writer.writerow(safe_csv_row([*cells, "-" if diff is None else f"{diff:+.4f}"]))
+        reported, _ = agreed_reporting(c.a, c.b)
+        factor = float((reported or {}).get("scale") or 1)
+        change = "-" if diff is None else f"{diff:+.4f}" if reported is None else f"{diff * factor:+.2f}"
+        names = [c.dataset, c.metric] if reported is None else [str(reported["dataset"]), str(reported["metric"])]
+        cells = [_headline(c.a, reported, factor), _headline(c.b, reported, factor)]
+        writer.writerow(safe_csv_row([*names, c.model, *cells, change]))
     return buffer.getvalue()
+
+
+def _headline(row: ResultRow | None, reported: dict[str, Any] | None, factor: float) -> str:
+    if row is None:
+        return "-"
+    return fmt(row.score) if reported is None or row.score is None else f"{row.score * factor:.2f}"
 
 
 # ---------------------------------------------------------------- sides
@@ -205,7 +238,9 @@ def compare_runs(
     if not files_b:
         raise UserError(f"{b.run_dir}: no records (records/*.jsonl); a paired comparison needs the per-sample records")
     keys = list(dict.fromkeys([*files_a, *files_b]))
-    if pairs is not None:
+    if pairs is not None:  # a pair may be named as the tables show it (an AU-Harness config's names)
+        shown = {(r.shown_dataset, r.shown_metric): (r.dataset, r.metric) for r in [*rows_a, *rows_b]}
+        pairs = [p if p in files_a or p in files_b else shown.get(p, p) for p in pairs]
         unknown = [f"{d}/{m}" for d, m in pairs if (d, m) not in files_a and (d, m) not in files_b]
         if unknown:
             known = ", ".join(f"{d}/{m}" for d, m in keys)
@@ -257,11 +292,12 @@ def compare_runs(
                 )
             elif options != other:
                 row.notes.append(f"the runs give {metric} different options (A: {options}, B: {other}); A's are used")
+            heads = headline_a.get((dataset, metric, model_a)), headline_b.get((dataset, metric, model_b))
+            row.reported_as, differ = agreed_reporting(*heads)
+            if differ:
+                row.notes.append(differ)
             result.rows.append(row)
-            result.headlines[(dataset, metric, model_a, model_b)] = (
-                headline_a.get((dataset, metric, model_a)),
-                headline_b.get((dataset, metric, model_b)),
-            )
+            result.headlines[(dataset, metric, model_a, model_b)] = heads
     for side, found in ((a, seen_a), (b, seen_b)):
         if side.model is not None and side.model not in found:
             known = ", ".join(sorted(found)) or "none"
@@ -318,18 +354,35 @@ HEADERS = [
 ]
 
 
+def headers(comparison: RunComparison) -> list[str]:
+    """The summary's columns; evalkit's names and the factor beside a peer's, as the runs' own tables have them."""
+    return [*HEADERS, EVALKIT_COLUMN] if any(r.reported_as for r in comparison.rows) else list(HEADERS)
+
+
+def _evalkit_name(row: PairedComparison) -> str:
+    if row.reported_as is None:
+        return ""
+    same = (row.shown_dataset, row.shown_metric) == (row.dataset, row.metric)
+    return ("" if same else f"{row.dataset} / {row.metric}") + (f" x{row.scale:g}" if row.scale != 1 else "")
+
+
 def _models(row: PairedComparison) -> str:
     return row.model_a if row.model_a == row.model_b else f"{row.model_a} → {row.model_b}"
 
 
-def _number(value: float) -> str:
-    return "-" if not math.isfinite(value) else fmt(value)
-
-
-def _signed(value: float) -> str:
-    """A difference with its sign; a tiny one in exponent form rather than as +0.0000."""
+def _number(value: float, row: PairedComparison | None = None) -> str:
+    """A score as the row shows it: on a peer's scale with its two decimals, else evalkit's."""
     if not math.isfinite(value):
         return "-"
+    return fmt(value) if row is None or row.reported_as is None else f"{value * row.scale:.2f}"
+
+
+def _signed(value: float, row: PairedComparison | None = None) -> str:
+    """A difference with its sign; a tiny one in exponent form rather than as +0.0000 (a peer's: two decimals)."""
+    if not math.isfinite(value):
+        return "-"
+    if row is not None and row.reported_as is not None:
+        return f"{value * row.scale:+.2f}"
     return f"{value:+.4f}" if value == 0 or abs(value) >= 0.001 else f"{value:+.2e}"
 
 
@@ -355,23 +408,37 @@ def _changed_cell(row: PairedComparison) -> str:
     return f"{row.improved} better, {row.worsened} worse"
 
 
-def summary_cells(row: PairedComparison) -> list[str]:
-    """One comparison as the summary table's cells (plain text; callers escape for their format)."""
-    ci = "-" if not math.isfinite(row.ci_low) else f"[{_signed(row.ci_low)}, {_signed(row.ci_high)}]"
-    return [
-        row.dataset,
-        row.metric,
+def summary_cells(row: PairedComparison, peer: bool = False) -> list[str]:
+    """One comparison as the summary table's cells (plain text; callers escape for their format).
+
+    A pair a peer reports shows its names, and its scores, difference and CI on its scale; with ``peer`` (some
+    row of the table is so reported) the last cell names evalkit's pair and the factor.
+    """
+    ci = "-" if not math.isfinite(row.ci_low) else f"[{_signed(row.ci_low, row)}, {_signed(row.ci_high, row)}]"
+    cells = [
+        row.shown_dataset,
+        row.shown_metric,
         _models(row),
         str(row.n_paired),
-        _number(row.score_a),
-        _number(row.score_b),
-        _signed(row.diff),
+        _number(row.score_a, row),
+        _number(row.score_b, row),
+        _signed(row.diff, row),
         ci,
         _p_cell(row),
         _changed_cell(row),
         f"{len(row.failed_only_a)} / {len(row.failed_only_b)}",
         row.verdict,
     ]
+    return [*cells, _evalkit_name(row)] if peer else cells
+
+
+def _peer(comparison: RunComparison) -> bool:
+    return any(r.reported_as for r in comparison.rows)
+
+
+def _head(row: PairedComparison) -> tuple[str, str]:
+    """The pair as a section heading names it: the names the summary shows."""
+    return row.shown_dataset, row.shown_metric
 
 
 def _explanation(comparison: RunComparison) -> list[str]:
@@ -388,7 +455,7 @@ def _explanation(comparison: RunComparison) -> list[str]:
 def _flip_label(row: PairedComparison, score_a: float, score_b: float) -> str:
     if row.binary:
         return "right → wrong" if score_a > score_b else "wrong → right"
-    return f"{fmt(score_a)} → {fmt(score_b)}"
+    return f"{_number(score_a, row)} → {_number(score_b, row)}"
 
 
 def render_json(comparison: RunComparison) -> str:
@@ -426,8 +493,11 @@ def render_json(comparison: RunComparison) -> str:
 def render_csv(comparison: RunComparison) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HEADERS)
-    writer.writerows(safe_csv_row(summary_cells(r)) for r in comparison.rows)  # "=cmd" stays text in a spreadsheet
+    writer.writerow(headers(comparison))
+    peer = _peer(comparison)
+    writer.writerows(
+        safe_csv_row(summary_cells(r, peer)) for r in comparison.rows
+    )  # "=cmd" stays text in a spreadsheet
     return buffer.getvalue()
 
 
@@ -438,12 +508,14 @@ def _md(text: str) -> str:
 
 def render_markdown(comparison: RunComparison) -> str:
     lines = ["# evalkit comparison", "", *_explanation(comparison), ""]
-    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(_md(c) for c in summary_cells(r)) + " |" for r in comparison.rows]
+    columns, peer = headers(comparison), _peer(comparison)
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_md(c) for c in summary_cells(r, peer)) + " |" for r in comparison.rows]
     for dataset, metric, model, where in comparison.unmatched:
         lines.append(f"\n- {_md(dataset)} / {_md(metric)} / {_md(model)}: {where}")
     for row in comparison.rows:
-        lines += ["", f"## {_md(row.dataset)} · {_md(row.metric)} · {_md(_models(row))}", ""]
+        dataset, metric = _head(row)
+        lines += ["", f"## {_md(dataset)} · {_md(metric)} · {_md(_models(row))}", ""]
         lines += [f"- {_md(note)}" for note in row.notes]
         if row.changed:
             lines += ["", f"Samples whose score changed ({len(row.changed)}):", ""]
@@ -460,7 +532,7 @@ def render_markdown(comparison: RunComparison) -> str:
                 lines += ["", f"Failed in {label} only ({len(failed)}), scored in the other:", ""]
                 lines += ["| sample | reason | error | other score |", "|---|---|---|---|"]
                 for f in failed[:LISTED]:
-                    other = _number(f.score if f.score is not None else math.nan)
+                    other = _number(f.score if f.score is not None else math.nan, row)
                     lines.append(f"| {_md(f.sample_id)} | {_md(f.reason)} | {_md(f.error or '')} | {other} |")
     if comparison.notes:
         lines += ["", "Notes:", *(f"- {_md(n)}" for n in comparison.notes)]
@@ -502,18 +574,20 @@ def _sample_link(run_id: str, row: PairedComparison, sample_id: str) -> str:
 def render_html(comparison: RunComparison) -> str:
     """A self-contained page (no scripts); every text from a record is escaped; samples link into the viewer."""
     summary = []
+    peer = _peer(comparison)
+    verdict_at = len(HEADERS) - 1
     for row in comparison.rows:
-        cells = [escape(c) for c in summary_cells(row)]
+        cells = [escape(c) for c in summary_cells(row, peer)]
         verdict = row.verdict
         if verdict in ("better", "worse"):
-            cells[-1] = f'<span class="{verdict}">{cells[-1]}</span>'
+            cells[verdict_at] = f'<span class="{verdict}">{cells[verdict_at]}</span>'
         summary.append(cells)
     body = "<h1>evalkit comparison</h1>" + "".join(f'<p class="note">{escape(t)}</p>' for t in _explanation(comparison))
     body += (
         f'<p class="note">Sample links open in <code>evalkit view</code>: start <code>evalkit view '
         f"{escape(str(comparison.a.run_dir.resolve().parent))}</code> to follow them.</p>"
     )
-    body += _html_table(HEADERS, summary)
+    body += _html_table(headers(comparison), summary)
     if comparison.unmatched:
         body += (
             "<ul>"
@@ -525,7 +599,8 @@ def render_html(comparison: RunComparison) -> str:
         )
     run_id = comparison.a.run_id
     for row in comparison.rows:
-        body += f"<h2>{escape(row.dataset)} · {escape(row.metric)} · {escape(_models(row))}</h2>"
+        dataset, metric = _head(row)
+        body += f"<h2>{escape(dataset)} · {escape(metric)} · {escape(_models(row))}</h2>"
         body += f'<p><a href="{escape(compare_url(comparison, row))}">open in the viewer</a></p>'
         body += "".join(f'<p class="note">{escape(n)}</p>' for n in row.notes)
         if row.changed:
@@ -550,7 +625,7 @@ def render_html(comparison: RunComparison) -> str:
                         _sample_link(run_id, row, f.sample_id),
                         escape(f.reason),
                         f'<div class="answer">{escape(f.error or "")}</div>',
-                        escape(_number(f.score if f.score is not None else math.nan)),
+                        escape(_number(f.score if f.score is not None else math.nan, row)),
                     ]
                     for f in failed[:LISTED]
                 ]
@@ -573,17 +648,20 @@ def print_comparison(comparison: RunComparison, console: Any = None) -> None:
 
     console = console or Console(width=max(200, Console().width), highlight=False)
     table = Table(title=f"A = {comparison.a.label}\nB = {comparison.b.label}", title_justify="left")
-    for header in HEADERS:
+    for header in headers(comparison):
         table.add_column(header, justify="right" if header in ("n", "A", "B", "B − A") else "left", no_wrap=True)
     styles = {"better": "green", "worse": "red"}
+    peer = _peer(comparison)
     for row in comparison.rows:
-        cells = summary_cells(row)
-        table.add_row(*(Text(c) for c in cells[:-1]), Text(cells[-1], style=styles.get(cells[-1], "")))
+        cells = summary_cells(row, peer)
+        texts = [Text(c) for c in cells]
+        texts[len(HEADERS) - 1].stylize(styles.get(row.verdict, ""))
+        table.add_row(*texts)
     console.print(table)
     for dataset, metric, model, where in comparison.unmatched:
         console.print(Text(f"{dataset} / {metric} / {model}: {where}"))
     for row in comparison.rows:
-        head = f"{row.dataset} · {row.metric} · {_models(row)}"
+        head = " · ".join([*_head(row), _models(row)])
         if row.changed:
             console.print(Text(f"{head}: {len(row.changed)} sample(s) changed score"))
             for c in row.changed[:PRINTED]:

@@ -132,7 +132,10 @@ def results_section(rows: list[ResultRow]) -> str:
     return html
 
 
-def _point(score: float | None, low: float | None, high: float | None, note: str = "") -> Point | None:
+def _point(
+    score: float | None, low: float | None, high: float | None, note: str = "", row: ResultRow | None = None
+) -> Point | None:
+    """A bar; with ``row`` (already on its scale), labelled as that row's table cells print it."""
     if score is None or not isinstance(score, (int, float)) or not math.isfinite(score):
         return None
 
@@ -142,32 +145,64 @@ def _point(score: float | None, low: float | None, high: float | None, note: str
     low, high = finite(low), finite(high)
     if low is None or high is None:
         low = high = None
-    return Point(float(score), low, high, note)
+    if row is None or row.reported_as is None:
+        return Point(float(score), low, high, note)
+    ci = "" if low is None or high is None else f"[{fmt_shown(low, row)}, {fmt_shown(high, row)}]"
+    return Point(float(score), low, high, note, text=fmt_shown(score, row), ci_text=ci)
+
+
+def scale_note(row: ResultRow) -> str:
+    """How a chart of ``row`` says whose scale it is drawn on: the table's, so a bar reads as its row's number."""
+    if row.reported_as is None:
+        return ""
+    tool = str(row.reported_as.get("tool") or "the peer")
+    return f", ×{row.scale:g} as {tool} prints it" if row.scale != 1 else f", as {tool} prints it"
 
 
 def metric_charts(rows: list[ResultRow]) -> str:
-    """One chart per metric: datasets (and aggregates) down the side, one bar per model."""
-    by_metric: dict[str, list[ResultRow]] = defaultdict(list)
+    """One chart per metric, on the scale its table rows show: datasets (and aggregates) down the side, a bar per model.
+
+    Rows a peer's config reports on its scale (an AU-Harness config's ×100) get a chart of their own, under the
+    peer's names: bars on one axis must share one scale, and each bar must read as its row in the table.
+    """
+    by_metric: dict[tuple[str, str, float], list[ResultRow]] = defaultdict(list)
     for r in rows:
-        by_metric[r.metric].append(r)
+        by_metric[(r.metric, r.shown_metric, r.scale)].append(r)
     parts = ["<h2>Scores by metric</h2>"]
-    for metric, metric_rows in by_metric.items():
+    for (metric, shown, _), metric_rows in by_metric.items():
+        note = scale_note(metric_rows[0])
         models = list(dict.fromkeys(r.model for r in metric_rows))
-        groups = list(dict.fromkeys(r.dataset for r in metric_rows))
+        labels = _group_labels(metric_rows)
+        groups = list(dict.fromkeys(labels[r.dataset] for r in metric_rows))
         points = {}
         for r in metric_rows:
-            point = _point(r.score, r.ci_low, r.ci_high, f"n={r.n}")
+            score, low, high = r.scaled()
+            point = _point(score, low, high, f"n={r.n}", r)
             if point is not None:
-                points[(r.dataset, r.model)] = point
+                points[(labels[r.dataset], r.model)] = point
         if not points:
-            parts.append(f"<h3>{escape(metric)}</h3><p class='note'>No scored samples.</p>")
+            parts.append(f"<h3>{escape(shown + note)}</h3><p class='note'>No scored samples.</p>")
             continue
         direction = _direction(metric)
         caption = {True: " (higher is better)", False: " (lower is better)", None: ""}[direction]
         parts.append(
-            bar_chart(groups, models, points, title=f"{metric}{caption}", axis_label=f"{metric}, 95% CI whiskers")
+            bar_chart(
+                groups,
+                models,
+                points,
+                title=f"{shown}{note}{caption}",
+                axis_label=f"{shown}{note}, 95% CI whiskers",
+            )
         )
     return "".join(parts)
+
+
+def _group_labels(rows: list[ResultRow]) -> dict[str, str]:
+    """Each row's dataset as the table names it; evalkit's name where two datasets would read the same."""
+    shown: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        shown[r.shown_dataset].add(r.dataset)
+    return {r.dataset: r.shown_dataset if len(shown[r.shown_dataset]) == 1 else r.dataset for r in rows}
 
 
 def group_charts(rows: list[ResultRow]) -> str:
@@ -178,7 +213,9 @@ def group_charts(rows: list[ResultRow]) -> str:
         for r in rows:
             if r.kind == "dataset" and ((r.details or {}).get("groups") or {}).get(group):
                 per_engine[(r.dataset, r.metric)].append(r)
-        for (dataset, metric), engine_rows in per_engine.items():
+        for engine_rows in per_engine.values():
+            first = engine_rows[0]
+            note = scale_note(first)
             models = [r.model for r in engine_rows]
             labels: list[str] = []
             points = {}
@@ -186,7 +223,8 @@ def group_charts(rows: list[ResultRow]) -> str:
                 for label, stats in r.details["groups"][group].items():
                     if label not in labels:
                         labels.append(label)
-                    point = _point(stats.get("score"), stats.get("ci_low"), stats.get("ci_high"), f"n={stats.get('n')}")
+                    score, low, high = (_times(stats.get(k), r.scale) for k in ("score", "ci_low", "ci_high"))
+                    point = _point(score, low, high, f"n={stats.get('n')}", r)
                     if point is not None:
                         points[(label, r.model)] = point
             if not points or len(labels) > _MAX_GROUP_VALUES:
@@ -196,8 +234,8 @@ def group_charts(rows: list[ResultRow]) -> str:
                     labels,
                     models,
                     points,
-                    title=f"{dataset} · {metric} {title}",
-                    axis_label=metric,
+                    title=f"{first.shown_dataset} · {first.shown_metric} {title}{note}",
+                    axis_label=f"{first.shown_metric}{note}",
                     label_width=180,
                     css_class=f"chart group-{group}",
                 )
@@ -208,6 +246,11 @@ def group_charts(rows: list[ResultRow]) -> str:
             "known durations or speaker groups (text and image sets have none).</p>"
         )
     return "<h2>Scores by audio length and speaker groups</h2>" + "".join(parts)
+
+
+def _times(value: Any, factor: float) -> Any:
+    """A group's figure on its row's shown scale (what is not a number stays as it is, for :func:`_point`)."""
+    return value * factor if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 def iter_records(records_dir: Path) -> Iterator[dict[str, Any]]:
@@ -367,8 +410,8 @@ def failure_section(rows: list[ResultRow]) -> str:
         )
         detail = [
             [
-                escape(r.dataset),
-                escape(r.metric),
+                escape(r.shown_dataset),
+                escape(r.shown_metric),
                 escape(r.model),
                 escape(", ".join(f"{k}: {v}" for k, v in sorted(r.failure_reasons.items()))),
             ]

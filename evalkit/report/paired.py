@@ -150,6 +150,23 @@ class PairedComparison:
     notes: list[str] = field(default_factory=list)
     #: the compared statistic is the mean of the per-sample scores (so McNemar's test is a test of it)
     corpus_is_mean: bool = True
+    #: how a peer tool reports the pair ({tool, dataset, metric, scale}) where both runs' results do (an AU-Harness
+    #: config): the views show its names and every score, difference and CI on its scale, as the runs' tables do
+    reported_as: dict[str, Any] | None = None
+
+    @property
+    def scale(self) -> float:
+        """What scores and differences are multiplied by where a peer's scale is shown; 1 else."""
+        value = (self.reported_as or {}).get("scale", 1)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+
+    @property
+    def shown_dataset(self) -> str:
+        return str((self.reported_as or {}).get("dataset") or self.dataset)
+
+    @property
+    def shown_metric(self) -> str:
+        return str((self.reported_as or {}).get("metric") or self.metric)
 
     @property
     def binary(self) -> bool:
@@ -218,6 +235,18 @@ class PairedComparison:
             "only_in_a": self.only_in_a,
             "only_in_b": self.only_in_b,
             "notes": list(self.notes),
+            **({} if self.reported_as is None else {"reported_as": self._reported(clean)}),
+        }
+
+    def _reported(self, clean: Any) -> dict[str, Any]:
+        """The peer's names with the scores, difference and its CI on the peer's scale (evalkit's stay beside)."""
+        factor = self.scale
+        return {
+            **(self.reported_as or {}),
+            "score_a": clean(self.score_a * factor),
+            "score_b": clean(self.score_b * factor),
+            "diff": clean(self.diff * factor),
+            "diff_ci": [clean(self.ci_low * factor), clean(self.ci_high * factor)],
         }
 
 

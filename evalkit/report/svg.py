@@ -30,6 +30,10 @@ class Point:
     low: float | None = None
     high: float | None = None
     note: str = ""
+    #: the value and CI as the page's table prints them (a peer's two decimals), so bar and cell read alike;
+    #: empty: :func:`fmt_number`'s short form
+    text: str = ""
+    ci_text: str = ""
 
 
 def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
@@ -146,9 +150,10 @@ def bar_chart(
             p = points[(group, s)]
             i = series.index(s)
             x0, x1 = sorted((x_of(0.0), x_of(p.value)))
-            tip = f"{group} · {s}: {fmt_number(p.value)}"
+            shown = p.text or fmt_number(p.value)
+            tip = f"{group} · {s}: {shown}"
             if p.low is not None and p.high is not None:
-                tip += f" [{fmt_number(p.low)}, {fmt_number(p.high)}]"
+                tip += " " + (p.ci_text or f"[{fmt_number(p.low)}, {fmt_number(p.high)}]")
             if p.note:
                 tip += f" — {p.note}"
             rows.append(
@@ -168,9 +173,7 @@ def bar_chart(
                 label_x = max(x1, wh) + 5
             else:
                 label_x = x1 + 5
-            rows.append(
-                f'<text x="{label_x:.1f}" y="{y + bar_h - 4}" {_FONT} fill="#333">{escape(fmt_number(p.value))}</text>'
-            )
+            rows.append(f'<text x="{label_x:.1f}" y="{y + bar_h - 4}" {_FONT} fill="#333">{escape(shown)}</text>')
             y += bar_h + bar_gap
         y += group_gap - bar_gap
     plot_bottom = y

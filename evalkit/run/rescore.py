@@ -26,7 +26,9 @@ another (or a changed) metric, exactly as the engine would have:
   re-score asks the judge nothing new. No model endpoint is ever contacted.
 
 The result rows have the shape of the run's rows (score, 95% CI, n, failures,
-details), written to ``RUN_DIR/rescore_<metric>.json`` with per-sample
+details; a run whose config reports as AU-Harness does (``report_as: auharness``) gets AU-Harness's dataset
+and metric names and scale where the metric is AU-Harness's, as the run's own rows), written to
+``RUN_DIR/rescore_<metric>.json`` with per-sample
 records in ``RUN_DIR/rescore/<dataset>__<metric>.jsonl``. Scores, counts and
 normal CIs equal those of a run with that metric; so do bootstrap CIs (WER,
 BLEU), since resampling follows each record's ``row`` (file order). Records of
@@ -54,12 +56,13 @@ from pydantic import ValidationError
 
 from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import Config, Filters, JudgeProperties, format_validation_error, load_config
+from evalkit.config.foreign.reporting import ReportedAs, reported_in_run
 from evalkit.data.sample import Audio, Sample
 from evalkit.errors import ConfigError, RunspecError, UserError
 from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.metrics.accumulator import ScoreAccumulator, sample_groups
-from evalkit.plan import with_given_path
+from evalkit.plan import declared_fit, with_given_path
 from evalkit.report.results import ResultRow, aggregate_rows
 from evalkit.util import jsonutil
 from evalkit.util.safe_names import safe_path
@@ -67,7 +70,10 @@ from evalkit.util.safe_names import safe_path
 log = logging.getLogger("evalkit")
 
 #: metrics that read nothing of a sample but its reference (and the prediction)
-REFERENCE_ONLY = frozenset({"word_error_rate", "cer", "bleu", "chrf", "chrf++", "ter", "exact_match", "f1"})
+REFERENCE_ONLY = frozenset(
+    {"word_error_rate", "cer", "bleu", "chrf", "chrf++", "ter", "exact_match", "f1"}
+    | {"auharness:word_error_rate", "auharness:bleu"}
+)
 #: samples scored at once (judge calls run concurrently within a chunk; results are added in record order)
 _CHUNK = 256
 #: record fields copied from the run's record into the re-scored one (``sent`` names the run's records/sent line)
@@ -269,6 +275,7 @@ async def _rescore_dataset(
     out_path: Path | None,
     seed: int,
     filters: Filters | None = None,
+    reported: ReportedAs | None = None,
 ) -> Any:
     from evalkit.plan import EngineSpec, dataset_processors
     from evalkit.processing.postprocessors import POSTPROCESSORS
@@ -326,7 +333,7 @@ async def _rescore_dataset(
                 line["rescored"] = True
                 if out is not None:
                     out.write(jsonutil.dumps(line) + "\n")
-    engine_spec = EngineSpec(dataset=spec, metric=metric_name, models=models)
+    engine_spec = EngineSpec(dataset=spec, metric=metric_name, models=models, reported_as=reported)
     settings, broken = metric_settings(metric)  # a metric that raises fails this pair, as in a run
     result = EngineResult(spec=engine_spec, metric_info=settings, error=broken or corpus_error)
     result.n_samples = len({str(r.get("sample_id")) for r in records})
@@ -439,17 +446,18 @@ async def arescore(
                 )
                 continue
             given = {catalog.entry_name(k) or k: v for k, v in config.dataset_paths.items()}
-            if spec.private and spec.name not in given:
+            key = spec.variant_of or spec.name  # another tool's variant reads its entry's data, under the entry's key
+            if spec.private and key not in given:
                 outcome.skipped[dataset] = "a private dataset the run's config gives no path for (dataset_paths)"
                 continue
-            if spec.name in given:  # a licensed corpus or a local copy: read where the run's config said
+            if key in given:  # a licensed corpus or a local copy: read where the run's config said
                 try:
                     spec = with_given_path(spec, config.model_copy(update={"dataset_paths": given}), "rescore")
                 except ConfigError as error:
                     outcome.skipped[dataset] = f"its dataset_paths copy cannot be read: {error}"
                     continue
             fitting = [METRICS.canonical(m) for m in catalog.fitting_metrics(spec) if m in METRICS]
-            if fitting and canonical not in fitting:
+            if fitting and canonical not in fitting and not declared_fit(canonical, spec):  # as the plan checks
                 outcome.skipped[dataset] = (
                     f"metric {canonical!r} does not fit task {spec.task} (fitting: {', '.join(fitting)})"
                 )
@@ -475,10 +483,20 @@ async def arescore(
                             f"{lost} sample ids of the records are no longer in the dataset; scored from their records"
                         )
             out_path = safe_path(run_dir / "rescore", dataset, canonical, suffix=".jsonl") if write else None
+            # named and scaled as the run's config reports the pair (an AU-Harness config: AU-Harness's table)
+            reported = reported_in_run(catalog, config.report_as, (p[0] for p in config.pairs), canonical, spec)
             log.info("re-scoring %s (%s) with %s", dataset, path.name, canonical)
             results.append(
                 await _rescore_dataset(
-                    spec, canonical, instance, records, samples, out_path, config.filters.seed, config.filters
+                    spec,
+                    canonical,
+                    instance,
+                    records,
+                    samples,
+                    out_path,
+                    config.filters.seed,
+                    config.filters,
+                    reported,
                 )
             )
     finally:
@@ -560,7 +578,8 @@ def rescore_command(run_dir: str, metrics: list[str], output: str | None = None)
             f"; judge {judge['model']}: {judge['sent']} requests, {judge['store_hits']} from the store" if judge else ""
         )
         console.print(
-            f"{outcome.metric}: written to {path / f'rescore_{outcome.metric}.json'} (0 model requests{asked})"
+            f"{outcome.metric}: written to {safe_path(path, f'rescore_{outcome.metric}', suffix='.json')} (0 model "
+            f"requests{asked})"
         )
     if output is not None:
         combined = {"run_dir": str(path), "rescores": [o.payload(path) for o in outcomes]}

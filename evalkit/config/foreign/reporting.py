@@ -12,11 +12,13 @@ CI on the same scale.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec
+from evalkit.config.foreign.auharness import SAME_NAME_OTHER_COMPUTATION, is_auharness_name
+from evalkit.errors import UserError
 
 #: the config key's values: whose names and scale results use
 REPORT_STYLES = ("evalkit", "auharness")
@@ -89,12 +91,15 @@ def bare_metric(metric: str) -> str:
 
 
 def reported_as(catalog: Catalog, style: str, name: str, metric: str, spec: DatasetSpec) -> ReportedAs | None:
-    """How the pair (``name`` as the config writes it, ``metric``) reads in ``style``'s tables; None: evalkit's.
+    """How the pair (``name`` as the config writes it, the metric it runs) reads in ``style``'s tables; None: evalkit's.
 
-    Only a name of AU-Harness's (its dataset or its group, plain or ``auharness:``-prefixed) is reported as
-    AU-Harness reports it; the dataset shown is AU-Harness's name of the entry within that group.
+    Only a name written in AU-Harness's terms (its dataset or group, ``auharness:``-prefixed or a bare name evalkit
+    does not use itself) is reported as AU-Harness reports it; the dataset shown is AU-Harness's name of the entry
+    within that group. ``metric`` is the metric the pair runs, not as written: an alias gets its metric's scale, and
+    evalkit's own computation of a name AU-Harness computes otherwise (``word_error_rate`` asked for without the
+    prefix, as a re-score may) stays in evalkit's terms rather than pass for AU-Harness's number.
     """
-    if style != AUHARNESS:
+    if style != AUHARNESS or not is_auharness_name(catalog, name) or metric in SAME_NAME_OTHER_COMPUTATION:
         return None
     table = catalog.foreign.get(AUHARNESS)
     bare = name.removeprefix(f"{AUHARNESS}:")
@@ -107,3 +112,24 @@ def reported_as(catalog: Catalog, style: str, name: str, metric: str, spec: Data
         shown = next((m for m, e in table.datasets.items() if e.evalkit == entry), entry)
     theirs = bare_metric(metric)
     return ReportedAs(TOOL, shown, theirs, AUHARNESS_SCALE.get(theirs, 1.0))
+
+
+def reported_in_run(
+    catalog: Catalog, style: str, names: Iterable[str], metric: str, spec: DatasetSpec
+) -> ReportedAs | None:
+    """How a finished run's pair of ``spec`` reads when ``metric`` scores it again (a re-score, a merge).
+
+    The run's config names its datasets (``names``, its pairs' as written); the first that selects ``spec`` (the
+    entry, or the entry another tool's variant reads) decides, as it did when the run was planned. A name the
+    catalogue no longer knows is passed over.
+    """
+    if style != AUHARNESS:
+        return None
+    for name in dict.fromkeys(names):
+        try:
+            selected = catalog.resolve(name)
+        except UserError:
+            continue
+        if any(s.name == spec.name for s in selected):
+            return reported_as(catalog, style, name, metric, spec)
+    return None
