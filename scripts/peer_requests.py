@@ -234,7 +234,7 @@ def chef_table(fixture: Path = CHEF) -> dict[str, dict[str, Any]]:
         if "error" in record:
             row["error"] = "ChEF's recipe does not run: " + record["error"]
             continue
-        ours = evalkit_requests(row["entry"], folder)
+        ours = evalkit_requests(row["entry"], ROOT / record["rows"] if "rows" in record else folder)
         row.update(compare(record["requests"], ours))
         row["params"] = params_agree(record["requests"][0]["params"], row.get("evalkit_params", {}))
         row["peer_requests"], row["evalkit_requests"] = record["requests"], ours

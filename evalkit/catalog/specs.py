@@ -318,6 +318,13 @@ class DatasetSpec(BaseModel):
         "after its question (up to 256 tokens of reasoning), then, with that exchange in the conversation, the "
         "question again; the second answer is scored. Also a dataset_metric option (chain_of_thought: true).",
     )
+    chain_of_thought_form: Literal["conversation", "separate"] = Field(
+        "conversation",
+        description="How chain_of_thought asks: conversation (default) asks the question again after the reasoning "
+        "exchange and scores the second answer; separate sends the question again as a request of its own, with its "
+        "images and without the reasoning, and scores the reasoning followed by the answer, as ChEF's GPT client "
+        "and ChEF's metrics do. Likelihood scoring always uses the conversation form.",
+    )
     corruption: dict[str, Any] | None = Field(
         None,
         description="Set by the plan for a robustness variant (dataset_metric option corruptions): {name, "

@@ -65,6 +65,7 @@ PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
         "evalkit.prompts.auharness.spider",
         "evalkit.prompts.auharness.spokenwoz",
         "evalkit.prompts.chef.multiturn",
+        "evalkit.prompts.chef.questions",
         "evalkit.prompts.karma.preprocessors",
     ),
 )
