@@ -279,10 +279,12 @@ class DatasetSpec(BaseModel):
         description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
         "config and the model; absent: the task's.",
     )
-    request_style: Literal["evalkit", "auharness"] = Field(
+    request_style: Literal["evalkit", "auharness", "karma"] = Field(
         "evalkit",
-        description="How requests are written: evalkit (default) or auharness (a text-only user message as a "
-        "one-part list; a transcription form with only the file and the model, as AU-Harness sends them).",
+        description="How requests are written: evalkit (default), auharness (a text-only user message as a "
+        "one-part list; a transcription form with only the file and the model, as AU-Harness sends them) or karma "
+        "(a transcription form of the file, the model and the sample's instruction as its prompt, as KARMA's "
+        "OpenAIASR sends it; chat requests as evalkit writes them).",
     )
     variant_of: str | None = Field(
         None,

@@ -125,6 +125,7 @@ class Engine:
                 image_limit=(m.info.max_image_side, m.info.max_image_pixels),
                 image_position=dataset.image_position,
                 auharness=dataset.request_style == "auharness",
+                karma=dataset.request_style == "karma",
             )
             for m in self.models
         }

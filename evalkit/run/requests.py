@@ -42,6 +42,9 @@ class RequestContext:
     #: AU-Harness's request style (a dataset's ``request_style``): a text-only user message as a one-part list, and
     #: a transcription form with only the file and the model
     auharness: bool = False
+    #: KARMA's transcription form (a dataset's ``request_style: karma``): the file, the model and the turn's text as
+    #: the prompt, nothing else
+    karma: bool = False
 
     @property
     def shape(self) -> Shape:
@@ -62,6 +65,7 @@ class RequestContext:
             self.image_limit,
             self.image_position,
             self.auharness,
+            self.karma,
         )
 
 
@@ -186,9 +190,10 @@ def turn_requests(
                 model=ctx.model,
                 audio=[piece],
                 params=ctx.params,
-                language=None if ctx.auharness else ctx.language,
+                prompt=current.text if ctx.karma else None,
+                language=None if ctx.auharness or ctx.karma else ctx.language,
                 repeat=repeat,
-                bare_form=ctx.auharness,
+                bare_form=ctx.auharness or ctx.karma,
             )
             for piece in pieces
         ]
