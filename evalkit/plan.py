@@ -145,8 +145,8 @@ def generation_params(
             value = 0.0
         if value is not None:
             params[key] = value
-    if spec.request_style == "auharness" and model.inference_type == "transcription":
-        params = {}  # AU-Harness's transcription request carries the file and the model only
+    if spec.request_style in ("auharness", "karma") and model.inference_type == "transcription":
+        params = {}  # AU-Harness's transcription request carries the file and the model only; KARMA's its prompt too
     token_key = spec.generation.token_key if spec.generation is not None else None
     if token_key is None and task_defaults is not None:
         token_key = task_defaults.token_key

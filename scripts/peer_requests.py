@@ -5,7 +5,9 @@ The peer's requests come from a reference fixture made by running the peer's own
 file (tests/fixtures/references/karma_requests.json, made by make_karma_requests.py there). evalkit's come from
 a real run: for each name, the catalogue entry it resolves to reads the same file, and the project's test server
 (evalkit.testing) answers and logs every request. The table says, per name, whether the user text, the message
-shape (roles, where the images sit) and the generation settings agree, and shows the first difference.
+shape (roles, where the images sit) and the generation settings agree, and shows the first difference. KARMA's
+speech sets are compared by the transcription request KARMA's OpenAIASR sends (its form fields and file name),
+against evalkit's to a transcription model.
 
     PYTHONPATH=$PWD python scripts/peer_requests.py                      # the markdown table on stdout
     PYTHONPATH=$PWD python scripts/peer_requests.py --json OUT.json      # and every pair of requests
@@ -66,8 +68,11 @@ def _metrics_for(entry: str) -> list[str]:
     return sorted(names, key=lambda name: bool(getattr(METRICS.get(name), "needs_judge", False)))
 
 
-def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
-    """The chat requests evalkit sends for catalogue entry ``entry`` reading ``data``, as the test server logs them."""
+def evalkit_requests(entry: str, data: Path, *, transcription: bool = False) -> list[dict[str, Any]]:
+    """The chat requests evalkit sends for catalogue entry ``entry`` reading ``data``, as the test server logs them.
+
+    ``transcription``: the model is a transcription endpoint; each request is its form fields and file name.
+    """
     import yaml
 
     from evalkit.catalog import load_catalog
@@ -77,7 +82,11 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
     from evalkit.run.runner import RunOptions, execute
     from evalkit.testing.process import start_test_server
 
-    private = bool(load_catalog().datasets[entry].private)  # read from the folder dataset_paths names, as shipped
+    spec = load_catalog().datasets[entry]
+    private = bool(spec.private)  # read from the folder dataset_paths names, as shipped
+    if spec.variant_of is not None:  # another tool's variant (karma:<id>): a local copy of its base entry's data
+        return _variant_requests(entry, spec.variant_of, data, transcription)
+    kind = "transcription" if transcription else "vllm"
     with tempfile.TemporaryDirectory(prefix="peer-requests-") as tmp:
         folder = Path(tmp)
         local = entry if private else _local_runspecs(folder / "runspecs", entry, data)
@@ -87,7 +96,7 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
             for metric in _metrics_for(entry):
                 config = {
                     "dataset_metric": [[local, metric]],
-                    "models": [{"info": {"name": "m", "inference_type": "vllm", "url": server.base_url, "model": "m"}}],
+                    "models": [{"info": {"name": "m", "inference_type": kind, "url": server.base_url, "model": "m"}}],
                     "judge_properties": {
                         "judge_model": "judge",
                         "judge_type": "vllm",
@@ -107,6 +116,12 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
                     continue  # a task metric that does not fit this entry
                 asyncio.run(execute(plan, RunOptions(quiet=True)))
                 break
+            if transcription:
+                return [
+                    {"form": event["form"], "filename": event["filename"]}
+                    for event in server.log_events("completed")
+                    if event.get("model") == "m"
+                ]
             return [
                 {"messages": event["messages"], "params": event["params"]}
                 for event in server.log_events("completed")
@@ -114,6 +129,52 @@ def evalkit_requests(entry: str, data: Path) -> list[dict[str, Any]]:
             ]
         finally:
             server.stop()
+
+
+def _variant_requests(name: str, base: str, data: Path, transcription: bool) -> list[dict[str, Any]]:
+    """What another tool's variant of ``base`` sends: a runspecs folder holds a local copy of ``base`` and a config
+    asks for the variant by its tool's name, its data given in ``dataset_paths`` under the base's name."""
+    import yaml
+
+    from evalkit.config import load_config
+    from evalkit.plan import build_plan
+    from evalkit.run.runner import RunOptions, execute
+    from evalkit.testing.process import start_test_server
+
+    kind = "transcription" if transcription else "vllm"
+    with tempfile.TemporaryDirectory(prefix="peer-requests-") as tmp:
+        folder = Path(tmp)
+        server = start_test_server({"answers": [{"match": "", "answer": "A"}]}, request_log=True)
+        try:
+            config = {
+                "dataset_metric": [[name, _metrics_for(base)[0]]],
+                "models": [{"info": {"name": "m", "inference_type": kind, "url": server.base_url, "model": "m"}}],
+                "dataset_paths": {base: str(data)},
+                "output_dir": str(folder / "runs"),
+            }
+            path = folder / "config.yaml"
+            path.write_text(yaml.safe_dump(config), encoding="utf-8")
+            asyncio.run(execute(build_plan(load_config(path), source=str(path)), RunOptions(quiet=True)))
+            events = [event for event in server.log_events("completed") if event.get("model") == "m"]
+            if transcription:
+                return [{"form": event["form"], "filename": event["filename"]} for event in events]
+            return [{"messages": event["messages"], "params": event["params"]} for event in events]
+        finally:
+            server.stop()
+
+
+def compare_transcriptions(peer: list[dict[str, Any]], ours: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-request agreement of a transcription form: its fields besides the model, and the file's name."""
+    theirs = sorted(({k: v for k, v in r.items() if k not in ("file", "model")}, r["file"]["name"]) for r in peer)
+    mine = sorted(({k: v for k, v in r["form"].items() if k != "model"}, r["filename"]) for r in ours)
+    result: dict[str, Any] = {"peer_n": len(peer), "evalkit_n": len(ours)}
+    result["fields"] = len(theirs) == len(mine) and all(a[0] == b[0] for a, b in zip(theirs, mine))
+    result["filename"] = len(theirs) == len(mine) and all(a[1] == b[1] for a, b in zip(theirs, mine))
+    result["first_difference"] = next(
+        (f"request {i}: peer {a} / evalkit {b}" for i, (a, b) in enumerate(zip(theirs, mine)) if a != b),
+        None if len(theirs) == len(mine) else f"{len(theirs)} vs {len(mine)} requests",
+    )
+    return result
 
 
 def _shape(role: str, kinds: list[str]) -> str:
@@ -195,11 +256,11 @@ def karma_table(fixture: Path = KARMA) -> dict[str, dict[str, Any]]:
         if "error" in record:
             row["error"] = "KARMA's class did not run here: " + record["error"]
             continue
-        if any(record.get("audio") or []):
-            row["error"] = (
-                f"an audio set: KARMA's class made {len(record['audio'])} items, whose audio KARMA sends to its ASR "
-                "model classes; its OpenAI client skips an item without text"
-            )
+        if record.get("transcriptions"):  # KARMA sends their audio to its ASR classes: its OpenAIASR's request
+            ours = evalkit_requests(row["entry"], ROOT / record["rows"], transcription=True)
+            row.update(compare_transcriptions(record["transcriptions"], ours))
+            row.update(text=row["fields"], system=True, shape=row["filename"])
+            row["peer_requests"], row["evalkit_requests"] = record["transcriptions"], ours
             continue
         if not record["requests"]:
             kept = len(record.get("audio") or [])
@@ -234,7 +295,7 @@ def chef_table(fixture: Path = CHEF) -> dict[str, dict[str, Any]]:
         if "error" in record:
             row["error"] = "ChEF's recipe does not run: " + record["error"]
             continue
-        ours = evalkit_requests(row["entry"], folder)
+        ours = evalkit_requests(row["entry"], ROOT / record["rows"] if "rows" in record else folder)
         row.update(compare(record["requests"], ours))
         row["params"] = params_agree(record["requests"][0]["params"], row.get("evalkit_params", {}))
         row["peer_requests"], row["evalkit_requests"] = record["requests"], ours

@@ -192,3 +192,35 @@ def test_chain_of_thought_before_likelihood_scoring_puts_the_reasoning_in_the_co
         json.loads(x) for x in (outcome.run_dir / "records" / "sent" / "cal.jsonl").read_text().splitlines()
     ]
     assert (entry_sent["kind"], entry_sent["requests"], entry_sent["key"]) == ("completion", 3, record["sent"])
+
+
+def test_the_separate_form_asks_twice_apart_and_scores_the_reasoning_joined_to_the_answer(
+    tmp_path: Path, make_server
+) -> None:
+    """ChEF's GPT client's chain of thought: the answer request is the question alone again, with its image."""
+    server = make_server(SCRIPT, request_log=True)
+    specs = _runspecs(tmp_path)
+    spec_file = specs / "vision" / "mc.json"
+    data = json.loads(spec_file.read_text())
+    data["tiny_mc"].update(chain_of_thought=True, chain_of_thought_form="separate")
+    spec_file.write_text(json.dumps(data))
+    config = config_for(tmp_path, specs, [model_entry("m", server.base_url)], pairs=[["tiny_mc", "mcq_accuracy"]])
+    outcome = run(config)
+    events = server.log_events("completed")
+    assert len(events) == 4
+    for event in events:  # never a conversation: one user message, its image with it
+        (message,) = event["messages"]
+        assert message["role"] == "user" and "image_url" in message["parts"]
+        assert event["params"]["max_tokens"] == (256 if REASONING_PROMPT in message["text"] else 4)
+    texts = sorted(event["messages"][0]["text"] for event in events)
+    assert [text.endswith(f"\n{REASONING_PROMPT}") for text in texts].count(True) == 2
+    records = [
+        json.loads(x) for x in (outcome.run_dir / "records" / "tiny_mc__mcq_accuracy.jsonl").read_text().splitlines()
+    ]
+    for record in records:
+        assert record["response"] == REASONING + "B"  # ChEF scores the reasoning followed by the answer
+        assert record["details"]["reasoning"] == REASONING
+        assert record["prompt"]["chain_of_thought"] == REASONING_PROMPT
+    sent = [json.loads(x) for x in (outcome.run_dir / "records" / "sent" / "tiny_mc.jsonl").read_text().splitlines()]
+    assert sorted(entry["requests"] for entry in sent) == [2, 2]
+    assert {entry["key"] for entry in sent} == {record["sent"] for record in records}

@@ -98,3 +98,37 @@ def test_the_readme_lists_every_id_that_still_differs() -> None:
     section = section[: section.index("\n### ")]
     for name in DIFFER:
         assert f"`{name}`" in section, name
+
+
+#: KARMA's speech ids: KARMA sends their audio to its ASR model classes; OpenAIASR's request is recorded
+SPEECH = sorted(name for name, record in FIXTURE["ids"].items() if record.get("transcriptions"))
+
+
+def test_the_speech_ids_are_recorded() -> None:
+    assert SPEECH == [
+        "ai4bharat/IndicVoices",
+        "ekacare/denoising-impact-evaluation-dataset",
+        "ekacare/eka-medical-asr-evaluation-dataset",
+        "ekacare/vistaar_small_asr_eval",
+    ]
+
+
+@pytest.mark.parametrize("name", SPEECH)
+def test_a_speech_id_sends_a_transcription_model_what_karmas_openai_asr_sends(name: str) -> None:
+    """The file, the model and KARMA's prompt: no language, response_format or temperature."""
+    record = FIXTURE["ids"][name]
+    entry = peer_requests.karma_entry(name)
+    ours = peer_requests.evalkit_requests(entry, ROOT / record["rows"], transcription=True)
+    result = peer_requests.compare_transcriptions(record["transcriptions"], ours)
+    assert result["peer_n"] == result["evalkit_n"] > 0
+    assert (result["fields"], result["filename"]) == (True, True), result["first_difference"]
+    assert {key for request in ours for key in request["form"]} == {"model", "prompt"}
+
+
+def test_evalkits_own_speech_entry_keeps_its_transcription_form() -> None:
+    """evalkit's entry (the variant's base) still sends the language and its response format, and no prompt."""
+    record = FIXTURE["ids"]["ai4bharat/IndicVoices"]
+    base = peer_requests.karma_entry("ai4bharat/IndicVoices").split(":", 1)[0]
+    assert base == "karma"
+    ours = peer_requests.evalkit_requests("indicvoices_hindi", ROOT / record["rows"], transcription=True)
+    assert ours and all({"language", "response_format"} <= set(r["form"]) and "prompt" not in r["form"] for r in ours)

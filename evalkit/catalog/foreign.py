@@ -51,6 +51,11 @@ class ForeignDataset(BaseModel):
     request: ForeignRequest | None = Field(
         None, description="What the tool sends a model for it; its variant <prefix>:<name> sends the same."
     )
+    transcription_prompt: str | None = Field(
+        None,
+        description="The prompt the tool's speech-recognition client sends with the audio (KARMA's OpenAIASR); its "
+        "variant <prefix>:<name> sends a transcription model the file, the model and this prompt only.",
+    )
 
 
 class ForeignNames(BaseModel):
@@ -101,6 +106,18 @@ def variants(datasets: Mapping[str, DatasetSpec], prefix: str, names: ForeignNam
     and category names select evalkit's entries, the tool's names its variants.
     """
     for name, entry in names.datasets.items():
+        heard = datasets.get(entry.evalkit) if entry.transcription_prompt is not None and entry.evalkit else None
+        if heard is not None:
+            yield heard.model_copy(
+                update={
+                    "name": variant_name(prefix, name),
+                    "variant_of": heard.name,
+                    "instruction": entry.transcription_prompt,
+                    "system_prompt": None,
+                    "request_style": "karma",
+                }
+            )
+            continue
         request = entry.request
         base = datasets.get(entry.evalkit) if entry.request is not None and entry.evalkit else None
         if request is None or base is None:

@@ -279,10 +279,12 @@ class DatasetSpec(BaseModel):
         description="Default generation parameters for this dataset, above the task's `_task.generation` and below the "
         "config and the model; absent: the task's.",
     )
-    request_style: Literal["evalkit", "auharness"] = Field(
+    request_style: Literal["evalkit", "auharness", "karma"] = Field(
         "evalkit",
-        description="How requests are written: evalkit (default) or auharness (a text-only user message as a "
-        "one-part list; a transcription form with only the file and the model, as AU-Harness sends them).",
+        description="How requests are written: evalkit (default), auharness (a text-only user message as a "
+        "one-part list; a transcription form with only the file and the model, as AU-Harness sends them) or karma "
+        "(a transcription form of the file, the model and the sample's instruction as its prompt, as KARMA's "
+        "OpenAIASR sends it; chat requests as evalkit writes them).",
     )
     variant_of: str | None = Field(
         None,
@@ -317,6 +319,13 @@ class DatasetSpec(BaseModel):
         description="ChEF's chain of thought: each sample is asked twice, first with \"Let's think step by step.\" "
         "after its question (up to 256 tokens of reasoning), then, with that exchange in the conversation, the "
         "question again; the second answer is scored. Also a dataset_metric option (chain_of_thought: true).",
+    )
+    chain_of_thought_form: Literal["conversation", "separate"] = Field(
+        "conversation",
+        description="How chain_of_thought asks: conversation (default) asks the question again after the reasoning "
+        "exchange and scores the second answer; separate sends the question again as a request of its own, with its "
+        "images and without the reasoning, and scores the reasoning followed by the answer, as ChEF's GPT client "
+        "and ChEF's metrics do. Likelihood scoring always uses the conversation form.",
     )
     corruption: dict[str, Any] | None = Field(
         None,

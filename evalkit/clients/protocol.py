@@ -115,8 +115,10 @@ def transcription_form(request: ModelRequest) -> aiohttp.FormData:
     form = aiohttp.FormData()
     form.add_field("file", request.audio[0].wav, filename="audio.wav", content_type="audio/wav")
     form.add_field("model", request.model)
-    if request.bare_form:
-        return form  # AU-Harness's request: the file and the model, nothing else
+    if request.bare_form:  # AU-Harness's request (the file and the model) or KARMA's (and its prompt)
+        if request.prompt:
+            form.add_field("prompt", request.prompt)
+        return form
     form.add_field("response_format", "json")
     if request.language:
         form.add_field("language", request.language)

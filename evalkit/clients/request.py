@@ -44,7 +44,8 @@ class ModelRequest:
     #: what else tells this request from an identical one, so each is asked on its own and stored under its own
     #: key (a judge that AU-Harness asks once per answer at a sampling temperature); None: identical is the same
     instance: str | None = None
-    #: a transcription form of the file and the model only (AU-Harness's), without evalkit's response_format
+    #: a transcription form of the file and the model only (AU-Harness's; KARMA's adds the prompt), without evalkit's
+    #: response_format, language and temperature
     bare_form: bool = False
     _key: str | None = None
 

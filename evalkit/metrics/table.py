@@ -351,6 +351,13 @@ BUILTIN_METRICS: tuple[MetricInfo, ...] = (
         "right one.",
     ),
     _m(
+        "lamm_vqa_accuracy",
+        "evalkit.metrics.chef.choice:LammVqaAccuracy",
+        "LAMM_VQA",
+        summary="ChEF LAMM_VQA (ScienceQA_LAMM, AI2D, ScanQA): ChEF's letter patterns, else the right option's text "
+        "alone.",
+    ),
+    _m(
         "mme_accuracy",
         "evalkit.metrics.chef.choice:MmeAccuracy",
         "MMEVQA",

@@ -67,6 +67,7 @@ PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
         "evalkit.prompts.auharness.spoken_question",
         "evalkit.prompts.auharness.multiturn",
         "evalkit.prompts.chef.multiturn",
+        "evalkit.prompts.chef.questions",
         "evalkit.prompts.karma.preprocessors",
     ),
 )

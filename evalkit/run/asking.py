@@ -27,6 +27,7 @@ from evalkit.prompts.chef.cot import (
     REASONING_MAX_TOKENS,
     context_with_reasoning,
     reasoning_only,
+    reasoning_request,
     without_reasoning_turn,
 )
 from evalkit.prompts.prompt import Prompt
@@ -81,10 +82,35 @@ class Asker:
         #: what of each model's context shapes its messages: models with one view share a sample's sent entry
         self.sent_views = {name: ctx.sent_view() for name, ctx in request_contexts.items()}
 
-    async def conversation(self, model: ModelPlan, prompt: Prompt, media: Prepared, sent: Sent) -> Outcome:
+    async def reasoned_apart(self, model: ModelPlan, prompt: Prompt, media: Prepared, sent: Sent) -> Outcome:
+        """ChEF's GPT client's chain of thought: the reasoning request, then the question as a request of its own.
+
+        The answer request does not carry the reasoning (ChEF's GPT client drops it); the outcome is the reasoning
+        followed by the answer, which ChEF's metrics read.
+        """
+        reasoning = await self.conversation(model, reasoning_request(prompt), media, sent, reasoning=True)
+        if not reasoning.ok:
+            return reasoning
+        answer = await self.conversation(model, prompt, media, sent)
+        sent.key = None  # the entry's key covers both requests: the answer alone is not what was sent
+        if not answer.ok:
+            answer.attempts += reasoning.attempts
+            return answer
+        return Outcome(
+            text=(reasoning.text or "") + (answer.text or ""),
+            latency=reasoning.latency + answer.latency,
+            attempts=reasoning.attempts + answer.attempts,
+            replica=answer.replica,
+            cached=reasoning.cached and answer.cached,
+        )
+
+    async def conversation(
+        self, model: ModelPlan, prompt: Prompt, media: Prepared, sent: Sent, *, reasoning: bool = False
+    ) -> Outcome:
         """Ask one model every turn in order, each with this sample's own history; chunks of a turn go at once.
 
         Each turn's requests are noted in ``sent`` before they go, so a failed sample still says what was sent.
+        ``reasoning``: the last turn is a reasoning request (ChEF's 256 new tokens at least).
         """
         prepared, images = media
         client = self.clients[model.name]
@@ -99,7 +125,7 @@ class Asker:
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot answer a turn without audio")
         if ctx.kind == RequestKind.TRANSCRIPTION and any(turn in images for turn in range(n_turns)):
             return failed(FailureReason.UNSUPPORTED, f"{model.name} ({ctx.kind}) cannot be shown images")
-        reasoning_turn = n_turns - 2 if self.chain_of_thought else None
+        reasoning_turn = n_turns - 1 if reasoning else n_turns - 2 if self.chain_of_thought else None
         for turn in range(n_turns):
             turn_ctx = ctx
             if turn == reasoning_turn:  # ChEF lets the reasoning run to 256 new tokens, whatever the answer's limit

@@ -23,6 +23,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ from evalkit.plan import EngineSpec, ModelPlan, dataset_processors
 from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
-from evalkit.prompts.chef.cot import with_reasoning_turn
+from evalkit.prompts.chef.cot import REASONING_PROMPT, with_reasoning_turn
 from evalkit.prompts.corrupt_text import corrupt_sample
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
@@ -124,9 +125,16 @@ class Engine:
                 image_limit=(m.info.max_image_side, m.info.max_image_pixels),
                 image_position=dataset.image_position,
                 auharness=dataset.request_style == "auharness",
+                karma=dataset.request_style == "karma",
             )
             for m in self.models
         }
+        #: ChEF's GPT client's chain of thought: two requests of their own, the reasoning joined to the answer
+        self._reasoning_apart = (
+            dataset.chain_of_thought
+            and dataset.chain_of_thought_form == "separate"
+            and self.metric.scoring != "loglikelihood"
+        )
         self.asker = Asker(
             clients,
             self.request_contexts,
@@ -309,7 +317,9 @@ class Engine:
             query = await asyncio.to_thread(icl.query_vector, self._example_pool, sample)
         sample, corruption = self._corrupt(sample)
         prompt, examples = self._build_prompt(sample, query)
-        if self.spec.dataset.chain_of_thought:
+        if self._reasoning_apart:
+            prompt = replace(prompt, info={**prompt.info, "chain_of_thought": REASONING_PROMPT})
+        elif self.spec.dataset.chain_of_thought:
             prompt = with_reasoning_turn(prompt)  # ChEF's CoT: reason, then answer (evalkit/prompts/chef/cot.py)
         audio_error = sample.meta.pop("audio_error", None)
         image_error = sample.meta.pop("image_error", None)
@@ -354,6 +364,8 @@ class Engine:
             outcome = prepared
         elif likelihood:
             outcome = await self.asker.likelihood(model, sample, prompt, sent, prepared)
+        elif self._reasoning_apart:
+            outcome = await self.asker.reasoned_apart(model, prompt, prepared, sent)
         else:
             outcome = await self.asker.conversation(model, prompt, prepared, sent)
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)

@@ -42,6 +42,9 @@ class RequestContext:
     #: AU-Harness's request style (a dataset's ``request_style``): a user message always as parts, the text part
     #: first (empty if need be), also in a conversation's history; a transcription form with only file and model
     auharness: bool = False
+    #: KARMA's transcription form (a dataset's ``request_style: karma``): the file, the model and the turn's text as
+    #: the prompt, nothing else
+    karma: bool = False
 
     @property
     def shape(self) -> Shape:
@@ -62,6 +65,7 @@ class RequestContext:
             self.image_limit,
             self.image_position,
             self.auharness,
+            self.karma,
         )
 
 
@@ -188,9 +192,10 @@ def turn_requests(
                 model=ctx.model,
                 audio=[piece],
                 params=ctx.params,
-                language=None if ctx.auharness else ctx.language,
+                prompt=current.text if ctx.karma else None,
+                language=None if ctx.auharness or ctx.karma else ctx.language,
                 repeat=repeat,
-                bare_form=ctx.auharness,
+                bare_form=ctx.auharness or ctx.karma,
             )
             for piece in pieces
         ]

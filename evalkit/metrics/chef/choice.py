@@ -148,3 +148,59 @@ class MmeAccuracy(Metric):
         reading = mme_reading(prediction or "")
         value = float(reading == labels[0].lower())
         return SampleScore(value, (value, 1.0), details={"reading": reading})
+
+
+#: ChEF's LAMM_VQA readings, tried in this order: "The answer is (B)", "ANSWER: B", then any "(B)"
+_LAMM_ANSWER_IS = re.compile(r"The answer is \(?[A-E]\)?\W|the answer is \(?[A-E]\)?\W")
+_LAMM_ANSWER_COLON = re.compile(r"ANSWER: [A-E]")
+_LAMM_PARENTHESISED = re.compile(r"\([A-E]\)")
+
+
+def lamm_vqa_right(answer: str, choices: list[str], correct: int) -> tuple[bool, str]:
+    """ChEF's LAMM_VQA verdict on one answer, and which reading decided it.
+
+    The first reading that finds anything decides: every "The answer is X" (or every "(X)") must hold the right
+    letter; "ANSWER: X" is read from its first match; with no letter found, the answer must contain the right
+    option's text and no other option's (lower-cased substrings).
+    """
+    letter = CHOICE_LETTERS[correct] if 0 <= correct < len(CHOICE_LETTERS) else ""
+    found = _LAMM_ANSWER_IS.findall(answer)
+    if found:
+        return all(letter in match for match in found), "the answer is"
+    found = _LAMM_ANSWER_COLON.findall(answer)
+    if found:
+        return found[0][-1] == letter, "ANSWER:"
+    found = _LAMM_PARENTHESISED.findall(answer)
+    if found:
+        return all(letter in match for match in found), "(letter)"
+    text = answer.lower()
+    if correct >= len(choices) or choices[correct].lower() not in text:
+        return False, "option text"
+    others = (choice for index, choice in enumerate(choices) if index != correct)
+    return not any(choice.lower() in text for choice in others), "option text"
+
+
+class LammVqaAccuracy(Metric):
+    """ChEF LAMM_VQA (ScienceQA_LAMM, AI2D, ScanQA): ChEF's letter patterns, else the right option's text alone."""
+
+    name = "lamm_vqa_accuracy"
+    bounds = (0.0, 1.0)
+
+    def __init__(self, language: str | None = None, **options: Any) -> None:
+        check_options(self.name, options, ("index_base",))
+        super().__init__(language, **options)
+        self.index_base = int(options.get("index_base", 0))
+
+    def score(self, prediction: str, sample: Sample) -> SampleScore:
+        choices = [str(c) for c in sample.meta.get("choices") or []]
+        if not choices:
+            return SampleScore(None, failure=FailureReason.NO_CHOICES)
+        correct = resolve_reference(sample.reference, choices, self.index_base)
+        if len(correct) != 1:
+            return SampleScore(None, failure=FailureReason.UNRESOLVABLE_REFERENCE)
+        right, reading = lamm_vqa_right(prediction or "", choices, next(iter(correct)))
+        value = float(right)
+        return SampleScore(value, (value, 1.0), details={"reading": reading})
+
+    def describe(self) -> dict[str, Any]:
+        return {"reading": "ChEF LAMM_VQA"}

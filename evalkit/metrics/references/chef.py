@@ -178,6 +178,19 @@ CHEF_REFERENCES: dict[str, Reference] = {
         "src/ChEF/metric/vqa.py VQA with Answer_Extractor.fetch_answer",
         "the corpus value is 0-1; ChEF prints x 100, and its match_ratio is the share of details.matched",
     ),
+    "lamm_vqa_accuracy": Reference(
+        "OpenGVLab/LAMM",
+        "src/ChEF/metric/vqa.py LAMM_VQA.metric_func (with a chain of thought, the reasoning joined to the answer)",
+        _CHEF_COMMIT,
+        "tests/test_chef_lamm_vqa.py: per-answer verdicts and the corpus figure from running ChEF's LAMM_VQA "
+        "unmodified (tests/fixtures/references/chef_lamm_vqa.json, made by make_chef_lamm_vqa.py there)",
+        (
+            "ChEF's LAMM_VQA reads item['choices'], which its LAMM VQA classes (ScienceQALAMMDataset, AI2DDataset) do "
+            "not give (they give gt_choices): as shipped it stops with KeyError on them; evalkit reads the row's "
+            "options, as the fixture hands ChEF's metric gt_choices under 'choices'",
+            "the corpus value is 0-1; ChEF prints x 100 (vision_acc)",
+        ),
+    ),
     "mme_accuracy": _chef(
         "src/ChEF/metric/vqa.py MMEVQA.parse_pred_ans: the printed overall (pooled over questions)",
         "the corpus value is 0-1; ChEF prints x 100 and also per task type (evalkit: filter by category)",

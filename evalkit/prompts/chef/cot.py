@@ -8,6 +8,11 @@ answer. A chat API has no such prefix, so evalkit sends the same two steps as a 
 request is the first user turn (with the question's images and audio), the model's reasoning its answer, and
 the question again the second user turn. The second answer alone is scored (an answer extractor reading the
 reasoning would find the options it weighs); the reasoning is kept in the record.
+
+ChEF's GPT client (``models/test_gpt.py``) ignores ``CoT_answer_list``: it sends the reasoning request and then the
+usual query as two requests of their own, each with the images, and ChEF scores the reasoning joined to the answer.
+A dataset's ``chain_of_thought_form: separate`` asks that way (:func:`reasoning_request`), so a ChEF name sends
+what ChEF sends to a chat API.
 """
 
 from __future__ import annotations
@@ -34,6 +39,17 @@ def with_reasoning_turn(prompt: Prompt) -> Prompt:
     answer = PromptTurn(text=last.text or "")
     info = {**prompt.info, "chain_of_thought": REASONING_PROMPT}
     return replace(prompt, turns=[*prompt.turns[:-1], reasoning, answer], info=info)
+
+
+def reasoning_request(prompt: Prompt) -> Prompt:
+    """``prompt`` with the reasoning line after its last turn's text: the first of ChEF's two separate requests.
+
+    The turn keeps its media, so the reasoning request shows the images the answer request shows again.
+    """
+    last = prompt.turns[-1]
+    text = f"{last.text}\n{REASONING_PROMPT}" if last.text else REASONING_PROMPT
+    info = {**prompt.info, "chain_of_thought": REASONING_PROMPT}
+    return replace(prompt, turns=[*prompt.turns[:-1], replace(last, text=text)], info=info)
 
 
 def without_reasoning_turn(prompt: Prompt) -> Prompt:

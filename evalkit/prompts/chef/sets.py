@@ -36,7 +36,7 @@ WINOGROUND_CAP_OPTIONS = (
 WINOGROUND_SEED = 2023
 
 
-def _user_prompt(sample: Sample, text: str, context: PromptContext) -> Prompt:
+def chef_user_prompt(sample: Sample, text: str, context: PromptContext) -> Prompt:
     """One user message with the sample's images and ``text`` as ChEF builds it; the run's add-ons follow after a
     blank line."""
     kept = [part.strip() for part in (text, *context.add_ons) if part and part.strip()]
@@ -48,14 +48,14 @@ def _user_prompt(sample: Sample, text: str, context: PromptContext) -> Prompt:
 QUESTION = "<QUESTION>"
 
 
-def _asked(sample: Sample, question: str) -> str:
+def chef_asked(sample: Sample, question: str) -> str:
     """ChEF's prompt template (the entry's instruction, e.g. ``<QUESTION>The answer for the question is``) filled."""
     return (sample.instruction or QUESTION).replace(QUESTION, question)
 
 
 def _seed_question(sample: Sample) -> str:
     """ChEF's SEED-Bench question, ``Question: <q>`` and ``Answer:`` on the next line, in the recipe's template."""
-    return _asked(sample, "Question: " + (sample.text or "") + "\nAnswer:")
+    return chef_asked(sample, "Question: " + (sample.text or "") + "\nAnswer:")
 
 
 @PREPROCESSORS.register("ChefSeedBenchPreprocessor", "chef_seedbench")
@@ -72,7 +72,7 @@ class ChefSeedBenchPreprocessor(Preprocessor):
             yield replace(sample, meta={**sample.meta, "choices": choices})
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
-        return _user_prompt(sample, _seed_question(sample), context)
+        return chef_user_prompt(sample, _seed_question(sample), context)
 
 
 def _cc3m_images(images: list[Image], data_id: Any) -> list[Image]:
@@ -113,7 +113,7 @@ class ChefSeedBench2Preprocessor(Preprocessor):
             yield replace(sample, reference=reference, images=images, meta={**sample.meta, "choices": choices})
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
-        return _user_prompt(sample, _seed_question(sample), context)
+        return chef_user_prompt(sample, _seed_question(sample), context)
 
 
 def _winoground_images(sample: Sample) -> list[Image]:
@@ -137,7 +137,7 @@ class ChefWinogroundCapPreprocessor(Preprocessor):
             yield replace(sample, text=text, images=_winoground_images(sample), reference=None, meta=meta)
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
-        return _user_prompt(sample, _asked(sample, sample.text or ""), context)
+        return chef_user_prompt(sample, chef_asked(sample, sample.text or ""), context)
 
 
 #: ChEF's four Winoground questions per example: (caption, image) asked, and the answer for an unswapped pair
@@ -182,4 +182,4 @@ class ChefWinogroundPreprocessor(Preprocessor):
                 )
 
     def build(self, sample: Sample, context: PromptContext) -> Prompt:
-        return _user_prompt(sample, _asked(sample, sample.text or ""), context)
+        return chef_user_prompt(sample, chef_asked(sample, sample.text or ""), context)
