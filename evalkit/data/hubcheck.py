@@ -188,7 +188,7 @@ class HubChecker:
         """What the hub API and the dataset viewer say of ``repo`` (at ``revision``)."""
         answer = RepoAnswer(asked=repo)
         path = f"/api/datasets/{repo}" + (f"/revision/{quote(revision, safe='')}" if revision else "")
-        reply, url = self._get(self.hub + path, {})
+        reply, url = self._get(self.hub + path, {}, viewer=False)
         if url != self.hub + path:
             answer.moved_by_redirect = True
         if reply.status in (401, 404) or reply.headers.get("x-error-code") in ("RepoNotFound", "RevisionNotFound"):
@@ -212,7 +212,7 @@ class HubChecker:
         return answer
 
     def _ask_viewer(self, answer: RepoAnswer) -> None:
-        reply, _ = self._get(self.viewer + "/info", {"dataset": str(answer.canonical)})
+        reply, _ = self._get(self.viewer + "/info", {"dataset": str(answer.canonical)}, viewer=True)
         body = reply.body if isinstance(reply.body, dict) else {}
         if reply.status != 200 or not isinstance(body.get("dataset_info"), dict):
             gated = answer.gated not in ("no", "?")
@@ -224,8 +224,8 @@ class HubChecker:
         answer.failed = [str(item.get("config")) for item in body.get("failed") or [] if isinstance(item, dict)]
         answer.partial = bool(body.get("partial"))
 
-    def _unreachable(self, url: str, error: BaseException) -> str:
-        if url.startswith(self.viewer):
+    def _unreachable(self, viewer: bool, error: BaseException) -> str:
+        if viewer:
             what, base, variable = "the dataset viewer", self.viewer, "EVALKIT_DATASETS_SERVER"
         else:
             what, base, variable = "the Hugging Face hub", self.hub, "HF_ENDPOINT"
@@ -235,13 +235,13 @@ class HubChecker:
             "for every entry: run it where the hub can be reached"
         )
 
-    def _get(self, url: str, params: Mapping[str, str]) -> tuple[Reply, str]:
+    def _get(self, url: str, params: Mapping[str, str], viewer: bool) -> tuple[Reply, str]:
         """GET, following redirects (each counted); returns the last answer and the URL that gave it."""
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 reply = self.transport.get(url, params)
             except Exception as error:  # no answer at all, whatever the reason: the reason says which
-                raise HubUnreachable(self._unreachable(url, error)) from None
+                raise HubUnreachable(self._unreachable(viewer, error)) from None
             location = reply.headers.get("location")
             if reply.status not in (301, 302, 303, 307, 308) or not location:
                 return reply, url
