@@ -1,4 +1,5 @@
-"""The ``evalkit`` commands: run / validate / list / info / report / rescore / merge / view / convert / serve.
+"""The ``evalkit`` commands: run / validate / list / info / fetch / catalogue / report / rescore / merge / view /
+convert / serve.
 
 What a user may type is :mod:`evalkit.cli.parser`'s; this module does what each command says.
 
@@ -396,6 +397,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_catalogue(args: argparse.Namespace) -> int:
+    from evalkit.cli.catalogue import run_check
+
+    return run_check(args)
+
+
 # ---------------------------------------------------------------- report / rescore
 
 
@@ -561,6 +568,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "fetch": cmd_fetch,
+    "catalogue": cmd_catalogue,
     "init": cmd_init,
     "run": cmd_run,
     "validate": cmd_validate,

@@ -268,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
+    _catalogue_parser(sub)
     report_help = (
         "re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or compare "
         "two (RUN_A RUN_B, RUN_A:MODEL RUN_B:MODEL, or RUN --models M1 M2): a paired test per dataset-metric pair on "
@@ -329,6 +330,27 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _view_parser(sub)
     return parser
+
+
+def _catalogue_parser(sub: argparse._SubParsersAction) -> None:
+    cat = sub.add_parser("catalogue", help="the dataset catalogue against its sources (`evalkit catalogue check`)")
+    actions = cat.add_subparsers(dest="catalogue_command", metavar="ACTION", required=True)
+    check = actions.add_parser(
+        "check",
+        help="ask the Hugging Face hub whether hub entries still match it",
+        description="For each hub entry (or the datasets, tasks or categories named): whether its repo exists and "
+        "where it lives now (moved or redirected), whether it is gated, whether its subset, split and mapped columns "
+        "are there, and the split's row count, from the hub API and the dataset viewer (/info). Exit 0: all match; "
+        "1: something changed (--strict: or could not be checked); 2: the hub cannot be reached. HF_ENDPOINT and "
+        "EVALKIT_DATASETS_SERVER name other endpoints; a saved token or HF_TOKEN is sent, so gated repos read as "
+        "you are allowed to read them.",
+    )
+    check.add_argument("names", nargs="*", metavar="NAME", help="datasets, tasks or categories (default: every one)")
+    check.add_argument("--format", "-f", choices=["table", "json"], default="table")
+    check.add_argument("--strict", action="store_true", help="exit 1 also when an entry could not be checked")
+    check.add_argument(
+        "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
 
 
 def _view_parser(sub: argparse._SubParsersAction) -> None:
