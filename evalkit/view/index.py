@@ -155,7 +155,14 @@ def _text(value: Any) -> str:
 
 
 def _search_text(*values: Any) -> str:
-    return "\n".join(_text(v)[:_TEXT_LIMIT] for v in values).casefold()
+    """The texts searched, case-folded, each kept once: one held inside another (an answer and its prediction,
+    often the same) adds nothing a search could find, only bytes."""
+    texts = [_text(v)[:_TEXT_LIMIT].casefold() for v in values]
+    kept: list[str] = []
+    for text in sorted(texts, key=len, reverse=True):
+        if text and not any(text in other for other in kept):
+            kept.append(text)
+    return "\n".join(kept)
 
 
 def _score(value: Any) -> float | None:
@@ -173,7 +180,7 @@ CREATE TABLE rec(id INTEGER PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT N
                  row INTEGER, score REAL, failure TEXT, sent TEXT);
 CREATE TABLE txt(id INTEGER PRIMARY KEY, text TEXT);
 CREATE TABLE gv(gv INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL, UNIQUE(name, value));
-CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL);
+CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (gv, id)) WITHOUT ROWID;
 """
 #: made once the first build has loaded its rows (an index kept up row by row makes the load several times slower)
 _RECORDS_INDEXES = """
@@ -182,8 +189,7 @@ CREATE INDEX rec_row ON rec(row);
 CREATE INDEX rec_model_score ON rec(model, score);
 CREATE INDEX rec_score ON rec(score);
 CREATE INDEX rec_failure ON rec(failure);
-CREATE INDEX rec_sample ON rec(sample_id, model);
-CREATE INDEX grp_gv ON grp(gv, id);
+CREATE INDEX rec_sample ON rec(sample_id);
 """
 
 _SENT_SCHEMA = """

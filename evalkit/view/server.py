@@ -226,19 +226,21 @@ def make_app(viewer: Viewer, key: str | None = None) -> web.Application:
     app.on_startup.append(_start_warming)
     app.on_cleanup.append(_stop_warming)
     r = app.router
+    # each name is one segment of any characters but "/": aiohttp's default ([^{}/]+) would leave a run, dataset
+    # or sample whose name holds "{" or "}" unreachable through its own links
     r.add_get("/", runs_page)
-    r.add_get("/static/{name}", static)
-    r.add_get("/run/{run_id}/", run_page)
-    r.add_get("/run/{run_id}/pair/{dataset}/{metric}/", pair_page)
-    r.add_get("/run/{run_id}/sample/{dataset}/{metric}/{sample_id}", sample_page)
-    r.add_get("/run/{run_id}/sample/{dataset}/{metric}/", sample_page)
-    r.add_get("/run/{run_id}/media/{dataset}/{key}/{part}", media)
+    r.add_get("/static/{name:[^/]+}", static)
+    r.add_get("/run/{run_id:[^/]+}/", run_page)
+    r.add_get("/run/{run_id:[^/]+}/pair/{dataset:[^/]+}/{metric:[^/]+}/", pair_page)
+    r.add_get("/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/{sample_id:[^/]+}", sample_page)
+    r.add_get("/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/", sample_page)
+    r.add_get("/run/{run_id:[^/]+}/media/{dataset:[^/]+}/{key:[^/]+}/{part:[^/]+}", media)
     r.add_get("/compare/", compare_page)
     r.add_get("/api/runs", api_runs)
-    r.add_get("/api/run/{run_id}/", api_run)
-    r.add_get("/api/run/{run_id}/pair/{dataset}/{metric}/", api_pair)
-    r.add_get("/api/run/{run_id}/sample/{dataset}/{metric}/{sample_id}", api_sample)
-    r.add_get("/api/run/{run_id}/sample/{dataset}/{metric}/", api_sample)
+    r.add_get("/api/run/{run_id:[^/]+}/", api_run)
+    r.add_get("/api/run/{run_id:[^/]+}/pair/{dataset:[^/]+}/{metric:[^/]+}/", api_pair)
+    r.add_get("/api/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/{sample_id:[^/]+}", api_sample)
+    r.add_get("/api/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/", api_sample)
     r.add_get("/api/compare/", api_compare)
     return app
 
