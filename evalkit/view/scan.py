@@ -176,24 +176,22 @@ def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
         skipping = False
         while True:
             data = handle.read(_READ)
-            if skipping:  # the rest of a line too long to read: up to its newline, dropped
+            if skipping or rest:  # the line ``rest`` begins (or one being skipped) may end here
                 at = data.find(b"\n")
-                if data and at == -1:
-                    base += len(data)
+                if at == -1 and data and (skipping or len(rest) + len(data) > MAX_LINE_BYTES):
+                    base += len(rest) + len(data)  # too long and not ended yet: dropped as it comes
+                    rest, skipping = b"", True
                     continue
+                if at != -1 and (skipping or len(rest) + at > MAX_LINE_BYTES):
+                    base += len(rest) + at  # too long: dropped, its newline kept (a blank line in its place)
+                    rest, data = b"", data[at:]
                 skipping = False
-                base += max(at, 0)
-                data = data[max(at, 0) :]
             block = rest + data if rest else data
             end = block.rfind(b"\n") + 1
             whole, rest = block[:end], block[end:]
             if whole:
                 yield base, whole
                 base += len(whole)
-            if len(rest) > MAX_LINE_BYTES:
-                base += len(rest)
-                rest = b""
-                skipping = True
             if not data:
                 return
 
