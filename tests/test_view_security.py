@@ -203,7 +203,7 @@ def test_a_foreign_host_or_origin_is_refused_and_paths_are_left_out(tmp_path: Pa
         assert server.get("/api/runs", {"Host": host})[0] == 200, host
     assert server.get("/api/runs", {"Host": here, "Origin": f"http://{here}"})[0] == 200
     # no absolute path of this machine in the API unless asked
-    for path in ("/api/runs", f"/api/run/{RUN}/"):
+    for path in ("/api/runs", f"/api/run/{RUN}/", "/", f"/run/{RUN}/"):
         code, _, body = server.get(path)
         assert code == 200 and str(tmp_path).encode() not in body, path
     shown = served(tmp_path / "runs", show_paths=True)

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Middleware
 
 #: the environment variable that sets the key when ``--api-key`` is not given (keeps it out of ``ps``)
 API_KEY_ENV = "EVALKIT_VIEW_API_KEY"
@@ -114,7 +115,7 @@ class Access:
                 )
         return None
 
-    def middleware(self) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    def middleware(self) -> Middleware:
         @web.middleware
         async def access(request: web.Request, handler: Handler) -> web.StreamResponse:
             refused = self.refusal(request)
