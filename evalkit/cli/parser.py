@@ -360,9 +360,33 @@ def _view_parser(sub: argparse._SubParsersAction) -> None:
         description="A local web viewer of runs (bound to 127.0.0.1 unless --host says otherwise).",
     )
     view.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders or folders of runs (default: ./runs)")
-    view.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    view.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; any other warns unless a key is set)",
+    )
     view.add_argument("--port", type=int, default=8765, help="port (default 8765, or the next free one; 0: any)")
     view.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     view.add_argument(
         "--export", metavar="DIR", help="write the pages as a static site to DIR (opens from file://) and exit"
+    )
+    view.add_argument(
+        "--media-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose audio and images the runs may show (repeatable), e.g. a local dataset's folder. "
+        "A run folder may name any file: only files inside the run folder, these folders and evalkit's own "
+        "datasets are read",
+    )
+    view.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="require KEY on every request: 'Authorization: Bearer KEY', or the password a browser asks for. "
+        "Prefer the environment variable EVALKIT_VIEW_API_KEY (a command line shows in `ps`). Never logged",
+    )
+    view.add_argument(
+        "--show-paths",
+        action="store_true",
+        help="put the run folders' absolute paths in the pages and the /api/ answers (left out by default)",
     )
