@@ -9,6 +9,7 @@ error (never what it printed); a renewed token reaches new requests.
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.token_command import command_token, keep_fresh
 from evalkit.config import ModelInfo, RequestKind
+from evalkit.config.models import RUNS_A_PROGRAM
 from evalkit.errors import UserError
 
 TOKEN = "ya29.short-lived-token-0123456789"
@@ -130,3 +132,21 @@ def test_a_dry_run_neither_runs_the_command_nor_probes_without_its_token(tmp_pat
     assert done.returncode == 0, done.stderr
     assert "token from auth_command: not asked for in a dry run" in done.stdout + done.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("key", sorted(RUNS_A_PROGRAM))
+def test_a_flag_string_cannot_name_a_program_to_run(
+    tmp_path: Path, make_server: Any, capsys: pytest.CaptureFixture[str], key: str
+) -> None:
+    """``--model-args`` is text a user may paste from elsewhere: a key that runs a program is refused, unrun."""
+    from evalkit.cli.main import main
+
+    server = make_server()
+    marker = tmp_path / "ran"
+    program = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('x'); print('tok-0123456789')"]
+    value: Any = program if key == "auth_command" else {"backend": "pocketsphinx", "args": program}
+    config = config_for(tmp_path, text_set(tmp_path, 2), [model_entry("m", server.base_url)])
+    assert main(["run", str(config), "--model-args", json.dumps({key: value})]) == 2
+    err = capsys.readouterr().err
+    assert f"--model-args: {key!r} cannot be set here" in err and "Traceback" not in err
+    assert not marker.exists() and server.stats()["requests"] == 0
