@@ -19,7 +19,7 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,12 +136,13 @@ def new_run_dir(output_dir: Path) -> Path:
 
 
 def build_clients(
-    plan: Plan, store: ResponseStore | None, tokens: dict[str, str] | None = None
+    plan: Plan, store: ResponseStore | None, tokens: dict[str, str] | None = None, hidden: Sequence[str] = ()
 ) -> dict[str, ModelClient]:
-    """Every model's client; ``tokens`` are the bearer tokens their ``auth_command`` printed, by model name."""
+    """Every model's client; ``tokens`` are the bearer tokens their ``auth_command`` printed, by model name;
+    ``hidden`` the run's secrets, masked in the replicas' names and errors wherever they show."""
     clients = {}
     for model in plan.models.values():
-        clients[model.name] = model_client(model, store, (tokens or {}).get(model.name))
+        clients[model.name] = model_client(model, store, (tokens or {}).get(model.name), hidden)
     return clients
 
 
@@ -156,7 +157,9 @@ def command_tokens(plan: Plan) -> dict[str, str]:
     }
 
 
-def model_client(model: ModelPlan, store: ResponseStore | None, token: str | None = None) -> ModelClient:
+def model_client(
+    model: ModelPlan, store: ResponseStore | None, token: str | None = None, hidden: Sequence[str] = ()
+) -> ModelClient:
     pools: list[tuple[EndpointPool, int]] = []
     for info in model.replicas:
         for url in info.urls:
@@ -173,6 +176,7 @@ def model_client(model: ModelPlan, store: ResponseStore | None, token: str | Non
                 timeout=info.timeout,
                 max_body=info.max_response_bytes,
                 follow_redirects=info.follow_redirects,
+                hidden=hidden,
             )
             pools.append((pool, info.batch_size))
     info = model.info
@@ -465,7 +469,7 @@ async def _execute(
     try:
         if use_store:
             store = await ResponseStore(store_path, refresh_since=refresh_since).open()
-        clients = build_clients(plan, store, state.get("tokens"))
+        clients = build_clients(plan, store, state.get("tokens"), hidden)
         refreshers = _keep_tokens_fresh(plan, clients, hidden, state.get("secret_filter"))
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
 
