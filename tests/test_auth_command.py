@@ -13,6 +13,7 @@ import contextlib
 import json
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -239,3 +240,40 @@ def test_a_refresh_cancelled_while_the_command_runs_ends_the_command(tmp_path: P
 
     asyncio.run(scenario())  # returns: the loop's worker thread was not left waiting on the command
     assert live_group_members(int(started.read_text())) == []
+
+
+def test_an_interrupted_run_ends_the_token_command_it_waits_for(tmp_path: Path) -> None:
+    """The command runs in its own process group, which a Ctrl-C at the terminal does not reach: evalkit ends it."""
+    import os
+    import signal
+    import subprocess
+
+    from helpers import ROOT
+
+    group_file = tmp_path / "group"
+    code = f"import os, time; open({str(group_file)!r}, 'w').write(str(os.getpgid(0))); time.sleep(300)"
+    entry = model_entry("m", "http://127.0.0.1:9/v1", auth_command=[sys.executable, "-c", code])
+    config = config_for(tmp_path, text_set(tmp_path, 2), [entry])
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "evalkit", "run", str(config)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as evalkit:
+        for _ in range(1200):
+            if group_file.exists() and group_file.read_text():
+                break
+            if evalkit.poll() is not None:
+                break
+            time.sleep(0.05)
+        group = int(group_file.read_text())
+        evalkit.send_signal(signal.SIGINT)
+        try:
+            _, stderr = evalkit.communicate(timeout=40)  # the command's own timeout is 60 s: not waited out
+        finally:
+            evalkit.kill()
+    assert evalkit.returncode != 0 and "Traceback" not in stderr, stderr
+    assert live_group_members(group) == []

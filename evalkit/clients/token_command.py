@@ -241,9 +241,9 @@ async def keep_fresh(
         await asyncio.sleep(wait)
         stop = threading.Event()
         try:
-            token = await asyncio.shield(asyncio.to_thread(command_token, command, where, stop))
+            token = await asyncio.to_thread(command_token, command, where, stop)
         except asyncio.CancelledError:
-            stop.set()
+            stop.set()  # the thread goes on until the command is ended: at once, now
             raise
         except UserError as error:
             log.warning("%s; the current token is kept, next try in %.0f s", error, min(every, retry_after))

@@ -18,6 +18,7 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -146,12 +147,13 @@ def build_clients(
     return clients
 
 
-def command_tokens(plan: Plan) -> dict[str, str]:
-    """The token each model's ``auth_command`` prints now, by model name (UserError when one fails)."""
+def command_tokens(plan: Plan, stop: threading.Event | None = None) -> dict[str, str]:
+    """The token each model's ``auth_command`` prints now, by model name (UserError when one fails); ``stop`` set
+    ends the command running (the run was interrupted: the command's own process group sees no Ctrl-C)."""
     from evalkit.clients.token_command import command_token
 
     return {
-        model.name: command_token(model.info.auth_command, f"models: {model.name}")
+        model.name: command_token(model.info.auth_command, f"models: {model.name}", stop)
         for model in plan.models.values()
         if model.info.auth_command
     }
@@ -277,7 +279,12 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     config = plan.config
     hidden = secrets_of(config)
     # short-lived tokens from the models' auth_command: fetched before anything starts, hidden like any secret
-    tokens = await asyncio.to_thread(command_tokens, plan)
+    stop_commands = threading.Event()
+    try:
+        tokens = await asyncio.to_thread(command_tokens, plan, stop_commands)
+    except BaseException:
+        stop_commands.set()
+        raise
     hidden.extend(tokens.values())
     state: dict[str, Any] = {"tokens": tokens}
     output_dir = Path(options.output_dir or config.output_dir)
