@@ -107,7 +107,7 @@ def command_token(command: list[str], where: str, stop: threading.Event | None =
     text = output.stdout.decode("utf-8", "replace").strip()
     if process.returncode == 0 and TOKEN_SHAPE.fullmatch(text):
         return text
-    why = _last_line(output.stderr, text)
+    why = _last_line(bytes(output.stderr), text)
     if process.returncode != 0:
         what = f"exit status {process.returncode}"
     elif not text:
