@@ -213,7 +213,7 @@ def test_convert_keeps_auharness_meaning_of_every_shipped_config(
 
     monkeypatch.chdir(tmp_path)  # AU-Harness's private_datasets/ (CallHome) are looked for where it runs
     variables = {"ENDPOINT_URL": "http://127.0.0.1:9/v1", "AUTH_TOKEN": "key", "API_VERSION": "2024-10-21",
-                 "GOOGLE_CLOUD_LOCATION": "us-central1", "GOOGLE_CLOUD_PROJECT": "lab"}  # fmt: skip
+                 "GOOGLE_CLOUD_LOCATION": "us-central1", "GOOGLE_CLOUD_PROJECT": "lab-eval"}  # fmt: skip
     for name, value in variables.items():  # the variables its configs read, set as its user sets them
         monkeypatch.setenv(name, value)
     for corpus in ("CallHome_deu", "CallHome_eng", "CallHome_jpn", "CallHome_spa", "CallHome_zho"):

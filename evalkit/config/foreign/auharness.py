@@ -90,6 +90,9 @@ VERTEX_LOCATION = re.compile(r"global|[a-z]{2,}(?:-[a-z]+)+[0-9]{1,2}")
 #: a Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, from a letter, not ending in a hyphen),
 #: optionally behind the domain of a domain-scoped project (``example.com:my-project``)
 VERTEX_PROJECT = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
+#: a value that is one whole ``${NAME}`` (`evalkit convert` keeps variables unexpanded; a run expands them from the
+#: user's environment first): nothing else can ride along in it to change the host the token goes to
+WHOLE_PLACEHOLDER = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 @dataclass
@@ -698,14 +701,14 @@ def _vertex(info: dict[str, Any], where: str, out: Translation, problems: _Probl
     if not (isinstance(location, str) and location and isinstance(project, str) and project):
         problems.add(where, "Gemini on Vertex AI needs both location and project_id (non-empty strings)")
         return
-    if not VERTEX_LOCATION.fullmatch(location):
+    if not (VERTEX_LOCATION.fullmatch(location) or WHOLE_PLACEHOLDER.fullmatch(location)):
         problems.add(
             f"{where}.location",
             f"{location[:80]!r} is not a Google Cloud region; expected one such as 'us-central1' or 'global' (it "
             "names the host Google's access token is sent to)",
         )
         return
-    if not VERTEX_PROJECT.fullmatch(project):
+    if not (VERTEX_PROJECT.fullmatch(project) or WHOLE_PLACEHOLDER.fullmatch(project)):
         problems.add(
             f"{where}.project_id",
             f"{project[:80]!r} is not a Google Cloud project id; expected 6 to 30 lowercase letters, digits and "
