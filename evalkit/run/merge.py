@@ -20,7 +20,15 @@ are counted as the run counts them.
 What is refused, before anything is written (exit 2, naming the folders):
 folders that are not shard runs, shards of different plans (another config,
 other runspecs or other data: the plan fingerprint each shard's run.json
-keeps), shards that did not finish, a shard given twice, and missing shards.
+keeps), shards that did not finish, a shard given twice, and missing shards;
+a shard whose files differ from its checksums, or that has none, or whose
+results failed over ``max_failure_rate`` (:mod:`evalkit.run.merge_checks`);
+an ``--output`` that is a link or holds what a merge did not write. While
+the records are read, a planned sample held twice, missing or not the
+shard's is refused naming the file and line; the merged folder is built
+beside its target and renamed into place only when whole
+(:mod:`evalkit.run.merge_output`), so a refused or killed merge leaves an
+earlier merge's folder as it was.
 
 Not exact, by nature: ``failure_examples`` (the first message per failure
 reason) follow the order the records are read in, as a run's follow the order
