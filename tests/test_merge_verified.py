@@ -244,3 +244,19 @@ def test_a_shard_over_max_failure_rate_is_refused_unless_allowed(tmp_path: Path,
     allowed = _merge_cli(shards, out, "--allow-failures")
     assert allowed.returncode == 0, allowed.stderr
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
+
+
+def test_data_not_readable_where_the_merge_runs_needs_trust_unverified(runs: dict[str, Any], tmp_path: Path) -> None:
+    data = runs["root"] / "data" / "synth_qa.jsonl"
+    aside = tmp_path / "synth_qa.jsonl"
+    shutil.move(data, aside)
+    data.write_text("not json\n")  # there, but not readable as the shards read it
+    try:
+        _refused(_merge_cli(runs["shards"], tmp_path / "out"), "dataset 'synth_qa' cannot be read here", "line 1")
+        assert not (tmp_path / "out").exists()
+        done = _merge_cli(runs["shards"], tmp_path / "out", "--trust-unverified")
+        assert done.returncode == 0, done.stderr
+        assert "planned samples not checked" in done.stderr
+    finally:
+        shutil.move(aside, data)
+    assert _results(tmp_path / "out") == _results(runs["whole"])

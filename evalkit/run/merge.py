@@ -361,7 +361,10 @@ async def _merge_engine(
     target = safe_path(records_dir, spec.dataset.name, spec.metric, suffix=".jsonl")
     result.records_path = target  # a robustness variant's paired test reads the merged records, as a run's does
     first_model = spec.models[0] if spec.models else None
-    plans = await asyncio.to_thread(planned.of, spec)
+    pair_failed = any(
+        (rows.get((spec.dataset.name, spec.metric, m)) or {}).get("error") for rows in shard_rows for m in spec.models
+    )
+    plans = await asyncio.to_thread(planned.of, spec, pair_failed)
     with target.open("wb") as out:
         for run, rows in zip(shards, shard_rows):
             source = safe_path(run.path / "records", spec.dataset.name, spec.metric, suffix=".jsonl")
@@ -433,7 +436,7 @@ def _copy_records(
         if planned is not None and key not in planned:
             raise UserError(
                 f"merge: {where}: sample {sample_id!r} (row {key[1]}) is not in the plan of shard {run.shard}; "
-                "the folder's records do not match its run.json"
+                "the folder's records do not match its run.json (or the data changed since the shards ran)"
             )
         held[model].add(key)
         _add(accumulator, record, where)

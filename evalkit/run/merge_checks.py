@@ -72,43 +72,45 @@ def check_failure_rates(results: dict[str, Any], path: Path, max_failure_rate: f
 class PlannedSamples:
     """Which samples each shard of a pair must hold: the plan's samples, split by id as the shards split them.
 
-    ``read`` gives a dataset's planned samples (filters and expansion applied); it is called once per dataset.
-    When it fails (the data is not readable here), ``trust_unverified`` decides: refused, or only the
-    duplicate check is made.
+    ``read`` gives a dataset's planned samples (filters and expansion applied); it is called once per dataset
+    spec. When it fails (the data is not readable here), the pair is refused unless ``trust_unverified`` or
+    the pair already failed in a shard (its data unreadable there too): then only the duplicate check is made.
     """
 
     def __init__(self, read: Callable[[Any], Iterable[Sample]], count: int, trust_unverified: bool) -> None:
         self._read = read
         self._count = count
         self._trust = trust_unverified
-        self._by_dataset: dict[str, list[set[SampleKey]] | None] = {}
+        self._by_dataset: dict[str, list[set[SampleKey]] | str] = {}
 
-    def of(self, spec: Any) -> list[set[SampleKey]] | None:
-        """Per shard index, the keys of the pair's planned samples; None when unreadable and trusted."""
-        name = spec.dataset.name
-        if name not in self._by_dataset:
-            self._by_dataset[name] = self._load(spec)
-        return self._by_dataset[name]
+    def of(self, spec: Any, pair_failed: bool = False) -> list[set[SampleKey]] | None:
+        """Per shard index, the keys of the pair's planned samples; None when they cannot be read and may be let be."""
+        key = spec.dataset.model_dump_json()
+        if key not in self._by_dataset:
+            self._by_dataset[key] = self._load(spec)
+        found = self._by_dataset[key]
+        if not isinstance(found, str):
+            return found
+        if not (self._trust or pair_failed):
+            raise UserError(
+                f"merge: dataset {spec.dataset.name!r} cannot be read here ({found}), so the shards' samples cannot "
+                "be checked against the plan; merge where the data is readable, or pass --trust-unverified"
+            )
+        log.warning("merge: %s: planned samples not checked (%s)", spec.id, found)
+        return None
 
-    def _load(self, spec: Any) -> list[set[SampleKey]] | None:
+    def _load(self, spec: Any) -> list[set[SampleKey]] | str:
+        """The keys per shard, or what went wrong reading them."""
         shards: list[set[SampleKey]] = [set() for _ in range(self._count)]
         try:
             for sample in self._read(spec):
                 row = sample.meta.get("index")
                 shards[shard_of(sample.id, self._count)].add((str(sample.id), row if isinstance(row, int) else None))
         except UserError as error:
-            problem = str(error)
+            return str(error)
         except Exception as error:
-            problem = f"{type(error).__name__}: {error}"
-        else:
-            return shards
-        if not self._trust:
-            raise UserError(
-                f"merge: dataset {spec.dataset.name!r} cannot be read here ({problem}), so the shards' samples cannot "
-                "be checked against the plan; merge where the data is readable, or pass --trust-unverified"
-            )
-        log.warning("merge: %s: planned samples not checked (%s); --trust-unverified", spec.dataset.name, problem)
-        return None
+            return f"{type(error).__name__}: {error}"
+        return shards
 
 
 def record_key(record: dict[str, Any]) -> SampleKey:
@@ -128,5 +130,6 @@ def check_whole(
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise UserError(
             f"merge: {source}: no record of sample {first[0]!r} (row {first[1]}) for model {model!r}{more}, "
-            "though the shard's plan holds it; the shard's records are incomplete: run the shard again"
+            "though the shard's plan holds it; the shard's records are incomplete (or the data changed since the "
+            "shards ran): run the shard again"
         )
