@@ -70,6 +70,11 @@ def _gemini_entry(data: Any) -> Any:
     return {**data, "inference_type": "vllm", "url": url}
 
 
+#: model entry fields whose value makes evalkit run a program (a token command, a server it launches): a config file
+#: may name one, a flag string (``--model-args``) never, since a command line is often assembled from others' text
+RUNS_A_PROGRAM = frozenset({"auth_command", "launch"})
+
+
 class ModelInfo(Strict):
     """One model endpoint (a replica when several entries share ``name``).
 

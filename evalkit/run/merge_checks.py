@@ -36,6 +36,8 @@ SampleKey = tuple[str, int | None]
 
 def verify_shard_files(run_dir: Path, manifest: dict[str, Any], trust_unverified: bool) -> None:
     """Refuse a shard whose files differ from its checksums; one without checksums needs ``trust_unverified``."""
+    if (run_dir / "run.json").is_symlink():
+        raise UserError(f"merge {run_dir / 'run.json'}: a symbolic link; a shard's run.json is a file of its own")
     listed = manifest.get(CHECKSUMS)
     if listed is None:
         if not trust_unverified:
