@@ -174,6 +174,12 @@ def test_a_records_file_that_is_a_link_or_not_listed_is_refused(runs: dict[str, 
     planted.write_text("{}\n")
     _refused(_merge_cli(shards, tmp_path / "out"), str(planted), "not listed")
 
+    shards = _copy(runs, tmp_path / "manifest")
+    manifest = shards[1] / "run.json"
+    shutil.move(manifest, tmp_path / "run.json")
+    manifest.symlink_to(tmp_path / "run.json")
+    _refused(_merge_cli(shards, tmp_path / "out"), str(manifest), "symbolic link")
+
 
 def test_an_output_holding_links_or_foreign_files_is_never_written_through(
     runs: dict[str, Any], tmp_path: Path
