@@ -490,10 +490,13 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """Exit codes as `evalkit run`'s: 0, 1 (a pair failed), 3 (a result over max_failure_rate); 2 refused."""
+    """Exit codes as `evalkit run`'s: 0, 1 (a pair failed), 2 refused (a shard unverified, damaged or over
+    max_failure_rate without --allow-failures), 3 (a result over max_failure_rate, merged with --allow-failures)."""
     from evalkit.run.merge import merge
 
-    outcome = merge(args.run_dirs, args.output)
+    outcome = merge(
+        args.run_dirs, args.output, allow_failures=args.allow_failures, trust_unverified=args.trust_unverified
+    )
     if not args.quiet:
         from evalkit.report.console import print_table
 

@@ -313,7 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument(
         "--allow-failures",
         action="store_true",
-        help="exit 0 even when results exceed max_failure_rate (as evalkit run)",
+        help="merge shards whose results exceed max_failure_rate (refused otherwise), and exit 0 then",
+    )
+    mg.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="merge shards without checksums (made by an evalkit from before merges were verified) and datasets "
+        "not readable here, unverified; a shard whose checksums do not match is refused all the same",
     )
     mg.add_argument("--quiet", "-q", action="store_true", help="do not print the results table")
     cv = sub.add_parser(

@@ -20,7 +20,15 @@ are counted as the run counts them.
 What is refused, before anything is written (exit 2, naming the folders):
 folders that are not shard runs, shards of different plans (another config,
 other runspecs or other data: the plan fingerprint each shard's run.json
-keeps), shards that did not finish, a shard given twice, and missing shards.
+keeps), shards that did not finish, a shard given twice, and missing shards;
+a shard whose files differ from its checksums, or that has none, or whose
+results failed over ``max_failure_rate`` (:mod:`evalkit.run.merge_checks`);
+an ``--output`` that is a link or holds what a merge did not write. While
+the records are read, a planned sample held twice, missing or not the
+shard's is refused naming the file and line; the merged folder is built
+beside its target and renamed into place only when whole
+(:mod:`evalkit.run.merge_output`), so a refused or killed merge leaves an
+earlier merge's folder as it was.
 
 Not exact, by nature: ``failure_examples`` (the first message per failure
 reason) follow the order the records are read in, as a run's follow the order
@@ -33,7 +41,6 @@ no store of its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import json
 import logging
@@ -54,6 +61,7 @@ from evalkit.metrics.base import SampleScore
 from evalkit.plan import EngineSpec, Plan
 from evalkit.report.files import write_results
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
+from evalkit.run.checksums import CHECKSUMS, folder_checksums
 from evalkit.run.corpus import fit_corpus
 from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.manifest import (
@@ -64,6 +72,15 @@ from evalkit.run.manifest import (
     plan_for_resume,
     read_manifest,
 )
+from evalkit.run.merge_checks import (
+    PlannedSamples,
+    SampleKey,
+    check_failure_rates,
+    check_whole,
+    record_key,
+    verify_shard_files,
+)
+from evalkit.run.merge_output import check_output, put_in_place, start_building
 from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.runner import build_metric
 from evalkit.run.scoring import metric_settings, summarize
@@ -121,8 +138,11 @@ class RecordedJudge:
 # -- which folders are the shards of one plan ----------------------------------------------------------------
 
 
-def read_shards(run_dirs: Sequence[str | Path]) -> list[ShardRun]:
-    """Every folder's shard, checked to be all of one plan, finished, each once; UserError naming the problem."""
+def read_shards(run_dirs: Sequence[str | Path], trust_unverified: bool = False) -> list[ShardRun]:
+    """Every folder's shard, checked to be all of one plan, finished, each once, its files as it wrote them.
+
+    UserError naming the problem (and the file); ``trust_unverified`` accepts shards without checksums.
+    """
     if not run_dirs:
         raise UserError("merge: give the run folders of the shards (evalkit merge RUN_DIR...)")
     shards: list[ShardRun] = []
@@ -144,6 +164,8 @@ def read_shards(run_dirs: Sequence[str | Path]) -> list[ShardRun]:
     _check_one_plan(shards)
     _check_finished(shards)
     _check_complete(shards)
+    for run in shards:
+        verify_shard_files(run.path, run.manifest, trust_unverified)
     return sorted(shards, key=lambda s: s.shard.index)
 
 
@@ -206,38 +228,20 @@ def _check_complete(shards: list[ShardRun]) -> None:
 
 
 def _output_dir(output: str | Path | None, shards: list[ShardRun]) -> Path:
-    """``--output`` (new, empty, or an earlier merge's folder), or a new folder beside the shards."""
+    """``--output`` (new, empty, or an earlier merge's folder, checked), or a new name beside the shards.
+
+    Nothing is made here: the merge is built beside it and renamed into place (:mod:`evalkit.run.merge_output`).
+    """
     if output is None:
         parents = [str(run.path.resolve().parent) for run in shards]
         base = Path(os.path.commonpath(parents))
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_dir = base / f"merged_{stamp}_{secrets.token_hex(3)}"
-        run_dir.mkdir(parents=True, exist_ok=False)
-        return run_dir
+        return base / f"merged_{stamp}_{secrets.token_hex(3)}"
     run_dir = Path(output)
     if any(run_dir.resolve() == run.path.resolve() for run in shards):
         raise UserError(f"merge --output {run_dir}: that is one of the shards' folders; choose a new folder")
-    if run_dir.exists():
-        if not run_dir.is_dir():
-            raise UserError(f"merge --output {run_dir}: not a folder; expected a new or empty folder")
-        if any(run_dir.iterdir()):
-            earlier = _manifest_or_none(run_dir)
-            if earlier is None or not earlier.get("merged"):
-                raise UserError(
-                    f"merge --output {run_dir}: holds files that are not an earlier merge's; expected a new or empty "
-                    "folder (or the folder of an earlier `evalkit merge`, which is replaced)"
-                )
-            shutil.rmtree(run_dir / "records", ignore_errors=True)  # an earlier merge's: rewritten whole
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_output(run_dir)
     return run_dir
-
-
-def _manifest_or_none(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((run_dir / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 def _plan(shards: list[ShardRun]) -> Plan:
@@ -330,15 +334,6 @@ def _result_groups(record: dict[str, Any]) -> dict[str, str]:
     return sample_groups(SimpleNamespace(meta=meta))
 
 
-def _shard_rows(run: ShardRun) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """(dataset, metric, model) -> the shard's result row (for its seconds and its pair's error)."""
-    try:
-        payload = json.loads((run.path / "results.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise UserError(f"merge {run.path}: cannot read results.json of a finished shard: {error}") from None
-    return {(r.get("dataset"), r.get("metric"), r.get("model")): r for r in payload.get("results") or []}
-
-
 async def _merge_engine(
     spec: EngineSpec,
     plan: Plan,
@@ -346,8 +341,13 @@ async def _merge_engine(
     shard_rows: list[dict[tuple[str, str, str], dict[str, Any]]],
     records_dir: Path,
     skipped: dict[str, int],
+    planned: PlannedSamples,
 ) -> EngineResult:
-    """One pair: every shard's records copied into the merged file and added to one accumulator per model."""
+    """One pair: every shard's records copied into the merged file and added to one accumulator per model.
+
+    Each shard must hold each of its planned samples once per model: a repeated, missing or foreign record is
+    refused, naming the file and line.
+    """
     metric = build_metric(spec, plan.config, _judge_standin(plan))
     try:  # nothing is scored here (the records' stats are final), but the settings say what was counted over
         await fit_corpus(metric, lambda: _corpus_samples(spec, plan))
@@ -361,28 +361,24 @@ async def _merge_engine(
     target = safe_path(records_dir, spec.dataset.name, spec.metric, suffix=".jsonl")
     result.records_path = target  # a robustness variant's paired test reads the merged records, as a run's does
     first_model = spec.models[0] if spec.models else None
+    pair_failed = any(
+        (rows.get((spec.dataset.name, spec.metric, m)) or {}).get("error") for rows in shard_rows for m in spec.models
+    )
+    plans = await asyncio.to_thread(planned.of, spec, pair_failed)
     with target.open("wb") as out:
         for run, rows in zip(shards, shard_rows):
             source = safe_path(run.path / "records", spec.dataset.name, spec.metric, suffix=".jsonl")
-            if not source.is_file():
-                continue  # the pair failed in that shard before its first record: its error says why
-            counted: dict[str, int] = {}
-            for number, line, record in _records(source, skipped):
-                where = f"{source}: line {number}"
-                sample_id = str(record.get("sample_id"))
-                if not run.shard.owns(sample_id):
-                    raise UserError(
-                        f"merge: {where}: sample {sample_id!r} is not shard {run.shard}'s; the folder's records do "
-                        "not match its run.json"
-                    )
-                accumulator = accumulators.get(str(record.get("model")))
-                if accumulator is None:
-                    continue  # a model the plan no longer has cannot be in a shard of this plan: left out
-                _add(accumulator, record, where)
-                counted[str(record.get("model"))] = counted.get(str(record.get("model")), 0) + 1
-                result.n_samples += record.get("model") == first_model
-                out.write(line if line.endswith(b"\n") else line + b"\n")
-            _check_counts(source, counted, rows, spec)
+            mine = None if plans is None else plans[run.shard.index]
+            failed = {m for m in spec.models if (rows.get((spec.dataset.name, spec.metric, m)) or {}).get("error")}
+            held: dict[str, set[SampleKey]] = {name: set() for name in spec.models}
+            if source.is_file():  # else the pair failed in that shard before its first record: its error says why
+                _copy_records(source, run, accumulators, held, mine, skipped, out)
+            for name in spec.models:
+                check_whole(source, name, held[name], mine, name in failed)
+            counted = {name: len(keys) for name, keys in held.items()}
+            result.n_samples += counted.get(str(first_model), 0)
+            if source.is_file():
+                _check_counts(source, counted, rows, spec)
     seconds = [
         float(rows.get((spec.dataset.name, spec.metric, m), {}).get("seconds") or 0)
         for rows in shard_rows
@@ -407,6 +403,44 @@ async def _merge_engine(
             failure_examples=dict(accumulator.failure_examples),
         )
     return result
+
+
+def _copy_records(
+    source: Path,
+    run: ShardRun,
+    accumulators: dict[str, ScoreAccumulator],
+    held: dict[str, set[SampleKey]],
+    planned: set[SampleKey] | None,
+    skipped: dict[str, int],
+    out: Any,
+) -> None:
+    """One shard's records of a pair into the merged file and the accumulators, each planned sample once."""
+    for number, line, record in _records(source, skipped):
+        where = f"{source}: line {number}"
+        sample_id = str(record.get("sample_id"))
+        if not run.shard.owns(sample_id):
+            raise UserError(
+                f"merge: {where}: sample {sample_id!r} is not shard {run.shard}'s; the folder's records do "
+                "not match its run.json"
+            )
+        model = str(record.get("model"))
+        accumulator = accumulators.get(model)
+        if accumulator is None:
+            continue  # a model the plan no longer has cannot be in a shard of this plan: left out
+        key = record_key(record)
+        if key in held[model]:
+            raise UserError(
+                f"merge: {where}: a second record of sample {sample_id!r} (row {key[1]}) for model {model!r}; "
+                "each sample is recorded once: the shard's records are damaged, run the shard again"
+            )
+        if planned is not None and key not in planned:
+            raise UserError(
+                f"merge: {where}: sample {sample_id!r} (row {key[1]}) is not in the plan of shard {run.shard}; "
+                "the folder's records do not match its run.json (or the data changed since the shards ran)"
+            )
+        held[model].add(key)
+        _add(accumulator, record, where)
+        out.write(line if line.endswith(b"\n") else line + b"\n")
 
 
 def _corpus_samples(spec: EngineSpec, plan: Plan) -> Iterator[Any]:
@@ -475,13 +509,31 @@ def _requests(shards: list[ShardRun]) -> dict[str, dict[str, Any]]:
     return total
 
 
-async def amerge(run_dirs: Sequence[str | Path], output: str | Path | None = None) -> MergeOutcome:
-    """Merge the shard folders ``run_dirs`` into ``output`` (default: a new folder beside them)."""
+async def amerge(
+    run_dirs: Sequence[str | Path],
+    output: str | Path | None = None,
+    *,
+    allow_failures: bool = False,
+    trust_unverified: bool = False,
+) -> MergeOutcome:
+    """Merge the shard folders ``run_dirs`` into ``output`` (default: a new folder beside them).
+
+    ``allow_failures`` merges shards with results over ``max_failure_rate``; ``trust_unverified`` merges shards
+    without checksums (older evalkit) and data not readable here. Nothing is written unless the merge completes.
+    """
     started = time.perf_counter()
-    shards = read_shards(run_dirs)
+    shards = read_shards(run_dirs, trust_unverified)
     plan = _plan(shards)
+    shard_rows = []
+    for run in shards:
+        results = _shard_results(run)
+        if not allow_failures:
+            check_failure_rates(results, run.path / "results.json", plan.config.max_failure_rate)
+        shard_rows.append(
+            {(r.get("dataset"), r.get("metric"), r.get("model")): r for r in results.get("results") or []}
+        )
     first = shards[0].manifest
-    run_dir = _output_dir(output, shards)
+    target = _output_dir(output, shards)
     described = [
         {
             "index": run.shard.index,
@@ -494,7 +546,7 @@ async def amerge(run_dirs: Sequence[str | Path], output: str | Path | None = Non
     merged = {"count": shards[0].shard.count, "plan": shards[0].plan, "shards": described}
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
-        "run_id": run_dir.name,
+        "run_id": target.name,
         "status": "running",
         "started": min(str(run.manifest.get("started") or "") for run in shards) or None,
         "resumed": [],
@@ -508,33 +560,60 @@ async def amerge(run_dirs: Sequence[str | Path], output: str | Path | None = Non
         "datasets": first.get("datasets"),
         "merged": merged,
     }
-    writer = ManifestWriter(run_dir, manifest)
-    writer.update()
+    planned = PlannedSamples(lambda spec: _corpus_samples(spec, plan), shards[0].shard.count, trust_unverified)
+    building = start_building(target)
     try:
-        return await _write_merged(shards, plan, run_dir, writer, merged, started)
-    except BaseException as error:  # run.json tells the truth: this folder is not a merged run
-        with contextlib.suppress(OSError, UserError):
-            writer.update(status="failed", error=f"{type(error).__name__}: {error}")
+        writer = ManifestWriter(building, manifest)
+        writer.update()
+        outcome = await _write_merged(shards, shard_rows, plan, building, writer, merged, planned, started)
+        put_in_place(building, target)
+    except BaseException:  # a merge that did not complete leaves nothing: an earlier merge's folder is untouched
+        shutil.rmtree(building, ignore_errors=True)
         raise
+    outcome.run_dir = target
+    for engine in outcome.engines:
+        if engine.records_path is not None:
+            engine.records_path = target / engine.records_path.relative_to(building)
+    return outcome
+
+
+def _shard_results(run: ShardRun) -> dict[str, Any]:
+    """A finished shard's results.json (verified by its checksum, unless merged unverified)."""
+    path = run.path / "results.json"
+    try:
+        payload = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise UserError(f"merge {path}: cannot read the results of a finished shard: {error}") from None
+    if not isinstance(payload, dict):
+        raise UserError(f"merge {path}: not a results file (expected a JSON object)")
+    return payload
 
 
 async def _write_merged(
-    shards: list[ShardRun], plan: Plan, run_dir: Path, writer: ManifestWriter, merged: dict[str, Any], started: float
+    shards: list[ShardRun],
+    shard_rows: list[dict[tuple[str, str, str], dict[str, Any]]],
+    plan: Plan,
+    run_dir: Path,
+    writer: ManifestWriter,
+    merged: dict[str, Any],
+    planned: PlannedSamples,
+    started: float,
 ) -> MergeOutcome:
-    """Records, results and views of the merged folder; run.json "finished" at the end."""
+    """Records, results and views of the merged folder; run.json "finished", with its checksums, at the end."""
     first = shards[0].manifest
     records_dir = run_dir / "records"
     records_dir.mkdir(parents=True, exist_ok=True)
-    shard_rows = [_shard_rows(run) for run in shards]
     skipped: dict[str, int] = {}
-    engines = [await _merge_engine(spec, plan, shards, shard_rows, records_dir, skipped) for spec in plan.engines]
+    engines = [
+        await _merge_engine(spec, plan, shards, shard_rows, records_dir, skipped, planned) for spec in plan.engines
+    ]
     _merge_sent(shards, records_dir)
     rows = rows_from_engines(engines, plan.config.max_failure_rate)
     rows += aggregate_rows(rows, plan.config.aggregate, plan.catalog.resolve)
     finished = dt.datetime.now().isoformat(timespec="seconds")
     seconds = max((float(run.manifest.get("seconds") or 0) for run in shards), default=0.0)
     meta: dict[str, Any] = {
-        "run_id": run_dir.name,
+        "run_id": writer.data["run_id"],
         "finished": finished,
         "seconds": round(seconds, 3),
         "config_file": first.get("config_file"),
@@ -545,11 +624,24 @@ async def _write_merged(
         "merged": merged,
     }
     write_results(run_dir, rows, meta)
+    checksums = await asyncio.to_thread(folder_checksums, run_dir)
     took = time.perf_counter() - started
-    writer.update(status="finished", finished=finished, seconds=round(seconds, 3), merge_seconds=round(took, 3))
+    writer.update(
+        status="finished",
+        finished=finished,
+        seconds=round(seconds, 3),
+        merge_seconds=round(took, 3),
+        **{CHECKSUMS: checksums},
+    )
     return MergeOutcome(run_dir, rows, engines, shards, skipped, took, plan.config.max_failure_rate)
 
 
-def merge(run_dirs: Sequence[str | Path], output: str | Path | None = None) -> MergeOutcome:
+def merge(
+    run_dirs: Sequence[str | Path],
+    output: str | Path | None = None,
+    *,
+    allow_failures: bool = False,
+    trust_unverified: bool = False,
+) -> MergeOutcome:
     """:func:`amerge` in a new event loop (for scripts and the command line)."""
-    return asyncio.run(amerge(run_dirs, output))
+    return asyncio.run(amerge(run_dirs, output, allow_failures=allow_failures, trust_unverified=trust_unverified))

@@ -40,6 +40,7 @@ from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
+from evalkit.run.checksums import CHECKSUMS, folder_checksums
 from evalkit.run.engine import Engine, ProgressHook
 from evalkit.run.engine_result import EngineResult
 from evalkit.run.hardstop import GRACE_SECONDS, HardStop
@@ -431,9 +432,22 @@ async def _execute(
     elif options.run_dir:
         run_dir = Path(options.run_dir)
         _check_run_dir(run_dir)
-    else:
-        run_dir = new_run_dir(output_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # the store is opened before the run folder is made: a store evalkit refuses leaves no folder behind
+    store: ResponseStore | None = None
+    if use_store:
+        store = await ResponseStore(store_path, refresh_since=refresh_since).open()
+    try:
+        # what a refusal before the first request takes away again: never a resumed run's or an earlier run's files
+        if resumed is None and not options.run_dir:
+            run_dir, new_folder = new_run_dir(output_dir), True
+        else:
+            new_folder = resumed is None and not run_dir.exists()
+        new_manifest = resumed is None and not (run_dir / MANIFEST).exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        if store is not None:
+            await store.close()
+        raise
     state["store"] = str(store_path) if use_store else None
     manifest: dict[str, Any] = {
         "format": MANIFEST_FORMAT,
@@ -468,14 +482,11 @@ async def _execute(
         manifest["started_unix"] = resumed.get("started_unix", started_unix)
     manifest = scrub_tree(manifest, hidden)
     writer = ManifestWriter(run_dir, manifest)
-    writer.update()
-    state["manifest"] = writer
-
-    state["run_dir"] = run_dir
-    store: ResponseStore | None = None
+    started_engines = False
     try:
-        if use_store:
-            store = await ResponseStore(store_path, refresh_since=refresh_since).open()
+        writer.update()
+        state["manifest"] = writer
+        state["run_dir"] = run_dir
         clients = build_clients(plan, store, state.get("tokens"), hidden)
         refreshers = _keep_tokens_fresh(plan, clients, hidden, state.get("secret_filter"))
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
@@ -511,6 +522,7 @@ async def _execute(
                 )
                 for spec in plan.engines
             ]
+            started_engines = True
             with quiet_garbage_collector():
                 results = await _run_engines(engines)
         finally:
@@ -553,7 +565,19 @@ async def _execute(
                 row.error = scrub(row.error, hidden)
             row.failure_examples = {k: scrub(v, hidden) for k, v in row.failure_examples.items()}
         _write_results(run_dir, rows, meta)
+        # what a merge verifies: the records and results exactly as this run wrote them
+        checksums = await asyncio.to_thread(folder_checksums, run_dir)
     except BaseException as error:
+        if not started_engines:
+            if store is not None:
+                await store.close()  # the engines' own `finally` never ran
+                store = None
+            if isinstance(error, UserError) and new_manifest:
+                # refused before the first request: what this run made holds nothing worth keeping
+                _remove_new_folder(run_dir, remove_folder=new_folder)
+                state.pop("run_dir", None)
+                state.pop("manifest", None)
+                raise
         # run.json tells the truth: an interrupted run is resumable, a crashed one says why
         interrupted = isinstance(error, (asyncio.CancelledError, KeyboardInterrupt, SystemExit))
         changes: dict[str, Any] = {
@@ -567,7 +591,7 @@ async def _execute(
             writer.update(**changes)
         raise
     manifest["store"].update(_store_counts(store))
-    writer.update(status="finished", finished=meta["finished"], seconds=meta["seconds"])
+    writer.update(status="finished", finished=meta["finished"], seconds=meta["seconds"], **{CHECKSUMS: checksums})
     return RunOutcome(
         run_dir=run_dir,
         rows=rows,
@@ -579,6 +603,18 @@ async def _execute(
         reused=sum(c.reused + c.deduplicated for c in clients.values()),
         changed=store.changed if store is not None else 0,
     )
+
+
+def _remove_new_folder(run_dir: Path, remove_folder: bool) -> None:
+    """Take back what a refused run wrote: its run.json, then (``remove_folder``) the folder if it is empty.
+
+    Only what this run made goes: a folder that holds anything else (the user's, or a file written before the
+    refusal) is left as it is.
+    """
+    with contextlib.suppress(OSError):
+        (run_dir / MANIFEST).unlink(missing_ok=True)
+        if remove_folder:
+            run_dir.rmdir()  # fails, and keeps the folder, unless it is empty
 
 
 def _store_counts(store: ResponseStore | None) -> dict[str, int]:
