@@ -100,7 +100,7 @@ def test_a_damaged_store_is_set_aside_untouched_and_the_run_scores_as_a_clean_on
     warning = [line for line in again.stderr.splitlines() if "is damaged" in line]
     assert len(warning) == 1, again.stderr
     assert f"response store {store} is damaged (SQLite: " in warning[0]
-    assert f"evalkit leaves it untouched" in warning[0] and str(replacement) in warning[0]
+    assert "evalkit leaves it untouched" in warning[0] and str(replacement) in warning[0]
     score, run_dir = _score(again.stdout)
     assert score == clean
     sent, stored = _summary(again.stdout)
