@@ -345,10 +345,10 @@ def test_gemini_is_served_through_googles_openai_endpoint_and_needs_its_key() ->
         parse_config(
             {"task_metric": [["librispeech_test_clean", "word_error_rate"]], "models": [{**entry, "auth_token": None}]}
         )
-    vertex = {**entry, "location": "us-central1", "project_id": "proj", "model": "google/gemini-2.5-flash"}
+    vertex = {**entry, "location": "us-central1", "project_id": "proj-123", "model": "google/gemini-2.5-flash"}
     config = parse_config({"task_metric": [["librispeech_test_clean", "word_error_rate"]], "models": [vertex]})
     assert config.models[0].info.url == (
-        "https://us-central1-aiplatform.googleapis.com/v1/projects/proj/locations/us-central1/endpoints/openapi"
+        "https://us-central1-aiplatform.googleapis.com/v1/projects/proj-123/locations/us-central1/endpoints/openapi"
     )
     # AU-Harness signs in with Google's application-default credentials: gcloud prints their token, renewed
     for given in ({"auth_token": ""}, {"auth_token": None}):

@@ -68,7 +68,7 @@ def test_every_scenario_name_resolves_or_says_why_not(catalog: Catalog, name: st
         with pytest.raises(RunspecError, match="ChEF's dataset .* evalkit's catalogue has no entry"):
             catalog.resolve(name)
     else:
-        # a bare name that is also an alias of evalkit's own entry (lmms-lab/ScienceQA's) keeps evalkit's entry
+        # a bare name that is also an alias of evalkit's own entry (lmms-lab-encoder/ScienceQA's) keeps evalkit's entry
         bare = catalog.aliases.get(name, target)
         assert [s.name for s in catalog.resolve(name)] == [bare]
         assert [s.name for s in catalog.resolve(f"chef:{name}")] == [target]
@@ -131,7 +131,7 @@ def test_info_dataset_says_of_another_tools_name_what_run_says(name: str, said: 
 
 
 def test_chefs_mme_runs_acc_plus_over_each_image_by_its_question_id(catalog: Catalog) -> None:
-    """lmms-lab/MME's question_id is the image's file, shared by its two questions (lmms-eval groups by it)."""
+    """lmms-lab-encoder/MME's question_id is the image's file, shared by its two questions (lmms-eval groups by it)."""
     from evalkit.data.sample import Sample
     from evalkit.metrics import METRICS
 

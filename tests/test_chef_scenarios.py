@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from helpers import model_entry, run_private, write_config
 
-from evalkit.catalog import Catalog, load_catalog
+from evalkit.catalog import Catalog, DatasetSpec, load_catalog
 from evalkit.config import load_config
 from evalkit.errors import ConfigError, RunspecError
 from evalkit.metrics.chef.fine_grained import BambooTree, FgClassificationAccuracy, weighted_depth
@@ -42,9 +42,24 @@ def test_the_table_lists_chefs_33_scenarios() -> None:
 
 @pytest.mark.parametrize("name", sorted(COVERED))
 def test_chef_name_resolves_in_any_case(catalog: Catalog, name: str) -> None:
+    """With the prefix every spelling is ChEF's; bare, a spelling that is one of evalkit's own names (its ``ai2d``,
+    ``mme``, the ``ScienceQA`` alias of its lmms-lab entry) keeps evalkit's meaning."""
     target = catalog.datasets[COVERED[name]]
-    for spelling in (name, name.lower(), name.upper(), name.swapcase(), f"chef:{name}"):
-        assert catalog.resolve(spelling) == [target], spelling
+    for spelling in (name, name.lower(), name.upper(), name.swapcase()):
+        assert catalog.resolve(f"chef:{spelling}") == [target], f"chef:{spelling}"
+        assert catalog.resolve(spelling) == [_bare_meaning(catalog, spelling, target)], spelling
+
+
+def _bare_meaning(catalog: Catalog, spelling: str, chefs: DatasetSpec) -> DatasetSpec:
+    """What a bare spelling means: evalkit's own name exactly, else ChEF's name exactly, else evalkit's own name in
+    another case, else ChEF's."""
+    own = {**{name: name for name in catalog.datasets}, **catalog.aliases}
+    if spelling in own:
+        return catalog.datasets[own[spelling]]
+    if spelling in NAMES["datasets"]:
+        return chefs
+    folded = [entry for name, entry in own.items() if name.casefold() == spelling.casefold()]
+    return catalog.datasets[folded[0]] if len(set(folded)) == 1 else chefs
 
 
 def test_every_chef_name_has_an_entry(catalog: Catalog) -> None:

@@ -24,6 +24,7 @@ from PIL import Image as PILImage
 from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, corrupt_image, remake, sample_seed
 from evalkit.data.sample import Sample
 from evalkit.prompts.corrupt_text import corrupt_sample, shuffled_options, with_typos
+from evalkit.util.confine import Roots
 from evalkit.view.media import MediaPart, image_file
 
 
@@ -182,7 +183,8 @@ def test_image_variants_run_as_pairs_with_the_change_and_the_corrupted_image_ref
         assert hashlib.sha256(remade.data).hexdigest() == ref["corruption"]["sha256"] != ref["sha256"]
         assert remake(source, ref["corruption"]) == remade.data and ref["corruption"]["place"] == [0, 0]
         # the viewer shows the image as sent, not its clean source
-        shown, mime = image_file(MediaPart(0, "image", ref, 0, "imgs@gaussian_noise"))
+        roots = Roots([Path(ref["path"]).parent])  # the dataset's folder, as `evalkit view --media-root` gives it
+        shown, mime = image_file(MediaPart(0, "image", ref, 0, "imgs@gaussian_noise", roots))
         assert (shown, mime) == (remade.data, "image/png")
         with pytest.raises(ValueError, match="sha256 mismatch"):
             remake(_png((1, 2, 3)), ref["corruption"])

@@ -104,7 +104,13 @@ def test_vision_has_at_least_15_image_entries(catalog) -> None:  # type: ignore[
         assert spec.image_column and spec.modality in ("image", "image+text"), spec.name
         assert spec.textual_input_column or spec.instruction, f"{spec.name}: the question must reach the model"
     listed = {spec.hf_repo for spec in vision}
-    for repo in ("lmms-lab/POPE", "lmms-lab/DocVQA", "lmms-lab/ChartQA", "lmms-lab/textvqa", "AI4Math/MathVista"):
+    for repo in (
+        "lmms-lab-encoder/POPE",
+        "lmms-lab-encoder/DocVQA",
+        "lmms-lab-encoder/ChartQA",
+        "lmms-lab-encoder/textvqa",
+        "AI4Math/MathVista",
+    ):
         assert repo in listed
 
 

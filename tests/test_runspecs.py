@@ -245,8 +245,8 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "ServiceNow-AI/BFCL_v3_audio": "bfcl_v3_audio",
     "ServiceNow-AI/spider_audio": "spider_audio",
     "pirxus/spokenwoz-whisper": "spokenwoz_whisper",
-    # MMAU (lmms-lab parquet release): question, choices as one JSON-list string, answer text
-    "lmms-lab/mmau": "mmau",
+    # MMAU (lmms-lab's parquet release, now lmms-lab-audio's): question, choices as one JSON-list string, answer text
+    "lmms-lab-audio/mmau": "mmau",
     # SAKURA: one repo per track, single- and multi-hop instruction/answer columns
     "SLLM-multi-hop/AnimalQA": "sakura",
     "SLLM-multi-hop/EmotionQA": "sakura",
@@ -357,21 +357,21 @@ FIXTURE_BY_REPO: dict[str | tuple[str, str], str] = {
     "Showing-KCL/AMQA": "amqa",
     "ekacare/Eka_NFI_MCQA": "eka_nfi",
     # vision (layouts from lmms-eval's task files)
-    "lmms-lab/POPE": "pope",
-    "lmms-lab/textvqa": "textvqa",
-    "lmms-lab/DocVQA": "docvqa",
-    ("lmms-lab/DocVQA", "InfographicVQA"): "infovqa",
+    "lmms-lab-encoder/POPE": "pope",
+    "lmms-lab-encoder/textvqa": "textvqa",
+    "lmms-lab-encoder/DocVQA": "docvqa",
+    ("lmms-lab-encoder/DocVQA", "InfographicVQA"): "infovqa",
     "lmms-lab/MMBench_EN": "mmbench",
     "flaviagiammarino/path-vqa": "vqa_image",
-    "lmms-lab/ChartQA": "chartqa",
-    "lmms-lab/ai2d": "ai2d",
-    "lmms-lab/MMMU": "mmmu",
+    "lmms-lab-encoder/ChartQA": "chartqa",
+    "lmms-lab-encoder/ai2d": "ai2d",
+    "lmms-lab-encoder/MMMU": "mmmu",
     "MMMU/MMMU": "mmmu",
     "AI4Math/MathVista": "mathvista",
-    "lmms-lab/ScienceQA": "scienceqa",
-    "lmms-lab/RealWorldQA": "realworldqa",
+    "lmms-lab-encoder/ScienceQA": "scienceqa",
+    "lmms-lab-encoder/RealWorldQA": "realworldqa",
     "echo840/OCRBench": "ocrbench",
-    "lmms-lab/MME": "mme",
+    "lmms-lab-encoder/MME": "mme",
 }
 
 ISO_CODE = re.compile(r"^[a-z]{2,3}(-[a-z]{2,3})?$")

@@ -16,6 +16,7 @@ forms it travels in: as given, percent-encoded, and base64 at any offset.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import json
 import os
@@ -210,3 +211,70 @@ def test_a_stream_cut_anywhere_is_masked() -> None:
         assert _leaks_of(ARG_FLAG, out.decode()) == [] and out.count(MASK.encode()) == 7, size
         assert out.endswith(b"no newline at the end ***")
     assert StreamScrubber([]).feed(b"as is") == b"as is"
+
+
+# -- every form a server can echo: non-ASCII secrets read in another encoding, secrets in a URL's path -----------
+
+NON_ASCII_BEARER = "evk-bëarer-tök€n-5Rd8"
+PATH_TOKEN = "evk-päth+tok~en€-3Km7"
+LATIN1_PASSWORD = "evk-pässwörd-8Ty2Ux"
+NON_ASCII_QUERY = "evk-quëry-kéy-6Ws1"
+ECHOED = [NON_ASCII_BEARER, PATH_TOKEN, LATIN1_PASSWORD, NON_ASCII_QUERY]
+
+
+def _echoed_forms(secret: str) -> list[bytes]:
+    """Each form in which a server may echo ``secret``, as bytes of the UTF-8 files a run writes: as given,
+    percent-encoded (as a query value or as a path segment), read as Latin-1 or Windows-1252 after travelling
+    as UTF-8 (mojibake), JSON-escaped, and base64 (of UTF-8 or Latin-1 bytes, alone or as Basic auth)."""
+    texts = {secret, quote(secret, safe=""), quote(secret, safe="!$&'()*+,;=:@~")}
+    for codec in ("latin-1", "cp1252"):
+        texts.add(secret.encode().decode(codec, "replace"))
+    texts |= {json.dumps(t)[1:-1] for t in list(texts)}
+    raw = [secret.encode(), f"{USER}:{secret}".encode()]
+    with contextlib.suppress(UnicodeEncodeError):
+        raw += [secret.encode("latin-1"), f"{USER}:{secret}".encode("latin-1")]
+    cores = [core for data in raw for core in [base64.b64encode(data), *_base64_cores(data)]]
+    return [t.encode() for t in texts] + cores
+
+
+def _echoed_leaks(data: bytes) -> list[str]:
+    return [secret for secret in ECHOED if any(form in data for form in _echoed_forms(secret))]
+
+
+def test_secrets_a_server_echoes_in_another_form_are_masked_everywhere(tmp_path: Path, make_server) -> None:
+    """The server reads its headers as Latin-1 (UTF-8 comes back as mojibake) and echoes paths as sent
+    (percent-encoded); the secrets are non-ASCII, and one sits in a URL's path (the model's key, in its URL)."""
+    server = make_server(require_auth="the-only-accepted-key-0000", echo_auth="raw")
+    base = server.base_url
+    root, host = base.rsplit("/v1", 1)[0], base.split("//", 1)[1]
+    models = [
+        model_entry("bearer", base, auth_token=NON_ASCII_BEARER, retry_attempts=0),
+        model_entry("in_path", f"{root}/{PATH_TOKEN}/v1", auth_token=PATH_TOKEN, retry_attempts=0),
+        model_entry("in_url", f"http://{USER}:{LATIN1_PASSWORD}@{host}", retry_attempts=0),
+        model_entry("in_query", f"{base}?api_key={NON_ASCII_QUERY}", retry_attempts=0),
+    ]
+    output = tmp_path / "out"
+    config = config_for(tmp_path / "http", text_set(tmp_path, N), models, output_dir=str(output))
+    done = _evalkit(config, tmp_path)
+    assert done.returncode == 3, done.stderr
+
+    # the secrets were there to leak: the server echoed each one back, masked on the way in
+    (run_dir,) = [p for p in output.iterdir() if (p / "results.json").is_file()]
+    records = [json.loads(line) for p in (run_dir / "records").glob("*.jsonl") for line in p.read_text().splitlines()]
+    errors = {r["model"]: r["error"] for r in records}
+    assert f"Bearer {MASK} for" in errors["bearer"] and f"Basic {MASK} for" in errors["in_url"], errors
+    assert f"/{MASK}/v1/chat/completions" in errors["in_path"] and f"api_key={MASK}" in errors["in_query"], errors
+    # the replica a record names is its URL with the key in its path masked, as in run.json and results.json
+    assert {r["replica"] for r in records if r["model"] == "in_path"} == {f"{root}/{MASK}/v1"}
+
+    files = _every_file(output)
+    leaked = {str(p.relative_to(output)): _echoed_leaks(data) for p, data in files.items() if _echoed_leaks(data)}
+    assert leaked == {}
+    assert _echoed_leaks(done.stdout.encode()) == [] and _echoed_leaks(done.stderr.encode()) == []
+
+
+def test_the_forms_of_a_non_ascii_secret() -> None:
+    for secret in ECHOED:
+        for form in _echoed_forms(secret):
+            text = f"before {form.decode()} after"
+            assert not _echoed_leaks(scrub(text, [secret]).encode()), (secret, form)

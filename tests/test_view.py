@@ -238,7 +238,12 @@ def make_run(
 
 
 class Served:
-    def __init__(self, roots: list[Path]) -> None:
+    def __init__(
+        self, roots: list[Path], media_roots: list[Path] | None = None, key: str | None = None, **viewer: Any
+    ) -> None:
+        self.media_roots = media_roots
+        self.key = key
+        self.viewer = viewer
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
@@ -250,14 +255,15 @@ class Served:
 
     def _main(self, roots: list[Path]) -> None:
         asyncio.set_event_loop(self.loop)
-        self.task = self.loop.create_task(serve(Viewer(roots), self.sock, lambda url: self.ready.set()))
+        viewer = Viewer(roots, self.media_roots, **self.viewer)
+        self.task = self.loop.create_task(serve(viewer, self.sock, lambda url: self.ready.set(), self.key))
         with contextlib.suppress(asyncio.CancelledError):
             self.loop.run_until_complete(self.task)
 
-    def get(self, path: str) -> tuple[int, dict[str, str], bytes]:
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
-            conn.request("GET", path)
+            conn.request("GET", path, headers=headers or {})
             response = conn.getresponse()
             return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
         finally:
@@ -291,8 +297,12 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def served(tmp_path: Path) -> Iterator[Any]:
     servers: list[Served] = []
 
-    def start(*roots: Path) -> Served:
-        server = Served(list(roots))
+    def start(*roots: Path, media_roots: list[Path] | None = None, **viewer: Any) -> Served:
+        """A viewer of ``roots``; the media of make_run's runs sit in ``<root>/media``, outside the run folders,
+        so that folder is given as a user gives a dataset's folder (``--media-root``) unless the test says."""
+        if media_roots is None:
+            media_roots = [root / "media" for root in roots if (root / "media").is_dir()]
+        server = Served(list(roots), media_roots, **viewer)
         servers.append(server)
         return server
 
@@ -562,7 +572,7 @@ def test_records_without_the_new_fields_still_show(tmp_path: Path, served: Any) 
         for i in range(3)
     ]
     _jsonl(run / "records" / "vqa__exact_match.jsonl", old)
-    server = served(tmp_path / "runs")
+    server = served(tmp_path / "runs", media_roots=[tmp_path])
     page = server.page(sample_url("20250101-000000_old000", "vqa", "exact_match", "q0"))
     assert "green" in page and "navy" in page and "vqa_default" in page and "did not record the prompt" in page
     image = re.findall(r'<img src="([^"]+)"', page)
@@ -597,7 +607,10 @@ def test_compare_two_runs_lists_the_samples_whose_score_changed(tmp_path: Path, 
 def test_export_writes_a_static_site_with_relative_links(tmp_path: Path) -> None:
     make_run(tmp_path / "runs")
     out = tmp_path / "site"
-    done = evalkit_cli(["view", str(tmp_path / "runs"), "--export", str(out)], tmp_path, env={**os.environ})
+    runs = tmp_path / "runs"
+    done = evalkit_cli(
+        ["view", str(runs), "--export", str(out), "--media-root", str(runs / "media")], tmp_path, env={**os.environ}
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "index.html").is_file() and (out / "static" / "view.js").is_file()
     pages_written = list(out.rglob("*.html"))

@@ -133,12 +133,17 @@ def real_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 class Viewer:
-    """`evalkit view RUNS --no-browser --port 0` in a child process; its URL from its first line."""
+    """`evalkit view RUNS --no-browser --port 0` in a child process; its URL from its first line.
+
+    The datasets' audio and images sit beside the runs folder, outside the run: their folder is given as
+    ``--media-root``, as a user gives a local dataset's folder.
+    """
 
     def __init__(self, runs: Path, cache: Path) -> None:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "EVALKIT_CACHE_DIR": str(cache)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "evalkit", "view", str(runs), "--no-browser", "--port", "0"],
+            [sys.executable, "-m", "evalkit", "view", str(runs), "--no-browser", "--port", "0"]
+            + ["--media-root", str(runs.parent)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -283,7 +288,9 @@ def _run_id(runs: Path) -> str:
 def test_the_export_works_from_file_urls(real_run: Path, browser: Any, shots: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     env = {**os.environ, "EVALKIT_CACHE_DIR": str(tmp_path / "cache")}
-    done = evalkit_cli(["view", str(real_run), "--export", str(site)], tmp_path, env=env)
+    done = evalkit_cli(
+        ["view", str(real_run), "--export", str(site), "--media-root", str(real_run.parent)], tmp_path, env=env
+    )
     assert done.returncode == 0, done.stderr
     browser.get((site / "index.html").as_uri())
     _wait(browser, "table.runs a").click()

@@ -1,4 +1,5 @@
-"""The ``evalkit`` commands: run / validate / list / info / report / rescore / merge / view / convert / serve.
+"""The ``evalkit`` commands: run / validate / list / info / fetch / catalogue / report / rescore / merge / view /
+convert / serve.
 
 What a user may type is :mod:`evalkit.cli.parser`'s; this module does what each command says.
 
@@ -14,6 +15,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import shutil
 import sys
 from collections.abc import Coroutine
@@ -396,6 +398,12 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_catalogue(args: argparse.Namespace) -> int:
+    from evalkit.cli.catalogue import run_check
+
+    return run_check(args)
+
+
 # ---------------------------------------------------------------- report / rescore
 
 
@@ -527,16 +535,34 @@ def cmd_view(args: argparse.Namespace) -> int:
             raise UserError(f"view: {root} is not a folder (give run folders or the output_dir holding them)")
     if not 0 <= args.port <= 65535:
         raise UserError(f"--port {args.port}: expected 0 to 65535")
+    media_roots = [Path(p) for p in args.media_root]
+    for folder in media_roots:
+        if not folder.is_dir():
+            raise UserError(f"view: --media-root {folder} is not a folder")
     if args.export:
         from evalkit.view.export import export_site
 
-        written = export_site(roots, Path(args.export))
+        written = export_site(roots, Path(args.export), media_roots)
         print(f"evalkit view: wrote {written} pages to {args.export}; open {Path(args.export) / 'index.html'}")
         return 0
+    from evalkit.view.access import API_KEY_ENV, check_key
     from evalkit.view.server import run_viewer
 
+    where = "--api-key" if args.api_key is not None else API_KEY_ENV
     try:
-        return run_viewer(roots, args.host, args.port, open_browser=not args.no_browser)
+        key = check_key(args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV), where)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    try:
+        return run_viewer(
+            roots,
+            args.host,
+            args.port,
+            open_browser=not args.no_browser,
+            media_roots=media_roots,
+            key=key,
+            show_paths=args.show_paths,
+        )
     except OSError as error:
         raise UserError(f"view: cannot listen on {args.host}:{args.port}: {error.strerror or error}") from None
 
@@ -561,6 +587,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 COMMANDS = {
     "fetch": cmd_fetch,
+    "catalogue": cmd_catalogue,
     "init": cmd_init,
     "run": cmd_run,
     "validate": cmd_validate,
@@ -600,8 +627,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"evalkit: error: {error}", file=sys.stderr)
         return error.exit_code
     except BrokenPipeError:  # `evalkit list datasets | head`: the reader left; exit quietly
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except RunInterrupted as interrupted:

@@ -268,6 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument(
         "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
     )
+    _catalogue_parser(sub)
     report_help = (
         "re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or compare "
         "two (RUN_A RUN_B, RUN_A:MODEL RUN_B:MODEL, or RUN --models M1 M2): a paired test per dataset-metric pair on "
@@ -331,6 +332,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _catalogue_parser(sub: argparse._SubParsersAction) -> None:
+    cat = sub.add_parser("catalogue", help="the dataset catalogue against its sources (`evalkit catalogue check`)")
+    actions = cat.add_subparsers(dest="catalogue_command", metavar="ACTION", required=True)
+    check = actions.add_parser(
+        "check",
+        help="ask the Hugging Face hub whether hub entries still match it",
+        description="For each hub entry (or the datasets, tasks or categories named): whether its repo exists and "
+        "where it lives now (moved or redirected), whether it is gated, whether its subset, split and mapped columns "
+        "are there, and the split's row count, from the hub API and the dataset viewer (/info). Exit 0: all match; "
+        "1: something changed (--strict: or could not be checked); 2: the hub cannot be reached. HF_ENDPOINT and "
+        "EVALKIT_DATASETS_SERVER name other endpoints; a saved token or HF_TOKEN is sent, so gated repos read as "
+        "you are allowed to read them.",
+    )
+    check.add_argument("names", nargs="*", metavar="NAME", help="datasets, tasks or categories (default: every one)")
+    check.add_argument("--format", "-f", choices=["table", "json"], default="table")
+    check.add_argument("--strict", action="store_true", help="exit 1 also when an entry could not be checked")
+    check.add_argument(
+        "--runspecs-dir", action="append", default=[], metavar="DIR", help="extra runspec folder (repeatable)"
+    )
+
+
 def _view_parser(sub: argparse._SubParsersAction) -> None:
     view = sub.add_parser(
         "view",
@@ -338,9 +360,33 @@ def _view_parser(sub: argparse._SubParsersAction) -> None:
         description="A local web viewer of runs (bound to 127.0.0.1 unless --host says otherwise).",
     )
     view.add_argument("run_dirs", nargs="*", metavar="RUN_DIR", help="run folders or folders of runs (default: ./runs)")
-    view.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    view.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: this machine only; any other warns unless a key is set)",
+    )
     view.add_argument("--port", type=int, default=8765, help="port (default 8765, or the next free one; 0: any)")
     view.add_argument("--no-browser", action="store_true", help="print the URL only; do not open a browser")
     view.add_argument(
         "--export", metavar="DIR", help="write the pages as a static site to DIR (opens from file://) and exit"
+    )
+    view.add_argument(
+        "--media-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder whose audio and images the runs may show (repeatable), e.g. a local dataset's folder. "
+        "A run folder may name any file: only files inside the run folder, these folders and evalkit's own "
+        "datasets are read",
+    )
+    view.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="require KEY on every request: 'Authorization: Bearer KEY', or the password a browser asks for. "
+        "Prefer the environment variable EVALKIT_VIEW_API_KEY (a command line shows in `ps`). Never logged",
+    )
+    view.add_argument(
+        "--show-paths",
+        action="store_true",
+        help="put the run folders' absolute paths in the pages and the /api/ answers (left out by default)",
     )

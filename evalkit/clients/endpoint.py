@@ -16,7 +16,7 @@ import datetime as dt
 import email.utils
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -118,17 +118,21 @@ class EndpointPool:
         timeout: float,
         max_body: int = 10 * 1024 * 1024,
         follow_redirects: bool = False,
+        hidden: Iterable[str] = (),
     ) -> None:
         self.protocol = protocol
         self.url = protocol.url
         self._urls = {kind: protocol.url_for(kind) for kind in WIRE_FORMATS}
-        self.name = redact_url(protocol.base_url)
+        #: the run's other secrets, masked here too (a key of the config that also shows in this URL's path)
+        self.hidden = tuple(hidden)
+        self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url), *self.hidden) if s]
+        # the replica's name goes into every record and page: its URL without credentials, wherever they sit
+        self.name = scrub(redact_url(protocol.base_url), self._secrets)
         self.timeout = timeout
         #: the largest body read (``max_response_bytes``); a bigger one fails as too_large, unread
         self.max_body = max_body
         #: the model's follow_redirects (same-origin 307/308 only; see evalkit.clients.redirects)
         self.follow_redirects = follow_redirects
-        self._secrets = [s for s in (protocol.auth_token, *url_secrets(protocol.base_url)) if s]
         self._connections = connections
         #: aiohttp, made (and imported: ~90 ms of start-up) on the first request the lean client does not carry
         self._aiohttp: AiohttpTransport | None = None

@@ -374,6 +374,7 @@ class ModelClient:
                 timeout=old.timeout,
                 max_body=old.max_body,
                 follow_redirects=old.follow_redirects,
+                hidden=old.hidden,
             )
             self._old_pools.append(old)
 
@@ -388,6 +389,7 @@ class ModelClient:
             timeout=pool.timeout,
             max_body=pool.max_body,
             follow_redirects=pool.follow_redirects,
+            hidden=pool.hidden,
         )
         replica = self._replica(fresh, template.workers)
         self._replicas.append(replica)

@@ -98,6 +98,11 @@ def refuse_request_built_keys(body: dict[str, Any]) -> None:
             )
 
 
+#: model entry fields whose value makes evalkit run a program (a token command, a server it launches): a config file
+#: may name one, a flag string (``--model-args``) never, since a command line is often assembled from others' text
+RUNS_A_PROGRAM = frozenset({"auth_command", "launch"})
+
+
 class ModelInfo(Strict):
     """One model endpoint (a replica when several entries share ``name``).
 

@@ -44,7 +44,7 @@ from evalkit.catalog import Catalog, load_catalog
 from evalkit.config.foreign.karma import SAME_NAME_OTHER_COMPUTATION, karma_metric
 from evalkit.config.limits import MAX_IN_FLIGHT, MAX_SAMPLES
 from evalkit.config.messages import format_validation_error
-from evalkit.config.models import ModelInfo, refuse_request_built_keys
+from evalkit.config.models import RUNS_A_PROGRAM, ModelInfo, refuse_request_built_keys
 from evalkit.config.pairs import default_metrics
 from evalkit.config.schema import Config
 from evalkit.errors import ConfigError, did_you_mean
@@ -295,6 +295,11 @@ def _addressed(name: str, metrics: list[str], registry: Registry[Any]) -> bool:
 
 def _model_fields(config: Config, model_args: dict[str, Any]) -> None:
     for key in model_args:
+        if key in RUNS_A_PROGRAM and key not in _MODEL_FIELDS_REFUSED:
+            raise ConfigError(
+                f"--model-args: {key!r} cannot be set here: it runs a program, which only the config's model entry "
+                "may name"
+            )
         if key in _MODEL_FIELDS_REFUSED:
             raise ConfigError(f"--model-args: {key!r} cannot be set here: {_MODEL_FIELDS_REFUSED[key]}")
     # a request key evalkit builds, given bare or inside extra_body: what was sent must be what is recorded

@@ -81,13 +81,13 @@ def _ask(endpoint: str) -> HubAnswer:
     try:
         response = get_session().head(endpoint + "/", timeout=TIMEOUT)
     except Exception as error:  # any failure to get an answer is "unreachable": the reason says which
-        return HubAnswer(endpoint, False, _reason(error))
+        return HubAnswer(endpoint, False, failure_reason(error))
     if response.status_code >= 500:
         return HubAnswer(endpoint, False, f"answered HTTP {response.status_code}")
     return HubAnswer(endpoint, True)
 
 
-def _reason(error: BaseException) -> str:
+def failure_reason(error: BaseException) -> str:
     """A failed request in a few words: the innermost OS error when there is one, else the error's name and text."""
     seen: BaseException | None = error
     while seen is not None:

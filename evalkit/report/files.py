@@ -15,6 +15,7 @@ from evalkit.errors import DiskFullError, UserError
 from evalkit.report.results import ResultRow, row_from_dict
 from evalkit.report.tables import results_csv, results_markdown
 from evalkit.util.atomic import write_json_atomic, write_text_atomic
+from evalkit.util.confine import MAX_JSON_BYTES, is_within, read_capped
 
 log = logging.getLogger("evalkit")
 
@@ -53,10 +54,18 @@ def load_results(run_dir: str | Path) -> tuple[list[ResultRow], dict[str, Any]]:
         path = path / "results.json"
     if not path.is_file():
         raise UserError(f"{path}: no results.json here (is {run_dir} a run directory that finished?)")
+    if not is_within(path, path.parent):
+        raise UserError(f"{path}: a link to a file outside the run folder; a run's own results.json is read only")
     try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload = json.loads(read_capped(path, MAX_JSON_BYTES).decode("utf-8"))
     except json.JSONDecodeError as error:
         raise UserError(f"{path}: line {error.lineno}: not valid JSON: {error.msg}") from None
+    except UnicodeDecodeError as error:
+        raise UserError(f"{path}: not UTF-8 text (byte {error.start})") from None
+    except ValueError as error:  # larger than the limit
+        raise UserError(f"{path}: {error}") from None
+    except OSError as error:
+        raise UserError(f"{path}: cannot read: {error.strerror or error}") from None
     if not isinstance(payload, dict) or "results" not in payload:
         raise UserError(f"{path}: not an evalkit results file (no `results` list)")
     rows = [row_from_dict({**r, "kind": "dataset"}) for r in payload.get("results") or []]

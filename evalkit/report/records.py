@@ -4,6 +4,9 @@ The report, the sample lists and the paired comparisons all read records the
 same way: a record file can hold millions of lines, so nothing here keeps more
 than the line it is decoding; a line that does not decode (a run killed
 mid-write, a disk that filled) is skipped and counted, so the caller can say so.
+A run folder is untrusted input: a records file that is a link out of the run
+folder is left out (and named), and a line longer than
+:data:`~evalkit.util.confine.MAX_LINE_BYTES` is skipped without being held.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.util import jsonutil
+from evalkit.util.confine import capped_lines, is_within
 
 
 def decode_record(line: bytes) -> Any:
@@ -41,16 +45,30 @@ class RecordReader:
     #: file name -> lines that did not decode (usually one: the last line of a killed run)
     skipped: dict[str, int] = field(default_factory=dict)
 
+    #: file name -> why it was not read (a link out of the run folder)
+    refused: dict[str, str] = field(default_factory=dict)
+
     def files(self) -> list[Path]:
-        """The run's record files (one per dataset-metric pair), in name order."""
+        """The run's record files (one per dataset-metric pair), in name order; none that resolves outside the run
+        folder (the records folder's parent)."""
         if not self.records_dir.is_dir():
             return []
-        return sorted(p for p in self.records_dir.glob("*.jsonl") if p.is_file())
+        run = self.records_dir.parent
+        found = []
+        for path in sorted(p for p in self.records_dir.glob("*.jsonl") if p.is_file()):
+            if is_within(path, run):
+                found.append(path)
+            else:
+                self.refused[path.name] = "a link to a file outside the run folder; not read"
+        return found
 
     def read(self, path: Path) -> Generator[dict[str, Any], None, None]:
         """The records of one file, in file order; a line that does not decode is counted, not raised."""
         with path.open("rb") as handle:  # bytes straight to the decoder: no str per line
-            for line in handle:
+            for _, _, line in capped_lines(handle):
+                if line is None:  # too long to be a record: counted, never held whole
+                    self.skipped[path.name] = self.skipped.get(path.name, 0) + 1
+                    continue
                 if not line.strip():
                     continue
                 record = decode_record(line)
@@ -66,9 +84,9 @@ class RecordReader:
     def notes(self) -> list[str]:
         """One sentence per file with skipped lines, for a report that must not hide them."""
         return [
-            f"{name}: {count} line{'s' if count != 1 else ''} that did not decode (cut mid-write?) skipped"
+            f"{name}: {count} line{'s' if count != 1 else ''} that did not decode (cut mid-write, or too long?) skipped"
             for name, count in sorted(self.skipped.items())
-        ]
+        ] + [f"{name}: {why}" for name, why in sorted(self.refused.items())]
 
 
 def pair_files(records_dir: Path) -> dict[tuple[str, str], Path]:

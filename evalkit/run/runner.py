@@ -18,8 +18,9 @@ import os
 import secrets
 import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,27 +139,31 @@ def new_run_dir(output_dir: Path) -> Path:
 
 
 def build_clients(
-    plan: Plan, store: ResponseStore | None, tokens: dict[str, str] | None = None
+    plan: Plan, store: ResponseStore | None, tokens: dict[str, str] | None = None, hidden: Sequence[str] = ()
 ) -> dict[str, ModelClient]:
-    """Every model's client; ``tokens`` are the bearer tokens their ``auth_command`` printed, by model name."""
+    """Every model's client; ``tokens`` are the bearer tokens their ``auth_command`` printed, by model name;
+    ``hidden`` the run's secrets, masked in the replicas' names and errors wherever they show."""
     clients = {}
     for model in plan.models.values():
-        clients[model.name] = model_client(model, store, (tokens or {}).get(model.name))
+        clients[model.name] = model_client(model, store, (tokens or {}).get(model.name), hidden)
     return clients
 
 
-def command_tokens(plan: Plan) -> dict[str, str]:
-    """The token each model's ``auth_command`` prints now, by model name (UserError when one fails)."""
+def command_tokens(plan: Plan, stop: threading.Event | None = None) -> dict[str, str]:
+    """The token each model's ``auth_command`` prints now, by model name (UserError when one fails); ``stop`` set
+    ends the command running (the run was interrupted: the command's own process group sees no Ctrl-C)."""
     from evalkit.clients.token_command import command_token
 
     return {
-        model.name: command_token(model.info.auth_command, f"models: {model.name}")
+        model.name: command_token(model.info.auth_command, f"models: {model.name}", stop)
         for model in plan.models.values()
         if model.info.auth_command
     }
 
 
-def model_client(model: ModelPlan, store: ResponseStore | None, token: str | None = None) -> ModelClient:
+def model_client(
+    model: ModelPlan, store: ResponseStore | None, token: str | None = None, hidden: Sequence[str] = ()
+) -> ModelClient:
     pools: list[tuple[EndpointPool, int]] = []
     for info in model.replicas:
         for url in info.urls:
@@ -175,6 +180,7 @@ def model_client(model: ModelPlan, store: ResponseStore | None, token: str | Non
                 timeout=info.timeout,
                 max_body=info.max_response_bytes,
                 follow_redirects=info.follow_redirects,
+                hidden=hidden,
             )
             pools.append((pool, info.batch_size))
     info = model.info
@@ -275,7 +281,12 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     config = plan.config
     hidden = secrets_of(config)
     # short-lived tokens from the models' auth_command: fetched before anything starts, hidden like any secret
-    tokens = await asyncio.to_thread(command_tokens, plan)
+    stop_commands = threading.Event()
+    try:
+        tokens = await asyncio.to_thread(command_tokens, plan, stop_commands)
+    except BaseException:
+        stop_commands.set()
+        raise
     hidden.extend(tokens.values())
     state: dict[str, Any] = {"tokens": tokens}
     output_dir = Path(options.output_dir or config.output_dir)
@@ -464,7 +475,7 @@ async def _execute(
     try:
         if use_store:
             store = await ResponseStore(store_path, refresh_since=refresh_since).open()
-        clients = build_clients(plan, store, state.get("tokens"))
+        clients = build_clients(plan, store, state.get("tokens"), hidden)
         refreshers = _keep_tokens_fresh(plan, clients, hidden, state.get("secret_filter"))
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
 

@@ -119,6 +119,10 @@ class TestServerApp:
         """The 401 message: with ``echo_auth``, what a careless server says, the credentials it got and the URL."""
         if not self.echo_auth:
             return None
+        if self.echo_auth == "raw":
+            raw = dict((name.lower(), value) for name, value in request.raw_headers)
+            given = raw.get(b"authorization") or raw.get(b"api-key") or b"(none)"
+            return f"Incorrect API key provided: {given.decode('latin-1')} for {request.raw_path}"
         got = request.headers.get("Authorization") or request.headers.get("api-key") or "(none)"
         return f"Incorrect API key provided: {got} for {request.path_qs}"
 
@@ -520,7 +524,8 @@ class TestServerApp:
 
     async def not_found(self, request: web.Request) -> web.Response:
         self.stats.count_request(request.path)
-        message = f"Unknown path {request.method} {request.path}."
+        path = request.raw_path if self.echo_auth == "raw" else request.path  # raw: as sent, percent-encoded
+        message = f"Unknown path {request.method} {path}."
         return self._error(None, request.path, None, None, 404, message, code="not_found")
 
     async def close(self, app: web.Application) -> None:

@@ -15,7 +15,9 @@ A script, every key optional::
     max_concurrency: null      # server slots; requests beyond wait in a queue
     require_auth: null         # "Authorization: Bearer <v>" or "api-key: <v>" must match, else 401
     echo_auth: false           # true: a 401 message repeats the Authorization (or api-key) header and the
-                               # path with its query, as careless servers do (for tests of secret masking)
+                               # path with its query, as careless servers do (for tests of secret masking);
+                               # raw: the header's bytes read as Latin-1 (as HTTP/1.1 servers often decode
+                               # them: UTF-8 comes back as mojibake) and the path as sent (percent-encoded)
     default_answer: echo       # echo = the last user message's text parts joined by newlines
                                # (transcriptions echo the prompt field); anything else verbatim
     answers:                   # first matching rule wins; all conditions of a rule must hold
@@ -116,7 +118,7 @@ class ScriptSpec:
     latency_ms: float | tuple[float, float] = 0
     max_concurrency: int | None = None
     require_auth: str | None = None
-    echo_auth: bool = False
+    echo_auth: bool | str = False
     default_answer: str = ECHO
     answers: tuple[AnswerRuleSpec, ...] = ()
     answer_file: Path | None = None
@@ -181,6 +183,14 @@ class _Checker:
             self.fail(loc, f"must be >= 0, got {value!r}")
             return None
         return number
+
+    def echo_mode(self, value: Any, loc: str) -> bool | str:
+        if value == "raw":
+            return "raw"
+        if not isinstance(value, bool):
+            self.fail(loc, f"expected true, false or raw, got {value!r}")
+            return False
+        return value
 
     def boolean(self, value: Any, loc: str) -> bool:
         if not isinstance(value, bool):
@@ -327,7 +337,7 @@ class _Checker:
             latency_ms=self.latency(data.get("latency_ms", 0), "latency_ms"),
             max_concurrency=max_concurrency,
             require_auth=self.text(data.get("require_auth"), "require_auth"),
-            echo_auth=self.boolean(data.get("echo_auth", False), "echo_auth"),
+            echo_auth=self.echo_mode(data.get("echo_auth", False), "echo_auth"),
             default_answer=self.text(data.get("default_answer", ECHO), "default_answer", optional=False) or "",
             answers=tuple(r for r in rules if r is not None),
             answer_file=answer_file,

@@ -22,10 +22,11 @@ import functools
 import json
 import logging
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlencode, urlsplit, urlunsplit
 
 SECRET_KEYS = frozenset(
     {"auth_token", "judge_api_key", "api_key", "authorization", "api-key", "token", "password", "secret"}
@@ -123,15 +124,52 @@ def _base64_cores(data: bytes) -> set[str]:
     return cores
 
 
+#: what may stay as is in a URL path segment (RFC 3986 ``pchar``): a client quotes the rest, a server may echo it so
+_PATH_SAFE = "!$&'()*+,;=:@~"
+
+
+def _misread(text: str) -> set[str]:
+    """``text`` as a server that read its bytes in another encoding echoes it (mojibake): UTF-8 read as Latin-1
+    (HTTP/1.1's header encoding, what many servers decode with) or as Windows-1252, twice over (a proxy, then a
+    server), and Latin-1 bytes read as UTF-8. Empty for ASCII, which every encoding reads alike."""
+    if text.isascii():
+        return set()
+    found = set()
+    for first in ("latin-1", "cp1252"):
+        once = text.encode("utf-8", "surrogatepass").decode(first, "replace")
+        found |= {once, once.encode("utf-8").decode(first, "replace")}
+    with suppress(UnicodeEncodeError):
+        found.add(text.encode("latin-1").decode("utf-8", "replace"))
+    return found
+
+
+def _escaped(text: str) -> set[str]:
+    """``text`` percent-encoded as a query value, a form field or a path segment (upper- and lowercase hex), and
+    JSON-escaped (ASCII-only, or only quotes and backslashes)."""
+    found = {json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]}
+    for encoded in (quote(text, safe=""), quote(text, safe=_PATH_SAFE), quote_plus(text)):
+        found |= {encoded, re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), encoded)}
+    return found
+
+
 @functools.lru_cache(maxsize=1024)
 def secret_forms(secret: str) -> tuple[str, ...]:
-    """Every form in which ``secret`` may show in text: as given, percent-encoded or decoded, JSON-escaped, base64.
+    """Every form in which ``secret`` may show in text: as given or percent-decoded; each of those as a server
+    that misread its encoding echoes it (:func:`_misread`), Unicode-normalized, percent-encoded or JSON-escaped
+    (:func:`_escaped`); and base64 of its UTF-8 or Latin-1 bytes at any offset (HTTP Basic auth).
 
     Longest first, so an alternation of them masks a whole form, not a part of it.
     """
-    forms = {secret, quote(secret, safe=""), unquote(secret), json.dumps(secret)[1:-1]}
-    for form in list(forms):
-        forms |= _base64_cores(form.encode("utf-8", "surrogatepass"))
+    plain = {secret, unquote(secret)}
+    for text in list(plain):
+        plain |= _misread(text) | {unicodedata.normalize(form, text) for form in ("NFC", "NFD", "NFKC")}
+    forms = set(plain)
+    for text in plain:
+        forms |= _escaped(text)
+    for text in {secret, unquote(secret)}:
+        forms |= _base64_cores(text.encode("utf-8", "surrogatepass"))
+        with suppress(UnicodeEncodeError):
+            forms |= _base64_cores(text.encode("latin-1"))
     return tuple(sorted((f for f in forms if len(f) >= _MIN_SECRET), key=len, reverse=True))
 
 

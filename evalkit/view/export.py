@@ -32,9 +32,13 @@ log = logging.getLogger("evalkit.view")
 _CHUNK = 2000
 
 
-def export_site(roots: list[Path], out: Path) -> int:
-    """Write every run under ``roots`` to ``out``; the number of pages written."""
-    viewer = Viewer(roots)
+def export_site(roots: list[Path], out: Path, media_roots: list[Path] | None = None) -> int:
+    """Write every run under ``roots`` to ``out``; the number of pages written.
+
+    Media are copied only from inside each run folder and ``media_roots`` (as the server serves them), so a
+    run naming a file elsewhere cannot put it in the site a user shares.
+    """
+    viewer = Viewer(roots, media_roots)
     out.mkdir(parents=True, exist_ok=True)
     (out / "static").mkdir(exist_ok=True)
     write_text_atomic(out / "static" / "view.css", CSS)
@@ -56,7 +60,7 @@ def _export_run(viewer: Viewer, run: RunInfo, out: Path) -> int:
     write_text_atomic(folder / "index.html", pages.run_page(viewer.run(run.run_id), links))
     written = 1
     for pair in run_pairs(run):
-        if not pair.records.is_file():
+        if not pair.has_records:
             continue
         try:
             written += _export_pair(viewer, run, pair, out)

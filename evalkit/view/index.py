@@ -12,7 +12,17 @@ line) and a hash of the bytes before that. A file that grew (a run still in
 progress) is read on from there; one that changed otherwise (a rescore wrote
 it again) is indexed again from the start. A line that is not JSON is counted
 and skipped, and a last line without its newline (cut mid-write) is left for
-the next refresh: both are said on the page, neither stops the viewer.
+the next refresh: both are said on the page, neither stops the viewer. A line
+longer than :data:`~evalkit.util.confine.MAX_LINE_BYTES` is skipped without
+being held whole, and said too.
+
+The index holds text of the records (what search reads), so it is kept as
+private as it can be: the folder is the user's alone (0700) and every index
+0600, never wider than the run it copies from. A build writes a temporary file
+named after its process; one left by a build that was killed is removed by the
+next build (its process is gone). Per record it keeps numbers where it can (the
+model as a small integer, a group value once in ``gv``) and each distinct
+searched text once, so it stays well below the records' size.
 """
 
 from __future__ import annotations
@@ -24,15 +34,17 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalkit.util import jsonutil
+from evalkit.util.confine import capped_lines
 
 #: bumped whenever the tables change, so an old index is built again
-VERSION = 3
+VERSION = 4
 _BATCH = 5000
 #: SQLite's page cache while building (KiB): the index sorts run in it; the viewer's memory target is 300 MB
 _BUILD_CACHE_KIB = 16 * 1024
@@ -49,6 +61,61 @@ def cache_dir() -> Path:
     """``$EVALKIT_CACHE_DIR/view``, default ``~/.cache/evalkit/view`` (the folder the hub cache sits beside)."""
     base = os.environ.get("EVALKIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "evalkit")
     return Path(base) / "view"
+
+
+#: an index and its folder: the user's alone (the records' text is in it)
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+#: a temporary build file older than this is stale whoever made it (no build takes hours)
+_STALE_S = 6 * 3600
+
+
+def ensure_cache_dir() -> Path:
+    """The cache folder, made (or narrowed) to the user's alone: 0700."""
+    folder = cache_dir()
+    folder.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    if folder.stat().st_mode & 0o777 != DIR_MODE:
+        with contextlib.suppress(OSError):  # a folder of another owner: its files are still 0600
+            folder.chmod(DIR_MODE)
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale(pattern: str = "*.tmp") -> int:
+    """Remove temporary build files whose process is gone (a killed build) or that are hours old; how many."""
+    removed = 0
+    try:
+        found = list(cache_dir().glob(pattern))
+    except OSError:
+        return 0
+    now = time.time()
+    for path in found:
+        parts = path.name.split(".")
+        pid = int(parts[-3]) if len(parts) >= 4 and parts[-3].isdigit() else None
+        try:
+            old = now - path.stat().st_mtime > _STALE_S
+        except OSError:
+            continue
+        if old or pid is None or (pid != os.getpid() and not _alive(pid)):
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` empty with mode 0600 (SQLite then keeps that mode, and gives it to its journals)."""
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    os.close(fd)
 
 
 def index_path(source: Path, kind: str) -> Path:
@@ -68,6 +135,9 @@ class IndexState:
     #: bytes after the last whole line (a line cut mid-write, or being written now)
     tail_bytes: int
     size: int
+    #: lines longer than the limit, skipped unread (and the first's number)
+    long_lines: int = 0
+    first_long: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -85,7 +155,14 @@ def _text(value: Any) -> str:
 
 
 def _search_text(*values: Any) -> str:
-    return "\n".join(_text(v)[:_TEXT_LIMIT] for v in values).casefold()
+    """The texts searched, case-folded, each kept once: one held inside another (an answer and its prediction,
+    often the same) adds nothing a search could find, only bytes."""
+    texts = [_text(v)[:_TEXT_LIMIT].casefold() for v in values]
+    kept: list[str] = []
+    for text in sorted(texts, key=len, reverse=True):
+        if text and not any(text in other for other in kept):
+            kept.append(text)
+    return "\n".join(kept)
 
 
 def _score(value: Any) -> float | None:
@@ -103,7 +180,7 @@ CREATE TABLE rec(id INTEGER PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT N
                  row INTEGER, score REAL, failure TEXT, sent TEXT);
 CREATE TABLE txt(id INTEGER PRIMARY KEY, text TEXT);
 CREATE TABLE gv(gv INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL, UNIQUE(name, value));
-CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL);
+CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (gv, id)) WITHOUT ROWID;
 """
 #: made once the first build has loaded its rows (an index kept up row by row makes the load several times slower)
 _RECORDS_INDEXES = """
@@ -112,8 +189,7 @@ CREATE INDEX rec_row ON rec(row);
 CREATE INDEX rec_model_score ON rec(model, score);
 CREATE INDEX rec_score ON rec(score);
 CREATE INDEX rec_failure ON rec(failure);
-CREATE INDEX rec_sample ON rec(sample_id, model);
-CREATE INDEX grp_gv ON grp(gv, id);
+CREATE INDEX rec_sample ON rec(sample_id);
 """
 
 _SENT_SCHEMA = """
@@ -274,18 +350,24 @@ def _head_hash(source: Path, upto: int) -> str:
     return digest.hexdigest()
 
 
-def _lines(source: Path, start: int, first_id: int) -> Iterator[tuple[int, int, bytes | None]]:
-    """(line id, offset, the line without its newline) from ``start``; a last piece with no newline gives None."""
+#: what :func:`_lines` gives for a line too long to read (told by identity: no line read is this object)
+TOO_LONG = b"\0(a line too long to read)\0"
+
+
+def _lines(source: Path, start: int, first_id: int) -> Iterator[tuple[int, int, int, bytes | None]]:
+    """(line id, offset, size, the line without its newline) from ``start``; a last piece with no newline gives
+    None, a line longer than the limit :data:`TOO_LONG` (never read whole)."""
     with source.open("rb") as handle:
         handle.seek(start)
-        off = start
         line_id = first_id
-        for line in handle:
-            if not line.endswith(b"\n"):
-                yield line_id, off, None
+        for off, size, line in capped_lines(handle):
+            if line is None:
+                yield line_id, off, size, TOO_LONG
+            elif not line.endswith(b"\n"):
+                yield line_id, off, size, None
                 return
-            yield line_id, off, line[:-1]
-            off += len(line)
+            else:
+                yield line_id, off, size, line[:-1]
             line_id += 1
 
 
@@ -397,7 +479,7 @@ def refresh(source: Path, kind: str, progress: Callable[[int], None] | None = No
     db_path = index_path(source, kind)
     with _lock(db_path):
         st = os.stat(source)
-        db_path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_cache_dir()
         if db_path.exists():
             try:
                 with opened(db_path) as db:
@@ -418,8 +500,10 @@ def _build(
     db_path: Path, source: Path, kind: str, st: os.stat_result, progress: Callable[[int], None] | None
 ) -> IndexState:
     """A new index, written beside its final name and moved there whole, so no reader sees half of one."""
+    remove_stale(f"{db_path.name}.*.tmp")  # what a killed build of this index left
     tmp = db_path.with_name(f"{db_path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)
+    _private_file(tmp)
     db = sqlite3.connect(str(tmp))
     try:
         db.execute("PRAGMA journal_mode = OFF")
@@ -427,13 +511,24 @@ def _build(
         db.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")  # sorting for the indexes in memory, within bounds
         db.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v)")
         db.executescript(KINDS[kind].schema)
-        meta = {"version": VERSION, "source": os.path.abspath(source), "lines": 0, "bad": 0, "first_bad": None}
+        meta = {
+            "version": VERSION,
+            "source": os.path.abspath(source),
+            "lines": 0,
+            "bad": 0,
+            "first_bad": None,
+            "long": 0,
+            "first_long": None,
+        }
         meta = _read_into(db, source, kind, meta, 0, st, progress)
         db.executescript(KINDS[kind].indexes)
         _store_facets(db, kind, meta)
         db.commit()
-    finally:
+    except BaseException:
         db.close()
+        tmp.unlink(missing_ok=True)
+        raise
+    db.close()
     os.replace(tmp, db_path)
     return _state(db_path, source, meta)
 
@@ -467,14 +562,19 @@ def _read_into(
     insert = KINDS[kind].insert
     cache: dict[tuple[str, str], int] = {}
     lines, bad, first_bad = int(meta["lines"]), int(meta["bad"]), meta.get("first_bad")
+    long, first_long = int(meta.get("long") or 0), meta.get("first_long")
     offset = start
     next_id = int(meta.get("next", 1))
     batch: list[tuple[int, int, int, dict[str, Any]]] = []
-    for line_id, off, line in _lines(source, start, next_id):
+    for line_id, off, size, line in _lines(source, start, next_id):
         if line is None:
             break
-        offset = off + len(line) + 1
+        offset = off + size
         next_id = line_id + 1
+        if line is TOO_LONG:
+            long += 1
+            first_long = first_long or line_id
+            continue
         try:
             value = jsonutil.loads(line) if line.strip() else None
         except ValueError:
@@ -498,6 +598,8 @@ def _read_into(
         "lines": lines,
         "bad": bad,
         "first_bad": first_bad,
+        "long": long,
+        "first_long": first_long,
         "next": next_id,
         "offset": offset,
         "size": st.st_size,
@@ -518,6 +620,8 @@ def _state(db_path: Path, source: Path, meta: dict[str, Any]) -> IndexState:
         first_bad=meta.get("first_bad"),
         tail_bytes=max(0, size - int(meta.get("offset", 0))),
         size=size,
+        long_lines=int(meta.get("long") or 0),
+        first_long=meta.get("first_long"),
     )
 
 

@@ -3,10 +3,15 @@
 A media URL names a sent entry's key and a part number; the file it serves is
 the path that entry (or, for runs made before sent files, the record) names.
 So nothing outside what the run itself sent can be asked for, whatever the
-URL holds. Audio is cut to the bounds that were sent (a clip, or one chunk of
-a long file sent in several requests) and served as 16-bit WAV; a file no
-longer at its path (a run folder copied to another machine) is "missing",
-said on the page, never an error.
+URL holds. And since a run folder may be someone else's, a path it names is
+opened only when it resolves (symlinks followed) inside the run folder, a
+folder the user gave with ``--media-root``, or evalkit's own package (its
+``pkg://`` datasets): see :class:`evalkit.util.confine.Roots`. Anything else
+is "not shown", never read; what cannot be decoded is named, never quoted.
+Audio is cut to the bounds that were sent (a clip, or one chunk of a long
+file sent in several requests) and served as 16-bit WAV; a file no longer at
+its path (a run folder copied to another machine) is "missing", said on the
+page, never an error.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from evalkit.util.confine import MAX_LINE_BYTES, Roots, capped_lines, read_capped, too_long
 from evalkit.view import hubrows
 
 IMAGE_TYPES = {
@@ -28,6 +34,13 @@ IMAGE_TYPES = {
 }
 #: the longest clip served (a chunk of a long file is short; a whole hour-long file is cut here)
 MAX_SECONDS = 600.0
+#: the largest image file read
+MAX_IMAGE_BYTES = 64 << 20
+#: how a path outside the folders the viewer may read is said (the path itself is the run's text, not a file read)
+OUTSIDE = (
+    "not shown: {path} is outside the run folder; the viewer opens only files inside the run folder and the "
+    "folders given with --media-root"
+)
 
 
 class MediaMissing(Exception):
@@ -44,6 +57,8 @@ class MediaPart:
     message: int
     #: the dataset it was sent for (what `evalkit fetch` takes, when the media is a hub row not stored here)
     dataset: str = ""
+    #: the folders a file it names may be read from (none: nothing is read)
+    roots: Roots = Roots(())
 
     @property
     def chunks(self) -> list[tuple[float, float]]:
@@ -51,7 +66,7 @@ class MediaPart:
         return [(float(c[0]), float(c[1])) for c in found if isinstance(c, (list, tuple)) and len(c) == 2]
 
 
-def sent_parts(entry: dict[str, Any]) -> list[MediaPart]:
+def sent_parts(entry: dict[str, Any], roots: Roots) -> list[MediaPart]:
     """The audio and image parts of a sent entry, numbered in the order they were sent."""
     parts: list[MediaPart] = []
     dataset = str(entry.get("dataset") or "")
@@ -63,17 +78,17 @@ def sent_parts(entry: dict[str, Any]) -> list[MediaPart]:
             kind = part.get("type")
             ref = part.get(kind) if kind in ("audio", "image") else None
             if isinstance(ref, dict):
-                parts.append(MediaPart(len(parts), str(kind), ref, m, dataset))
+                parts.append(MediaPart(len(parts), str(kind), ref, m, dataset, roots))
     return parts
 
 
-def record_parts(record: dict[str, Any]) -> list[MediaPart]:
+def record_parts(record: dict[str, Any], roots: Roots) -> list[MediaPart]:
     """The images a record made before sent files names (its ``images`` list)."""
     images = record.get("images")
     if not isinstance(images, list):
         return []
     dataset = str(record.get("dataset") or "")
-    return [MediaPart(i, "image", ref, 0, dataset) for i, ref in enumerate(images) if isinstance(ref, dict)]
+    return [MediaPart(i, "image", ref, 0, dataset, roots) for i, ref in enumerate(images) if isinstance(ref, dict)]
 
 
 def where(ref: dict[str, Any]) -> str:
@@ -102,26 +117,21 @@ def _local(path: str) -> str:
     return path
 
 
-def _is_file(path: str) -> bool:
-    try:
-        return os.path.isfile(path)
-    except (OSError, ValueError):
-        return False
-
-
-def missing_reason(ref: dict[str, Any], dataset: str = "") -> str | None:
+def missing_reason(ref: dict[str, Any], dataset: str, roots: Roots) -> str | None:
     """None when the media can be served here, else why not (for the page).
 
-    A hub row is served from evalkit's local hub store (:mod:`evalkit.view.hubrows`), never fetched.
+    A file is served only inside ``roots``; a hub row is served from evalkit's local hub store
+    (:mod:`evalkit.view.hubrows`), never fetched.
     """
     path = ref.get("path")
     if path:
-        return None if _is_file(str(path)) else f"missing: {path} is not on this machine"
+        return _file_reason(str(path), roots, "")
     cell = ref.get("file")
     if isinstance(cell, dict) and cell.get("path"):
         name = str(cell["path"])
-        if not _is_file(_local(name)):
-            return f"missing: the dataset file {name} is not on this machine"
+        reason = _file_reason(_local(name), roots, "the dataset file ", name)
+        if reason:
+            return reason
         if not isinstance(cell.get("row"), int) or not str(name).endswith((".parquet", ".jsonl")):
             return f"inside {where(ref)}, which the viewer cannot read a row of"
         return None
@@ -131,7 +141,18 @@ def missing_reason(ref: dict[str, Any], dataset: str = "") -> str | None:
     return "the run recorded no file for it"
 
 
-def _cell(ref: dict[str, Any], dataset: str) -> Any:
+def _file_reason(path: str, roots: Roots, what: str, shown: str | None = None) -> str | None:
+    """Why the file at ``path`` is not served (outside ``roots``, or absent); None when it is."""
+    shown = shown or path
+    found = roots.find(path)
+    if found is None:
+        return OUTSIDE.format(path=f"{what}{shown}")
+    if not os.path.isfile(found):
+        return f"missing: {what}{shown} is not on this machine"
+    return None
+
+
+def _cell(ref: dict[str, Any], dataset: str, roots: Roots) -> Any:
     """The dataset cell a ``file`` or ``hub`` reference names (blocking): bytes, or a path for a file's cell."""
     hub = ref.get("hub")
     if isinstance(hub, dict):
@@ -143,7 +164,9 @@ def _cell(ref: dict[str, Any], dataset: str) -> Any:
             ) from None
         return _media_value(value, hub.get("item", ref.get("item")), ref, None)
     cell = ref["file"]
-    path = _local(str(cell["path"]))
+    path = roots.file(_local(str(cell["path"])))
+    if path is None:
+        raise MediaMissing(OUTSIDE.format(path=f"the dataset file {cell['path']}"))
     row = int(cell["row"])
     column = str(cell.get("column") or "")
     try:
@@ -151,8 +174,8 @@ def _cell(ref: dict[str, Any], dataset: str) -> Any:
             value = _parquet_cell(path, row, column)
         else:
             value = _jsonl_cell(path, row, column)
-    except (OSError, ValueError, KeyError, IndexError) as error:
-        raise MediaMissing(f"unreadable: {where(ref)}: {error}") from None
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as error:
+        raise MediaMissing(f"unreadable: {where(ref)}: {type(error).__name__}") from None
     return _media_value(value, cell.get("item"), ref, os.path.dirname(path))
 
 
@@ -197,22 +220,30 @@ def _jsonl_cell(path: str, row: int, column: str) -> Any:
 
     name = column.split(".", 1)[0].split("[", 1)[0]
     with open(path, "rb") as handle:
-        for number, line in enumerate(handle):
+        for number, (_, _, line) in enumerate(capped_lines(handle)):
             if number == row:
+                if line is None:
+                    raise ValueError(f"row {row} is {too_long(MAX_LINE_BYTES)}")
                 return hubrows.nested(json.loads(line)[name], column[len(name) :])
     raise IndexError(f"row {row} is past the file's end")
 
 
-def _source(ref: dict[str, Any], dataset: str = "") -> str | bytes:
-    """A path to read, or the bytes themselves (blocking); MediaMissing when neither is here."""
-    reason = missing_reason(ref, dataset)
+def _source(ref: dict[str, Any], dataset: str, roots: Roots) -> str | bytes:
+    """A path to read (resolved, inside ``roots``), or the bytes themselves (blocking); MediaMissing otherwise."""
+    reason = missing_reason(ref, dataset, roots)
     if reason:
         raise MediaMissing(reason)
     if ref.get("path"):
-        return str(ref["path"])
-    found = _cell(ref, dataset)
-    if isinstance(found, str) and not _is_file(found):
-        raise MediaMissing(f"missing: {found} is not on this machine")
+        found_path = roots.file(str(ref["path"]))
+        if found_path is None:
+            raise MediaMissing(f"missing: {ref['path']} is not on this machine")
+        return found_path
+    found = _cell(ref, dataset, roots)
+    if isinstance(found, str):
+        reason = _file_reason(found, roots, "")
+        if reason:
+            raise MediaMissing(reason)
+        return roots.find(found) or found
     return found
 
 
@@ -233,7 +264,7 @@ def audio_wav(part: MediaPart, chunk: int | None = None) -> bytes:
     import soundfile as sf
 
     start, end = _bounds(part, chunk)
-    source = _source(part.ref, part.dataset)
+    source = _source(part.ref, part.dataset, part.roots)
     if end is not None:
         end = min(end, start + MAX_SECONDS)
     try:
@@ -258,8 +289,8 @@ def _decoded(source: str | bytes, start: float, end: float | None) -> tuple[Any,
 
     try:
         samples = load_16k_mono(Audio(path=source) if isinstance(source, str) else Audio(data=source))
-    except AudioDecodeError as error:
-        raise MediaMissing(f"unreadable: {error}") from None
+    except AudioDecodeError:  # its message may quote the file's first bytes: say only that it is not audio
+        raise MediaMissing("unreadable: the file is not audio evalkit can decode") from None
     first = int(start * TARGET_SR)
     last = int(end * TARGET_SR) if end is not None else first + int(MAX_SECONDS * TARGET_SR)
     return samples[first:last], TARGET_SR
@@ -267,7 +298,7 @@ def _decoded(source: str | bytes, start: float, end: float | None) -> tuple[Any,
 
 def image_file(part: MediaPart) -> tuple[bytes, str]:
     """The image's bytes and media type (blocking); a robustness variant's image is the corrupted one it sent."""
-    source = _source(part.ref, part.dataset)
+    source = _source(part.ref, part.dataset, part.roots)
     corruption = part.ref.get("corruption")
     if isinstance(corruption, dict):
         return _corrupted(source, corruption), IMAGE_TYPES.get(str(corruption.get("format")), "image/png")
@@ -279,10 +310,11 @@ def image_file(part: MediaPart) -> tuple[bytes, str]:
     if isinstance(source, bytes):
         return source, mime
     try:
-        with open(source, "rb") as handle:
-            return handle.read(), mime
+        return read_capped(source, MAX_IMAGE_BYTES), mime
     except OSError as error:
-        raise MediaMissing(f"unreadable: {source}: {error.strerror}") from None
+        raise MediaMissing(f"unreadable: {where(part.ref)}: {error.strerror}") from None
+    except ValueError as error:
+        raise MediaMissing(f"not shown: {where(part.ref)} is {error}") from None
 
 
 def _corrupted(source: str | bytes, corruption: dict[str, Any]) -> bytes:
@@ -291,8 +323,7 @@ def _corrupted(source: str | bytes, corruption: dict[str, Any]) -> bytes:
 
     try:
         if isinstance(source, str):
-            with open(source, "rb") as handle:
-                source = handle.read()
+            source = read_capped(source, MAX_IMAGE_BYTES)
         return remake(source, corruption)
     except OSError as error:
         raise MediaMissing(f"unreadable: {error.strerror}") from None

@@ -127,7 +127,8 @@ def run_page(run: dict[str, Any], links: Links) -> str:
     state = f'<span class="status {e(run["status"])}">{e(run["status"])}</span>'
     if run["in_progress"]:
         state += " — in progress: the results table is written when the run ends; the records so far are below"
-    body = f'<h1>Run {e(rid)}</h1><p class="meta">{state} · started {e(run["started"])} · {e(run["path"])}</p>'
+    where = f" · {e(run['path'])}" if run.get("path") else ""  # the folder, when the viewer was asked to show it
+    body = f'<h1>Run {e(rid)}</h1><p class="meta">{state} · started {e(run["started"])}{where}</p>'
     body += problems(run["problems"])
     rows = []
     peer = any(x.get("shown") for x in run["results"])

@@ -5,6 +5,11 @@ or records/), so a copied folder, a run still in progress and one that failed
 before its first record are all listed; what cannot be read is named, never
 raised. Everything here comes from run.json, results.json and the records
 folder's file names: listing runs never reads a records file past its first line.
+
+A run folder is untrusted input: a file of it is read only when it resolves
+(symlinks followed) inside the run folder, so ``records/x.jsonl ->
+~/.ssh/id_rsa`` or a ``records`` link to another folder is named, never
+read; run.json and results.json are read up to 64 MiB.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.report.results import ResultRow, row_from_dict
+from evalkit.util.confine import MAX_JSON_BYTES, is_within, read_capped
 from evalkit.util.safe_names import safe_name
 
 RECORDS = "records"
@@ -32,11 +38,43 @@ class Pair:
     dataset: str
     metric: str
     records: Path
+    #: the run folder: the files above are read only when they resolve inside it
+    root: Path | None = None
 
     @property
     def sent(self) -> Path:
         """The file of what was sent for this pair's dataset (shared by its metrics)."""
         return self.records.parent / SENT / safe_name(self.dataset, suffix=".jsonl")
+
+    @property
+    def has_records(self) -> bool:
+        """The records file is there and inside the run folder (a link out of it is never read)."""
+        return readable(self.records, self.root)
+
+    @property
+    def has_sent(self) -> bool:
+        return readable(self.sent, self.root)
+
+    @property
+    def outside(self) -> list[str]:
+        """The pair's files that are links out of the run folder, named for the page (they are not read)."""
+        return [
+            f"{path.parent.name}/{path.name} is a link to a file outside the run folder; not read"
+            for path in (self.records, self.sent)
+            if self.root is not None and _is_file(path) and not is_within(path, self.root)
+        ]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def readable(path: Path, root: Path | None) -> bool:
+    """A regular file that resolves inside ``root`` (the run folder)."""
+    return _is_file(path) and (root is None or is_within(path, root))
 
 
 @dataclass
@@ -62,13 +100,20 @@ def is_run_dir(path: Path) -> bool:
     return (path / "run.json").is_file() or (path / "results.json").is_file() or (path / RECORDS).is_dir()
 
 
-def _read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(the object, None), (None, None) when absent, or (None, a message naming the file) when unreadable."""
+def read_json(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the object, None), (None, None) when absent, or (None, a message naming the file) when unreadable.
+
+    The file is one of the run folder's own (``path.parent``): a link out of it is named, not read.
+    """
+    if _is_file(path) and not is_within(path, path.parent):
+        return None, f"{path.name} is a link to a file outside the run folder; not read"
     try:
-        data = json.loads(path.read_bytes())
+        data = json.loads(read_capped(path, MAX_JSON_BYTES))
     except FileNotFoundError:
         return None, None
-    except (OSError, ValueError) as error:
+    except OSError as error:
+        return None, f"{path.name} is unreadable: {error.strerror or type(error).__name__}"
+    except ValueError as error:
         return None, f"{path.name} is unreadable: {error}"
     if not isinstance(data, dict):
         return None, f"{path.name} is not a JSON object"
@@ -88,8 +133,8 @@ def _stamp(path: Path) -> tuple[float, ...]:
 
 def read_run(run_id: str, path: Path) -> RunInfo:
     """A run's summary from run.json (falling back on results.json); problems are listed, not raised."""
-    manifest, problem_m = _read_json(path / "run.json")
-    results, problem_r = _read_json(path / "results.json")
+    manifest, problem_m = read_json(path / "run.json")
+    results, problem_r = read_json(path / "results.json")
     problems = [p for p in (problem_m, problem_r) if p]
     m = manifest or {}
     r = results or {}
@@ -138,7 +183,10 @@ class RunCatalog:
                 found.append(root)
                 continue
             try:
-                children = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.name)
+                # a link to a folder outside the one given is not a run of it (it could be any folder)
+                children = sorted(
+                    (p for p in root.iterdir() if p.is_dir() and is_within(p, root)), key=lambda p: p.name
+                )
             except OSError:
                 continue
             found += [p for p in children if is_run_dir(p)]
@@ -177,8 +225,10 @@ class RunCatalog:
             return run
 
 
-def first_record(path: Path) -> dict[str, Any] | None:
+def first_record(path: Path, root: Path | None = None) -> dict[str, Any] | None:
     """The first record of a records file (for its dataset and metric names); None when there is none."""
+    if not readable(path, root):
+        return None
     try:
         with path.open("rb") as handle:
             line = handle.readline(_FIRST_LINE_LIMIT)
@@ -194,20 +244,20 @@ def first_record(path: Path) -> dict[str, Any] | None:
 def run_pairs(run: RunInfo) -> list[Pair]:
     """The run's pairs in the config's order, then any records file the config does not name."""
     records = run.path / RECORDS
-    manifest, _ = _read_json(run.path / "run.json")
-    results, _ = _read_json(run.path / "results.json")
+    manifest, _ = read_json(run.path / "run.json")
+    results, _ = read_json(run.path / "results.json")
     config = (manifest or {}).get("config") or (results or {}).get("config") or {}
     pairs: dict[Path, Pair] = {}
     for entry in config.get("dataset_metric") or []:
         if isinstance(entry, list) and len(entry) >= 2:
             dataset, metric = str(entry[0]), str(entry[1])
             path = records / safe_name(dataset, metric, suffix=".jsonl")
-            pairs.setdefault(path, Pair(dataset, metric, path))
+            pairs.setdefault(path, Pair(dataset, metric, path, run.path))
     for row in (results or {}).get("results") or []:
         if isinstance(row, dict) and row.get("dataset") and row.get("metric"):
             dataset, metric = str(row["dataset"]), str(row["metric"])
             path = records / safe_name(dataset, metric, suffix=".jsonl")
-            pairs.setdefault(path, Pair(dataset, metric, path))
+            pairs.setdefault(path, Pair(dataset, metric, path, run.path))
     try:
         files = sorted(records.glob("*.jsonl"))
     except OSError:
@@ -215,13 +265,13 @@ def run_pairs(run: RunInfo) -> list[Pair]:
     for path in files:
         if path in pairs:
             continue
-        first = first_record(path)
+        first = first_record(path, run.path)
         if first and first.get("dataset") is not None and first.get("metric") is not None:
-            pairs[path] = Pair(str(first["dataset"]), str(first["metric"]), path)
+            pairs[path] = Pair(str(first["dataset"]), str(first["metric"]), path, run.path)
         else:
             stem = path.stem
             dataset, _, metric = stem.partition("__")
-            pairs[path] = Pair(dataset or stem, metric or "?", path)
+            pairs[path] = Pair(dataset or stem, metric or "?", path, run.path)
     return list(pairs.values())
 
 
@@ -231,7 +281,7 @@ def find_pair(run: RunInfo, dataset: str, metric: str) -> Pair | None:
 
 def result_rows(run: RunInfo) -> tuple[list[ResultRow], str | None]:
     """The results table's rows, or ([], why not) for a run that has no readable results.json yet."""
-    results, problem = _read_json(run.path / "results.json")
+    results, problem = read_json(run.path / "results.json")
     if results is None:
         return [], problem or "no results.json yet" + (" (the run is in progress)" if run.in_progress else "")
     rows: list[ResultRow] = []

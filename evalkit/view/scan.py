@@ -21,7 +21,9 @@ one, which has no newline and is left out; a cut line followed by another,
 which the index would count as unreadable, could only be taken for a record
 here if it happened to end with ``}``.) And an answer is kept
 (keyed by the files' size and modification time), so the same question asked
-again while the index is still being built is not read again.
+again while the index is still being built is not read again. A line longer
+than :data:`~evalkit.util.confine.MAX_LINE_BYTES` is passed over in pieces,
+never held or parsed (the index counts it, and the page says so).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from evalkit.util import jsonutil
+from evalkit.util.confine import MAX_LINE_BYTES, capped_lines
 from evalkit.view.queries import PairFilter, excerpt
 
 _PLAIN = re.compile(r"[A-Za-z0-9 _.,:;!?+\-/@#%&*()=~\[\]{}|<>^']*")
@@ -62,14 +65,15 @@ def _spellings(name: str, value: str) -> tuple[bytes, bytes] | None:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
-    """(line number from 1, offset, line without newline) of every whole line; a cut last line is left out."""
+    """(line number from 1, offset, line without newline) of every whole line; a cut last line is left out, and
+    a line too long to read (its number still counts)."""
     with path.open("rb") as handle:
-        off = 0
-        for number, line in enumerate(handle, start=1):
+        for number, (off, _, line) in enumerate(capped_lines(handle), start=1):
+            if line is None:
+                continue
             if not line.endswith(b"\n"):
                 return
             yield number, off, line[:-1]
-            off += len(line)
 
 
 def _text(value: Any) -> str:
@@ -164,12 +168,24 @@ def _sort_key(sort: str, line: int, rec: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(offset, block) of large blocks of whole lines; a cut last line is left out."""
+    """(offset, block) of large blocks of whole lines; a cut last line is left out, and so is a line longer than
+    the limit: the block holding its end starts with a blank line in its place (line numbers still count it)."""
     with path.open("rb") as handle:
         base = 0
         rest = b""
+        skipping = False
         while True:
             data = handle.read(_READ)
+            if skipping or rest:  # the line ``rest`` begins (or one being skipped) may end here
+                at = data.find(b"\n")
+                if at == -1 and data and (skipping or len(rest) + len(data) > MAX_LINE_BYTES):
+                    base += len(rest) + len(data)  # too long and not ended yet: dropped as it comes
+                    rest, skipping = b"", True
+                    continue
+                if at != -1 and (skipping or len(rest) + at > MAX_LINE_BYTES):
+                    base += len(rest) + at  # too long: dropped, its newline kept (a blank line in its place)
+                    rest, data = b"", data[at:]
+                skipping = False
             block = rest + data if rest else data
             end = block.rfind(b"\n") + 1
             whole, rest = block[:end], block[end:]
@@ -436,10 +452,18 @@ def _windows(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, int, int, int]]:
         while True:
             mm = mmap.mmap(handle.fileno(), length, access=mmap.ACCESS_READ, offset=base)
             end = mm.rfind(b"\n", pos - base) + 1
-            if end or base + length >= size:
+            if end or base + length >= size or length > MAX_LINE_BYTES + _WINDOW:
                 break
             mm.close()
             length = min(size - base, 2 * length)
+        if not end and base + length < size:  # a line too long to read: on past its newline, unread
+            mm.close()
+            handle.seek(base + length)
+            pos = size
+            for off, line_size, _ in capped_lines(handle, 0):
+                pos = off + line_size
+                break
+            continue
         try:
             if not end:
                 return

@@ -5,7 +5,8 @@ first), so one slow pair never stalls the others. Whatever goes wrong with a
 run's files becomes a page that says so (404 for a name that is not there,
 400 for a query value that cannot be used, 500 with the message for anything
 else) and the server keeps serving. Pages carry a Content-Security-Policy
-that allows no script at all and media from this server only.
+that allows no script at all and media from this server only. Before any of
+that, :mod:`evalkit.view.access` checks the Host, the Origin and the key.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from aiohttp import web
 
 from evalkit.util import jsonutil
 from evalkit.view import pages
-from evalkit.view.index import stop_builds
+from evalkit.view.access import Access, warn_if_open
+from evalkit.view.index import remove_stale, stop_builds
 from evalkit.view.links import Links
 from evalkit.view.media import MediaMissing
 from evalkit.view.ranges import MediaCache, byte_range
@@ -207,13 +209,14 @@ async def api_compare(request: web.Request) -> web.Response:
     return _json(await _call(_viewer(request).compare, q["a"], q["b"], q["pair"]))
 
 
-def make_app(viewer: Viewer) -> web.Application:
-    app = web.Application(middlewares=[_guard])
+def make_app(viewer: Viewer, key: str | None = None) -> web.Application:
+    app = web.Application(middlewares=[Access(key).middleware(), _guard])
     app[_VIEWER] = viewer
     app[_WARM] = Warmer(viewer.catalog)
     app[_MEDIA] = MediaCache()
 
     async def _start_warming(app: web.Application) -> None:
+        await asyncio.to_thread(remove_stale)  # what builds killed before left in the cache
         app[_WARM].start()
 
     async def _stop_warming(app: web.Application) -> None:
@@ -223,19 +226,21 @@ def make_app(viewer: Viewer) -> web.Application:
     app.on_startup.append(_start_warming)
     app.on_cleanup.append(_stop_warming)
     r = app.router
+    # each name is one segment of any characters but "/": aiohttp's default ([^{}/]+) would leave a run, dataset
+    # or sample whose name holds "{" or "}" unreachable through its own links
     r.add_get("/", runs_page)
-    r.add_get("/static/{name}", static)
-    r.add_get("/run/{run_id}/", run_page)
-    r.add_get("/run/{run_id}/pair/{dataset}/{metric}/", pair_page)
-    r.add_get("/run/{run_id}/sample/{dataset}/{metric}/{sample_id}", sample_page)
-    r.add_get("/run/{run_id}/sample/{dataset}/{metric}/", sample_page)
-    r.add_get("/run/{run_id}/media/{dataset}/{key}/{part}", media)
+    r.add_get("/static/{name:[^/]+}", static)
+    r.add_get("/run/{run_id:[^/]+}/", run_page)
+    r.add_get("/run/{run_id:[^/]+}/pair/{dataset:[^/]+}/{metric:[^/]+}/", pair_page)
+    r.add_get("/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/{sample_id:[^/]+}", sample_page)
+    r.add_get("/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/", sample_page)
+    r.add_get("/run/{run_id:[^/]+}/media/{dataset:[^/]+}/{key:[^/]+}/{part:[^/]+}", media)
     r.add_get("/compare/", compare_page)
     r.add_get("/api/runs", api_runs)
-    r.add_get("/api/run/{run_id}/", api_run)
-    r.add_get("/api/run/{run_id}/pair/{dataset}/{metric}/", api_pair)
-    r.add_get("/api/run/{run_id}/sample/{dataset}/{metric}/{sample_id}", api_sample)
-    r.add_get("/api/run/{run_id}/sample/{dataset}/{metric}/", api_sample)
+    r.add_get("/api/run/{run_id:[^/]+}/", api_run)
+    r.add_get("/api/run/{run_id:[^/]+}/pair/{dataset:[^/]+}/{metric:[^/]+}/", api_pair)
+    r.add_get("/api/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/{sample_id:[^/]+}", api_sample)
+    r.add_get("/api/run/{run_id:[^/]+}/sample/{dataset:[^/]+}/{metric:[^/]+}/", api_sample)
     r.add_get("/api/compare/", api_compare)
     return app
 
@@ -266,9 +271,11 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-async def serve(viewer: Viewer, sock: socket.socket, ready: Callable[[str], None] | None = None) -> None:
-    """Serve until cancelled (Ctrl-C)."""
-    runner = web.AppRunner(make_app(viewer), access_log=None)
+async def serve(
+    viewer: Viewer, sock: socket.socket, ready: Callable[[str], None] | None = None, key: str | None = None
+) -> None:
+    """Serve until cancelled (Ctrl-C); with ``key``, every request must carry it."""
+    runner = web.AppRunner(make_app(viewer, key), access_log=None)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -283,20 +290,30 @@ async def serve(viewer: Viewer, sock: socket.socket, ready: Callable[[str], None
         await runner.cleanup()
 
 
-def run_viewer(roots: list[Path], host: str, port: int, open_browser: bool) -> int:
+def run_viewer(
+    roots: list[Path],
+    host: str,
+    port: int,
+    open_browser: bool,
+    *,
+    media_roots: list[Path] | None = None,
+    key: str | None = None,
+    show_paths: bool = False,
+) -> int:
     """`evalkit view`: bind, print the URL, open it in the browser, serve until Ctrl-C."""
     sock = bind(host, port)
-    viewer = Viewer(roots)
+    viewer = Viewer(roots, media_roots, show_paths)
 
     def ready(url: str) -> None:
         print(f"evalkit view: {url}", flush=True)
+        warn_if_open(sock, url, key)
         if open_browser:
             import webbrowser
 
             webbrowser.open(url)
 
     try:
-        asyncio.run(serve(viewer, sock, ready))
+        asyncio.run(serve(viewer, sock, ready, key))
     except KeyboardInterrupt:
         print("evalkit view: stopped", file=sys.stderr)
     return 0

@@ -9,14 +9,15 @@ used (a 400).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import evalkit
 from evalkit.util import jsonutil
+from evalkit.util.confine import Roots, capped_lines, too_long
 from evalkit.view import index, media, scan
 from evalkit.view.index import IndexState
 from evalkit.view.queries import (
@@ -30,7 +31,7 @@ from evalkit.view.queries import (
     samples_page,
     sent_entries,
 )
-from evalkit.view.runs import Pair, RunCatalog, RunInfo, find_pair, result_rows, run_pairs
+from evalkit.view.runs import Pair, RunCatalog, RunInfo, find_pair, read_json, result_rows, run_pairs
 
 __all__ = ["BadQuery", "NotFound", "Viewer"]
 
@@ -52,10 +53,25 @@ def _finite(value: Any) -> float | None:
 
 
 class Viewer:
-    """The runs under the folders `evalkit view` was given, and every question a page asks of them."""
+    """The runs under the folders `evalkit view` was given, and every question a page asks of them.
 
-    def __init__(self, roots: list[Path]) -> None:
+    A run's media are read only inside its own folder, the ``media_roots`` the user gave (``--media-root``,
+    e.g. a local dataset's folder) and evalkit's package (its ``pkg://`` datasets); a path a run merely
+    names is never trusted. ``show_paths`` puts the folders' absolute paths in the answers (off: the API
+    of a page any site could try to read names no folder of this machine).
+    """
+
+    def __init__(self, roots: list[Path], media_roots: list[Path] | None = None, show_paths: bool = False) -> None:
         self.catalog = RunCatalog(roots)
+        self.media_roots = Roots([*(media_roots or []), Path(evalkit.__file__).parent])
+        self.show_paths = show_paths
+
+    def roots(self, run: RunInfo) -> Roots:
+        """The folders a file this run names may be read from."""
+        return Roots([run.path]) + self.media_roots
+
+    def _path(self, run: RunInfo) -> str | None:
+        return str(run.path) if self.show_paths else None
 
     # -- runs ------------------------------------------------------------------------------------------------
 
@@ -63,7 +79,7 @@ class Viewer:
         return [
             {
                 "run_id": r.run_id,
-                "path": str(r.path),
+                "path": self._path(r),
                 "status": r.status,
                 "in_progress": r.in_progress,
                 "started": r.started,
@@ -89,12 +105,13 @@ class Viewer:
         problems = list(run.problems)
         if problem:
             problems.append(problem)
-        have = [p for p in pairs if p.records.is_file()]
+        problems += [note for p in pairs for note in p.outside if note not in problems]
+        have = [p for p in pairs if p.has_records]
         if not have:
             problems.append("no records in this run folder (records/ is empty or missing)")
         return {
             "run_id": run.run_id,
-            "path": str(run.path),
+            "path": self._path(run),
             "status": run.status,
             "in_progress": run.in_progress,
             "started": run.started,
@@ -148,9 +165,10 @@ class Viewer:
         started in the background and Sources without indexes (``indexed`` False):
         the caller answers from the file itself meanwhile (:mod:`evalkit.view.scan`).
         """
-        if not pair.records.is_file():
+        if not pair.has_records:
             raise NotFound(f"no records for {pair.dataset} × {pair.metric} in this run (yet)")
-        has_sent = pair.sent.is_file()
+        has_sent = pair.has_sent
+        sent_path = pair.sent if has_sent else None
         if not wait:
             pending = [
                 (path, kind)
@@ -160,7 +178,7 @@ class Viewer:
             if pending:
                 for path, kind in pending:
                     index.start_build(path, kind)
-                return Sources(None, None, [*self._notes(run, pair, None), INDEXING], pair.records, pair.sent)
+                return Sources(None, None, [*self._notes(run, pair, None), INDEXING], pair.records, sent_path)
         try:
             index.wait_build(pair.records, "records")
             records = index.refresh(pair.records, "records")
@@ -168,8 +186,9 @@ class Viewer:
             raise NotFound(f"no records for {pair.dataset} × {pair.metric} in this run (yet)") from None
         except OSError as error:
             if os.access(pair.records, os.R_OK):  # the file is fine: the cache folder is what failed
+                where = index.cache_dir() if self.show_paths else "evalkit's cache folder"
                 raise NotFound(
-                    f"cannot keep the index of {pair.records.name} in {index.cache_dir()}: {error.strerror or error} "
+                    f"cannot keep the index of {pair.records.name} in {where}: {error.strerror or error} "
                     "(set EVALKIT_CACHE_DIR to a writable folder)"
                 ) from None
             raise NotFound(f"{pair.records.name} is unreadable: {error.strerror or error}") from None
@@ -181,7 +200,7 @@ class Viewer:
                 sent = index.refresh(pair.sent, "sent")
         except OSError as error:
             problems.append(f"{pair.sent.name} (what was sent) is unreadable: {error.strerror or error}")
-        return Sources(records, sent, problems + self._notes(run, pair, records), pair.records, pair.sent)
+        return Sources(records, sent, problems + self._notes(run, pair, records), pair.records, sent_path)
 
     @staticmethod
     def _notes(run: RunInfo, pair: Pair, records: IndexState | None) -> list[str]:
@@ -195,6 +214,11 @@ class Viewer:
                 + (" (or being written now)" if run.in_progress else "")
                 + "; skipped"
             )
+        if records is not None and records.long_lines:
+            problems.append(
+                f"{pair.records.name}: {records.long_lines} line(s) are {too_long()} (the first is line "
+                f"{records.first_long}); skipped, never read whole"
+            )
         if records is not None and records.bad_lines:
             problems.append(
                 f"{pair.records.name}: {records.bad_lines} line(s) are not JSON records "
@@ -207,7 +231,7 @@ class Viewer:
         run, pair = self._pair(run_id, dataset, metric)
         sources = self.sources(run, pair, wait=False)
         if sources.records is None:
-            found = scan.samples_page(pair.records, pair.sent if pair.sent.is_file() else None, f)
+            found = scan.samples_page(pair.records, pair.sent if pair.has_sent else None, f)
             choices = _facets_from_results(run, pair)
         else:
             found = samples_page(sources, f)
@@ -260,11 +284,12 @@ class Viewer:
                     "requests": entry.get("requests"),
                     "messages": entry.get("messages") or [],
                     "tools": entry.get("tools") or [],
-                    "media": [_part_state(p) for p in media.sent_parts(entry)],
+                    "media": [_part_state(p) for p in media.sent_parts(entry, self.roots(run))],
                 }
             )
         if not conversations:  # a run made before sent files: the images its records name
-            with_images = next((r for r in records if media.record_parts(r)), None)
+            roots = self.roots(run)
+            with_images = next((r for r in records if media.record_parts(r, roots)), None)
             if with_images is not None:
                 line = lines[id(with_images)]
                 if line:
@@ -275,7 +300,7 @@ class Viewer:
                             "missing": False,
                             "old": True,
                             "messages": [],
-                            "media": [_part_state(p) for p in media.record_parts(with_images)],
+                            "media": [_part_state(p) for p in media.record_parts(with_images, roots)],
                         }
                     )
         return {
@@ -308,7 +333,8 @@ class Viewer:
         return media.image_file(found)
 
     def _parts(self, run: RunInfo, dataset: str, key: str) -> list[media.MediaPart]:
-        pairs = [p for p in run_pairs(run) if p.dataset == dataset and p.records.is_file()]
+        pairs = [p for p in run_pairs(run) if p.dataset == dataset and p.has_records]
+        roots = self.roots(run)
         if not pairs:
             raise NotFound(f"run {run.run_id!r} has no records of dataset {dataset!r}")
         if key.startswith(LINE_KEY):
@@ -322,15 +348,15 @@ class Viewer:
                     if sources.records
                     else scan.record_on_line(pair.records, int(line))
                 )
-                if record is not None and media.record_parts(record):
-                    return media.record_parts(record)
+                if record is not None and media.record_parts(record, roots):
+                    return media.record_parts(record, roots)
             raise NotFound(f"no record on line {line} names an image")
         sources = self.sources(run, pairs[0], wait=False)
         found = sent_entries(sources.sent, [key]) if sources.records else scan.sent_entries(sources.sent_path, [key])
         entry = found.get(key)
         if entry is None:
             raise NotFound(f"dataset {dataset!r} sent nothing with key {key!r}")
-        return media.sent_parts(entry)
+        return media.sent_parts(entry, roots)
 
     # -- comparisons -----------------------------------------------------------------------------------------
 
@@ -399,17 +425,16 @@ def paired_statistics(a: tuple[RunInfo, Pair, str], b: tuple[RunInfo, Pair, str]
 
 
 def _manifest(run: RunInfo) -> dict[str, Any]:
-    try:
-        data = json.loads((run.path / "run.json").read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    data, _ = read_json(run.path / "run.json")
+    return data or {}
 
 
 def _records(path: Path) -> Iterator[dict[str, Any]]:
-    """A records file's records one at a time (lines that are not JSON, or cut, are skipped)."""
+    """A records file's records one at a time (lines that are not JSON, too long, or cut, are skipped)."""
     with path.open("rb") as handle:
-        for line in handle:
+        for _, _, line in capped_lines(handle):
+            if line is None:
+                continue
             if not line.endswith(b"\n"):
                 return
             try:
@@ -426,7 +451,7 @@ def _part_state(part: media.MediaPart) -> dict[str, Any]:
         "kind": part.kind,
         "message": part.message,
         "where": media.where(part.ref),
-        "missing": media.missing_reason(part.ref, part.dataset),
+        "missing": media.missing_reason(part.ref, part.dataset, part.roots),
         "ref": part.ref,
         "chunks": part.chunks,
     }

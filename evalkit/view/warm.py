@@ -67,11 +67,11 @@ class Warmer:
         """Each run's records files, largest first, each followed by its dataset's sent file."""
         out: list[tuple[Path, str]] = []
         for run in runs:
-            pairs = [p for p in run_pairs(run) if p.records.is_file()]
+            pairs = [p for p in run_pairs(run) if p.has_records]
             pairs.sort(key=lambda p: file_size(p.records) or 0, reverse=True)
             for pair in pairs:
                 out.append((pair.records, "records"))
-                if pair.sent.is_file():
+                if pair.has_sent:
                     out.append((pair.sent, "sent"))
         return out
 

@@ -83,6 +83,13 @@ NOT_METRICS = {
 VERTEX_TOKEN_COMMAND = ("gcloud", "auth", "application-default", "print-access-token")
 #: Gemini on Vertex AI through its OpenAI-compatible endpoint, as AU-Harness addresses it from location + project_id
 VERTEX_URL = "https://{host}/v1/projects/{project}/locations/{location}/endpoints/openapi"
+#: a Google Cloud region (``us-central1``, ``europe-west4``, ``northamerica-northeast1``) or ``global``: the location
+#: becomes part of the host name the access token is sent to, so nothing else may pass (``127.0.0.1:8080/x#`` would
+#: send Google's token to that server)
+VERTEX_LOCATION = re.compile(r"global|[a-z]{2,}(?:-[a-z]+)+[0-9]{1,2}")
+#: a Google Cloud project id (6 to 30 lowercase letters, digits and hyphens, from a letter, not ending in a hyphen),
+#: optionally behind the domain of a domain-scoped project (``example.com:my-project``)
+VERTEX_PROJECT = re.compile(r"(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?:)?[a-z][a-z0-9-]{4,28}[a-z0-9]")
 
 
 @dataclass
@@ -690,6 +697,20 @@ def _vertex(info: dict[str, Any], where: str, out: Translation, problems: _Probl
         return
     if not (isinstance(location, str) and location and isinstance(project, str) and project):
         problems.add(where, "Gemini on Vertex AI needs both location and project_id (non-empty strings)")
+        return
+    if not VERTEX_LOCATION.fullmatch(location):
+        problems.add(
+            f"{where}.location",
+            f"{location[:80]!r} is not a Google Cloud region; expected one such as 'us-central1' or 'global' (it "
+            "names the host Google's access token is sent to)",
+        )
+        return
+    if not VERTEX_PROJECT.fullmatch(project):
+        problems.add(
+            f"{where}.project_id",
+            f"{project[:80]!r} is not a Google Cloud project id; expected 6 to 30 lowercase letters, digits and "
+            "hyphens, starting with a letter",
+        )
         return
     if info.get("url") is not None:
         problems.add(f"{where}.url", "give url (any OpenAI-compatible Gemini endpoint) or location + project_id")
