@@ -134,3 +134,14 @@ def test_karma_model_args_show_in_records_sent(tmp_path: Path, make_server) -> N
             "chat_template_kwargs": {"enable_thinking": False},
         }
         assert entry["params"] == received[("m", entry["messages"][-1]["content"][-1]["text"])]
+
+
+def test_a_credential_in_extra_body_is_sent_but_masked_in_records_sent(tmp_path: Path, make_server) -> None:
+    planted = "sk-planted-body-key-5e1f0c93"
+    server = make_server(request_log=True)
+    models = [model_entry("m", server.base_url, extra_body={"api_key": planted, "top_k": 3})]
+    outcome = run(config_for(tmp_path, text_set(tmp_path, N), models))
+    assert all(params["api_key"] == planted for params in _received(server).values())  # sent as given
+    for entry in _sent(outcome.run_dir).values():
+        assert entry["params"]["api_key"] == "***" and entry["params"]["top_k"] == 3
+    assert planted not in (outcome.run_dir / "records" / "sent" / "synth_qa.jsonl").read_text()

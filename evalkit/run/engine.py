@@ -62,6 +62,7 @@ from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
 from evalkit.util.idindex import IdIndex
+from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
@@ -443,7 +444,8 @@ class Engine:
             requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
             wire = WIRE_FORMATS[kind]
-            params = [wire.settings(turn[0]) for turn in turns if turn]
+            # a credential some proxies take in the body (extra_body.api_key) is masked here as in run.json
+            params = [redact(wire.settings(turn[0])) for turn in turns if turn]
         self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools, params)
         return key
 
