@@ -160,6 +160,39 @@ def test_20000_deep_nesting_is_one_line_exit_2(tmp_path: Path, style: str) -> No
         _assert_one_line_refusal(proc, path, "line 1" if style != "block" else "line 2", f"more than {MAX_DEPTH}")
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "names"),
+    [
+        ("--model-args", '{"temperature": ' + "[" * 20_000 + "]" * 20_000 + "}", "--model-args"),
+        ("--model-args", "extra=" + "[" * 20_000 + "]" * 20_000, "--model-args (the model: extra)"),
+        ("--dataset-args", "tiny_qa:x=" + '{"a": ' * 10_000 + "1" + "}" * 10_000, "--dataset-args (tiny_qa: x)"),
+        ("--metric-args", "exact_match:x=" + "[" * 20_000 + "]" * 20_000, "--metric-args (exact_match: x)"),
+        ("--processor-args", "tiny_qa.p:x=" + "[" * 20_000 + "]" * 20_000, "--processor-args (tiny_qa.p: x)"),
+    ],
+    ids=["model_args_json", "model_args_key_value", "dataset_args", "metric_args", "processor_args"],
+)
+def test_deeply_nested_json_in_a_flag_is_one_line_exit_2(tmp_path: Path, flag: str, value: str, names: str) -> None:
+    path = _write(tmp_path, json.dumps(BASE))
+    proc = _cli("run", str(path), "--dry-run", flag, value, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "RecursionError" not in proc.stderr
+    assert proc.stderr.count("\n") == 1 and len(proc.stderr) < 1000, proc.stderr[:300]
+    assert proc.stderr == f"evalkit: error: {names}: lists and objects nested more than {MAX_DEPTH} levels deep\n"
+
+
+@pytest.mark.parametrize("character", ["\x00", "\x07", "\x1b", "\ufffe"], ids=["nul", "bell", "escape", "nonchar"])
+def test_a_config_holding_a_control_character_is_one_line_exit_2(tmp_path: Path, character: str) -> None:
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    cut = text.index("models:")
+    path = _write(tmp_path, text[:cut] + f"# note{character}\n" + text[cut:])
+    line = text[:cut].count("\n") + 1
+    for command in (["validate", str(path)], ["run", str(path), "--dry-run"]):
+        proc = _cli(*command, cwd=tmp_path)
+        _assert_one_line_refusal(
+            proc, path, f"line {line}, column 7: not valid YAML: unacceptable character #x{ord(character):04x}"
+        )
+
+
 def test_nesting_up_to_the_bound_is_read() -> None:
     deep = "[" * MAX_DEPTH + "]" * MAX_DEPTH
     assert load_yaml(deep, "f.yaml") is not None

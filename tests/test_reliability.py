@@ -129,14 +129,19 @@ def test_deterministic_4xx_is_not_retried_and_carries_the_servers_message(tmp_pa
         model_entry("m401", server.base_url, model="test-model", auth_token="wrong-token", retry_attempts=5),
         model_entry("m404", server.base_url, model="no-such-model", auth_token="right-token", retry_attempts=5),
         model_entry(
-            "m400", server.base_url, model="test-model", auth_token="right-token", retry_attempts=5, extra_body={"n": 0}
+            "m400",
+            server.base_url,
+            model="test-model",
+            auth_token="right-token",
+            retry_attempts=5,
+            extra_body={"max_completion_tokens": 0},
         ),
     ]
     out = run(config_for(tmp_path, runspecs, models))
     expected = {
         "m401": ("http_401", "HTTP 401: Incorrect API key provided"),
         "m404": ("http_404", "HTTP 404: The model `no-such-model` does not exist"),
-        "m400": ("http_400", "HTTP 400: 'n' must be an integer between 1 and 128"),
+        "m400": ("http_400", "HTTP 400: 'max_completion_tokens' must be a positive integer"),
     }
     got = records(out.run_dir)
     for model, (reason, message) in expected.items():

@@ -920,7 +920,8 @@ def test_a_conversation_shows_each_turns_answer_and_the_tools_offered(tmp_path: 
         {"role": "user", "content": [{"type": "text", "text": "Now make it rhyme."}]},
     ]
     entry = {"key": "k" * 16, "dataset": "chat", "sample_id": "q1", "requests": 2, "kind": "chat"}
-    _jsonl(run / "records" / "sent" / "chat.jsonl", [{**entry, "messages": messages, "tools": tools}])
+    params = {"temperature": 0.0, "top_k": 7, "chat_template_kwargs": {"enable_thinking": False}}
+    _jsonl(run / "records" / "sent" / "chat.jsonl", [{**entry, "messages": messages, "tools": tools, "params": params}])
     record = {
         "sample_id": "q1",
         "row": 0,
@@ -945,3 +946,4 @@ def test_a_conversation_shows_each_turns_answer_and_the_tools_offered(tmp_path: 
     assert "each turn&#x27;s answer" in page or "each turn's answer" in page
     assert page.index("turn 1") < page.index("Autumn moon rises", page.index("turn 1")) < page.index("turn 2")
     assert "tools offered" in page and "math_factorial" in page
+    assert "request fields" in page and "&quot;top_k&quot;: 7" in page and "enable_thinking" in page

@@ -33,6 +33,7 @@ from evalkit.catalog.specs import (
 )
 from evalkit.errors import RunspecError, did_you_mean
 from evalkit.util.json_safe import load_json_file
+from evalkit.util.yaml_safe import shorten
 
 __all__ = [
     "PACKAGE_PATH_PREFIX",
@@ -182,7 +183,7 @@ class Catalog:
                 offered.append(key)
                 if dict(part.split("=", 1) for part in picked.split(",")) == wanted:
                     return self._foreign_target(tool_prefix, key, prefix)
-        shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
+        shown = shorten(", ".join(f"{k}={v}" for k, v in wanted.items()))  # a pasted document is not echoed whole
         choices = f"; known: {', '.join(offered)}" if offered else "; it takes no dataset arguments in evalkit"
         raise RunspecError(f"{prefix}{name!r} with {shown} is not a dataset evalkit's catalogue has{choices}")
 

@@ -131,7 +131,11 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="exit 0 even when results exceed max_failure_rate (they are still marked ! and listed)",
     )
-    p.add_argument("--no-cache", action="store_true", help="neither read nor write the response store")
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the response store (with --resume: finish the run asking every sample again)",
+    )
     p.add_argument("--refresh-cache", action="store_true", help="ask every request again and overwrite stored answers")
     p.add_argument(
         "--progress-interval",

@@ -211,6 +211,14 @@ class WireFormat:
         """The answer text and usage from a decoded 200 body; ParseError when it holds none."""
         raise NotImplementedError
 
+    def settings(self, request: ModelRequest) -> dict[str, Any]:
+        """What the request sends besides its model and its content (messages, prompt, file, tools).
+
+        ``records/sent`` keeps it beside the messages, so every key a config or a flag added to the body
+        (``extra_body``, ``--model-args``, generation settings) shows where what was sent is read.
+        """
+        return {key: value for key, value in request.params.items() if key != "tools"}
+
 
 #: one read-only header map for every JSON body: aiohttp merges a multidict proxy into the request's headers
 #: as it is, where a plain dict is first copied into a new CIMultiDict on every request
@@ -238,6 +246,17 @@ class TranscriptionWire(WireFormat):
 
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         return {"data": transcription_form(request)}
+
+    def settings(self, request: ModelRequest) -> dict[str, Any]:
+        """The form's fields besides the file, the model and the prompt (:func:`transcription_form`'s choices)."""
+        if request.bare_form:
+            return {}
+        fields: dict[str, Any] = {"response_format": "json"}
+        if request.language:
+            fields["language"] = request.language
+        if request.params.get("temperature") is not None:
+            fields["temperature"] = request.params["temperature"]
+        return fields
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         return extract_transcription(payload)

@@ -32,6 +32,13 @@ existed (schema 1, no ``application_id``) have none: the store is migrated in
 place (a nullable column added, O(1)) and their rows are used unverified, counted
 in :attr:`ResponseStore.unverified`; every answer stored since has a checksum.
 
+A damaged store of evalkit's own (SQLite finds a page malformed, when the
+store is opened or later in the run) never stops a run: it is set aside
+untouched, its answers that still read and verify are used, new answers go
+to a fresh file beside it, and one warning names both
+(:mod:`evalkit.clients.store_damage`). :attr:`ResponseStore.damaged` is the
+file set aside, :attr:`ResponseStore.path` the one written.
+
 A file at the store's path that evalkit did not make (another SQLite database,
 or not SQLite at all) is never modified: :class:`StoreError` (exit 2) names it
 and what was expected. evalkit's stores carry ``PRAGMA application_id``
@@ -59,6 +66,7 @@ from typing import Any
 import aiosqlite
 
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.store_damage import diagnose, is_damage, replacement_path, salvage
 from evalkit.errors import DiskFullError, UserError, WriteFailed, human_bytes
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
@@ -112,6 +120,14 @@ def checksum(key: str, blob: bytes) -> str:
 
 class StoreError(UserError):
     """The store file cannot be opened (a folder, no permission, not SQLite, not evalkit's)."""
+
+
+def _verifies(key: str, blob: bytes, stored_sum: str) -> bool:
+    return checksum(key, blob) == stored_sum
+
+
+class _Damaged(Exception):
+    """The file is evalkit's store, but SQLite finds it damaged (the message says where)."""
 
 
 class StoreRefused(Exception):
@@ -189,6 +205,13 @@ class ResponseStore:
         #: stored answers read without a checksum to check (written before checksums existed)
         self.unverified = 0
         self._changed_warned = False
+        #: the damaged store set aside (read-only, never written) while :attr:`path` is the fresh one beside it
+        self.damaged: Path | None = None
+        #: what SQLite found damaged in it
+        self.damage: str | None = None
+        #: answers copied from the damaged store into the fresh one (those that still read and verify)
+        self.salvaged = 0
+        self._damage_read_warned = False
 
     @property
     def refresh(self) -> bool:
@@ -201,27 +224,79 @@ class ResponseStore:
 
     async def open(self) -> ResponseStore:
         try:
+            await self._open_file()
+        except _Damaged as damaged:
+            await self._close_db()
+            await self._set_aside(str(damaged))
+        self._writer = asyncio.create_task(self._write_loop())
+        return self
+
+    async def _open_file(self) -> None:
+        """Open (or create) the file at :attr:`path` as evalkit's store (:class:`_Damaged`: ours, but damaged)."""
+        try:
             if self.path.exists() and not self.path.is_file():
                 raise StoreError(f"response store {self.path}: not a file; set cache.path to a file or use --no-cache")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fresh = not self.path.exists() or self.path.stat().st_size == 0
+            if not fresh:
+                damage = await asyncio.to_thread(diagnose, self.path, APPLICATION_ID)
+                if damage is not None:
+                    raise _Damaged(damage)
             self._db = await aiosqlite.connect(self.path, factory=_limited_connection(self.max_value_bytes))
             await self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
             await self._adopt(fresh)
             await self._db.execute("PRAGMA journal_mode=WAL")
             await self._db.execute("PRAGMA synchronous=NORMAL")
-        except StoreError:
+        except (StoreError, _Damaged):
             await self._close_db()
             raise
         except (sqlite3.Error, OSError) as error:
             await self._close_db()
             if is_disk_full(error):
                 raise disk_full(self.path) from None
+            if is_damage(error):
+                raise StoreError(
+                    f"response store {self.path}: cannot be read ({error}) and is not recognisably evalkit's; "
+                    "evalkit leaves it untouched. Move it away, point cache.path elsewhere, or use --no-cache"
+                ) from None
             raise StoreError(
                 f"response store {self.path}: cannot open it ({error}); set cache.path or use --no-cache"
             ) from None
-        self._writer = asyncio.create_task(self._write_loop())
-        return self
+
+    async def _set_aside(self, why: str) -> None:
+        """Leave the damaged store at :attr:`path` as it is, read what it still holds, and write beside it."""
+        if self.damaged is not None:  # the replacement is damaged too: nothing left to fall back on
+            raise StoreError(
+                f"response store {self.path}: damaged ({why}), as is {self.damaged}, the store it replaces; evalkit "
+                "leaves both untouched. Move them away, point cache.path elsewhere, or use --no-cache"
+            )
+        self.damaged, self.damage = self.path, why
+        self.path = replacement_path(self.damaged)
+        log.warning(
+            "response store %s is damaged (SQLite: %s); evalkit leaves it untouched, copies the answers it can still "
+            "read and verify into %s, and keeps new answers there. To start clean, move %s away (the answers in %s can "
+            "take its name)",
+            self.damaged,
+            why,
+            self.path,
+            self.damaged,
+            self.path,
+        )
+        replacement_is_new = not self.path.exists() or self.path.stat().st_size == 0
+        try:
+            await self._open_file()
+        except _Damaged as damaged:
+            await self._close_db()
+            await self._set_aside(str(damaged))
+            return
+        if not replacement_is_new:
+            return  # an earlier run's replacement already holds what could be saved
+        try:
+            self.salvaged = await asyncio.to_thread(salvage, self.damaged, self.path, _verifies, BUSY_TIMEOUT_MS)
+        except (sqlite3.Error, OSError) as error:  # saving is a courtesy: without it every answer is asked again
+            log.warning("response store %s: could not copy answers from %s (%s)", self.path, self.damaged, error)
+        else:
+            log.info("response store %s: %d answers saved from %s", self.path, self.salvaged, self.damaged)
 
     async def _inspect(self) -> tuple[int, set[str], set[str]]:
         """(application_id, table names, columns of ``responses``) of the open file."""
@@ -278,12 +353,15 @@ class ResponseStore:
         return found[0] if found is not None else None
 
     async def get_with_time(self, key: str) -> tuple[dict[str, Any], float] | None:
-        """A stored response and when it was stored (unix time), or None as :meth:`get`."""
+        """A stored response and when it was stored (unix time), or None as :meth:`get` (also for a damaged page)."""
         if self._db is None:
             return None
         pending = self._pending.get(key)
         if pending is not None:
             return jsonutil.loads(pending.blob), float(pending.created)
+        return await self._read(self._db, key)
+
+    async def _read(self, db: aiosqlite.Connection, key: str) -> tuple[dict[str, Any], float] | None:
         args: tuple[str] | tuple[str, float]
         if self.refresh_since is None:
             sql, args = "SELECT response, created, checksum FROM responses WHERE key = ?", (key,)
@@ -292,8 +370,16 @@ class ResponseStore:
                 "SELECT response, created, checksum FROM responses WHERE key = ? AND created >= ?",
                 (key, self.refresh_since),
             )
-        async with self._db.execute(sql, args) as cursor:
-            row = await cursor.fetchone()
+        try:
+            async with db.execute(sql, args) as cursor:
+                row = await cursor.fetchone()
+        except (sqlite3.Error, ValueError) as error:
+            if isinstance(error, ValueError):  # a connection closed meanwhile: a damaged file is being replaced
+                return None
+            if not is_damage(error):
+                raise
+            self._damaged_read(error)
+            return None
         if not row:
             return None
         blob, created, stored_sum = row
@@ -309,6 +395,18 @@ class ResponseStore:
         except ValueError as error:  # only an unverified row can get here
             self._changed(key, f"it is not valid JSON ({error})")
             return None
+
+    def _damaged_read(self, error: BaseException) -> None:
+        """A read met a damaged page (after the store was opened): that answer is asked again; said once."""
+        if not self._damage_read_warned:
+            self._damage_read_warned = True
+            log.warning(
+                "response store %s: reading an answer met a damaged page (SQLite: %s); asking again (a write that "
+                "meets it sets the file aside, untouched, and goes on in %s)",
+                self.path,
+                error,
+                replacement_path(self.path),
+            )
 
     def _changed(self, key: str, why: str) -> None:
         """Count an answer that changed since it was stored; the caller asks again (its new answer replaces it)."""
@@ -330,7 +428,8 @@ class ResponseStore:
         takes nothing more (:attr:`stopped`, or closed).
         """
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if self.stopped is not None or self._db is None or self._writer is None or self._writer.done():
+        # not ``self._db``: it is None for a moment while a damaged file is replaced, and the writer waits that out
+        if self.stopped is not None or self._writer is None or self._writer.done():
             return _failed(done, self.stopped or WriteFailed(str(self.path), "the response store is closed"))
         try:
             blob = jsonutil.dumps_bytes(response)
@@ -397,6 +496,11 @@ class ResponseStore:
                 needed = sum(len(key) + len(row.blob) + len(row.model) for key, row in batch)
                 self.full = disk_full(self.path, needed)
                 self._fail_pending(self.full)
+            elif is_damage(error):
+                for _, row in batch:
+                    row.flushing = False
+                if await self._replace(error):
+                    await self._flush()  # the same answers, into the fresh store
             elif not isinstance(error, _ROW_ERRORS):
                 self._break(error)
             elif len(batch) == 1:
@@ -424,6 +528,16 @@ class ResponseStore:
                     self._break(error)
                 return
             self._settle([(key, row)])
+
+    async def _replace(self, error: BaseException) -> bool:
+        """A commit met a damaged page: set the file aside and go on in a fresh one (False: the store broke)."""
+        await self._close_db()
+        try:
+            await self._set_aside(str(error))
+        except (StoreError, sqlite3.Error, OSError) as failure:
+            self._break(failure)
+            return False
+        return True
 
     def _settle(self, rows: list[tuple[str, _Row]]) -> None:
         """Committed: drop the rows from the pending map (unless put again meanwhile) and resolve their futures."""

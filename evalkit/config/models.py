@@ -70,6 +70,34 @@ def _gemini_entry(data: Any) -> Any:
     return {**data, "inference_type": "vllm", "url": url}
 
 
+#: request-body keys evalkit builds itself, or that change what an answer is: never taken from ``extra_body`` (or
+#: ``--model-args``), where they would silently replace what the records say was sent. Every other key of
+#: ``extra_body`` is sent as given and written in each ``records/sent`` entry's ``params``.
+REQUEST_BUILT_KEYS: dict[str, str] = {
+    "model": "the model id is the entry's `model`",
+    "messages": "evalkit builds the conversation from the dataset and the prompt (records/sent shows it)",
+    "prompt": "evalkit builds the prompt from the dataset (system_prompt and the prompt options change it)",
+    "input": "evalkit sends a chat `messages` list built from the dataset, not a Responses-API `input`",
+    "tools": "the functions offered come from the dataset's sample (records/sent shows them)",
+    "functions": "the functions offered come from the dataset's sample (records/sent shows them)",
+    "n": "evalkit reads one answer per request",
+    "best_of": "evalkit reads one answer per request",
+    "stream": "evalkit reads whole JSON answers, not an event stream",
+    "stream_options": "evalkit reads whole JSON answers, not an event stream",
+    "echo": "an answer with the prompt echoed in front would be scored as the model's",
+    "suffix": "evalkit builds the whole prompt from the dataset",
+}
+
+
+def refuse_request_built_keys(body: dict[str, Any]) -> None:
+    """Refuse a request body key evalkit builds (:data:`REQUEST_BUILT_KEYS`): a ValueError naming the key and why."""
+    for key in body:
+        if key in REQUEST_BUILT_KEYS:
+            raise ValueError(
+                f"{key!r} cannot be set: {REQUEST_BUILT_KEYS[key]}; what was sent must be what is recorded"
+            )
+
+
 #: model entry fields whose value makes evalkit run a program (a token command, a server it launches): a config file
 #: may name one, a flag string (``--model-args``) never, since a command line is often assembled from others' text
 RUNS_A_PROGRAM = frozenset({"auth_command", "launch"})
@@ -243,7 +271,8 @@ class ModelInfo(Strict):
         default_factory=dict,
         description="Extra JSON fields merged into every chat request's body after the generation parameters, so "
         "they win "
-        "(default none; per model).",
+        "(default none; per model). Each shows in records/sent (`params`); keys evalkit builds itself (model, "
+        "messages, prompt, input, tools, functions, n, best_of, stream, stream_options, echo, suffix) are refused.",
     )
     requests_per_minute: float | None = Field(
         None,
@@ -271,6 +300,12 @@ class ModelInfo(Strict):
     @classmethod
     def _gemini(cls, data: Any) -> Any:
         return _gemini_entry(data)
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_request_built_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        refuse_request_built_keys(value)
+        return value
 
     @field_validator("inference_type", mode="before")
     @classmethod

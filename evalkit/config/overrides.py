@@ -44,7 +44,7 @@ from evalkit.catalog import Catalog, load_catalog
 from evalkit.config.foreign.karma import SAME_NAME_OTHER_COMPUTATION, karma_metric
 from evalkit.config.limits import MAX_IN_FLIGHT, MAX_SAMPLES
 from evalkit.config.messages import format_validation_error
-from evalkit.config.models import RUNS_A_PROGRAM, ModelInfo
+from evalkit.config.models import RUNS_A_PROGRAM, ModelInfo, refuse_request_built_keys
 from evalkit.config.pairs import default_metrics
 from evalkit.config.schema import Config
 from evalkit.errors import ConfigError, did_you_mean
@@ -302,6 +302,14 @@ def _model_fields(config: Config, model_args: dict[str, Any]) -> None:
             )
         if key in _MODEL_FIELDS_REFUSED:
             raise ConfigError(f"--model-args: {key!r} cannot be set here: {_MODEL_FIELDS_REFUSED[key]}")
+    # a request key evalkit builds, given bare or inside extra_body: what was sent must be what is recorded
+    bare = {k: v for k, v in model_args.items() if k not in ModelInfo.model_fields}
+    nested = model_args.get("extra_body")
+    for where, body in (("", bare), ("extra_body: ", nested if isinstance(nested, dict) else {})):
+        try:
+            refuse_request_built_keys(body)
+        except ValueError as error:
+            raise ConfigError(f"--model-args: {where}{error}") from None
     for entry in config.models:
         data = entry.info.model_dump(mode="python", exclude_unset=True)
         extra = dict(data.get("extra_body") or {})

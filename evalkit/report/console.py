@@ -69,6 +69,9 @@ def summary_line(outcome: Any) -> str:
     if changed:
         # a stored answer whose bytes no longer match its checksum is never scored: it was asked again
         text += f", {changed} changed answer{'s' * (changed != 1)} in the response store re-asked"
+    damaged = getattr(outcome, "damaged_store", None)
+    if damaged:
+        text += f", damaged response store {damaged[0]} left untouched (answers kept in {damaged[1]})"
     text += (
         f"; {scored} samples scored and {failed} failed over {pairs} dataset-metric pair{'s' * (pairs != 1)} x "
         f"{models} model{'s' * (models != 1)}; {outcome.seconds:.1f} s."

@@ -29,6 +29,7 @@ from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
+from evalkit.clients.protocol import WIRE_FORMATS
 from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.pcm import Shape
 from evalkit.data.filters import apply_filters
@@ -61,6 +62,7 @@ from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
 from evalkit.util.idindex import IdIndex
+from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
@@ -430,6 +432,7 @@ class Engine:
         key = sent.key or sent_key([request for turn in turns for request in turn])
         if key in self._sent:
             return key
+        params: list[dict[str, Any]] = []
         if sent.context is not None:
             kind, requests, messages = RequestKind.COMPLETION, sent.options, completion_messages(sent.context)
         else:
@@ -440,7 +443,10 @@ class Engine:
             kind = ctx.kind
             requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
-        self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools)
+            wire = WIRE_FORMATS[kind]
+            # a credential some proxies take in the body (extra_body.api_key) is masked here as in run.json
+            params = [redact(wire.settings(turn[0])) for turn in turns if turn]
+        self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools, params)
         return key
 
     async def _duplicate(self, sample: Sample, first: int) -> None:

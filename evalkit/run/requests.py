@@ -19,6 +19,7 @@ from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import AudioPart, PreparedAudio, Shape, example_key
 from evalkit.data.image.prepare import NO_LIMIT, ImageLimit, ImagePart, PreparedImages
 from evalkit.prompts.prompt import Prompt
+from evalkit.util import jsonutil
 
 
 @dataclass(slots=True)
@@ -51,9 +52,9 @@ class RequestContext:
         return (self.chunk_size, self.long_audio)
 
     def sent_view(self) -> tuple[Any, ...]:
-        """What of the context shapes the messages (not the model's name or parameters).
+        """What of the context shapes the sent entry: the messages and the fields beside them (not the model's name).
 
-        Models with the same view send a sample the same messages, so its sent entry is made once for them.
+        Models with the same view send a sample the same messages and fields, so its sent entry is made once for them.
         """
         return (
             self.kind,
@@ -66,6 +67,8 @@ class RequestContext:
             self.image_position,
             self.auharness,
             self.karma,
+            # the fields sent beside the messages are part of the entry (records/sent's params)
+            jsonutil.dumps_bytes(self.params, sort_keys=True),
         )
 
 

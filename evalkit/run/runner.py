@@ -97,6 +97,8 @@ class RunOutcome:
     reused: int = 0
     #: stored answers whose bytes no longer matched their checksum: not used, asked again
     changed: int = 0
+    #: the damaged response store set aside (untouched) and the fresh one used beside it, or None
+    damaged_store: tuple[str, str] | None = None
 
 
 def build_metric(spec: EngineSpec, config: Config, judge: Any = None) -> Metric:
@@ -417,10 +419,7 @@ async def _execute(
                 "(datasets, metrics, models, filters or generation settings changed); start a new run instead"
             )
         saved_store = resumed.get("store") or {}
-        if options.no_cache:
-            raise UserError(
-                f"--resume {run_dir}: resuming takes finished answers from the response store; drop --no-cache"
-            )
+        # --no-cache with --resume: the run folder is finished by asking every sample again, the store untouched
         if saved_store.get("path") and not config.cache.path:
             store_path = Path(saved_store["path"])
         if saved_store.get("refresh_since") is not None:
@@ -602,6 +601,7 @@ async def _execute(
         meta=meta,
         reused=sum(c.reused + c.deduplicated for c in clients.values()),
         changed=store.changed if store is not None else 0,
+        damaged_store=(str(store.damaged), str(store.path)) if store is not None and store.damaged else None,
     )
 
 
@@ -617,11 +617,23 @@ def _remove_new_folder(run_dir: Path, remove_folder: bool) -> None:
             run_dir.rmdir()  # fails, and keeps the folder, unless it is empty
 
 
-def _store_counts(store: ResponseStore | None) -> dict[str, int]:
-    """What the response store met on reads, for run.json: answers that changed (asked again), unverified ones."""
+def _store_counts(store: ResponseStore | None) -> dict[str, Any]:
+    """What the response store met, for run.json: answers that changed (asked again), unverified ones, damage.
+
+    A damaged store names the file set aside and the one written instead, so a resume (which opens ``path`` again
+    and is led to the same replacement) and a reader of run.json both know where the answers are.
+    """
     if store is None:
         return {}
-    return {"changed_answers": store.changed, "unverified_answers": store.unverified}
+    counts: dict[str, Any] = {"changed_answers": store.changed, "unverified_answers": store.unverified}
+    if store.damaged is not None:
+        counts["damaged"] = {
+            "path": str(store.damaged.resolve()),
+            "problem": store.damage,
+            "replacement": str(store.path.resolve()),
+            "answers_saved": store.salvaged,
+        }
+    return counts
 
 
 def _write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:

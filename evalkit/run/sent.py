@@ -4,7 +4,12 @@ Every metric of a dataset asks every model the same thing, so a record names
 what was sent by a key (``record["sent"]``) instead of carrying it: the
 messages are written once per key per dataset, however many metrics and
 models sent them. A line is ``{"key", "dataset", "sample_id", "requests",
-"kind", "messages"}``, and ``"tools"`` when the request offered functions.
+"kind", "messages"}``, ``"tools"`` when the request offered functions, and
+``"params"``: every other field the request sent (generation settings, each
+``extra_body`` key; a transcription form's fields), so nothing that shaped a
+request is missing from what the records say was sent. A conversation whose
+turns sent different fields (a chain of thought's longer reasoning turn) has
+``"params_by_turn"`` too, one object per turn.
 
 The key is :func:`sent_key` of the requests: the response store's own key of
 the request (a sha256 over the model, the messages with every audio piece's
@@ -132,14 +137,20 @@ class SentLog:
         requests: int,
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None = None,
+        params: Sequence[dict[str, Any]] = (),
     ) -> None:
         """Buffer the entry of ``key`` (the caller asked ``key in log`` first; a repeat only costs a line).
 
         ``tools`` are the functions the request offered (BFCL without its prompt): part of what was sent.
+        ``params`` are the other fields each turn sent (:meth:`~evalkit.clients.protocol.WireFormat.settings`).
         """
         entry: dict[str, Any] = {"kind": kind, "messages": messages}
         if tools:
             entry["tools"] = tools
+        if params:
+            entry["params"] = params[0]
+            if any(turn != params[0] for turn in params[1:]):
+                entry["params_by_turn"] = list(params)
         body = dumps_bytes(entry)
         if dataset != self._dataset:
             self._dataset, self._dataset_json = dataset, dumps_bytes(dataset)

@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
 from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.reader import ReaderError
 
 from evalkit.errors import ConfigError, UserError
 from evalkit.util.user_files import read_user_text
@@ -148,9 +149,15 @@ class BoundedSafeLoader(yaml.SafeLoader):
             raise self._refuse(f"cannot read this value: {shorten(str(error))}", node.start_mark) from None
 
 
-def _where(error: yaml.YAMLError) -> str:
+def _where(error: yaml.YAMLError, text: str) -> str:
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-    return f" {_at(mark)}:" if mark is not None else ""
+    if mark is not None:
+        return f" {_at(mark)}:"
+    if isinstance(error, ReaderError) and isinstance(error.position, int):  # a character, by offset
+        line = text.count("\n", 0, error.position)
+        column = error.position - (text.rfind("\n", 0, error.position) + 1)
+        return f" line {line + 1}, column {column + 1}:"
+    return ""
 
 
 def load_yaml(text: str, source: str, error: type[UserError] = ConfigError) -> Any:
@@ -159,17 +166,20 @@ def load_yaml(text: str, source: str, error: type[UserError] = ConfigError) -> A
     The message is ``<source>: line L, column C: <problem>``, never the
     document itself, so a hostile file cannot flood the terminal.
     """
-    loader = BoundedSafeLoader(text)
+    loader: BoundedSafeLoader | None = None
     try:
+        # in the try: PyYAML's reader refuses a NUL or another control character while it is being built
+        loader = BoundedSafeLoader(text)
         return loader.get_single_data()
     except yaml.YAMLError as problem:
         what = getattr(problem, "problem", None) or str(problem).splitlines()[0]
         prefix = "" if isinstance(problem, YamlRefused) else "not valid YAML: "
-        raise error(f"{source}:{_where(problem)} {prefix}{shorten(str(what))}") from None
+        raise error(f"{source}:{_where(problem, text)} {prefix}{shorten(str(what))}") from None
     except RecursionError:  # the depth bound comes first; this is the last line of defence
         raise error(f"{source}: nested too deeply to read (at most {MAX_DEPTH} levels)") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml_file(path: str | Path, error: type[UserError] = ConfigError) -> Any:

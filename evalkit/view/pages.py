@@ -371,6 +371,10 @@ def conversation_block(conv: dict[str, Any], data: dict[str, Any], links: Links)
     if conv.get("tools"):
         offered = json.dumps(conv["tools"], ensure_ascii=False, indent=2)
         blocks.append(f'<details class="tools"><summary>tools offered</summary><pre>{e(offered)}</pre></details>')
+    if conv.get("params") or conv.get("params_by_turn"):
+        # what the request carried beside the messages (temperature, token limit, each extra_body key), as sent
+        fields = json.dumps(conv.get("params_by_turn") or conv["params"], ensure_ascii=False, indent=2)
+        blocks.append(f'<details class="params"><summary>request fields</summary><pre>{e(fields)}</pre></details>')
     return f'<section class="conversation"><h3>{e(head)}</h3>{"".join(blocks)}</section>'
 
 

@@ -284,6 +284,11 @@ class Viewer:
                     "requests": entry.get("requests"),
                     "messages": entry.get("messages") or [],
                     "tools": entry.get("tools") or [],
+                    # every other field the request sent (generation settings, extra_body): part of what was sent
+                    "params": entry.get("params") if isinstance(entry.get("params"), dict) else {},
+                    "params_by_turn": entry.get("params_by_turn")
+                    if isinstance(entry.get("params_by_turn"), list)
+                    else [],
                     "media": [_part_state(p) for p in media.sent_parts(entry, self.roots(run))],
                 }
             )

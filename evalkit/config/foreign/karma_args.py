@@ -19,6 +19,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.errors import UserError
+from evalkit.util.json_safe import load_json
+from evalkit.util.yaml_safe import shorten
 
 #: a number as a user types it on a command line (no leading zeros taken as octal, no hex)
 _INT = re.compile(r"[+-]?(0|[1-9][0-9]*)")
@@ -33,12 +35,13 @@ def split_names(values: Iterable[str] | None) -> list[str] | None:
     return list(dict.fromkeys(name for name in names if name)) or None
 
 
-def typed_value(text: str) -> Any:
+def typed_value(text: str, source: str = "a value") -> Any:
     """A command-line value as the config would hold it: true/false, none/null, a number, JSON [..]/{..}, or text.
 
     KARMA passes every value on as a string and lets each component convert it;
     evalkit's options are validated by type, so ``max_order=4`` must arrive as 4.
-    A value in quotes stays text (``language="1"``).
+    A value in quotes stays text (``language="1"``); one that is not JSON stays text too. JSON nested beyond the
+    loader's depth, or with a key twice, is a UserError naming ``source`` (never a RecursionError).
     """
     value = text.strip()
     lowered = value.lower()
@@ -54,9 +57,12 @@ def typed_value(text: str) -> Any:
         return float(value)
     if value[:1] in "[{":
         try:
-            return json.loads(value)
+            json.loads(value)
         except json.JSONDecodeError:
             return value
+        except RecursionError:
+            pass  # JSON, nested too deep: the safe loader says so
+        return load_json(value, source, UserError)
     return value
 
 
@@ -65,8 +71,8 @@ def _key_values(text: str, flag: str, scope: str) -> dict[str, Any]:
     for pair in text.split(","):
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise UserError(f"{flag}: {pair.strip()!r} (for {scope}) is not key=value")
-        values[key.strip()] = typed_value(value)
+            raise UserError(f"{flag}: {shorten(pair.strip())!r} (for {shorten(scope)}) is not key=value")
+        values[key.strip()] = typed_value(value, f"{flag} ({shorten(scope)}: {shorten(key.strip())})")
     return values
 
 
@@ -86,7 +92,8 @@ def parse_scoped(values: Iterable[str] | None, flag: str) -> dict[str, dict[str,
             cut = head.rfind(":")
             if cut <= 0 or not entry[cut + 1 :].strip():
                 raise UserError(
-                    f"{flag}: {entry.strip()!r} is not NAME:key=value[,key=value] (entries are separated by ';')"
+                    f"{flag}: {shorten(entry.strip())!r} is not NAME:key=value[,key=value] "
+                    "(entries are separated by ';')"
                 )
             name = entry[:cut].strip()
             found.setdefault(name, {}).update(_key_values(entry[cut + 1 :], flag, name))
@@ -104,7 +111,9 @@ def parse_processor_args(values: Iterable[str] | None) -> dict[str, dict[str, di
     for scope, arguments in parse_scoped(values, flag).items():
         dataset, dot, processor = scope.rpartition(".")
         if not dot or not dataset or not processor:
-            raise UserError(f"{flag}: {scope!r} is not DATASET.PROCESSOR (e.g. in22conv.devnagari_transliterator)")
+            raise UserError(
+                f"{flag}: {shorten(scope)!r} is not DATASET.PROCESSOR (e.g. in22conv.devnagari_transliterator)"
+            )
         found.setdefault(dataset, {}).setdefault(processor, {}).update(arguments)
     return found
 
@@ -116,10 +125,8 @@ def parse_model_args(values: Iterable[str] | None) -> dict[str, Any]:
     for text in values or ():
         stripped = text.strip()
         if stripped.startswith("{"):
-            try:
-                data = json.loads(stripped)
-            except json.JSONDecodeError as error:
-                raise UserError(f"{flag}: not valid JSON at character {error.pos + 1}: {error.msg}") from None
+            # nested too deep or a key twice: one line naming the flag (never a RecursionError, never the last wins)
+            data = load_json(stripped, flag, UserError)
             if not isinstance(data, dict):
                 raise UserError(f"{flag}: expected a JSON object of model parameters")
             found.update(data)
