@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, run, text_set
+import yaml
+from helpers import ROOT, config_for, model_entry, run, text_set, write_config
 
 SLURM = ROOT / "examples" / "slurm"
 RAY_DRIVER = ROOT / "examples" / "ray_job" / "driver.py"
@@ -145,6 +146,40 @@ def test_slurm_array_then_merge_equals_one_run(plan: dict[str, Any], tmp_path: P
     task["SLURM_ARRAY_TASK_ID"] = "4"  # --array wider than the shards
     wide = subprocess.run(["bash", str(SLURM / "shards.sbatch")], env=task, capture_output=True, text=True)
     assert wide.returncode == 2 and "use --array=0-3" in wide.stderr
+
+
+def test_a_slurm_task_whose_server_moved_runs_again_against_the_new_address(
+    plan: dict[str, Any], tmp_path: Path
+) -> None:
+    """A shard that lost its server is not finished (exit 5), so its task runs again and resumes at the new URL."""
+    from evalkit.testing import start_test_server
+
+    data = yaml.safe_load(plan["config"].read_text())
+    data["models"][0]["info"]["url"] = "${EVALKIT_TEST_MODEL_URL}"
+    data["models"][0]["info"]["retry_attempts"] = 1
+    config = write_config(tmp_path / "config.yaml", data)
+    out = tmp_path / "shards"
+    task = {**plan["env"], "EVALKIT_CONFIG": str(config), "EVALKIT_SHARDS_DIR": str(out), "EVALKIT_SHARDS": "2"}
+    task["SLURM_ARRAY_TASK_ID"] = "1"
+    gone = start_test_server({"answers": [{"match": "re:question \\d*[258] ", "answer": "", "fault": "drop"}]})
+    try:
+        task["EVALKIT_TEST_MODEL_URL"] = gone.base_url
+        first = subprocess.run(["bash", str(SLURM / "shards.sbatch")], env=task, capture_output=True, text=True)
+    finally:
+        gone.stop()
+    assert first.returncode == 5, first.stderr
+    (run_dir,) = [p.parent for p in (out / "shard-1").glob("*/run.json")]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "incomplete"
+
+    moved = start_test_server({"answers": [{"match": "re:question \\d*4 ", "answer": "question four"}]})
+    try:
+        task["EVALKIT_TEST_MODEL_URL"] = moved.base_url
+        again = subprocess.run(["bash", str(SLURM / "shards.sbatch")], env=task, capture_output=True, text=True)
+    finally:
+        moved.stop()
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    assert [p.parent for p in (out / "shard-1").glob("*/run.json")] == [run_dir]  # resumed, not started anew
 
 
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray (pip install ray)")
