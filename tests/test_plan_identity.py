@@ -114,3 +114,21 @@ def test_a_resume_from_another_copy_of_the_project_continues_the_run(copies: dic
     assert done.returncode == 0, done.stderr
     after = json.loads((started.run_dir / "run.json").read_text())
     assert after["status"] == "finished" and after["shard"]["plan"] == manifest["shard"]["plan"]
+
+
+def test_a_merge_in_another_copy_reads_the_plan_from_its_own_config(copies: dict[str, Any], tmp_path: Path) -> None:
+    """The first shard ran in a copy that is gone (a node's scratch folder): the merge, run in another copy's
+    folder as the Ray job's driver runs it, finds the config where the shard was given it and checks its plan."""
+    scratch = tmp_path / "scratch"
+    shutil.copytree(copies["a"].parent, scratch, ignore=shutil.ignore_patterns("runs"))
+    ran = evalkit_cli(["run", "config.yaml", "--shard", "0/2", "--quiet"], scratch)
+    assert ran.returncode == 0, ran.stderr
+    (shard,) = [p.parent for p in (scratch / "runs").glob("*/run.json")]
+    collected = shutil.move(shard, tmp_path / "collected")
+    shutil.rmtree(scratch)
+    other = run(copies["b"], shard=Shard(1, 2)).run_dir
+    merged = evalkit_cli(
+        ["merge", str(collected), str(other), "--output", str(tmp_path / "merged")], copies["b"].parent
+    )
+    assert merged.returncode == 0, merged.stderr
+    assert _results(tmp_path / "merged") == _results(copies["whole"])

@@ -185,18 +185,21 @@ def plan_for_resume(run_dir: str | Path, what: str = "--resume") -> Plan:
     was started with (re-read, so ``${VAR}`` are expanded again), matched by
     model name and id. So do the models' endpoints: a resume sends to the
     URLs, tokens and replicas the config file names now (a shard resubmitted
-    after its server moved), not to those the run started with.
+    after its server moved), not to those the run started with. A run folder
+    read on another machine, or in another copy of the project, finds its
+    config file where it was given relative to the working directory, and the
+    folders of runspecs, prompts and datasets where that file names them.
     """
     from evalkit.config import load_config
     from evalkit.plan import build_plan
 
     manifest = read_manifest(run_dir, what)
     saved = manifest.get("config") or {}
-    source = manifest.get("config_file") or "config"
+    source = config_file_here(manifest)
     fresh: Config | None = None
     if source and Path(source).is_file():
         fresh = load_config(source)
-    data = _follow_infrastructure(_restore_secrets(saved, fresh), fresh)
+    data = _paths_here(_follow_infrastructure(_restore_secrets(saved, fresh), fresh), fresh)
     from pydantic import ValidationError
 
     from evalkit.config import format_validation_error
@@ -236,6 +239,36 @@ def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, A
     for key, value in data.items():
         if key != "models":
             data[key] = _unmask(value, current.get(key))
+    return data
+
+
+def config_file_here(manifest: dict[str, Any]) -> str:
+    """The run's config file on this machine: where it was, else where it was given from the working directory.
+
+    A run folder merged or resumed in another copy of the project (another
+    node, a container) names a config file of the machine it ran on; the path
+    as typed (``config.yaml``) finds the copy's own. Whatever is found is
+    checked by the fingerprints, never trusted.
+    """
+    recorded = str(manifest.get("config_file") or "config")
+    given = manifest.get("config_given")
+    if not Path(recorded).is_file() and isinstance(given, str) and given and not Path(given).is_absolute():
+        if Path(given).is_file():
+            return given
+    return recorded
+
+
+def _paths_here(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
+    """The saved config with the folders it reads (runspecs, prompts, dataset copies, log) as ``fresh`` names them.
+
+    Paths are not part of a run's identity (:func:`answer_fingerprint`): the
+    saved ones are the machine's the run started on, the fresh ones this one's.
+    """
+    if fresh is None:
+        return data
+    current = fresh.model_dump(mode="json")
+    for key in ("runspecs_dir", "prompts_dir", "dataset_paths", "log_file"):
+        data[key] = current.get(key)
     return data
 
 

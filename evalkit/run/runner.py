@@ -450,6 +450,7 @@ async def _execute(
         if resumed
         else [],
         "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
+        "config_given": plan.source,  # as typed: a copy of the project elsewhere finds its own file by it
         "command": list(sys.argv),
         "fingerprint": fingerprint,
         "config": redact(config_as_given(config)),
