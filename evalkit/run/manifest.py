@@ -252,9 +252,9 @@ def config_file_here(manifest: dict[str, Any]) -> str:
     """
     recorded = str(manifest.get("config_file") or "config")
     given = manifest.get("config_given")
-    if not Path(recorded).is_file() and isinstance(given, str) and given and not Path(given).is_absolute():
-        if Path(given).is_file():
-            return given
+    elsewhere = not Path(recorded).is_file() and isinstance(given, str) and bool(given)
+    if elsewhere and not Path(str(given)).is_absolute() and Path(str(given)).is_file():
+        return str(given)
     return recorded
 
 
