@@ -65,8 +65,7 @@ def test_a_run_leaves_no_copy_of_the_token_anywhere(tmp_path: Path, make_server)
         text=True,
         timeout=120,
     )
-    # three models fail every request; one of them never reached a server (5: written, incomplete, resumable)
-    assert proc.returncode == 5, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # three models fail every request (3: written, too many failures)
 
     # the token did its work: the accepting server answered the model that sent it
     run_dir = next(p for p in output.iterdir() if p.is_dir())
