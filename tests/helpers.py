@@ -18,6 +18,7 @@ import subprocess
 import sys
 import sysconfig
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -458,3 +459,53 @@ def local_copy(tmp_path: Path, name: str, data: Path) -> tuple[str, Path]:
     runspec = {"_task": {"description": task.description, "metrics": task.metrics}, local: entry}
     (folder / f"{spec.task}.json").write_text(json.dumps(runspec), encoding="utf-8")
     return local, tmp_path / "runspecs"
+
+
+# -- Ray clusters of the tests' own (started and stopped by process group, never `ray stop`) --
+
+
+def ray_start(args: list[str], env: dict[str, str]) -> int:
+    """Run `ray start ARGS` in a session of its own; its pid is the process group of the node it leaves running."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ray.scripts.scripts", "start", *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    output, _ = process.communicate(timeout=120)
+    if process.returncode != 0:
+        stop_groups([process.pid])
+        raise RuntimeError(f"ray start {' '.join(args)} failed:\n{output.decode(errors='replace')[-3000:]}")
+    return process.pid
+
+
+def stop_groups(groups: list[int]) -> None:
+    """SIGTERM each node's process group, SIGKILL what is left after 5 s, and wait until the groups are gone."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(live_group_members(g) for g in groups):
+            time.sleep(0.1)
+
+
+def started_with_tmpdir(tmpdir: str, named: str = "") -> list[int]:
+    """Live processes that inherited the test cluster's TMPDIR (its daemons, workers and their children),
+    those whose command line holds ``named`` when given."""
+    marker = f"TMPDIR={tmpdir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if marker not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if named and named.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            stat = (entry / "stat").read_text()
+            if stat[stat.rfind(")") + 2] not in "ZX":
+                found.append(int(entry.name))
+    return found

@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, closed_port, config_for, live_group_members, processes_mentioning, text_set
+from helpers import (
+    ROOT,
+    closed_port,
+    config_for,
+    live_group_members,
+    processes_mentioning,
+    ray_start,
+    started_with_tmpdir,
+    stop_groups,
+    text_set,
+)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray: pip install 'evalkit[ray]'")
 
@@ -45,34 +55,6 @@ class Cluster:
     #: the process groups of the two `ray start` commands (each node's daemons stay in its group)
     groups: list[int]
     env: dict[str, str]
-
-
-def _ray_start(args: list[str], env: dict[str, str]) -> int:
-    """Run `ray start ARGS` in a session of its own; its pid is the process group of the node it leaves running."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ray.scripts.scripts", "start", *args],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    output, _ = process.communicate(timeout=120)
-    if process.returncode != 0:
-        _stop_groups([process.pid])
-        raise RuntimeError(f"ray start {' '.join(args)} failed:\n{output.decode(errors='replace')[-3000:]}")
-    return process.pid
-
-
-def _stop_groups(groups: list[int]) -> None:
-    """SIGTERM each node's process group, SIGKILL what is left after 5 s, and wait until the groups are gone."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 10.0)):
-        for group in groups:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and any(live_group_members(g) for g in groups):
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +77,7 @@ def cluster() -> Iterator[Cluster]:
     groups: list[int] = []
     try:
         groups.append(
-            _ray_start(
+            ray_start(
                 [
                     "--head",
                     f"--port={port}",
@@ -109,7 +91,7 @@ def cluster() -> Iterator[Cluster]:
             )
         )
         groups.append(
-            _ray_start(
+            ray_start(
                 [
                     f"--address=127.0.0.1:{port}",
                     f"--temp-dir={folder / 'b'}",
@@ -121,33 +103,14 @@ def cluster() -> Iterator[Cluster]:
         )
         yield Cluster(f"127.0.0.1:{port}", groups, env)
     finally:
-        _stop_groups(groups)
+        stop_groups(groups)
         # Ray starts its workers in sessions of their own: they are found by the environment they inherited
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _started_here(env["TMPDIR"]):
+        while time.monotonic() < deadline and started_with_tmpdir(env["TMPDIR"]):
             time.sleep(0.2)
-        left = [pid for group in groups for pid in live_group_members(group)] + _started_here(env["TMPDIR"])
+        left = [pid for group in groups for pid in live_group_members(group)] + started_with_tmpdir(env["TMPDIR"])
         shutil.rmtree(folder, ignore_errors=True)
         assert not left, f"the test's Ray nodes left processes behind: {left}"
-
-
-def _started_here(tmpdir: str, named: str = "") -> list[int]:
-    """Live processes that inherited the test cluster's TMPDIR (its daemons, workers and their children),
-    those whose command line holds ``named`` when given."""
-    marker = f"TMPDIR={tmpdir}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if marker not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            if named and named.encode() not in (entry / "cmdline").read_bytes():
-                continue
-            stat = (entry / "stat").read_text()
-            if stat[stat.rfind(")") + 2] not in "ZX":
-                found.append(int(entry.name))
-    return found
 
 
 def _config(
@@ -218,7 +181,7 @@ def _parent(pid: int) -> int:
 
 def _actor_processes(cluster: Cluster) -> list[int]:
     """Live ServerProcess actors of the test's cluster (Ray names a worker's process after its actor's class)."""
-    return _started_here(cluster.env["TMPDIR"], named="ray::ServerProcess")
+    return started_with_tmpdir(cluster.env["TMPDIR"], named="ray::ServerProcess")
 
 
 def _nothing_left(cluster: Cluster, request_log: Path, within: float = 15) -> None:

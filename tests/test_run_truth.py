@@ -36,7 +36,9 @@ def _run_dir(output: Path) -> Path:
 # ---------------------------------------------------------------- 1 + 2: exit codes and reasons
 
 
-def test_too_many_failures_exit_3_after_writing_everything_with_reasons_per_model(tmp_path: Path, make_server) -> None:
+def test_too_many_failures_exit_3_and_an_absent_endpoint_exit_5_after_writing_everything(
+    tmp_path: Path, make_server
+) -> None:
     runspecs = text_set(tmp_path, 6)
     good = make_server({"model": "good"})
     wrong_id = make_server({"model": "served-model", "strict_model": True})
@@ -49,7 +51,7 @@ def test_too_many_failures_exit_3_after_writing_everything_with_reasons_per_mode
     config = config_for(tmp_path / "run", runspecs, models, pairs=[["synth_qa", "exact_match"], ["synth_qa", "bleu"]])
 
     result = _evalkit(["run", "-c", str(config)], tmp_path)
-    assert result.returncode == 3, result.stderr
+    assert result.returncode == 5, result.stderr  # m1's samples never reached a server: a resume can ask them
     assert "Traceback" not in result.stderr + result.stdout
     out = result.stdout
     # after the table: reasons with counts per model and one example message each (a dataset counted once)
@@ -63,7 +65,8 @@ def test_too_many_failures_exit_3_after_writing_everything_with_reasons_per_mode
     (asr,) = [line for line in reasons if line.strip().startswith("asr: ")]
     assert asr.strip().startswith("asr: 6 x http_404: HTTP 404: ") and "does not exist" in asr
     assert not any(line.strip().startswith("good: ") for line in reasons)
-    assert "max_failure_rate 0.2" in result.stderr and "--allow-failures" in result.stderr
+    assert "could not be had because their endpoint was not there" in result.stderr
+    assert "evalkit run --resume" in result.stderr
     # everything was written before the exit code said so
     run_dir = _run_dir(tmp_path / "run" / "runs")
     results = json.loads((run_dir / "results.json").read_text())
@@ -71,13 +74,19 @@ def test_too_many_failures_exit_3_after_writing_everything_with_reasons_per_mode
     assert rows[("m1", "exact_match")]["unreliable"] and not rows[("good", "exact_match")]["unreliable"]
     assert rows[("asr", "bleu")]["failure_examples"]["http_404"].startswith("HTTP 404")
     assert (run_dir / "report.html").is_file() and (run_dir / "results.md").is_file()
-    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "incomplete" and set(manifest["unanswered"]) == {"endpoint_unavailable"}
+    # the model answered, wrongly: its failures are its own, judged by max_failure_rate
+    answered = ["--model", "good", "--model", "asr"]
+    too_many = _evalkit(["run", "-c", str(config), *answered], tmp_path)
+    assert too_many.returncode == 3, too_many.stderr
+    assert "max_failure_rate 0.2" in too_many.stderr and "--allow-failures" in too_many.stderr
 
-    allowed = _evalkit(["run", "-c", str(config), "--allow-failures"], tmp_path)
+    allowed = _evalkit(["run", "-c", str(config), *answered, "--allow-failures"], tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert "asr: 6 x http_404" in allowed.stdout and "--allow-failures" in allowed.stderr
 
-    lenient = _evalkit(["run", "-c", str(config), "--max-failure-rate", "1"], tmp_path)
+    lenient = _evalkit(["run", "-c", str(config), *answered, "--max-failure-rate", "1"], tmp_path)
     assert lenient.returncode == 0 and "max_failure_rate" not in lenient.stderr
 
     only_good = _evalkit(["run", "-c", str(config), "--model", "good"], tmp_path)

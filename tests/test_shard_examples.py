@@ -1,15 +1,14 @@
-"""The shipped ways to run one plan on several machines: the Slurm array (examples/slurm) and the Ray job.
+"""The shipped way to run one plan on several machines as a Slurm array (examples/slurm); the Ray job's is
+tests/test_ray_job.py.
 
 The Slurm scripts run here as Slurm would run them, with a stand-in ``sbatch``
 on PATH that runs each array task in turn (SLURM_ARRAY_TASK_ID set as Slurm
 sets it), then the dependent merge job; what they produce must equal one
-unsharded run of the same config. The Ray job's driver runs on a Ray started on
-this machine (``--address local``), against the same test server.
+unsharded run of the same config.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -20,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, config_for, model_entry, run, text_set
+import yaml
+from helpers import ROOT, config_for, model_entry, run, text_set, write_config
 
 SLURM = ROOT / "examples" / "slurm"
 RAY_DRIVER = ROOT / "examples" / "ray_job" / "driver.py"
@@ -147,22 +147,36 @@ def test_slurm_array_then_merge_equals_one_run(plan: dict[str, Any], tmp_path: P
     assert wide.returncode == 2 and "use --array=0-3" in wide.stderr
 
 
-@pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs ray (pip install ray)")
-def test_ray_job_driver_runs_the_shards_as_ray_tasks_and_merges(plan: dict[str, Any], tmp_path: Path) -> None:
-    env = {**plan["env"], "RAY_ADDRESS": ""}
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    output = tmp_path / "merged"
-    done = subprocess.run(
-        [sys.executable, str(RAY_DRIVER), str(plan["config"]), "--shards", "3", "--cpus-per-shard", "0.5"]
-        + ["--output", str(output), "--address", "local"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
-    assert f"merged run folder: {output} (evalkit merge exit 0)" in done.stdout
-    assert sorted(p.name for p in (tmp_path / "merged-shards").iterdir()) == ["shard-0", "shard-1", "shard-2"]
-    assert _results(output) == plan["whole"]
-    assert json.loads((output / "run.json").read_text())["merged"]["count"] == 3
+def test_a_slurm_task_whose_server_moved_runs_again_against_the_new_address(
+    plan: dict[str, Any], tmp_path: Path
+) -> None:
+    """A shard whose server stopped answering midway (questions 30 on) is not finished (exit 5), so its task runs
+    again and resumes at the new URL."""
+    from evalkit.testing import start_test_server
+
+    data = yaml.safe_load(plan["config"].read_text())
+    data["models"][0]["info"]["url"] = "${EVALKIT_TEST_MODEL_URL}"
+    data["models"][0]["info"]["retry_attempts"] = 1
+    config = write_config(tmp_path / "config.yaml", data)
+    out = tmp_path / "shards"
+    task = {**plan["env"], "EVALKIT_CONFIG": str(config), "EVALKIT_SHARDS_DIR": str(out), "EVALKIT_SHARDS": "2"}
+    task["SLURM_ARRAY_TASK_ID"] = "1"
+    gone = start_test_server({"answers": [{"match": "re:question [345]\\d ", "answer": "", "fault": "drop"}]})
+    try:
+        task["EVALKIT_TEST_MODEL_URL"] = gone.base_url
+        first = subprocess.run(["bash", str(SLURM / "shards.sbatch")], env=task, capture_output=True, text=True)
+    finally:
+        gone.stop()
+    assert first.returncode == 5, first.stderr
+    (run_dir,) = [p.parent for p in (out / "shard-1").glob("*/run.json")]
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "incomplete"
+
+    moved = start_test_server({"answers": [{"match": "re:question \\d*4 ", "answer": "question four"}]})
+    try:
+        task["EVALKIT_TEST_MODEL_URL"] = moved.base_url
+        again = subprocess.run(["bash", str(SLURM / "shards.sbatch")], env=task, capture_output=True, text=True)
+    finally:
+        moved.stop()
+    assert again.returncode == 0, again.stderr
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "finished"
+    assert [p.parent for p in (out / "shard-1").glob("*/run.json")] == [run_dir]  # resumed, not started anew

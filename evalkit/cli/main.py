@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Coroutine
@@ -230,11 +231,24 @@ def _attach_log_file(path: str | None) -> None:
 
 
 def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> int:
-    """1: an engine failed; 3: a result failed on more than max_failure_rate of its samples; else 0."""
+    """1: an engine failed; 5: samples whose endpoint was not there (resumable); 3: a result failed on more
+    than max_failure_rate of its samples; else 0."""
     from evalkit.report.results import over_failure_limit
+    from evalkit.run.unanswered import EXIT_INCOMPLETE
 
     if any(e.error for e in outcome.engines):
         return 1
+    unanswered = getattr(outcome, "unanswered", None) or {}  # a merge takes finished shards only: never any
+    if unanswered:
+        counts = ", ".join(f"{count} x {reason}" for reason, count in unanswered.items())
+        print(
+            f"evalkit: {sum(unanswered.values())} answers could not be had because their endpoint was not "
+            f"there ({counts}); everything else was written and run.json says 'incomplete'. Once the server "
+            f"answers (at the URL the config names then), ask them again with: evalkit run --resume "
+            f"{shlex.quote(str(outcome.run_dir))}; exit code {EXIT_INCOMPLETE}",
+            file=sys.stderr,
+        )
+        return EXIT_INCOMPLETE
     over = over_failure_limit(outcome.rows, max_failure_rate)
     if not over:
         return 0
@@ -512,7 +526,6 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 def _report_interrupt(interrupted: RunInterrupted) -> None:
     """Say what was kept and the exact command that finishes the run."""
-    import shlex
     import signal
 
     name = signal.Signals(interrupted.signum).name if interrupted.signum in signal.valid_signals() else "signal"

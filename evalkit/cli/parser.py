@@ -110,7 +110,8 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--resume",
         metavar="RUN_DIR",
-        help="continue an interrupted run in RUN_DIR (answers already stored are not asked again)",
+        help="continue an interrupted or incomplete run in RUN_DIR (answers already stored are not asked again; the "
+        "models' URLs, tokens and replicas are the config file's as it is now)",
     )
     p.add_argument(
         "--shard",

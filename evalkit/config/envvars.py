@@ -65,3 +65,22 @@ def _expand_tree(node: Any, env: Mapping[str, str], where: str, missing: list[st
     if isinstance(node, dict):
         return {key: _expand_tree(value, env, f"{where}.{key}", missing) for key, value in node.items()}
     return node
+
+
+def referenced_names(node: Any) -> dict[str, bool]:
+    """Every variable a parsed config uses -> whether it has a ``:-default``; ``$$`` is no variable.
+
+    What a launcher that runs evalkit elsewhere (a Ray task, a batch job) must
+    pass on from its own environment for the config to mean the same there.
+    """
+    found: dict[str, bool] = {}
+    if isinstance(node, str):
+        for match in _PATTERN.finditer(node):
+            name = match.group(1) or match.group(3)
+            if name:
+                found[name] = found.get(name, True) and match.group(2) is not None
+    elif isinstance(node, (list, dict)):
+        for item in node.values() if isinstance(node, dict) else node:
+            for name, defaulted in referenced_names(item).items():
+                found[name] = found.get(name, True) and defaulted
+    return found

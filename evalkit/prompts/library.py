@@ -48,7 +48,7 @@ def pools() -> dict[str, list[str]]:
 
 
 #: the library files a prompts_dir may hold, by the PromptLibrary field they fill
-_FILES = {"add_ons": "add_ons.yaml", "system_prompts": "system_prompts.yaml", "pools": "pools.yaml"}
+PROMPT_FILES = {"add_ons": "add_ons.yaml", "system_prompts": "system_prompts.yaml", "pools": "pools.yaml"}
 
 
 @dataclass(frozen=True)
@@ -107,9 +107,9 @@ def _library(prompts_dir: str | None, inline: str, source: str) -> PromptLibrary
         where = f"{source}: prompts_dir"
         if not folder.is_dir():
             raise ConfigError(
-                f"{where}: {folder} is not a folder (it may hold {', '.join(_FILES.values())} and judges/)"
+                f"{where}: {folder} is not a folder (it may hold {', '.join(PROMPT_FILES.values())} and judges/)"
             )
-        for field, file in _FILES.items():
+        for field, file in PROMPT_FILES.items():
             if (folder / file).is_file():
                 found = _read_user_file(folder / file, where)
                 if field == "pools":

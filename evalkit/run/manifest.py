@@ -19,6 +19,7 @@ from typing import Any
 from evalkit.config import Config
 from evalkit.errors import UserError, WriteFailed
 from evalkit.plan import Plan
+from evalkit.prompts.library import PROMPT_FILES
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.redact import MASK
 
@@ -29,6 +30,8 @@ _TRANSPORT_FIELDS = frozenset(
     {
         "url",
         "auth_token",
+        "auth_command",
+        "auth_refresh_s",
         "batch_size",
         "timeout",
         "retry_attempts",
@@ -57,19 +60,67 @@ def config_as_given(config: Config) -> dict[str, Any]:
 
 
 def answer_fingerprint(config: Config) -> str:
-    """A hash of what decides the run's answers and scores: the config without transport settings and secrets."""
+    """A hash of what decides the run's answers and scores, the same for every copy of the project.
+
+    The config without transport settings and secrets, and without any path of
+    this machine: a copy of the project elsewhere (another node, a container, a
+    job's scratch folder) is the same run. What the paths lead to counts by its
+    content: the prompts of ``prompts_dir`` here, the runspec entries and the
+    data in the plan fingerprint (:func:`evalkit.run.shard.plan_fingerprint`).
+    """
     data = config.model_dump(mode="json")
     for entry in data.get("models", []):
         info = entry.get("info", {})
         for key in _TRANSPORT_FIELDS:
             info.pop(key, None)
+    # replicas are infrastructure too: entries left equal once their transport is gone count once
+    data["models"] = list({json.dumps(entry, sort_keys=True): entry for entry in data.get("models", [])}.values())
     judge = data.get("judge_properties")
     if isinstance(judge, dict):
         for key in _JUDGE_TRANSPORT_FIELDS:
             judge.pop(key, None)
-    for key in ("output_dir", "cache", "max_failure_rate"):  # where results go and how they are judged
+    # where results go and how they are judged, and the folders that hold the runspecs and prompts
+    for key in ("output_dir", "cache", "max_failure_rate", "log_file", "runspecs_dir"):
+        data.pop(key, None)
+    data["prompts_dir"] = prompts_content(config.prompts_dir)
+    data["dataset_paths"] = sorted(data.get("dataset_paths") or {})  # which are local copies; the data's hash says what
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def earlier_answer_fingerprint(config: Config) -> str:
+    """The answer fingerprint as evalkit computed it before it left paths out, so older runs still resume."""
+    data = config.model_dump(mode="json")
+    for entry in data.get("models", []):
+        info = entry.get("info", {})
+        for key in _TRANSPORT_FIELDS - {"auth_command", "auth_refresh_s"}:
+            info.pop(key, None)
+    judge = data.get("judge_properties")
+    if isinstance(judge, dict):
+        for key in _JUDGE_TRANSPORT_FIELDS:
+            judge.pop(key, None)
+    for key in ("output_dir", "cache", "max_failure_rate"):
         data.pop(key, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def prompts_content(folder: str | None) -> dict[str, str] | None:
+    """SHA-256 of each prompt file a ``prompts_dir`` may hold, by its name there; None without one.
+
+    The files the prompt library reads (:mod:`evalkit.prompts.library`), so a
+    copy of the folder elsewhere is the same prompts and an edited one is not.
+    """
+    if not folder:
+        return None
+    base = Path(folder)
+    names = [name for name in PROMPT_FILES.values() if (base / name).is_file()]
+    names += sorted(f"judges/{path.name}" for path in (base / "judges").glob("*.yaml") if path.is_file())
+    found: dict[str, str] = {}
+    for name in names:
+        try:
+            found[name] = hashlib.sha256((base / name).read_bytes()).hexdigest()
+        except OSError:
+            found[name] = "unreadable"  # the library reports it, naming the file, when the plan is built
+    return found
 
 
 def write_manifest(run_dir: Path, manifest: dict[str, Any]) -> None:
@@ -132,18 +183,23 @@ def plan_for_resume(run_dir: str | Path, what: str = "--resume") -> Plan:
     The manifest keeps the effective config (command-line overrides applied)
     with secrets masked; the secrets come back from the config file the run
     was started with (re-read, so ``${VAR}`` are expanded again), matched by
-    model name and id.
+    model name and id. So do the models' endpoints: a resume sends to the
+    URLs, tokens and replicas the config file names now (a shard resubmitted
+    after its server moved), not to those the run started with. A run folder
+    read on another machine, or in another copy of the project, finds its
+    config file where it was given relative to the working directory, and the
+    folders of runspecs, prompts and datasets where that file names them.
     """
     from evalkit.config import load_config
     from evalkit.plan import build_plan
 
     manifest = read_manifest(run_dir, what)
     saved = manifest.get("config") or {}
-    source = manifest.get("config_file") or "config"
+    source = config_file_here(manifest)
     fresh: Config | None = None
     if source and Path(source).is_file():
         fresh = load_config(source)
-    data = _restore_secrets(saved, fresh)
+    data = _paths_here(_follow_infrastructure(_restore_secrets(saved, fresh), fresh), fresh)
     from pydantic import ValidationError
 
     from evalkit.config import format_validation_error
@@ -183,6 +239,72 @@ def _restore_secrets(saved: dict[str, Any], fresh: Config | None) -> dict[str, A
     for key, value in data.items():
         if key != "models":
             data[key] = _unmask(value, current.get(key))
+    return data
+
+
+def config_file_here(manifest: dict[str, Any]) -> str:
+    """The run's config file on this machine: where it was, else where it was given from the working directory.
+
+    A run folder merged or resumed in another copy of the project (another
+    node, a container) names a config file of the machine it ran on; the path
+    as typed (``config.yaml``) finds the copy's own. Whatever is found is
+    checked by the fingerprints, never trusted.
+    """
+    recorded = str(manifest.get("config_file") or "config")
+    given = manifest.get("config_given")
+    elsewhere = not Path(recorded).is_file() and isinstance(given, str) and bool(given)
+    if elsewhere and not Path(str(given)).is_absolute() and Path(str(given)).is_file():
+        return str(given)
+    return recorded
+
+
+def _paths_here(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
+    """The saved config with the folders it reads (runspecs, prompts, dataset copies, log) as ``fresh`` names them.
+
+    Paths are not part of a run's identity (:func:`answer_fingerprint`): the
+    saved ones are the machine's the run started on, the fresh ones this one's.
+    """
+    if fresh is None:
+        return data
+    current = fresh.model_dump(mode="json")
+    for key in ("runspecs_dir", "prompts_dir", "dataset_paths", "log_file"):
+        data[key] = current.get(key)
+    return data
+
+
+def _follow_infrastructure(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
+    """The saved config with each model's replicas and transport (URLs, tokens, timeouts, launch) as ``fresh`` has them.
+
+    Endpoints are not part of a run's identity: a model keeps everything that
+    decides its answers from the saved config, and takes its replicas (their
+    number and each one's transport settings) from the config file as it is
+    now. A model the file no longer names keeps what was saved; so does the
+    judge's endpoint when the file has no judge.
+    """
+    if fresh is None:
+        return data
+    current = fresh.model_dump(mode="json")
+    now: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for entry in current.get("models") or []:
+        info = entry["info"]
+        now.setdefault((info.get("name"), info.get("model")), []).append(info)
+    models: list[dict[str, Any]] = []
+    taken: set[tuple[Any, Any]] = set()
+    for entry in data.get("models") or []:
+        info = entry.get("info", {}) if isinstance(entry, dict) else {}
+        key = (info.get("name"), info.get("model"))
+        if key not in now:
+            models.append(entry)
+        elif key not in taken:  # the model's first saved entry stands for all its replicas, in the file's number
+            taken.add(key)
+            for replica in now[key]:
+                transport = {k: v for k, v in replica.items() if k in _TRANSPORT_FIELDS}
+                kept = {k: v for k, v in info.items() if k not in _TRANSPORT_FIELDS}
+                models.append({**entry, "info": {**kept, **transport}})
+    data["models"] = models
+    judge, judge_now = data.get("judge_properties"), current.get("judge_properties")
+    if isinstance(judge, dict) and isinstance(judge_now, dict):
+        judge.update({k: v for k, v in judge_now.items() if k in _JUDGE_TRANSPORT_FIELDS})
     return data
 
 

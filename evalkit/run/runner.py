@@ -50,11 +50,13 @@ from evalkit.run.manifest import (
     ManifestWriter,
     answer_fingerprint,
     config_as_given,
+    earlier_answer_fingerprint,
     read_manifest,
 )
 from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
+from evalkit.run.unanswered import unanswered
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
     redact,
@@ -95,6 +97,8 @@ class RunOutcome:
     meta: dict[str, Any] = field(default_factory=dict)
     #: answers one pair of this run took from another (same dataset, same request), not sent again
     reused: int = 0
+    #: reason -> failed answers whose endpoint was not there (run.json "incomplete"; a resume asks them again)
+    unanswered: dict[str, int] = field(default_factory=dict)
     #: stored answers whose bytes no longer matched their checksum: not used, asked again
     changed: int = 0
     #: the damaged response store set aside (untouched) and the fresh one used beside it, or None
@@ -267,6 +271,16 @@ def _check_datasets_unchanged(plan: Plan, resumed: dict[str, Any], now: dict[str
         )
 
 
+def _check_plan_unchanged(resumed: dict[str, Any], identity: str, run_dir: Path) -> None:
+    """Refuse a resume whose runspec entries or prompts changed since the run started (its data did not)."""
+    saved = resumed.get("plan")  # absent in runs of an evalkit from before plan identities: not checked
+    if saved is not None and saved != identity:
+        raise UserError(
+            f"--resume {run_dir}: the plan differs from the one this run started with (a runspec entry, a prompt "
+            "of prompts_dir or an in-context examples file changed); restore them as they were, or start a new run"
+        )
+
+
 def _store_path(config: Config, output_dir: Path) -> Path:
     return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
@@ -413,7 +427,7 @@ async def _execute(
     if options.resume:
         run_dir = Path(options.resume)
         resumed = read_manifest(run_dir)
-        if resumed.get("fingerprint") != fingerprint:
+        if resumed.get("fingerprint") not in (fingerprint, earlier_answer_fingerprint(config)):
             raise UserError(
                 f"--resume {run_dir}: the config differs from the one this run started with "
                 "(datasets, metrics, models, filters or generation settings changed); start a new run instead"
@@ -426,8 +440,10 @@ async def _execute(
             refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
     shard = _resumed_shard(options.shard, resumed, Path(options.resume or ""))
     datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
+    identity = plan_fingerprint(plan, fingerprint, datasets)
     if resumed is not None:
         _check_datasets_unchanged(plan, resumed, datasets, Path(options.resume or ""))
+        _check_plan_unchanged(resumed, identity, Path(options.resume or ""))
     elif options.run_dir:
         run_dir = Path(options.run_dir)
         _check_run_dir(run_dir)
@@ -458,6 +474,7 @@ async def _execute(
         if resumed
         else [],
         "config_file": str(Path(plan.source).resolve()) if plan.source and Path(plan.source).is_file() else plan.source,
+        "config_given": plan.source,  # as typed: a copy of the project elsewhere finds its own file by it
         "command": list(sys.argv),
         "fingerprint": fingerprint,
         "config": redact(config_as_given(config)),
@@ -469,13 +486,10 @@ async def _execute(
         "engines": [spec.id for spec in plan.engines],
         "models": list(plan.models),
         "datasets": datasets,
+        "plan": identity,
     }
     if shard is not None:  # what `evalkit merge` checks: every shard of one plan, each once
-        manifest["shard"] = {
-            "index": shard.index,
-            "count": shard.count,
-            "plan": plan_fingerprint(plan, fingerprint, datasets),
-        }
+        manifest["shard"] = {"index": shard.index, "count": shard.count, "plan": identity}
     if resumed:
         manifest["started"] = resumed.get("started", manifest["started"])
         manifest["started_unix"] = resumed.get("started_unix", started_unix)
@@ -540,6 +554,7 @@ async def _execute(
             if result.error:
                 result.error = scrub(result.error, hidden)
         rows = rows_from_engines(results, config.max_failure_rate)
+        not_asked = unanswered(rows)
         rows += aggregate_rows(rows, config.aggregate, plan.catalog.resolve)
         seconds = time.perf_counter() - started
         meta = {
@@ -590,7 +605,9 @@ async def _execute(
             writer.update(**changes)
         raise
     manifest["store"].update(_store_counts(store))
-    writer.update(status="finished", finished=meta["finished"], seconds=meta["seconds"], **{CHECKSUMS: checksums})
+    # samples whose endpoint was not there are not answers: the run is incomplete until a resume asks them
+    status = {"status": "incomplete", "unanswered": not_asked} if not_asked else {"status": "finished"}
+    writer.update(**status, finished=meta["finished"], seconds=meta["seconds"], **{CHECKSUMS: checksums})
     return RunOutcome(
         run_dir=run_dir,
         rows=rows,
@@ -602,6 +619,7 @@ async def _execute(
         reused=sum(c.reused + c.deduplicated for c in clients.values()),
         changed=store.changed if store is not None else 0,
         damaged_store=(str(store.damaged), str(store.path)) if store is not None and store.damaged else None,
+        unanswered=not_asked,
     )
 
 

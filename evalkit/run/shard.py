@@ -18,8 +18,11 @@ shard keeps its share of exactly those. K counts from 0, as Slurm's
 
 The plan fingerprint is what every shard of one plan shares and a merge checks:
 the config's answer fingerprint (what decides answers and scores), the engines
-with their dataset specs and generation parameters, and the content hash of
-each local dataset.
+with their runspec entries and generation parameters, and the content hash of
+each local dataset. It holds no path of the machine it was made on: copies of
+one project at different paths (node-local copies, per-job scratch folders,
+containers, Ray nodes with other temporary folders) make the same plan, and a
+file that a path names counts by its content (the in-context examples' file).
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from evalkit.catalog import DatasetSpec, resolve_runspec_path
 from evalkit.data.sample import Sample
 from evalkit.errors import UserError
 from evalkit.plan import Plan
@@ -38,6 +43,8 @@ from evalkit.plan import Plan
 _SHARD = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
 #: dataset spec fields that say where the data lies on this machine, not what it is (its content is hashed)
 _WHERE_FIELDS = frozenset({"path", "file"})
+#: a file that cannot be read counts as this, so the plans of two machines that both lack it still agree
+_UNREADABLE = "unreadable"
 
 
 def shard_of(sample_id: str, count: int) -> int:
@@ -109,6 +116,7 @@ def plan_fingerprint(plan: Plan, answer_fingerprint: str, datasets: Mapping[str,
     engines = []
     for spec in plan.engines:
         dataset = {k: v for k, v in spec.dataset.model_dump(mode="json").items() if k not in _WHERE_FIELDS}
+        dataset["in_context"] = _examples_content(spec.dataset)
         engines.append(
             {
                 "id": spec.id,
@@ -125,3 +133,16 @@ def plan_fingerprint(plan: Plan, answer_fingerprint: str, datasets: Mapping[str,
     }
     data = {"config": answer_fingerprint, "engines": engines, "datasets": content}
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _examples_content(spec: DatasetSpec) -> dict[str, Any] | None:
+    """The entry's ``in_context`` block with its examples file (a path) replaced by the file's SHA-256."""
+    settings = spec.in_context
+    if not settings or "path" not in settings:
+        return settings
+    try:
+        found = resolve_runspec_path(spec.file, str(settings["path"]))
+        digest = hashlib.sha256(Path(found).read_bytes()).hexdigest()
+    except (OSError, ValueError, UserError):
+        digest = _UNREADABLE  # the engine reports it, naming the file, when it reads the examples
+    return {**{k: v for k, v in settings.items() if k != "path"}, "path_sha256": digest}
