@@ -67,6 +67,14 @@ class Catalog:
     #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's
     foreign: dict[str, ForeignNames] = field(default_factory=dict)
 
+    def entries(self) -> dict[str, DatasetSpec]:
+        """The catalogue's own entries, by name: every dataset but other tools' variants of them.
+
+        A variant (``auharness:<name>``) is how another tool's name asks for an entry's data, not a dataset of
+        its own, so listings, counts and checks of the catalogue go over these.
+        """
+        return {name: spec for name, spec in self.datasets.items() if spec.variant_of is None}
+
     def all_names(self) -> list[str]:
         """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
         return sorted({*self.datasets, *self.aliases, *self.tasks, *self.categories})

@@ -23,10 +23,10 @@ COLUMNS = ["dataset", "repo", "lives at", "gated", "subset/split", "columns", "r
 
 
 def selected(names: list[str], runspecs_dirs: list[str]) -> list[DatasetSpec]:
-    """The entries named (datasets, tasks, categories, another tool's names), or every hub entry."""
+    """The entries named (datasets, tasks, categories, another tool's names), or every hub entry of the catalogue."""
     catalog = load_catalog(runspecs_dirs)
     if not names:
-        return [spec for spec in catalog.datasets.values() if spec.hf_repo is not None]
+        return [spec for spec in catalog.entries().values() if spec.hf_repo is not None]
     found = {spec.name: spec for name in names for spec in catalog.resolve(name, "catalogue check")}
     return list(found.values())
 

@@ -124,7 +124,7 @@ def metric_info(name: str, catalog: Any) -> dict[str, Any]:
     ]
     datasets = [
         d
-        for d, spec in catalog.datasets.items()
+        for d, spec in catalog.entries().items()
         if every
         or {spec.task, spec.category} & declared
         or canonical in {METRICS.canonical(m) for m in catalog.fitting_metrics(spec)}

@@ -92,7 +92,7 @@ def _selection(
 def dataset_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> list[dict[str, Any]]:
     catalog, infos, metric, language = _selection(filters, runspecs_dirs)
     rows = []
-    for name, spec in sorted(catalog.datasets.items()):
+    for name, spec in sorted(catalog.entries().items()):
         metrics = _dataset_metrics(catalog, spec)
         if filters.category and spec.category != filters.category:
             continue
@@ -254,7 +254,7 @@ def text_processor_rows(filters: Filters, runspecs_dirs: Iterable[str] = ()) -> 
 
     catalog = _catalog(runspecs_dirs)
     counts: dict[str, int] = {}
-    for spec in catalog.datasets.values():
+    for spec in catalog.entries().values():
         for entry in spec.processors:
             name = entry if isinstance(entry, str) else str(entry.get("name"))
             key = PROCESSORS.canonical(name) if name in PROCESSORS else name
@@ -272,7 +272,7 @@ def _with_usage(
 ) -> list[dict[str, Any]]:
     catalog = _catalog(runspecs_dirs)
     counts: dict[str, int] = {}
-    for spec in catalog.datasets.values():
+    for spec in catalog.entries().values():
         name = getattr(spec, field_name)
         key = registry.canonical(name) if name in registry else name
         counts[key] = counts.get(key, 0) + 1
