@@ -171,7 +171,8 @@ def _karma_run_args(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SPEC",
         help="text processors, DATASET.PROCESSOR:key=value,...;... (repeatable), e.g. "
-        "in22conv.devnagari_transliterator:source_script=en; added to the pair's processors option",
+        "ai4bharat/IN22-Conv.devnagari_transliterator:source_script=en,target_script=hi; added to the pair's "
+        "processors option",
     )
     p.add_argument(
         "--model-args",
