@@ -168,9 +168,10 @@ def named_model_config(
         info = hosted.entry(model)
         said = f"{model}: {hosted.provider} at {hosted.url}, key from ${hosted.key_env}"
     else:
-        from evalkit.serve.by_name import choose_local_model
+        from evalkit.serve.by_name import check_can_serve, choose_local_model
 
         local = choose_local_model(model_path or model, backend=backend, name=model if model_path else None)
+        check_can_serve(local)
         info = local.entry()
         said = f"{local.name}: {local.model_path} served by {local.backend} ({local.reason}), stopped after the run"
     return model_config(info, names, metrics, registries().metrics), said

@@ -13,7 +13,8 @@ group::
         \"\"\"1 when the answer has as many words as the reference.\"\"\"
 
         def score(self, prediction: str, sample: Sample) -> SampleScore:
-            same = len(prediction.split()) == len(str(sample.reference).split())
+            # sample.references: every acceptable answer as a string (a reference may be a list)
+            same = any(len(prediction.split()) == len(ref.split()) for ref in sample.references)
             return SampleScore(float(same), (float(same), 1.0))
 
     # pyproject.toml of the plugin package

@@ -203,3 +203,45 @@ def test_the_viewer_benchmarks_synthetic_run_follows_the_record_format(tmp_path:
     payload = json.loads(capsys.readouterr().out)
     assert {(r["dataset"], r["statistic"]) for r in payload["rows"]} == {("syn_asr", "corpus"), ("syn_text", "corpus")}
     assert make_run(tmp_path, pairs) == run_dir  # generated once, then reused
+
+
+def test_two_runs_of_differently_named_models_compare_those_models_or_say_how(
+    runs: tuple[Path, Path], tmp_path: Path, capsys
+) -> None:
+    """The common case: run A of one model, run B of another; models pair by name, and these share none."""
+    runspecs = text_set(tmp_path, N, words=5)
+    server = start_test_server({"answers": [{"model": "large", "match": _question(1, 2), "answer": "no"}]})
+    dirs = []
+    try:
+        for model in ("small", "large"):
+            config = write_config(
+                tmp_path / f"{model}.yaml",
+                {
+                    "dataset_metric": [["synth_qa", "exact_match"]],
+                    "models": [model_entry(model, server.base_url, retry_attempts=0)],
+                    "runspecs_dir": [str(runspecs)],
+                    "output_dir": str(tmp_path / f"runs-{model}"),
+                },
+            )
+            assert main(["run", str(config), "--quiet"]) == 0
+            dirs.append(_only_run_dir(tmp_path / f"runs-{model}"))
+    finally:
+        server.stop()
+    small, large = dirs
+    capsys.readouterr()
+    assert main(["report", str(small), str(large), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    payload = json.loads(out)
+    (row,) = payload["rows"]
+    assert (row["model_a"], row["model_b"]) == ("small", "large") and row["n_paired"] == N
+    assert row["mcnemar"]["a_only"] == 2 and row["mcnemar"]["b_only"] == 0
+    assert payload["a"] == f"{small.name}:small" and payload["b"] == f"{large.name}:large"
+    assert any("share no model name" in note for note in payload["notes"])
+    folder = Path(re.search(r"comparison written to (.+)", err).group(1).strip())
+    assert len(json.loads((folder / "comparison.json").read_text())["rows"]) == 1
+    # against a run of two models (m, n), which one is meant is the user's to say: exit 2 with the form to use
+    run_a, _ = runs
+    assert main(["report", str(small), str(run_a)]) == 2
+    err = capsys.readouterr().err
+    assert "share no model name (A: small; B: m, n)" in err
+    assert f"evalkit report {small}:small {run_a}:m" in err

@@ -119,3 +119,55 @@ def test_validate_command_accepts_good_config(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert "OK" in proc.stdout
+
+
+AUHARNESS_TEMPLATE = """\
+task_metric:
+  - ["covost2", "bleu"]
+models:
+  - name: my-model
+    inference_type: "vllm"
+    url: <ENDPOINT_URL>
+    model: my-model
+"""
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("<ENDPOINT_URL>", "models[0].url: the placeholder <ENDPOINT_URL> is still there"),
+        ("http://<host>:8000/v1", "models[0].url: the placeholder <host> is still there"),
+        ("localhost:8000/v1", "models[0].url: not an http(s) URL with a host"),
+        ("ftp://host/v1", "models[0].url: not an http(s) URL with a host"),
+        ("http:///v1", "models[0].url: not an http(s) URL with a host"),
+    ],
+)
+def test_a_url_that_is_no_endpoint_is_refused_by_validate_and_dry_run(tmp_path: Path, url: str, expected: str) -> None:
+    path = tmp_path / "auharness.yaml"
+    path.write_text(AUHARNESS_TEMPLATE.replace("<ENDPOINT_URL>", url))
+    for command in (["validate", str(path)], ["run", str(path), "--dry-run"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "evalkit", *command],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert done.returncode == 2, (command, done.stderr)
+        assert expected in done.stderr and "Traceback" not in done.stderr
+
+
+def test_evalkit_own_format_names_the_key_and_a_list_of_urls_is_checked_each(tmp_path: Path) -> None:
+    text = _mutated(models__0__info__url=["http://127.0.0.1:9/v1", "<SECOND_REPLICA>"])
+    done = _run(tmp_path, text)
+    assert done.returncode == 2 and "models[0].info.url: the placeholder <SECOND_REPLICA> is still there" in done.stderr
+
+
+def test_convert_keeps_a_template_blank_for_the_user_to_fill(tmp_path: Path) -> None:
+    path = tmp_path / "auharness.yaml"
+    path.write_text(AUHARNESS_TEMPLATE)
+    done = subprocess.run(
+        [sys.executable, "-m", "evalkit", "convert", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "url: <ENDPOINT_URL>" in done.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,3 +124,54 @@ def test_a_model_folder_runs_without_a_config(
     assert server["backend"] == "transformers"
     launch = data["config"]["models"][0]["info"]["launch"]
     assert launch["model_path"] == str(tiny_llama.resolve())
+
+
+@pytest.mark.parametrize("download", ["", "1"])
+def test_a_hub_id_without_torch_says_what_to_install_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], download: str
+) -> None:
+    monkeypatch.setattr(by_name, "_vllm_distribution", lambda: None)
+    monkeypatch.setitem(sys.modules, "torch", None)  # absent, whether or not this machine has it
+    monkeypatch.setenv("EVALKIT_ALLOW_HUB_DOWNLOAD", download)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--model", "Qwen/Qwen3-0.6B", "--datasets", "basic_qa"]) == 2
+    err = capsys.readouterr().err
+    assert "--model Qwen/Qwen3-0.6B: served by transformers (vLLM is not installed" in err
+    assert "needs torch" in err and "pip install 'evalkit[local]'" in err
+    assert "no such file or directory" not in err
+    assert not (tmp_path / "runs").exists()  # no server was started, no run folder written
+
+
+def test_evalkit_serve_takes_a_hub_id_and_says_first_what_is_missing(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from evalkit.serve.cli import main\n"
+        "sys.exit(main(['--backend', 'transformers', '--model', 'Qwen/Qwen3-0.6B', '--port', '0']))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
+    assert out.returncode == 2, out.stderr
+    assert "pip install 'evalkit[local]'" in out.stderr and "no such file or directory" not in out.stderr
+    # a folder that does not exist and is no hub id is still named as such
+    code = code.replace("Qwen/Qwen3-0.6B", "./no-such-folder").replace("sys.modules['torch'] = None", "pass")
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+        )
+        assert out.returncode == 2 and "--model ./no-such-folder: no such file or directory" in out.stderr
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None,
+    reason="needs torch and transformers (the uncached hub id is judged only where they are installed)",
+)
+def test_an_uncached_hub_id_names_the_download_switch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(by_name, "_vllm_distribution", lambda: None)
+    monkeypatch.delenv("EVALKIT_ALLOW_HUB_DOWNLOAD", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--model", "evalkit-tests/never-downloaded-model", "--datasets", "basic_qa"]) == 2
+    assert "not in the local Hugging Face cache" in capsys.readouterr().err

@@ -299,3 +299,34 @@ class Unbuildable(Metric):
     assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
     assert "metric 'unbuildable' could not be built: RuntimeError: forgot a file (unbuildable_metrics.py:" in ran.stderr
     assert not (tmp_path / "project" / "runs").exists()  # stopped before any run folder was made
+
+
+def test_readme_example_scores_its_suggested_pair_basic_qa_whose_references_are_lists(
+    tmp_path: Path,
+) -> None:
+    """The README suggests ``[["basic_qa", "word_recall"]]``: right answers score 1 there, as exact match does."""
+    rows = [json.loads(line) for line in (ROOT / "runspecs" / "_data" / "basic_qa.jsonl").read_text().splitlines()]
+    assert any(len(row["answers"]) > 1 for row in rows)  # lists, some with several acceptable answers
+    # the last acceptable answer, with a full stop, as a chat model writes it
+    script = {"answers": [{"match": row["question"], "answer": f"{row['answers'][-1]}."} for row in rows]}
+    srv = start_test_server(script)
+    try:
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "word_recall.py").write_text(readme_example())
+        config = write_config(
+            project / "config.yaml",
+            {
+                "dataset_metric": [["basic_qa", "word_recall"], ["basic_qa", "exact_match"]],
+                "models": [model_entry("m", srv.base_url)],
+                "plugins": ["word_recall"],
+            },
+        )
+        ran = _evalkit(["run", str(config), "--quiet"], tmp_path)
+    finally:
+        srv.stop()
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    results = {row["metric"]: row for row in json.loads((_run_dir(config) / "results.json").read_text())["results"]}
+    assert results["exact_match"]["score"] == pytest.approx(1.0)
+    assert results["word_recall"]["n"] == len(rows)
+    assert results["word_recall"]["score"] == pytest.approx(1.0)

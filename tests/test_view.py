@@ -604,6 +604,22 @@ def test_compare_two_runs_lists_the_samples_whose_score_changed(tmp_path: Path, 
     assert server.page("/compare/")  # an empty form
 
 
+def test_the_compare_form_offers_the_runs_and_pairs_one_model_runs_of_other_names(tmp_path: Path, served: Any) -> None:
+    make_run(tmp_path / "runs", "run-small", models=("small",))
+    make_run(tmp_path / "runs", "run-large", models=("large",), shift=4)
+    server = served(tmp_path / "runs")
+    assert 'href="/compare/"' in server.page("/")  # the runs list leads to the form
+    form = server.page("/compare/")
+    for offered in ("run-small", "run-large", "run-small:small", "run-large:large", "speech/word_error_rate"):
+        assert f'<option value="{offered}">' in form, offered
+    assert 'list="compare-runs"' in form and 'list="compare-pairs"' in form
+    # picked as offered, without models: each run's only model, though their names differ
+    query = urlencode({"a": "run-small", "b": "run-large", "pair": "speech/word_error_rate"})
+    data = server.api(f"/api/compare/?{query}")
+    assert (data["a"]["model"], data["b"]["model"]) == ("small", "large")
+    assert data["compared"] == 15 and data["changed"] == 4
+
+
 def test_export_writes_a_static_site_with_relative_links(tmp_path: Path) -> None:
     make_run(tmp_path / "runs")
     out = tmp_path / "site"

@@ -171,7 +171,8 @@ def _karma_run_args(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="SPEC",
         help="text processors, DATASET.PROCESSOR:key=value,...;... (repeatable), e.g. "
-        "in22conv.devnagari_transliterator:source_script=en; added to the pair's processors option",
+        "ai4bharat/IN22-Conv.devnagari_transliterator:source_script=en,target_script=hi; added to the pair's "
+        "processors option",
     )
     p.add_argument(
         "--model-args",
@@ -277,7 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     report_help = (
         "re-render a run (one RUN_DIR: print its results, rewrite results.csv/.md and report.html) or compare "
         "two (RUN_A RUN_B, RUN_A:MODEL RUN_B:MODEL, or RUN --models M1 M2): a paired test per dataset-metric pair on "
-        "the samples scored in both, the samples that changed, written as HTML/JSON/Markdown to a new folder"
+        "the samples scored in both, the samples that changed, written as HTML/JSON/Markdown to a new folder. "
+        "Models pair by name; two runs that share no model name and hold one model each compare those two, "
+        "and with more models the pair is named (RUN_A:MODEL RUN_B:MODEL)"
     )
     rep = sub.add_parser("report", help=report_help, description=report_help[0].upper() + report_help[1:] + ".")
     rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run folder; RUN_DIR:MODEL takes one model")

@@ -10,6 +10,7 @@ import yaml
 
 from evalkit.config.foreign.auharness import convert_text, is_auharness
 from evalkit.config.load import parse_config
+from evalkit.config.models import blank_urls_allowed
 from evalkit.config.schema import Config
 from evalkit.errors import ConfigError
 from evalkit.util.yaml_safe import load_yaml_file
@@ -24,7 +25,9 @@ def convert_file(source: Path) -> str:
         raise ConfigError(f"{source}: not an AU-Harness config (no task_metric, filter, ... or flat model entries)")
     text = convert_text(data, str(source), Config.model_fields, base_dir=source.parent)
     # the result must validate as evalkit's own format; unset ${VAR}s only stand in for their values here
-    parse_config(_yaml_tree(text), f"{source} (converted)", env=_PlaceholderEnv(), base_dir=source.parent)
+    # (and a template's <ENDPOINT_URL> is left for the user to fill: validate and run refuse it then)
+    with blank_urls_allowed():
+        parse_config(_yaml_tree(text), f"{source} (converted)", env=_PlaceholderEnv(), base_dir=source.parent)
     return text
 
 

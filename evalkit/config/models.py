@@ -6,7 +6,12 @@ LALMEval's layout (each entry an ``info:`` block) is evalkit's own, so its confi
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -101,6 +106,42 @@ def refuse_request_built_keys(body: dict[str, Any]) -> None:
 #: model entry fields whose value makes evalkit run a program (a token command, a server it launches): a config file
 #: may name one, a flag string (``--model-args``) never, since a command line is often assembled from others' text
 RUNS_A_PROGRAM = frozenset({"auth_command", "launch"})
+
+
+#: a template's blank: ``<ENDPOINT_URL>``, ``<your-host>``
+_PLACEHOLDER = re.compile(r"<[^<>]*>")
+
+
+#: set while a converted template is checked for shape only: its blanks are the user's to fill afterwards
+_BLANK_URLS_ALLOWED: ContextVar[bool] = ContextVar("blank_urls_allowed", default=False)
+
+
+@contextmanager
+def blank_urls_allowed() -> Iterator[None]:
+    """Within it, a model's url is not checked (``evalkit convert`` of a template with ``<ENDPOINT_URL>``)."""
+    token = _BLANK_URLS_ALLOWED.set(True)
+    try:
+        yield
+    finally:
+        _BLANK_URLS_ALLOWED.reset(token)
+
+
+def endpoint_url_problem(url: str) -> None:
+    """Refuse what cannot be an endpoint before a run sends to it (a template's ``<ENDPOINT_URL>``, a bare host).
+
+    Otherwise such a config validates and dry-runs, and the run then fails every sample.
+    """
+    if _BLANK_URLS_ALLOWED.get():
+        return
+    blank = _PLACEHOLDER.search(url)
+    if blank:
+        raise ValueError(
+            f"the placeholder {blank.group(0)} is still there: put the endpoint's URL in its place, "
+            "e.g. http://localhost:8000/v1"
+        )
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("not an http(s) URL with a host: expected e.g. http://localhost:8000/v1 or https://host/v1")
 
 
 class ModelInfo(Strict):
@@ -300,6 +341,13 @@ class ModelInfo(Strict):
     @classmethod
     def _gemini(cls, data: Any) -> Any:
         return _gemini_entry(data)
+
+    @field_validator("url")
+    @classmethod
+    def _urls_are_urls(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for url in [value] if isinstance(value, str) else value or []:
+            endpoint_url_problem(url)
+        return value
 
     @field_validator("extra_body")
     @classmethod

@@ -66,3 +66,25 @@ class Sample:
     #: a dataset-given conversation (``messages_column``): checked {role, content} messages, the last the user's
     messages: list[dict[str, str]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def references(self) -> list[str]:
+        """The acceptable answers as strings, one per reference.
+
+        ``str(sample.reference)`` of a list reference is its Python text (``"['Paris']"``),
+        which no answer matches; a metric iterates this instead and scores the best.
+        """
+        return reference_strings(self.reference)
+
+
+def reference_strings(reference: Any) -> list[str]:
+    """A sample's reference as a list of strings: a string is one reference, a list several.
+
+    ``None`` and empty lists give ``[]`` (the caller decides whether that is a failure);
+    non-string items (numbers) are converted with ``str``.
+    """
+    if reference is None:
+        return []
+    if isinstance(reference, (list, tuple)):
+        return [r if isinstance(r, str) else str(r) for r in reference if r is not None]
+    return [reference if isinstance(reference, str) else str(reference)]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from evalkit.data.sample import Sample
+from evalkit.data.sample import reference_strings as reference_strings  # its home before samples had one
 from evalkit.errors import ConfigError, did_you_mean
 from evalkit.metrics.references import Reference
 from evalkit.processing.processors import ProcessorChain, build_processors
@@ -175,16 +176,3 @@ def check_options(metric: str, options: dict[str, Any], allowed: tuple[str, ...]
             raise ConfigError(
                 f"metric {metric!r}: unknown option {key!r}{did_you_mean(key, allowed)}. Known options: {known}"
             )
-
-
-def reference_strings(reference: Any) -> list[str]:
-    """A sample's reference as a list of strings: a string is one reference, a list several.
-
-    ``None`` and empty lists give ``[]`` (the caller decides whether that is a failure);
-    non-string items (numbers) are converted with ``str``.
-    """
-    if reference is None:
-        return []
-    if isinstance(reference, (list, tuple)):
-        return [r if isinstance(r, str) else str(r) for r in reference if r is not None]
-    return [reference if isinstance(reference, str) else str(reference)]

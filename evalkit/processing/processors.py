@@ -187,6 +187,9 @@ class DevanagariTransliterator(Processor):
         "source": "auto (default: each word in an Indic script is detected; romanised words are kept) or a scheme "
         "(itrans, hk, iast, slp1, velthuis, bengali, tamil, ...)",
         "target": "scheme written to (default devanagari)",
+        "source_script": "KARMA's name (its docs: source_script=en): accepted and not used, as in KARMA, whose "
+        "transliterator detects each text's script itself",
+        "target_script": "KARMA's name (target_script=hi): accepted and not used, as in KARMA (Devanagari is written)",
     }
 
     def __init__(self, language: str | None = None, **arguments: Any) -> None:

@@ -219,6 +219,33 @@ def metric_options(meta: dict[str, Any], dataset: str, metric: str) -> dict[str,
     return found[0][1] if len(distinct) == 1 else None
 
 
+def pair_single_models(
+    a: RunSide, b: RunSide, rows_a: list[ResultRow], rows_b: list[ResultRow]
+) -> tuple[RunSide, RunSide, str | None]:
+    """Two runs of differently named models: each run's only model is paired with the other's.
+
+    Models are otherwise paired by name, and two runs of two models (the common case) share none,
+    which would compare nothing. With several models on a side the pairing is the user's to name.
+    """
+    if a.model is not None or b.model is not None or a.run_dir.resolve() == b.run_dir.resolve():
+        return a, b, None
+    models_a = sorted({r.model for r in rows_a if r.kind == "dataset"})
+    models_b = sorted({r.model for r in rows_b if r.kind == "dataset"})
+    if not models_a or not models_b or set(models_a) & set(models_b):
+        return a, b, None
+    if len(models_a) == 1 and len(models_b) == 1:
+        note = (
+            f"the runs share no model name: A's only model {models_a[0]!r} is compared with B's only model "
+            f"{models_b[0]!r}"
+        )
+        return RunSide(a.run_dir, models_a[0]), RunSide(b.run_dir, models_b[0]), note
+    raise UserError(
+        f"report: the runs share no model name (A: {', '.join(models_a)}; B: {', '.join(models_b)}), so nothing "
+        f"pairs by name; name the two to compare: evalkit report {a.run_dir}:{models_a[0]} {b.run_dir}:{models_b[0]} "
+        f"(or --models {models_a[0]} {models_b[0]})"
+    )
+
+
 def compare_runs(
     a: RunSide,
     b: RunSide,
@@ -230,7 +257,10 @@ def compare_runs(
     """Test every dataset-metric pair present on both sides (only ``pairs`` when given)."""
     rows_a, meta_a = load_results(a.run_dir)
     rows_b, meta_b = load_results(b.run_dir)
+    a, b, paired = pair_single_models(a, b, rows_a, rows_b)
     result = RunComparison(a, b, seed, n_resamples)
+    if paired:
+        result.notes.append(paired)
     reader_a, reader_b = RecordReader(a.run_dir / "records"), RecordReader(b.run_dir / "records")
     files_a, files_b = pair_files(reader_a.records_dir), pair_files(reader_b.records_dir)
     if not files_a:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -38,6 +39,12 @@ _HUB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
 _VLLM_REGISTRY_TABLES = ("_TEXT_GENERATION_MODELS", "_MULTIMODAL_MODELS", "_TRANSFORMERS_BACKEND_MODELS")
 #: backends a user may force with --launch-backend
 BACKENDS = ("vllm", "transformers")
+#: what lets evalkit serve's transformers backend download a hub id (read by that backend too)
+HUB_DOWNLOAD_ENV = "EVALKIT_ALLOW_HUB_DOWNLOAD"
+#: how to install what the transformers backend needs, said wherever it is missing
+LOCAL_INSTALL_HINT = (
+    "pip install 'evalkit[local]' (CPU torch: pip install torch==2.13.0 first), or bash .ci/install_vllm.sh for vLLM"
+)
 
 
 @dataclass(frozen=True)
@@ -179,3 +186,25 @@ def choose_local_model(
     inference_type = "transcription" if transcribes else ("vllm" if chosen == "vllm" else "local")
     shown = name or (Path(path).name if folder.is_dir() else path)
     return LocalModel(shown, path, chosen, inference_type, reason, architectures)
+
+
+def check_can_serve(local: LocalModel) -> None:
+    """Say before the plan runs what would make evalkit serve exit at once: a missing torch, an uncached hub id.
+
+    Without this the run starts a server that exits, and the user reads its last line (``no such
+    file or directory``) with nothing about what to install or set. vLLM's launch is vLLM's to judge.
+    """
+    if local.backend != "transformers":
+        return
+    missing = [name for name in ("torch", "transformers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(
+            f"--model {local.model_path}: served by transformers ({local.reason}), which needs "
+            f"{' and '.join(missing)}, not installed here: {LOCAL_INSTALL_HINT}"
+        )
+    downloads = os.environ.get(HUB_DOWNLOAD_ENV, "").strip() == "1"
+    if not Path(local.model_path).is_dir() and model_config(local.model_path) is None and not downloads:
+        raise UserError(
+            f"--model {local.model_path}: the hub id is not in the local Hugging Face cache, and evalkit serve "
+            f"downloads only with {HUB_DOWNLOAD_ENV}=1; set it, or give a model folder"
+        )

@@ -34,6 +34,7 @@ from evalkit.serve.backends.registry import (
     create_backend,
     load_backend_class,
 )
+from evalkit.serve.by_name import looks_like_hub_id
 from evalkit.serve.guard import API_KEY_ENV, DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, default_body_budget
 from evalkit.util.atomic import write_text_atomic
 
@@ -177,7 +178,13 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--shutdown-timeout must be >= 0, got {args.shutdown_timeout}")
     if spec.needs_model and not args.model:
         raise UserError(f"--backend {args.backend} needs --model PATH")
-    if args.model and not Path(args.model).exists():
+    # a missing dependency is said first: it is what to fix before any model path matters
+    load_backend_class(args.backend, separate_process=not args.in_process)
+    if (
+        args.model
+        and not Path(args.model).exists()
+        and not (args.backend == "transformers" and looks_like_hub_id(args.model))
+    ):
         raise UserError(f"--model {args.model}: no such file or directory")
     if args.grammar is not None:
         if args.backend != "pocketsphinx":
@@ -200,8 +207,6 @@ def _check(args: argparse.Namespace) -> None:
     _check_safety(args)
     if args.port_file and not Path(args.port_file).resolve().parent.is_dir():
         raise UserError(f"--port-file {args.port_file}: its folder does not exist")
-    # a missing dependency is a message now, not a crash later
-    load_backend_class(args.backend, separate_process=not args.in_process)
 
 
 def _check_safety(args: argparse.Namespace) -> None:

@@ -64,10 +64,11 @@ def problems(items: Iterable[str]) -> str:
     return f'<ul class="problems">{listed}</ul>' if listed else ""
 
 
-def _input(label: str, name: str, values: dict[str, Any], size: int, hint: str) -> str:
+def _input(label: str, name: str, values: dict[str, Any], size: int, hint: str, choices: str | None = None) -> str:
+    offered = f' list="{e(choices)}"' if choices else ""
     return (
         f'<label>{e(label)} <input name="{e(name)}" size="{size}" value="{e(values.get(name, ""))}" '
-        f'placeholder="{e(hint)}"></label>'
+        f'placeholder="{e(hint)}"{offered}></label>'
     )
 
 
@@ -95,6 +96,9 @@ def runs_page(runs: list[dict[str, Any]], links: Links) -> str:
             f"<td>{problems(r['problems'])}</td></tr>"
         )
     body = "<h1>Runs</h1>"
+    compare = links.compare()
+    if compare and len(runs) > 1:
+        body += f'<p><a href="{e(compare)}">compare two runs</a>, sample by sample</p>'
     body += (
         _table(["run", "status", "started", "models", "datasets", ""], rows, "runs")
         if rows
@@ -536,14 +540,23 @@ def _reference(value: Any) -> str:
 # -- comparisons -----------------------------------------------------------------------------------------------
 
 
-def compare_form(params: dict[str, str], links: Links) -> str:
+def compare_form(params: dict[str, str], links: Links, runs: list[dict[str, Any]] | None = None) -> str:
+    """The form, with the runs here offered in A and B (``run`` and ``run:model``) and their datasets' pairs."""
     action = links.compare() or ""
+    sides = [r["run_id"] for r in runs or []]
+    sides += [f"{r['run_id']}:{model}" for r in runs or [] for model in r.get("models") or []]
+    pairs = sorted({pair for r in runs or [] for pair in r.get("pairs") or []})
+    lists = "".join(
+        f'<datalist id="{name}">' + "".join(f'<option value="{e(v)}">' for v in values) + "</datalist>"
+        for name, values in (("compare-runs", sides), ("compare-pairs", pairs))
+        if values
+    )
     return (
         f'<form class="filters" method="get" action="{e(action)}">'
-        + _input("A", "a", params, 32, "run id or run id:model")
-        + _input("B", "b", params, 32, "run id or run id:model")
-        + _input("pair", "pair", params, 32, "dataset/metric")
-        + '<button type="submit">compare</button></form>'
+        + _input("A", "a", params, 32, "run id or run id:model", "compare-runs" if sides else None)
+        + _input("B", "b", params, 32, "run id or run id:model", "compare-runs" if sides else None)
+        + _input("pair", "pair", params, 32, "dataset/metric", "compare-pairs" if pairs else None)
+        + f'<button type="submit">compare</button></form>{lists}'
     )
 
 
@@ -572,8 +585,15 @@ def _statistics(stats: dict[str, Any] | None) -> str:
     return f'<section class="statistics"><h2>Paired test</h2>{line}{value_html(shown)}{extra}</section>'
 
 
-def compare_page(data: dict[str, Any] | None, params: dict[str, str], links: Links, error: str | None = None) -> str:
-    body = "<h1>Compare</h1>" + ("" if links.export else compare_form(params, links))  # a form needs the server
+def compare_page(
+    data: dict[str, Any] | None,
+    params: dict[str, str],
+    links: Links,
+    error: str | None = None,
+    runs: list[dict[str, Any]] | None = None,
+) -> str:
+    """``runs``: what the form offers to pick from (the server's runs; an export has no form)."""
+    body = "<h1>Compare</h1>" + ("" if links.export else compare_form(params, links, runs))  # a form needs the server
     if error:
         body += problems([error])
     if data:

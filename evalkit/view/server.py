@@ -140,14 +140,15 @@ async def sample_page(request: web.Request) -> web.Response:
 
 async def compare_page(request: web.Request) -> web.Response:
     params = {k: request.query.get(k, "") for k in ("a", "b", "pair")}
+    runs = await _call(_viewer(request).compare_choices)
     if not all(params.values()):
-        return _html(pages.compare_page(None, params, LINKS))
+        return _html(pages.compare_page(None, params, LINKS, runs=runs))
     try:
         data = await _call(_viewer(request).compare, params["a"], params["b"], params["pair"])
     except (NotFound, BadQuery) as error:
         status = 404 if isinstance(error, NotFound) else 400
-        return _html(pages.compare_page(None, params, LINKS, str(error)), status)
-    return _html(pages.compare_page(data, params, LINKS))
+        return _html(pages.compare_page(None, params, LINKS, str(error), runs), status)
+    return _html(pages.compare_page(data, params, LINKS, runs=runs))
 
 
 async def media(request: web.Request) -> web.Response:

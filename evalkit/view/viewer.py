@@ -91,6 +91,13 @@ class Viewer:
             for r in self.catalog.refresh()
         ]
 
+    def compare_choices(self) -> list[dict[str, Any]]:
+        """Each run's id, models and ``dataset/metric`` pairs: what the compare form offers to pick."""
+        return [
+            {"run_id": r.run_id, "models": r.models, "pairs": [f"{p.dataset}/{p.metric}" for p in run_pairs(r)]}
+            for r in self.catalog.refresh()
+        ]
+
     def _run(self, run_id: str) -> RunInfo:
         run = self.catalog.get(run_id)
         if run is None:
@@ -382,8 +389,13 @@ class Viewer:
         (run_a, pair_a, model_a), (run_b, pair_b, model_b) = sides
         src_a, src_b = self.sources(run_a, pair_a), self.sources(run_b, pair_b)
         models_a, models_b = facets(src_a)["models"], facets(src_b)["models"]
-        model_a = model_a or model_b or (models_a[0] if models_a else "")
-        model_b = model_b or model_a
+        # a side without a model takes the other's; a run of one model takes that one when the other's
+        # name is not in it (runs of small and of large are compared as small against large)
+        if not model_a:
+            model_a = model_b if model_b in models_a or len(models_a) != 1 else models_a[0]
+            model_a = model_a or (models_a[0] if models_a else "")
+        if not model_b:
+            model_b = model_a if model_a in models_b or len(models_b) != 1 else models_b[0]
         for model, models, label in ((model_a, models_a, a), (model_b, models_b, b)):
             if model not in models:
                 raise NotFound(f"{label}: no model {model!r} in this pair (it has {', '.join(models) or 'none'})")

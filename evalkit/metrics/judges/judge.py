@@ -310,6 +310,20 @@ def clipped(text: str | None, limit: int = _RESPONSE_LIMIT) -> str | None:
 # -- the metrics ----------------------------------------------------------------------------
 
 
+#: KARMA's per-metric judge arguments (its docs: ``rubric_evaluation:provider_to_use=openai,model_id=gpt-4o-mini``)
+KARMA_JUDGE_OPTIONS = ("provider_to_use", "model_id", "judge_model", "max_workers")
+
+
+def refuse_karma_judge_options(metric: str, options: dict[str, Any]) -> None:
+    """KARMA's judge arguments name where they go in evalkit: the judge is set once for the run."""
+    for key in KARMA_JUDGE_OPTIONS:
+        if key in options:
+            raise ConfigError(
+                f"metric {metric!r}: option {key!r} is KARMA's; in evalkit the judge model and its "
+                "concurrency are set once for the run: judge_properties.judge_model and judge_concurrency"
+            )
+
+
 class JudgeMetric(Metric):
     """Shared machinery: the judge client, the prompt, asking, and turning failures into SampleScores."""
 
@@ -326,6 +340,7 @@ class JudgeMetric(Metric):
         **options: Any,
     ) -> None:
         """``judge_prompt`` is the run's prompt (a YAML file or an inline mapping); None: the package's."""
+        refuse_karma_judge_options(self.name, options)
         check_options(self.name, options, ())
         super().__init__(language, **options)
         self.judge = judge

@@ -69,18 +69,14 @@ import numpy as np
 from evalkit.errors import UserError
 from evalkit.serve.backends.base import Backend, ChatInput, Generated, GenerationParams, InputError
 from evalkit.serve.backends.vision import encode_image_chats, has_images
+from evalkit.serve.by_name import HUB_DOWNLOAD_ENV, LOCAL_INSTALL_HINT
 
 try:
     import torch
     import transformers
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise UserError(
-        "the transformers backend needs torch and transformers: "
-        "pip install 'evalkit[local]' (CPU torch: pip install torch==2.13.0 first), "
-        f"or bash .ci/install_vllm.sh ({exc})"
-    ) from exc
+    raise UserError(f"the transformers backend needs torch and transformers: {LOCAL_INSTALL_HINT} ({exc})") from exc
 
-HUB_DOWNLOAD_ENV = "EVALKIT_ALLOW_HUB_DOWNLOAD"
 _log = logging.getLogger("evalkit.serve")
 #: what torch raises when the accelerator's memory runs out (torch.cuda's name before torch 2.5)
 _OUT_OF_MEMORY: type[BaseException] = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
