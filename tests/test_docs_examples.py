@@ -37,6 +37,7 @@ from helpers import ROOT, documentation_files
 
 from evalkit.cli.main import build_parser
 from evalkit.config import load_config
+from evalkit.errors import UserError
 from evalkit.plan import build_plan
 from evalkit.serve.cli import build_parser as build_serve_parser
 
@@ -48,7 +49,7 @@ PLACEHOLDER_PAIR = ["basic_qa", "exact_match"]
 #: the subcommands that read and print only: run for real
 SAFE = {"list", "info", "validate"}
 _FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
-_MARK = re.compile(r"<!-- example: (skip|no-run|schema|runspecs) \((?P<why>[^)]+)\) -->\s*\Z")
+_MARK = re.compile(r"<!-- example: (skip|no-run|schema|runspecs) \((?P<why>[^)]+)\) -->\Z")
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ def blocks() -> list[Block]:
         for match in _FENCE.finditer(text):
             indent = len(match.group(1))
             body = "\n".join(line[indent:] for line in match.group(3).splitlines())
-            before = text[max(0, match.start() - 300) : match.start()]
-            mark = _MARK.search(before)
+            before = [line for line in text[max(0, match.start() - 300) : match.start()].splitlines() if line.strip()]
+            mark = _MARK.match(before[-1]) if before else None
             line = text.count("\n", 0, match.start()) + 1
             found.append(
                 Block(
@@ -149,7 +150,10 @@ def test_each_config_block_validates(block: Block, tmp_path: Path, monkeypatch: 
         monkeypatch.setenv(name, "placeholder")
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(completed(block), sort_keys=False), encoding="utf-8")
-    config = load_config(path)
+    try:
+        config = load_config(path)
+    except UserError as error:
+        pytest.fail(f"{block.where}: {error}")
     if block.mark == "schema":
         return
     plan = build_plan(config, source=f"{block.where} (written to {path})")
@@ -199,10 +203,10 @@ def test_every_mark_names_its_reason_and_sits_before_a_block() -> None:
     written = 0
     for path in documentation_files():
         text = path.read_text(encoding="utf-8")
-        for mark in re.finditer(r"<!-- example:[^>]*-->", text):
+        for mark in re.finditer(r"^<!-- example:[^>]*-->", text, re.M):  # a mark is a line of its own
             written += 1
             expected = "expected skip|no-run|schema|runspecs (why)"
-            assert _MARK.match(mark.group(0) + "\n"), f"{path.name}: {mark.group(0)}: {expected}"
+            assert _MARK.match(mark.group(0)), f"{path.name}: {mark.group(0)}: {expected}"
     assert written == marked, "a mark is not directly before a fenced block"
 
 
