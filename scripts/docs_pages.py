@@ -98,7 +98,7 @@ def _tasks(catalog: Any) -> list[Any]:
 
 
 def _entries(catalog: Any, task: Any) -> list[Any]:
-    """A task's entries, not other tools' variants of them (auharness:<name>: the same data, asked as that tool asks)."""
+    """A task's entries without other tools' variants (auharness:<name>: the same data, asked as that tool asks)."""
     return [catalog.datasets[name] for name in task.datasets if catalog.datasets[name].variant_of is None]
 
 
