@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Write the documentation's reference pages from the code's own tables.
 
-docs/catalogue.md comes from the shipped runspecs (evalkit/catalog) and docs/metrics.md from the metric
-table (evalkit/metrics/table.py) with each metric's reference (evalkit/metrics/references/). Both pages
+docs/catalogue.md comes from the shipped runspecs (evalkit/catalog), docs/metrics.md from the metric
+table (evalkit/metrics/table.py) with each metric's reference (evalkit/metrics/references/), and
+docs/test-server.md from the test server's script reader (evalkit/testing/script.py). The pages
 are generated whole, so edit the runspecs, the tables or this script, never the pages: a page written by
 hand would drift from the code it describes. tests/test_docs_pages.py fails when a committed page is stale.
 
-    python scripts/docs_pages.py           # rewrite docs/catalogue.md and docs/metrics.md
-    python scripts/docs_pages.py --check   # exit 1 if either is stale; write nothing
+    python scripts/docs_pages.py           # rewrite the generated pages
+    python scripts/docs_pages.py --check   # exit 1 if one is stale; write nothing
 """
 
 from __future__ import annotations
@@ -232,12 +233,52 @@ def render_metrics() -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_test_server() -> str:
+    """docs/test-server.md: every key of the test server's script, from the module that reads it."""
+    _on_path()
+    from evalkit.testing import script
+
+    doc = script.__doc__ or ""
+    head, found, rest = doc.partition("A script, every key optional::\n")
+    if not found:
+        raise SystemExit("evalkit/testing/script.py's docstring lost its 'A script, every key optional::' block")
+    body, _, after = rest.partition("\n\n")
+    lines = [line[4:] if line.startswith("    ") else line for line in body.splitlines() if line.strip()]
+    note = " ".join(after.split("\n\n")[0].split()).replace("``", "`")
+    return (
+        "\n".join(
+            [
+                "# The test server's script",
+                "",
+                NOTICE,
+                "",
+                "`python -m evalkit.testing.server --script script.yaml --port 0` answers as its script says (see "
+                "[The test server](local-models.md#the-test-server) for what it is for). Every key, its default and "
+                "what it does, as `evalkit/testing/script.py` reads them; a key it does not know stops the server "
+                "before it listens, naming the key:",
+                "",
+                "<!-- example: skip (the key reference: its placeholders stand for your values) -->",
+                "```yaml",
+                *lines,
+                "```",
+                "",
+                note,
+            ]
+        )
+        + "\n"
+    )
+
+
 def _task_links(tasks: list[str]) -> str:
     return ", ".join(f"[{t}](catalogue.md#{slug(t)})" for t in tasks) or "none"
 
 
 #: each generated page and the function that writes it
-PAGES: dict[str, Callable[[], str]] = {"catalogue.md": render_catalogue, "metrics.md": render_metrics}
+PAGES: dict[str, Callable[[], str]] = {
+    "catalogue.md": render_catalogue,
+    "metrics.md": render_metrics,
+    "test-server.md": render_test_server,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,8 @@ A block that cannot run here is marked in the markdown, on the line before it (a
 (why) -->`` (a config checked against the schema only: its paths or datasets are the user's own). A block
 marked ``skip`` is a skipped test naming its file, line and reason, so ``pytest -rs`` lists them; the others
 are listed by :func:`test_the_blocks_not_run_in_full_are_these`. ``<!-- example: runspecs (DIR) -->`` validates
-a config with the repository's folder DIR as its ``runspecs_dir`` (an example's own runspec).
+a config with the repository's folder DIR as its ``runspecs_dir`` (an example's own runspec);
+``<!-- example: script (why) -->`` marks a test-server script, checked by the server's own script reader.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from evalkit.config import load_config
 from evalkit.errors import UserError
 from evalkit.plan import build_plan
 from evalkit.serve.cli import build_parser as build_serve_parser
+from evalkit.testing.script import load_script
 
 #: an address nothing listens on: validation never sends a request
 NOWHERE = "http://127.0.0.1:9/v1"
@@ -49,7 +51,7 @@ PLACEHOLDER_PAIR = ["basic_qa", "exact_match"]
 #: the subcommands that read and print only: run for real
 SAFE = {"list", "info", "validate"}
 _FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.S | re.M)
-_MARK = re.compile(r"<!-- example: (skip|no-run|schema|runspecs) \((?P<why>[^)]+)\) -->\Z")
+_MARK = re.compile(r"<!-- example: (skip|no-run|schema|runspecs|script) \((?P<why>[^)]+)\) -->\Z")
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,9 @@ def completed(block: Block) -> dict[str, Any]:
 @pytest.mark.parametrize("block", CONFIGS, ids=[block.where for block in CONFIGS])
 def test_each_config_block_validates(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _skip_if_marked(block, "skip")
+    if block.mark == "script":
+        load_script(yaml.safe_load(block.body))  # a bad key or value raises, naming it
+        return
     for name in re.findall(r"\$\{(\w+)\}", block.body):  # ${VAR} without a default: the user's own value
         monkeypatch.setenv(name, "placeholder")
     path = tmp_path / "config.yaml"
@@ -205,7 +210,7 @@ def test_every_mark_names_its_reason_and_sits_before_a_block() -> None:
         text = path.read_text(encoding="utf-8")
         for mark in re.finditer(r"^<!-- example:[^>]*-->", text, re.M):  # a mark is a line of its own
             written += 1
-            expected = "expected skip|no-run|schema|runspecs (why)"
+            expected = "expected skip|no-run|schema|runspecs|script (why)"
             assert _MARK.match(mark.group(0)), f"{path.name}: {mark.group(0)}: {expected}"
     assert written == marked, "a mark is not directly before a fenced block"
 
@@ -228,6 +233,8 @@ def test_the_blocks_not_run_in_full_are_these() -> None:
         "docs/datasets.md schema: the paths are your own copies",
         "docs/datasets.md skip: a synopsis: brackets and alternatives",
         "docs/getting-started.md skip: a synopsis: brackets and alternatives",
+        "docs/local-models.md script: a test-server script: checked by the server's own reader",
         "docs/scoring.md schema: CallHome is your own licensed copy",
         "docs/scoring.md schema: my_hindi_asr is the entry of your own runspec above",
+        "docs/test-server.md skip: the key reference: its placeholders stand for your values",
     }

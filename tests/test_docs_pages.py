@@ -1,8 +1,9 @@
 """The documentation's reference pages are generated from the code's own tables and must not go stale.
 
-docs/catalogue.md (from the runspecs) and docs/metrics.md (from the metric table and its references) are
-written whole by scripts/docs_pages.py; adding, removing or re-checking a runspec entry, or changing a
-metric's reference or its known differences, without rerunning it fails here, with the command to run.
+docs/catalogue.md (from the runspecs), docs/metrics.md (from the metric table and its references) and
+docs/test-server.md (from the test server's script reader) are written whole by scripts/docs_pages.py;
+adding, removing or re-checking a runspec entry, or changing a metric's reference, its known differences
+or a script key, without rerunning it fails here, with the command to run.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _script() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("page", ["catalogue.md", "metrics.md"])
+@pytest.mark.parametrize("page", ["catalogue.md", "metrics.md", "test-server.md"])
 def test_the_committed_page_is_the_scripts_output(page: str) -> None:
     script = _script()
     committed = (REPO / "docs" / page).read_text(encoding="utf-8")
@@ -77,3 +78,13 @@ def test_a_stale_page_is_detected_and_rewritten(tmp_path: Path, monkeypatch: pyt
     for page, render in script.PAGES.items():
         assert (tmp_path / page).read_text(encoding="utf-8") == render()
     assert script.main(["--check"]) == 0
+
+
+def test_the_script_page_names_every_key_the_server_reads() -> None:
+    from evalkit.testing.script import FAULT_KEYS, RULE_KEYS, SCRIPT_KEYS
+
+    page = _script().render_test_server()
+    for key in SCRIPT_KEYS:
+        assert re.search(rf"^{key}:", page, re.M), key
+    for key in (*RULE_KEYS, *FAULT_KEYS):
+        assert f"{key}:" in page, key
