@@ -12,6 +12,7 @@ import io
 import json
 import os
 import queue
+import re
 import signal
 import socket
 import subprocess
@@ -37,6 +38,62 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 ROOT = Path(__file__).parent.parent
+#: the documentation: README.md (the first five minutes) and the site's pages under docs/ (the rest)
+DOCS = ROOT / "docs"
+
+
+def documentation_files() -> list[Path]:
+    """README.md, then every page of the site: where a test looks for what the documentation says."""
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+
+
+def documentation() -> str:
+    """The whole documentation as one text, so a check holds wherever a passage lives (README or a page)."""
+    return "\n\n".join(path.read_text(encoding="utf-8") for path in documentation_files())
+
+
+def doc_page(name: str) -> str:
+    """One page of the site by file name (``configuration.md``)."""
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def doc_section(title: str) -> str:
+    """The section of the documentation under the heading ``title``, up to the next heading of its level or higher.
+
+    Found by the heading's text, whatever its level: a section keeps its checks when it moves between pages.
+    Lines inside fenced code (a ``# word_recall.py`` comment) are not headings.
+    """
+    for path in documentation_files():
+        section: list[str] = []
+        level = 0
+        fenced = False
+        for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+            heading = None if fenced else re.match(r"(#+) (.*?)[ \t]*$", line)
+            if section and heading and len(heading.group(1)) <= level:
+                break
+            if section:
+                section.append(line)
+            elif heading and heading.group(2) == title:
+                section, level = [line], len(heading.group(1))
+        if section:
+            return "".join(section)
+    raise AssertionError(f"no section {title!r} in README.md or docs/*.md")
+
+
+def doc_code_blocks(language: str, containing: str = "") -> list[str]:
+    """The distinct fenced ``language`` blocks of the documentation that contain ``containing``.
+
+    A block shown twice (the quick start is in README.md and on the getting-started page) counts once.
+    """
+    found: list[str] = []
+    for path in documentation_files():
+        text = path.read_text(encoding="utf-8")
+        for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+            if lang == language and containing in body and body not in found:
+                found.append(body)
+    return found
 
 
 def tone_wav(freq: float, seconds: float, sr: int = 16000) -> bytes:

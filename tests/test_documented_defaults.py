@@ -1,4 +1,4 @@
-"""One source for every default: README.md, sample_config.yaml and ``--help`` say what the code does.
+"""One source for every default: the documentation, sample_config.yaml and ``--help`` say what the code does.
 
 The code is the source: the pydantic schema's field defaults (evalkit/config/) and, for options
 that exist only on a command line, the argparse defaults of ``evalkit run`` and ``evalkit serve``.
@@ -11,13 +11,13 @@ What each document is held to, and the convention that keeps it machine-readable
   line, or on the ``#   # ...`` continuation lines below it), X written as the value would be; the
   colon form ``default: ...`` describes a default that is computed or absent and is not compared.
   Every schema field with a plain default must be stated somewhere in the file.
-- README.md: the defaults table under "Configuration" (``key: value`` and ``--flag value`` items;
-  remarks in parentheses are prose) must list every schema field with a plain default and every
-  ``evalkit run`` / ``evalkit serve`` flag with one, each equal to the code's; and a backticked
-  option followed closely by "default N" in the prose must say the code's N.
+- docs/configuration.md: the defaults table (``key: value`` and ``--flag value`` items; remarks in
+  parentheses are prose) must list every schema field with a plain default and every ``evalkit run`` /
+  ``evalkit serve`` flag with one, each equal to the code's; and in README.md and every page of docs/, a
+  backticked option followed closely by "default N" in the prose must say the code's N.
 - ``--help``: a ``default X`` a help text writes by hand (not through ``%(default)s``) must be the
   parser's default, or the code's default for a flag whose value the code fills in.
-- the path rule (how relative paths are read) is one sentence, worded alike in README.md,
+- the path rule (how relative paths are read) is one sentence, worded alike in the documentation,
   sample_config.yaml and ``evalkit run --help``, and it is what ``load_config`` does.
 """
 
@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import ROOT
+from helpers import ROOT, documentation, documentation_files
 from pydantic import BaseModel
 
 from evalkit.cli.main import PATH_RULE
@@ -42,7 +42,9 @@ from evalkit.config import SERVE_DEFAULT_MAX_BATCH, Config, load_config
 from evalkit.serve.cli import build_parser as build_serve_parser
 
 SAMPLE = ROOT / "sample_config.yaml"
-README = ROOT / "README.md"
+#: the page holding the defaults table
+DEFAULTS_PAGE = ROOT / "docs" / "configuration.md"
+PAGE = "docs/configuration.md"
 
 # -- the code's defaults ---------------------------------------------------------------------------------
 
@@ -262,16 +264,16 @@ def test_sample_config_states_every_default_the_schema_has() -> None:
     assert not problems, "\n".join(problems)
 
 
-# -- README.md ----------------------------------------------------------------------------------------------
+# -- the documentation --------------------------------------------------------------------------------------
 
 
 def readme_table() -> list[tuple[int, str, str]]:
-    """(line number, where, defaults cell) of each row of README's defaults table."""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    """(line number, where, defaults cell) of each row of the defaults table (docs/configuration.md)."""
+    lines = DEFAULTS_PAGE.read_text(encoding="utf-8").splitlines()
     start = next(
         (i for i, line in enumerate(lines) if "tests/test_documented_defaults.py" in line), None
     )  # the sentence that introduces the table
-    assert start is not None, "README.md: the defaults table (introduced by a sentence naming this test) is missing"
+    assert start is not None, f"{PAGE}: the defaults table (introduced by a sentence naming this test) is missing"
     rows: list[tuple[int, str, str]] = []
     for number, line in enumerate(lines[start:], start=start + 1):
         if rows and not line.startswith("|"):
@@ -279,7 +281,7 @@ def readme_table() -> list[tuple[int, str, str]]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 2 and cells[0] not in ("where", "---"):
             rows.append((number, cells[0], cells[1]))
-    assert rows, "README.md: the defaults table has no rows"
+    assert rows, f"{PAGE}: the defaults table has no rows"
     return rows
 
 
@@ -300,29 +302,29 @@ def test_readme_defaults_table_equals_the_code() -> None:
             if command is not None:
                 key: tuple[str, str] = (command, name)
                 if key not in flags:
-                    problems.append(f"README.md:{number}: `{command} {name}` has no default in the code")
+                    problems.append(f"{PAGE}:{number}: `{command} {name}` has no default in the code")
                     continue
                 seen_flags.add(key)
                 code, owner = flags[key]
             else:
                 path = prefix + name
                 if path not in defaults:
-                    problems.append(f"README.md:{number}: {path}: no such option with a default in the schema")
+                    problems.append(f"{PAGE}:{number}: {path}: no such option with a default in the schema")
                     continue
                 seen_fields.add(path)
                 code, owner = defaults[path]
             if not same(value, code):
                 option = f"`{command} {name}`" if command else prefix + name
                 problems.append(
-                    f"README.md:{number}: {option}: says {item['value']}, the code ({owner}) has {_show(code)}"
+                    f"{PAGE}:{number}: {option}: says {item['value']}, the code ({owner}) has {_show(code)}"
                 )
     problems += [
-        f"README.md: the defaults table lacks {path} (the code: {_show(code)}, {owner})"
+        f"{PAGE}: the defaults table lacks {path} (the code: {_show(code)}, {owner})"
         for path, (code, owner) in defaults.items()
         if path not in seen_fields
     ]
     problems += [
-        f"README.md: the defaults table lacks `{command} {flag}` (the code: {_show(code)})"
+        f"{PAGE}: the defaults table lacks `{command} {flag}` (the code: {_show(code)})"
         for (command, flag), (code, _) in flags.items()
         if (command, flag) not in seen_flags
     ]
@@ -331,7 +333,6 @@ def test_readme_defaults_table_equals_the_code() -> None:
 
 def test_readme_prose_says_the_defaults_the_code_has() -> None:
     """`max_response_bytes` (default 10 MiB, ...), `--body-timeout` (default 60 s): each such number is the code's."""
-    text = README.read_text(encoding="utf-8")
     by_name: dict[str, list[tuple[Any, str]]] = {}
     for path, (code, owner) in plain_defaults().items():
         by_name.setdefault(path.rsplit(".", 1)[-1], []).append((code, owner))
@@ -339,22 +340,24 @@ def test_readme_prose_says_the_defaults_the_code_has() -> None:
         by_name.setdefault(flag, []).append((code, owner))
     problems: list[str] = []
     checked = 0
-    for match in re.finditer(
-        r"`(?P<name>[a-z_-][a-z0-9_-]*)`[^`]{0,60}?\bdefault (?P<value>\d[\d.]*(?: (?:KiB|MiB|GiB)\b)?)", text
-    ):
-        known = by_name.get(match["name"])
-        if not known:
-            continue
-        checked += 1
-        value = stated(match["value"])
-        if not any(same(value, code) for code, _ in known):
-            line = text.count("\n", 0, match.start()) + 1
-            code, owner = known[0]
-            problems.append(
-                f"README.md:{line}: `{match['name']}` says default {match['value']}, the code ({owner}) has "
-                f"{_show(code)}"
-            )
-    assert checked >= 4, "the README's prose statements of defaults were not found; is the pattern out of date?"
+    for path in documentation_files():
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(
+            r"`(?P<name>[a-z_-][a-z0-9_-]*)`[^`]{0,60}?\bdefault (?P<value>\d[\d.]*(?: (?:KiB|MiB|GiB)\b)?)", text
+        ):
+            known = by_name.get(match["name"])
+            if not known:
+                continue
+            checked += 1
+            value = stated(match["value"])
+            if not any(same(value, code) for code, _ in known):
+                line = text.count("\n", 0, match.start()) + 1
+                code, owner = known[0]
+                problems.append(
+                    f"{path.relative_to(ROOT)}:{line}: `{match['name']}` says default {match['value']}, the code "
+                    f"({owner}) has {_show(code)}"
+                )
+    assert checked >= 4, "the documentation's prose statements of defaults were not found; is the pattern out of date?"
     assert not problems, "\n".join(problems)
 
 
@@ -413,7 +416,7 @@ def _comment_text(text: str) -> str:
 
 def test_the_path_rule_is_worded_alike_in_readme_sample_config_and_help() -> None:
     rule = _plain(PATH_RULE)
-    assert rule in _plain(README.read_text(encoding="utf-8")), f"README.md does not state the path rule: {rule}"
+    assert rule in _plain(documentation()), f"neither README.md nor docs/ states the path rule: {rule}"
     assert rule in _comment_text(SAMPLE.read_text(encoding="utf-8")), (
         f"sample_config.yaml does not state the path rule: {rule}"
     )

@@ -1,4 +1,4 @@
-"""Failure reasons are one closed list, and README documents every one of them."""
+"""Failure reasons are one closed list, and the documentation lists every one of them."""
 
 from __future__ import annotations
 
@@ -7,16 +7,18 @@ import json
 import re
 from pathlib import Path
 
+from helpers import doc_section
+
 from evalkit.failures import FailureReason, http_reason
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_readme_lists_every_failure_reason() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\| `([^`]+)` \|", readme, flags=re.M))
+def test_the_docs_list_every_failure_reason() -> None:
+    section = doc_section("Failures, retries and resuming")
+    documented = set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
     missing = [reason.value for reason in FailureReason if reason.value not in documented]
-    assert not missing, f"README's table of failure reasons lacks {missing}"
+    assert not missing, f"the table of failure reasons (docs/getting-started.md) lacks {missing}"
     assert "http_<status>" in documented
 
 
@@ -28,7 +30,7 @@ def test_reasons_read_as_plain_strings_everywhere_a_record_goes() -> None:
 
 
 def test_no_failure_reason_is_a_free_string_in_the_package() -> None:
-    """A reason written as a literal (failed("...") or failure="...") would bypass the list and README."""
+    """A reason written as a literal (failed("...") or failure="...") would bypass the list and the docs."""
     offenders = []
     for path in (ROOT / "evalkit").rglob("*.py"):
         if "testing" in path.parts or path.name == "dryrun.py":  # the dry run's markers never reach a record

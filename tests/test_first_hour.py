@@ -1,8 +1,8 @@
 """A new user's first hour, followed step by step in a new venv and an empty folder.
 
 evalkit is installed from a wheel built from this checkout (no network: see :func:`helpers.installed_wheel`),
-and everything after that is what README.md tells a user, read from README.md itself where it shows
-code, so the docs cannot drift from what works: the quick start's ``bash evaluate.sh``; a text set
+and everything after that is what the documentation (README.md and docs/) tells a user, read from it
+where it shows code, so the docs cannot drift from what works: the quick start's ``bash evaluate.sh``; a text set
 written as "Datasets: runspecs" shows it; ``evalkit init`` to make a config for it; a run against
 evalkit's own test server (``python -m evalkit.testing.server``, the "model"); the "Your own metric"
 example dropped beside the config; a run interrupted with Ctrl-C (SIGINT) half-way and finished with
@@ -28,12 +28,13 @@ from typing import Any
 
 import pytest
 import yaml
-from helpers import ROOT, clean_env, installed_wheel
+from helpers import ROOT, clean_env, doc_code_blocks, documentation, installed_wheel
 
 import evalkit
 from evalkit.config import ModelInfo
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: README.md and every page of docs/, as one text
+DOCS = documentation()
 #: words the made-up answers are built from (three per question)
 WORDS = ["red", "green", "blue", "apple", "river", "stone", "cloud", "lamp", "tiger", "bread"]
 N_QUESTIONS = 30
@@ -46,17 +47,13 @@ def venv_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return installed_wheel(tmp_path_factory.mktemp("first_hour_venv"))
 
 
-# -- reading what README.md shows and what evalkit prints ---------------------------------------------------
+# -- reading what the documentation shows and what evalkit prints ---------------------------------------------------
 
 
 def readme_code(language: str, containing: str) -> str:
-    """The one fenced ``language`` block of README.md that contains ``containing``."""
-    blocks = [
-        body
-        for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", README, re.S | re.M)
-        if lang == language and containing in body
-    ]
-    assert len(blocks) == 1, f"README.md: expected one ```{language} block with {containing!r}, found {len(blocks)}"
+    """The one fenced ``language`` block of the documentation that contains ``containing``."""
+    blocks = doc_code_blocks(language, containing)
+    assert len(blocks) == 1, f"docs: expected one ```{language} block with {containing!r}, found {len(blocks)}"
     return str(blocks[0])
 
 
@@ -228,16 +225,16 @@ def test_a_new_users_first_hour(venv_bin: Path, tmp_path: Path, model_server: tu
 
     # 2. my own text set, as "Datasets: runspecs" shows it: the runspec file where README puts it, its jsonl beside
     said = re.search(
-        r"A text set \(`(?P<spec>[^`]+)`, beside a `(?P<data>[^`]+)` of `\{(?P<columns>[^}]+)\}`\s+lines\)", README
+        r"A text set \(`(?P<spec>[^`]+)`, beside a `(?P<data>[^`]+)` of `\{(?P<columns>[^}]+)\}`\s+lines\)", DOCS
     )
-    assert said, "README.md: the sentence introducing the text set's runspec has changed"
+    assert said, "docs/datasets.md: the sentence introducing the text set's runspec has changed"
     spec_text = readme_code("json", '"my_qa": {')
     spec_file = folder / said["spec"]
     spec_file.parent.mkdir(parents=True)
     spec_file.write_text(spec_text, encoding="utf-8")
     entry = json.loads(spec_text)["my_qa"]
     data_file = (spec_file.parent / entry["path"]).resolve()
-    assert data_file.parent == folder.resolve() and data_file.name == said["data"], "the runspec's path and README"
+    assert data_file.parent == folder.resolve() and data_file.name == said["data"], "the runspec's path and the docs"
     columns = [entry["id_column"], entry["textual_input_column"], entry["target_column"]]
     assert columns == [name.strip().strip('"') for name in said["columns"].split(",")]
     with data_file.open("w", encoding="utf-8") as handle:
@@ -264,7 +261,7 @@ def test_a_new_users_first_hour(venv_bin: Path, tmp_path: Path, model_server: tu
     assert summary(first.stdout).startswith(f"{N_QUESTIONS} requests sent, 0 answers from the response store")
     assert (run_dir_of(first.stdout) / "report.html").is_file()
 
-    # 5. the README's own metric, beside the config, named in plugins:
+    # 5. the docs' own metric, beside the config, named in plugins:
     code = readme_code("python", "# word_recall.py")
     module = code.splitlines()[0].removeprefix("# ").strip()
     (folder / module).write_text(code, encoding="utf-8")
@@ -279,7 +276,7 @@ def test_a_new_users_first_hour(venv_bin: Path, tmp_path: Path, model_server: tu
     refused = ok(user.command(told["run"]), code=2)
     assert "dataset_metric[1]: metric 'word_recall' does not fit dataset 'my_qa'" in refused.stderr, refused.stderr
     assert "fitting metrics: exact_match, f1" in refused.stderr, refused.stderr
-    # ... accepted once the dataset's runspec lists it (README: "when the dataset's runspec lists it")
+    # ... accepted once the dataset's runspec lists it (docs: "when the dataset's runspec lists it")
     runspec = json.loads(spec_file.read_text(encoding="utf-8"))
     runspec["_task"]["metrics"].append("word_recall")
     spec_file.write_text(json.dumps(runspec, indent=2), encoding="utf-8")

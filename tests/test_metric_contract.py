@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import ROOT, model_entry, write_config
+from helpers import ROOT, doc_section, model_entry, write_config
 
 from evalkit.metrics.ci import bootstrap_ci
 from evalkit.testing import start_test_server
@@ -39,11 +39,10 @@ ROWS = [
 
 
 def readme_example() -> str:
-    """The ```python block of README's "Your own metric" section that starts with ``# word_recall.py``."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Your own metric") :]
+    """The ```python block of the docs' "Your own metric" section that starts with ``# word_recall.py``."""
+    section = doc_section("Your own metric")
     match = re.search(r"```python\n(# word_recall\.py\n.*?)```", section, re.S)
-    assert match, "README's 'Your own metric' section lost its word_recall.py example"
+    assert match, "the 'Your own metric' section (docs/scoring.md) lost its word_recall.py example"
     return match.group(1)
 
 

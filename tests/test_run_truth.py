@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import ROOT, closed_port, config_for, model_entry, text_set
+from helpers import ROOT, closed_port, config_for, doc_section, documentation, model_entry, text_set
 
 
 def _evalkit(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -136,9 +136,9 @@ def test_missing_audio_files_fail_the_run_with_the_audio_reason(tmp_path: Path, 
     assert result.returncode == 3
     # the example is the first failure to arrive: any of the three clips
     assert "m: 3 x audio: " in result.stdout and re.search(r"audio/c[012]\.wav", result.stdout)
-    readme = (ROOT / "README.md").read_text()
+    docs = documentation()
     for code in ("| 0 |", "| 2 |", "| 3 |", "| 130 |", "| 143 |"):
-        assert code in readme, code
+        assert code in docs, code
 
 
 # ---------------------------------------------------------------- 3: a clean interrupt
@@ -399,6 +399,6 @@ def test_a_plugin_metric_declaring_its_task_runs_on_a_catalogue_dataset_and_flag
     serve_help = evalkit("serve", "--help")
     assert serve_help.returncode == 0 and "--model-id" in serve_help.stdout
     assert "pocketsphinx-en-us" in " ".join(serve_help.stdout.split())
-    readme = (ROOT / "README.md").read_text()
-    assert "## Your own metric" in readme and '[project.entry-points."evalkit.plugins"]' in readme
-    assert "tasks = (" in readme and '"textual_input_column"' in readme
+    own_metric = doc_section("Your own metric")
+    assert '[project.entry-points."evalkit.plugins"]' in own_metric and "tasks = (" in own_metric
+    assert '"textual_input_column"' in doc_section("Datasets: runspecs")

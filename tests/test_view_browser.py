@@ -9,7 +9,7 @@ answer holding ``<script>`` runs nothing; then the static export does the same
 from file://. Screenshots go to ``$EVALKIT_TEST_ARTIFACTS/view`` when that is
 set, else to pytest's temporary folder (the path is printed); with
 ``EVALKIT_VIEW_DOCS_IMAGES=<folder>`` they are also written there, which is how
-README's screenshots in docs/images were made.
+the docs' screenshots in docs/images were made.
 """
 
 from __future__ import annotations
@@ -185,12 +185,12 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def snap(driver: Any, shots: Path, name: str) -> None:
-    """A screenshot kept as a test artefact (and for README when EVALKIT_VIEW_DOCS_IMAGES names a folder)."""
+    """A screenshot kept as a test artefact (and for the docs when EVALKIT_VIEW_DOCS_IMAGES names a folder)."""
     path = shots / f"{name}.png"
     driver.save_screenshot(str(path))
     assert path.stat().st_size > 1000
     docs = os.environ.get("EVALKIT_VIEW_DOCS_IMAGES")
-    if docs:  # for README: a 256-colour PNG, a third of the size, the same to the eye
+    if docs:  # for the docs: a 256-colour PNG, a third of the size, the same to the eye
         Path(docs).mkdir(parents=True, exist_ok=True)
         with Image.open(path) as shot:
             shot.convert("RGB").quantize(256).save(Path(docs) / f"view-{name}.png", optimize=True)
