@@ -505,7 +505,8 @@ async def _execute(
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
 
         if isinstance(servers, LaunchedServers):
-            servers.attach(clients)  # a Ray replica that dies or joins mid-run reaches its model's client
+            servers.attach(clients)  # a server that is lost or joins mid-run reaches its model's client
+            servers.move_logs(run_dir / "server-logs")  # a copied run folder holds its servers' logs
         judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
         progress = options.progress or Progress(quiet=options.quiet)
         if isinstance(progress, Progress):
