@@ -235,7 +235,7 @@ def test_replicas_spread_over_both_nodes_and_survive_a_dead_server_and_a_dead_ac
     assert len(lost) == 2 and lost[0].startswith("its actor died") and lost[1].startswith("its server exited")
     endpoints = results["requests"]["spread"]["endpoints"]
     assert len(endpoints) == 4 and sum(e["dead"] for e in endpoints.values()) == 2
-    kept = sorted((tmp_path / "runs" / "server-logs").glob("server-spread-ray*.json"))
+    kept = sorted((tmp_path / "runs").glob("*/server-logs/server-spread-ray*.json"))
     assert len(kept) == 4
     assert all(json.loads(p.read_text())["stopped"] for p in kept)
     _nothing_left(cluster, request_log)

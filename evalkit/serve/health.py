@@ -37,7 +37,7 @@ async def stops_answering(session: aiohttp.ClientSession, url: str, interval: fl
         if problem is None:
             last_ok = now
         elif now >= deadline:
-            return f"/health {problem}; no answer for {interval:g} s (launch.health_interval)"
+            return f"/health unanswered for {interval:g} s (launch.health_interval; its last check {problem})"
         await asyncio.sleep(max(0.0, began + interval / 2 - now))
 
 
