@@ -134,6 +134,8 @@ class _Replica:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     #: taken out by a launcher (:meth:`ModelClient.retire_endpoint`): what it had in flight went to the others
     retired: bool = False
+    #: when it last answered a request (``time.monotonic``): a launcher's health check counts it as a sign of life
+    last_answer: float | None = None
 
 
 class ModelClient:
@@ -367,12 +369,19 @@ class ModelClient:
                 replica.retired = True
                 replica.circuit.retire()
                 found = True
+                # cut now, before the launcher stops (and maybe first resumes) the server: no answer comes after this
+                replica.pool.shut()
                 closing = asyncio.ensure_future(replica.pool.close())
                 self._closing.add(closing)
                 closing.add_done_callback(self._closing.discard)
         if replacing:
             self._awaited += 1
         return found
+
+    def last_answer(self, base_url: str) -> float | None:
+        """When the replica at ``base_url`` last answered a request (``time.monotonic``); None if it never did."""
+        times = [r.last_answer for r in self._replicas if r.pool.protocol.base_url == base_url and r.last_answer]
+        return max(times) if times else None
 
     def use_token(self, token: str) -> None:
         """A fresh bearer token (a model's ``auth_command`` renewed it): new requests carry it.
@@ -538,6 +547,7 @@ class ModelClient:
             replica.circuit.alive(probe)
             replica.limit.success()
             replica.answered += 1
+            replica.last_answer = time.monotonic()
             outcome = Outcome(
                 text=attempt.text,
                 raw=attempt.raw,

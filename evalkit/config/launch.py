@@ -16,7 +16,7 @@ from evalkit.config.limits import WEEK_S
 #: most replicas one `launch.ray` block may ask for
 MAX_RAY_REPLICAS = 4096
 #: seconds a launched server may go without answering /health before it is replaced (default, bounds)
-HEALTH_INTERVAL_DEFAULT = 5.0
+HEALTH_INTERVAL_DEFAULT = 10.0
 HEALTH_INTERVAL_MIN = 0.1
 HEALTH_INTERVAL_MAX = 3600.0
 
@@ -132,11 +132,11 @@ class LaunchSpec(Strict):
         HEALTH_INTERVAL_DEFAULT,
         ge=HEALTH_INTERVAL_MIN,
         le=HEALTH_INTERVAL_MAX,
-        description="Seconds a running server may go without answering /health: evalkit asks every half of it, "
-        "and a server (or Ray replica) that has not answered for this long, or whose process exited, is taken out "
-        "of the model's rotation, its requests in flight are sent again to the other replicas (or to its "
-        "successor), and it is started again (default 5; 0.1 to 3600). Counted from when the server was ready: "
-        "loading a model is startup_timeout's business.",
+        description="Seconds a running server may go without a sign of life (a 200 from /health, asked every "
+        "half of it, or an answer to a request): a server (or Ray replica) silent for this long, or whose process "
+        "exited, is taken out of the model's rotation, its requests in flight are sent again at once to the other "
+        "replicas (or to its successor), and it is started again (default 10; 0.1 to 3600). Counted from when the "
+        "server was ready: loading a model is startup_timeout's business.",
     )
     ray: RayLaunch | None = Field(
         None,

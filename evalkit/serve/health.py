@@ -15,29 +15,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import aiohttp
 
 
-async def stops_answering(session: aiohttp.ClientSession, url: str, interval: float) -> str:
-    """Return once the server at ``url`` (``.../v1``) has gone ``interval`` seconds without a 200 from /health.
+async def stops_answering(
+    session: aiohttp.ClientSession,
+    url: str,
+    interval: float,
+    answered: Callable[[], float | None] = lambda: None,
+) -> str:
+    """Return once the server at ``url`` (``.../v1``) has gone ``interval`` seconds without a sign of life.
 
-    The answer says what the last check met. A check may take what is left of the interval, so a server
-    that answers slowly but within it stays; one that answers nothing is reported when the interval is up.
+    A sign of life is a 200 from /health, or an answer to a request (``answered``: when the model's client
+    last had one from this server, on the ``time.monotonic`` clock), so a server too busy to answer /health
+    at once (a CPU-bound one on a crowded machine) is not taken for a hung one while it answers its work.
+    A check may take what is left of the interval; the answer says what the last one met.
     """
     base = url.removesuffix("/v1")
     last_ok = time.monotonic()
     while True:
         began = time.monotonic()
-        deadline = last_ok + interval
-        problem = await _check(session, base, max(0.01, deadline - began))
+        last_ok = max(last_ok, answered() or 0.0)
+        problem = await _check(session, base, max(0.01, last_ok + interval - began))
         now = time.monotonic()
         if problem is None:
             last_ok = now
-        elif now >= deadline:
-            return f"/health unanswered for {interval:g} s (launch.health_interval; its last check {problem})"
+        elif now >= max(last_ok, answered() or 0.0) + interval:
+            return (
+                f"/health unanswered for {interval:g} s and no request answered either (launch.health_interval; "
+                f"its last check {problem})"
+            )
         await asyncio.sleep(max(0.0, began + interval / 2 - now))
 
 
@@ -91,6 +102,10 @@ class ClientLink:
     def replacement_failed(self) -> None:
         if self.client is not None:
             self.client.replacement_failed()
+
+    def answered(self, url: str) -> float | None:
+        """When the model's client last had an answer from ``url`` (``time.monotonic``); None: never, or no client."""
+        return self.client.last_answer(url) if self.client is not None else None
 
 
 def signal_name(returncode: int | None) -> str | None:

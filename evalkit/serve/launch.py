@@ -470,7 +470,7 @@ class _LocalWatch:
         token = self.info.auth_token
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"} if token else None) as session:
             while True:
-                why = await _lost(self.server, session, interval)
+                why = await _lost(self.server, session, interval, self.link)
                 if why is None or not await self._replace(why):
                     return
 
@@ -518,9 +518,12 @@ class _LocalWatch:
         return True
 
 
-async def _lost(server: LaunchedServer, session: aiohttp.ClientSession, interval: float) -> str | None:
-    """Why ``server`` left the run (its process exited, /health went unanswered); None once evalkit stopped it."""
-    health = asyncio.ensure_future(stops_answering(session, server.url, interval))
+async def _lost(
+    server: LaunchedServer, session: aiohttp.ClientSession, interval: float, link: ClientLink
+) -> str | None:
+    """Why ``server`` left the run (its process exited, it stopped answering); None once evalkit stopped it."""
+    url = server.url
+    health = asyncio.ensure_future(stops_answering(session, url, interval, lambda: link.answered(url)))
     try:
         while not health.done():
             if server.stopped_at is not None:

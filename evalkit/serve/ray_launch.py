@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import re
@@ -465,7 +466,10 @@ class RayReplicaSet:
         live = [r for r in self.replicas if r.ready_seconds is not None and r.lost is None and r.stopped_at is None]
         for replica in live:
             if replica.health_watch is None:
-                replica.health_watch = asyncio.ensure_future(stops_answering(self._session, replica.url, interval))
+                answered = functools.partial(self.link.answered, replica.url)
+                replica.health_watch = asyncio.ensure_future(
+                    stops_answering(self._session, replica.url, interval, answered)
+                )
         watches: dict[asyncio.Future[Any], RayReplica] = {r.exit_watch: r for r in live if r.exit_watch is not None}
         watches.update({r.health_watch: r for r in live if r.health_watch is not None})
         if not watches:
