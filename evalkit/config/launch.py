@@ -18,7 +18,7 @@ MAX_RAY_REPLICAS = 4096
 #: seconds a launched server may go without answering /health before it is replaced (default, bounds)
 HEALTH_INTERVAL_DEFAULT = 10.0
 HEALTH_INTERVAL_MIN = 0.1
-HEALTH_INTERVAL_MAX = 3600.0
+HEALTH_INTERVAL_MAX = 3600
 
 
 #: the most of one resource a replica may reserve: a petabyte of memory in bytes; a bigger number is a typo
