@@ -164,8 +164,9 @@ def _records(config: Path, model: str) -> dict[str, dict[str, Any]]:
 
 
 def _servers(config: Path) -> list[dict[str, Any]]:
-    folder = _output_dir(config) / "server-logs"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("server-*.json"))] if folder.is_dir() else []
+    # in the run's folder once there is a run; in the output folder's when no run began
+    found = sorted(_output_dir(config).glob("**/server-logs/server-*.json"))
+    return [json.loads(p.read_text()) for p in found]
 
 
 def _mentioning(needles: list[str]) -> list[str]:

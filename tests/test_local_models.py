@@ -82,7 +82,7 @@ def _run_results(config: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def _servers(config: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((config.parent / "runs" / "server-logs").glob("server-*.json"))]
+    return [json.loads(p.read_text()) for p in sorted((config.parent / "runs").glob("*/server-logs/server-*.json"))]
 
 
 def test_local_chat_and_speech_models_launched_by_evalkit(tiny_llama: Path, tiny_whisper: Path, tmp_path: Path) -> None:

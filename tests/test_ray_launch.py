@@ -114,7 +114,14 @@ def cluster() -> Iterator[Cluster]:
 
 
 def _config(
-    tmp: Path, cluster: Cluster, request_log: Path, args: tuple[str, ...] = (), startup_timeout: float = 60, **ray: Any
+    tmp: Path,
+    cluster: Cluster,
+    request_log: Path,
+    args: tuple[str, ...] = (),
+    startup_timeout: float = 60,
+    launch: dict[str, Any] | None = None,
+    timeout: float = 10,
+    **ray: Any,
 ) -> Path:
     runspecs = text_set(tmp, SAMPLES)
     entry = {
@@ -123,8 +130,9 @@ def _config(
             "inference_type": "vllm",
             "model": "test-model",
             "batch_size": BATCH,
-            "timeout": 10,
+            "timeout": timeout,
             "launch": {
+                **(launch or {}),
                 "backend": "test-server",
                 "args": [*args, "--latency-ms", "20", "--request-log", str(request_log)],
                 "startup_timeout": startup_timeout,
@@ -235,7 +243,7 @@ def test_replicas_spread_over_both_nodes_and_survive_a_dead_server_and_a_dead_ac
     assert len(lost) == 2 and lost[0].startswith("its actor died") and lost[1].startswith("its server exited")
     endpoints = results["requests"]["spread"]["endpoints"]
     assert len(endpoints) == 4 and sum(e["dead"] for e in endpoints.values()) == 2
-    kept = sorted((tmp_path / "runs" / "server-logs").glob("server-spread-ray*.json"))
+    kept = sorted((tmp_path / "runs").glob("*/server-logs/server-spread-ray*.json"))
     assert len(kept) == 4
     assert all(json.loads(p.read_text())["stopped"] for p in kept)
     _nothing_left(cluster, request_log)
@@ -295,4 +303,42 @@ def test_replicas_that_fit_nowhere_are_one_message(tmp_path: Path, cluster: Clus
     assert run.returncode == 2, stderr[-3000:]
     assert "3 replica(s) of {'replica_slot': 1.0} (SPREAD) could not be placed" in stderr
     assert "Traceback" not in stderr
+    _nothing_left(cluster, request_log)
+
+
+def test_a_hung_replica_is_replaced_and_its_requests_finish_elsewhere(tmp_path: Path, cluster: Cluster) -> None:
+    """SIGSTOP: the server accepts connections and answers nothing, /health included; its actor sees no exit.
+
+    Requests wait up to 10 minutes (``timeout``): only the health check ends them in time. The server's script
+    is named relatively, beside the config; a Ray worker runs in a folder of Ray's, so the replicas find it only
+    because launch.args are read against the config's folder.
+    """
+    request_log = tmp_path / "requests.jsonl"
+    (tmp_path / "slow.yaml").write_text("latency_ms: 20\n")
+    config = _config(
+        tmp_path, cluster, request_log, args=("--script", "slow.yaml"), launch={"health_interval": 1}, timeout=600
+    )
+    run = _start_run(config, cluster)
+    try:
+        _wait_for(request_log, SAMPLES // 4, run)
+        hung = _servers(request_log)[0]
+        os.kill(hung, signal.SIGSTOP)
+        _, stderr = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert run.returncode == 0, stderr[-3000:]
+    run_dir = next(p for p in (tmp_path / "runs").iterdir() if (p / "run.json").is_file())
+    results = json.loads((run_dir / "results.json").read_text())
+    row = results["results"][0]
+    assert (row["n"], row["n_failed"]) == (SAMPLES, 0)
+    servers = results["servers"]
+    (lost,) = [s for s in servers if s["lost"]]
+    assert lost["pid"] == hung and lost["lost"].startswith("/health unanswered for 1 s")
+    assert lost["stop_reason"].startswith("taken out of the run") and lost["stopped"]
+    assert len(servers) == 3 and all(s["stop_reason"] == "the run ended" for s in servers if not s["lost"])
+    requests = results["requests"]["spread"]
+    assert requests["resent"] >= 1 and requests["endpoints"][lost["url"]]["retired"]
+    assert str(tmp_path / "slow.yaml") in " ".join(lost["command"])
     _nothing_left(cluster, request_log)

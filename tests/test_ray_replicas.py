@@ -154,7 +154,7 @@ def test_the_test_server_backend_launches_on_loopback_too(tmp_path: Path) -> Non
     config = config_for(tmp_path, runspecs, [entry])
     done = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
     assert done.returncode == 0, done.stderr
-    described = sorted((tmp_path / "runs" / "server-logs").glob("server-echo-*.json"))
+    described = sorted((tmp_path / "runs").glob("*/server-logs/server-echo-*.json"))  # in the run's own folder
     assert len(described) == 1
     assert "evalkit.testing.server" in described[0].read_text()
 

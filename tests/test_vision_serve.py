@@ -285,7 +285,7 @@ def test_evalkit_run_launches_both_servers_and_its_answers_equal_transformers_ge
         ("vlm-evalkit-serve", 1.0, len(rows), 0),
     }
     # both servers evalkit started were stopped when the run ended (their info files say so)
-    infos = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "server-logs").glob("*.json")]
+    infos = [json.loads(p.read_text()) for p in (tmp_path / "runs").glob("*/server-logs/*.json")]
     launched = [info for info in infos if isinstance(info, dict) and {"backend", "pid", "stopped"} <= set(info)]
     assert sorted(info["backend"] for info in launched) == ["transformers", "vllm"], infos
     assert all(info["stopped"] for info in launched), launched

@@ -458,7 +458,7 @@ def _launched(runs: Path) -> dict[str, dict[str, Any]]:
     import json
 
     out = {}
-    for path in (runs / "server-logs").glob("server-*.json"):
+    for path in runs.glob("**/server-logs/server-*.json"):
         try:
             info = json.loads(path.read_text())
         except ValueError:  # being rewritten

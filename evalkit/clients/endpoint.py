@@ -198,6 +198,11 @@ class EndpointPool:
             )
         return self._aiohttp
 
+    def shut(self) -> None:
+        """Cut every exchange in flight now (a launcher took the replica out); :meth:`close` still follows."""
+        if self._lean is not None:
+            self._lean.shut()
+
     async def close(self) -> None:
         if self._lean is not None:
             await self._lean.close()

@@ -284,12 +284,16 @@ class KeepAlivePool:
             self._idle.remove(conn)
         self._forget(conn)
 
+    def shut(self) -> None:
+        """Close every connection, idle or busy, now: exchanges in flight fail as unanswered, nothing more is read."""
+        self._idle.clear()
+        for conn in list(self._all):
+            conn.close()
+
     async def close(self) -> None:
         """Close every connection, idle or busy, and wait (briefly) until the loop has closed their sockets."""
         conns = list(self._all)
-        self._idle.clear()
-        for conn in conns:
-            conn.close()
+        self.shut()
         pending = [conn.lost for conn in conns if not conn.lost.done()]
         if pending:
             await asyncio.wait(pending, timeout=_CLOSE_WAIT)

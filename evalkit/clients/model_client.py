@@ -132,6 +132,10 @@ class _Replica:
     circuit: Circuit
     answered: int = 0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    #: taken out by a launcher (:meth:`ModelClient.retire_endpoint`): what it had in flight went to the others
+    retired: bool = False
+    #: when it last answered a request (``time.monotonic``): a launcher's health check counts it as a sign of life
+    last_answer: float | None = None
 
 
 class ModelClient:
@@ -183,6 +187,10 @@ class ModelClient:
         self.deduplicated = 0
         self.rate_limited = 0
         self.retried = 0
+        #: attempts cut short because their replica was taken out, and sent again to another at once
+        self.resent = 0
+        #: pools of retired replicas being closed (their in-flight attempts end as they close)
+        self._closing: set[asyncio.Task[None]] = set()
 
     @property
     def concurrency(self) -> int:
@@ -199,12 +207,14 @@ class ModelClient:
             "reused": self.reused,
             "deduplicated": self.deduplicated,
             "retried": self.retried,
+            "resent": self.resent,
             "rate_limited": self.rate_limited,
             "replicas": self.replica_counts(),
             "endpoints": {
                 r.pool.name: {
                     "answered": r.answered,
                     "dead": r.circuit.dead,
+                    "retired": r.retired,
                     "circuit_openings": r.circuit.openings,
                     "concurrency": r.workers,
                     "lowest_concurrency": r.limit.lowest,
@@ -341,11 +351,13 @@ class ModelClient:
         return not self._awaited and all(r.circuit.dead for r in self._replicas)
 
     def retire_endpoint(self, base_url: str, *, replacing: bool = False) -> bool:
-        """Send nothing more to the replica at ``base_url``: its server is known to be gone (a launcher saw it die).
+        """Send nothing more to the replica at ``base_url``: a launcher saw its server die or stop answering.
 
         Its circuit is dead at once instead of after rounds of failed probes,
-        so no sample spends its retries on it; attempts already in flight there
-        fail as they will and are retried on the others. ``replacing`` says a
+        so no sample spends its retries on it, and its connections are closed:
+        attempts in flight there end now, not at their timeout, and are sent
+        again to the other replicas without using up a retry (a server that
+        hangs would otherwise hold them for a whole ``timeout``). ``replacing`` says a
         new replica is on its way (:meth:`add_endpoint`, or
         :meth:`replacement_failed`): until then, a model left without live
         replicas keeps its requests queued instead of failing them as
@@ -353,12 +365,23 @@ class ModelClient:
         """
         found = False
         for replica in self._replicas:
-            if replica.pool.protocol.base_url == base_url and not replica.circuit.dead:
+            if replica.pool.protocol.base_url == base_url and not replica.retired:
+                replica.retired = True
                 replica.circuit.retire()
                 found = True
+                # cut now, before the launcher stops (and maybe first resumes) the server: no answer comes after this
+                replica.pool.shut()
+                closing = asyncio.ensure_future(replica.pool.close())
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
         if replacing:
             self._awaited += 1
         return found
+
+    def last_answer(self, base_url: str) -> float | None:
+        """When the replica at ``base_url`` last answered a request (``time.monotonic``); None if it never did."""
+        times = [r.last_answer for r in self._replicas if r.pool.protocol.base_url == base_url and r.last_answer]
+        return max(times) if times else None
 
     def use_token(self, token: str) -> None:
         """A fresh bearer token (a model's ``auth_command`` renewed it): new requests carry it.
@@ -463,6 +486,9 @@ class ModelClient:
                 job = await self._queue.get()
                 if job.future.done():
                     continue
+                if replica.retired:
+                    self._queue.put_nowait(job)  # taken out while this worker waited for work
+                    continue
                 if probe < 0 and not circuit.closed:
                     self._queue.put_nowait(job)  # the circuit opened while this worker waited for work
                     continue
@@ -503,15 +529,25 @@ class ModelClient:
             job.future.set_exception(self.store.stopped)  # an answer that cannot be kept is not asked for
             job.future.exception()  # retrieved: a submitter cancelled meanwhile leaves no stray log
             return False
+        if replica.retired:  # taken out while this attempt waited for its pace
+            self._settle_tokens(reserved, Attempt())
+            self._requeue(job)
+            return False
         job.attempts += 1
         self.sent += 1
         attempt = await replica.pool.attempt(job.request, timeout)
         job.last = attempt
         self._settle_tokens(reserved, attempt)
+        if replica.retired and attempt.failure is not None and attempt.endpoint_fault:
+            # cut short by the retirement (or met the fault that caused it): another replica answers it, uncharged
+            self.resent += 1
+            self._requeue(job)
+            return True
         if attempt.failure is None:
             replica.circuit.alive(probe)
             replica.limit.success()
             replica.answered += 1
+            replica.last_answer = time.monotonic()
             outcome = Outcome(
                 text=attempt.text,
                 raw=attempt.raw,
@@ -642,6 +678,8 @@ class ModelClient:
 
     async def close(self) -> None:
         self._closed = True
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
         for replica in self._replicas:
             for task in replica.tasks:
                 task.cancel()

@@ -5,6 +5,7 @@ Also evalkit serve's batch-size defaults, which a launched server's ``batch_size
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -14,6 +15,10 @@ from evalkit.config.limits import WEEK_S
 
 #: most replicas one `launch.ray` block may ask for
 MAX_RAY_REPLICAS = 4096
+#: seconds a launched server may go without answering /health before it is replaced (default, bounds)
+HEALTH_INTERVAL_DEFAULT = 10.0
+HEALTH_INTERVAL_MIN = 0.1
+HEALTH_INTERVAL_MAX = 3600
 
 
 #: the most of one resource a replica may reserve: a petabyte of memory in bytes; a bigger number is a typo
@@ -103,7 +108,10 @@ class LaunchSpec(Strict):
         default_factory=list,
         description="Extra command-line arguments appended to the server's command (default none); host, port, model "
         "and "
-        "served-model-name flags are set by evalkit and refused here.",
+        "served-model-name flags are set by evalkit and refused here. A relative path that names a file or folder "
+        "beside the config (`--script script.yaml`, `--chat-template=t.jinja`) is made absolute against the "
+        "config's folder, for a local server and a Ray replica alike (a replica on another node needs that path "
+        "there too: a shared filesystem).",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
@@ -119,6 +127,16 @@ class LaunchSpec(Strict):
         "model; "
         "the run stops with the server's log tail when it is exceeded (default 600; more than 0, at most 604800: a "
         "week).",
+    )
+    health_interval: float = Field(
+        HEALTH_INTERVAL_DEFAULT,
+        ge=HEALTH_INTERVAL_MIN,
+        le=HEALTH_INTERVAL_MAX,
+        description="Seconds a running server may go without a sign of life (a 200 from /health, asked every "
+        "half of it, or an answer to a request): a server (or Ray replica) silent for this long, or whose process "
+        "exited, is taken out of the model's rotation, its requests in flight are sent again at once to the other "
+        "replicas (or to its successor), and it is started again (default 10; 0.1 to 3600). Counted from when the "
+        "server was ready: loading a model is startup_timeout's business.",
     )
     ray: RayLaunch | None = Field(
         None,
@@ -140,6 +158,36 @@ SERVE_DEFAULT_MAX_BATCH_CUDA = 32
 def serve_default_max_batch(device: str) -> int:
     """evalkit serve's --max-batch-size when none is given, by --device."""
     return SERVE_DEFAULT_MAX_BATCH_CUDA if device.strip().lower().startswith("cuda") else SERVE_DEFAULT_MAX_BATCH
+
+
+def anchor_args(args: list[str], base: Path) -> list[str]:
+    """``args`` with each relative path that names something in ``base`` (the config's folder) made absolute.
+
+    A server started by evalkit runs in evalkit's working directory, or on a Ray node in the worker's; either
+    way a path the user wrote next to their config means the config's folder, as every other path of it does.
+    Flags, absolute paths and words that name nothing there (``cpu``, ``8``) stay as written.
+    """
+    anchored = []
+    for arg in args:
+        name, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if eq or not arg.startswith("-"):
+            value = _anchored(value, base)
+            arg = f"{name}={value}" if eq else value
+        anchored.append(arg)
+    return anchored
+
+
+def _anchored(value: str, base: Path) -> str:
+    if not value or value.startswith("~"):
+        return value
+    path = Path(value)
+    if path.is_absolute():
+        return value
+    try:
+        found = (base / path).exists()
+    except (OSError, ValueError):  # a value too long for a path, or with a NUL: not a path
+        return value
+    return str(base / path) if found else value
 
 
 def _option_value(args: list[str], option: str) -> str | None:

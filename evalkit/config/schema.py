@@ -16,6 +16,7 @@ from evalkit.config.base import Strict
 from evalkit.config.filters import Filters
 from evalkit.config.generation import GenerationOverride, TemperatureOverride
 from evalkit.config.judge import JudgeProperties
+from evalkit.config.launch import anchor_args
 from evalkit.config.models import ModelEntry
 from evalkit.config.prompt_overrides import PromptOverrides
 from evalkit.config.store import CacheSettings
@@ -203,8 +204,8 @@ class Config(Strict):
     def anchor(self, folder: str | Path) -> Config:
         """Make the config's relative paths relative to ``folder`` (the config file's), as absolute paths.
 
-        ``runspecs_dir``, ``output_dir``, ``prompts_dir``, ``cache.path`` and a ``launch.model_path`` that names
-        a local folder there; ``./runspecs`` is then looked for in ``folder`` too. So
+        ``runspecs_dir``, ``output_dir``, ``prompts_dir``, ``cache.path``, and a ``launch.model_path`` or a
+        ``launch.args`` value that names a file or folder there; ``./runspecs`` is then looked for in ``folder`` too. So
         ``evalkit run -c sub/config.yaml`` does from anywhere what ``cd sub && evalkit run`` does.
         """
         base = Path(folder).resolve()
@@ -229,6 +230,8 @@ class Config(Strict):
             launch = entry.info.launch
             if launch is not None and launch.model_path and (base / launch.model_path).exists():
                 launch.model_path = absolute(launch.model_path)
+            if launch is not None and launch.args:
+                launch.args = anchor_args(launch.args, base)
         return self
 
     @property

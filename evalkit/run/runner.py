@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import gc
+import logging
 import os
 import secrets
 import signal
@@ -57,6 +58,8 @@ from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
 from evalkit.run.unanswered import unanswered
+from evalkit.util import jsonutil
+from evalkit.util.atomic import write_json_atomic
 from evalkit.util.diskfull import disk_full, is_disk_full
 from evalkit.util.redact import (
     redact,
@@ -65,6 +68,8 @@ from evalkit.util.redact import (
     secrets_filtered,
     secrets_of,
 )
+
+log = logging.getLogger("evalkit")
 
 
 @dataclass
@@ -314,7 +319,11 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
                 state["secret_filter"] = secret_filter
                 async with launched_servers(plan, output_dir / "server-logs") as servers:
                     state["servers"] = servers
-                    return await _execute(plan, options, hidden, servers, state)
+                    outcome = await _execute(plan, options, hidden, servers, state)
+                if servers or servers.replica_sets:
+                    # results.json was written while the servers ran: now it says how each of them ended
+                    await asyncio.to_thread(_record_server_ends, outcome, servers.describe(), hidden, state)
+                return outcome
         except (asyncio.CancelledError, KeyboardInterrupt, SystemExit) as error:
             if isinstance(error, RunInterrupted) or not (received or isinstance(error, KeyboardInterrupt)):
                 raise  # a cancellation that is not a signal (a caller's timeout) stays a cancellation
@@ -339,6 +348,22 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
             # audio worker processes end with the run, also in long-lived hosts such as notebooks; a signal
             # during this shutdown is still watched, so the workers are never left behind
             await asyncio.shield(asyncio.to_thread(shutdown_audio_workers))
+
+
+def _record_server_ends(
+    outcome: RunOutcome, described: list[dict[str, Any]], hidden: list[str], state: dict[str, Any]
+) -> None:
+    """Put the servers' ends (when, exit code or signal, why) into results.json, and its new checksum in run.json."""
+    path = outcome.run_dir / "results.json"
+    try:
+        payload = jsonutil.loads(path.read_bytes())
+        payload["servers"] = outcome.meta["servers"] = scrub_tree(described, hidden)
+        write_json_atomic(path, payload)
+        writer: ManifestWriter | None = state.get("manifest")
+        if writer is not None:
+            writer.update(**{CHECKSUMS: folder_checksums(outcome.run_dir)})
+    except (OSError, ValueError, UserError) as error:
+        log.warning("%s: cannot record how the servers ended: %s", path, error)
 
 
 def _mark_interrupted(state: dict[str, Any]) -> None:
@@ -505,7 +530,8 @@ async def _execute(
         from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
 
         if isinstance(servers, LaunchedServers):
-            servers.attach(clients)  # a Ray replica that dies or joins mid-run reaches its model's client
+            servers.attach(clients)  # a server that is lost or joins mid-run reaches its model's client
+            servers.move_logs(run_dir / "server-logs")  # a copied run folder holds its servers' logs
         judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
         progress = options.progress or Progress(quiet=options.quiet)
         if isinstance(progress, Progress):

@@ -25,10 +25,16 @@ Why the details:
   masked as it is written (``--api-key K`` echoed back in an argument error
   shows as ``***``); the model's name is made a safe file name first.
 - Every server writes ``server-<model>-<pid>.log`` and a ``.json`` beside it
-  (pid, port, url, command with secrets masked, seconds to ready, exit code,
-  whether anything was left that needed SIGKILL) in the log folder
-  (``<output_dir>/server-logs`` for a run), so a user or a test can tell which
-  process served which run.
+  (pid, port, url, command with secrets masked, seconds to ready, exit code or
+  signal, whether anything was left that needed SIGKILL, why it stopped) in the
+  log folder: ``<output_dir>/server-logs`` while the servers start, then the
+  run's own ``<run>/server-logs`` (moved there once the run's folder is known),
+  so a copied run folder says which process served it.
+- While the run uses it, each server is watched (:mod:`evalkit.serve.health`):
+  one whose process exits or that leaves /health unanswered for
+  ``launch.health_interval`` seconds is taken out of its model's rotation (what
+  was in flight there is sent again to another replica at once), stopped, and
+  started again, at most ``LOCAL_MAX_RESTARTS`` times.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.config import ModelInfo
 from evalkit.errors import UserError
 from evalkit.plan import Plan
+from evalkit.serve.health import ClientLink, signal_name, stops_answering
 from evalkit.serve.server_setup import (
     ADDRESS_IN_USE,
     PORT_CHOSEN_BY_EVALKIT,
@@ -113,6 +120,10 @@ class LaunchedServer:
     returncode: int | None = None
     stop_seconds: float | None = None
     killed: bool = False
+    #: why evalkit took it out of the run before the run's end (it exited, or stopped answering /health)
+    lost: str | None = None
+    #: why it stopped, for results.json: lost, not ready, or the run's end
+    stop_reason: str | None = None
 
     @property
     def pid(self) -> int:
@@ -142,8 +153,11 @@ class LaunchedServer:
             "ready_seconds": self.ready_seconds,
             "stopped": self.stopped_at,
             "returncode": self.returncode,
+            "signal": signal_name(self.returncode),
             "stop_seconds": self.stop_seconds,
             "killed": self.killed,
+            "lost": self.lost,
+            "stop_reason": self.stop_reason,
         }
 
     def write_info(self) -> None:
@@ -339,6 +353,7 @@ async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedSer
             await _wait_ready(server, info.model, info.launch.startup_timeout, info.auth_token)
             return server
         except LaunchError:
+            server.stop_reason = "it did not become ready"
             lost_port = (
                 server.port_file is None
                 and server.process.poll() is not None
@@ -393,15 +408,18 @@ def _group_alive(server: LaunchedServer) -> bool:
     return _signal_group(server, 0)
 
 
-def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> None:
+def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE, why: str = "the run ended") -> None:
     """SIGTERM every server's group at once, wait up to ``grace`` seconds for all, SIGKILL what is left.
 
-    A second Ctrl-C while waiting skips the wait, never the SIGKILL.
+    A stopped (SIGSTOP) server gets SIGCONT after its SIGTERM, so it can end as any other. A second Ctrl-C
+    while waiting skips the wait, never the SIGKILL.
     """
     running = [s for s in servers if s.stopped_at is None]
     begun = time.monotonic()
     for server in running:
+        server.stop_reason = server.stop_reason or why
         _signal_group(server, signal.SIGTERM)
+        _signal_group(server, signal.SIGCONT)
     try:
         deadline = begun + grace
         while time.monotonic() < deadline and any(_group_alive(s) for s in running):
@@ -430,22 +448,96 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE) -> No
             server.write_info()
 
 
-async def _watch(servers: list[LaunchedServer]) -> None:
-    """Say so at once when a launched server dies mid-run (its requests then fail as connection errors)."""
-    reported: set[int] = set()
-    while True:
-        await asyncio.sleep(1.0)
-        for server in servers:
-            if server.pid not in reported and server.stopped_at is None and server.process.poll() is not None:
-                reported.add(server.pid)
-                log.error(
-                    "models: %s: the %s server (pid %d) exited with code %s during the run; its output ends with:\n%s",
-                    server.model,
-                    server.backend,
-                    server.pid,
-                    server.process.returncode,
-                    server.tail(),
-                )
+#: times a local server that exited or stopped answering is started again during one run
+LOCAL_MAX_RESTARTS = 3
+
+
+class _LocalWatch:
+    """One local ``launch:`` entry's server during the run: replaced when it exits or stops answering /health."""
+
+    def __init__(self, info: ModelInfo, server: LaunchedServer, servers: LaunchedServers) -> None:
+        self.info = info
+        self.server = server
+        self.servers = servers
+        self.restarts = 0
+        self.link = ClientLink()
+
+    async def run(self) -> None:
+        import aiohttp
+
+        assert self.info.launch is not None
+        interval = self.info.launch.health_interval
+        token = self.info.auth_token
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"} if token else None) as session:
+            while True:
+                why = await _lost(self.server, session, interval, self.link)
+                if why is None or not await self._replace(why):
+                    return
+
+    async def _replace(self, why: str) -> bool:
+        """Take the server out, stop it, start its successor; False when none comes (the run goes on without)."""
+        server = self.server
+        server.lost = why
+        again = self.restarts < LOCAL_MAX_RESTARTS
+        self.link.retire(server.url, replacing=again)
+        log.error(
+            "models: %s: the %s server (pid %d, %s) was taken out of the run: %s; its output ends with:\n%s",
+            server.model,
+            server.backend,
+            server.pid,
+            server.url,
+            why,
+            server.tail(),
+        )
+        await asyncio.to_thread(stop_servers, [server], STOP_GRACE, f"taken out of the run: {why}")
+        if not again:
+            log.error(
+                "models: %s: the server is not started again (it was, %d times); the run goes on with the replicas "
+                "left",
+                server.model,
+                LOCAL_MAX_RESTARTS,
+            )
+            return False
+        self.restarts += 1
+        try:
+            fresh = await _start_ready(self.info, self.servers.log_dir, self.servers)
+        except LaunchError as error:
+            log.error("models: %s: the server could not be started again: %s", server.model, error)
+            self.link.replacement_failed()
+            return False
+        self.server = fresh
+        self.link.add(fresh.url)
+        log.warning(
+            "models: %s: %s server started again at %s (restart %d of at most %d)",
+            server.model,
+            server.backend,
+            fresh.url,
+            self.restarts,
+            LOCAL_MAX_RESTARTS,
+        )
+        return True
+
+
+async def _lost(
+    server: LaunchedServer, session: aiohttp.ClientSession, interval: float, link: ClientLink
+) -> str | None:
+    """Why ``server`` left the run (its process exited, it stopped answering); None once evalkit stopped it."""
+    url = server.url
+    health = asyncio.ensure_future(stops_answering(session, url, interval, lambda: link.answered(url)))
+    try:
+        while not health.done():
+            if server.stopped_at is not None:
+                return None
+            code = server.process.poll()
+            if code is not None:
+                ended = f"signal {signal_name(code)}" if code < 0 else f"code {code}"
+                return f"its process exited with {ended} during the run"
+            await asyncio.wait([health], timeout=min(0.25, interval / 2))
+        return health.result()
+    finally:
+        health.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await health
 
 
 @dataclass
@@ -526,16 +618,48 @@ class LaunchedServers(list[LaunchedServer]):
     someone else's processes, for a pid on another node.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, log_dir: Path | None = None) -> None:
         super().__init__()
         self.replica_sets: list[RayReplicaSet] = []
+        #: where server logs go: the output folder's ``server-logs`` until the run's folder is known
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="evalkit-servers-"))
+        self.watches: list[_LocalWatch] = []
 
     def attach(self, clients: Mapping[str, Any]) -> None:
-        """Hand each Ray replica set its model's client, so replicas that die or join mid-run reach it."""
+        """Hand each watched server its model's client, so servers that are lost or join mid-run reach it."""
+        for watch in self.watches:
+            client = clients.get(watch.info.name)
+            if client is not None:
+                watch.link.attach(client)
         for replica_set in self.replica_sets:
             client = clients.get(replica_set.info.name)
             if client is not None:
                 replica_set.attach(client)
+
+    def move_logs(self, log_dir: Path) -> None:
+        """The servers' logs go into the run's own folder (``<run>/server-logs``), now and for later servers.
+
+        The servers start before the run's folder is chosen; their logs are moved, not copied (a log's
+        writer keeps its open file), and a log that cannot be moved (another filesystem) stays where it is.
+        """
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            log.warning("%s: cannot make the folder for the server logs: %s", log_dir, error)
+            return
+        for server in self:
+            try:
+                os.replace(server.log_path, log_dir / server.log_path.name)
+            except OSError as error:
+                log.warning("%s: the server log stays there: %s", server.log_path, error)
+                continue
+            with contextlib.suppress(OSError):
+                server.info_path.unlink()
+            server.log_path = log_dir / server.log_path.name
+            server.write_info()
+        self.log_dir = log_dir
+        for replica_set in self.replica_sets:
+            replica_set.log_dir = log_dir
 
     def describe(self) -> list[dict[str, Any]]:
         """Every server of the run, local and on the cluster, for results.json."""
@@ -554,7 +678,7 @@ async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIter
     after the servers are stopped.
     """
     entries = [info for model in plan.models.values() for info in model.replicas if info.launch is not None]
-    servers = LaunchedServers()
+    servers = LaunchedServers(log_dir)
     if not entries:
         yield servers
         return
@@ -568,7 +692,7 @@ async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIter
 
         require_ray(remote)  # before anything starts: a missing extra is one message, exit 2
         connection = RayConnection()
-    log_dir = log_dir or Path(tempfile.mkdtemp(prefix="evalkit-servers-"))
+    log_dir = servers.log_dir
     log_dir.mkdir(parents=True, exist_ok=True)
     watchers: list[asyncio.Future[None]] = []
     with stop_on_signals(servers) as received:
@@ -593,12 +717,13 @@ async def launched_servers(plan: Plan, log_dir: Path | None = None) -> AsyncIter
                 if server.backend == "transformers-serve" and info.launch is not None:
                     # it answers only requests that name the model it was started with
                     info.model = str(info.launch.model_path)
+                servers.watches.append(_LocalWatch(info, server, servers))
             for replica_set in servers.replica_sets:
                 replica_set.info.url = replica_set.urls
                 if replica_set.backend == "transformers-serve" and replica_set.info.launch is not None:
                     replica_set.info.model = str(replica_set.info.launch.model_path)
                 watchers.append(asyncio.ensure_future(replica_set.watch()))
-            watchers.append(asyncio.ensure_future(_watch(servers)))
+            watchers += [asyncio.ensure_future(watch.run()) for watch in servers.watches]
             yield servers
         except asyncio.CancelledError:
             if received:

@@ -253,6 +253,7 @@ class ServerProcess:
             return {"returncode": None, "killed": False, "stop_seconds": 0.0}
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGTERM)
+            os.killpg(process.pid, signal.SIGCONT)  # a stopped (hung) server can take its SIGTERM too
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:

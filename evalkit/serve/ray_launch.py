@@ -13,9 +13,11 @@ any replicas.
 
 During the run a watcher keeps one pending ``wait_exit`` call per replica
 (it returns when the server exits, and fails when the actor or its node
-dies) and checks ``/health`` every few seconds. A replica that died or
-stopped answering is taken out of the model's client at once (no sample
-spends its retries on it; what was in flight there is retried elsewhere),
+dies) and asks ``/health`` every half of ``launch.health_interval``
+(:mod:`evalkit.serve.health`). A replica that died or went the whole interval
+without answering is taken out of the model's client at once (no sample
+spends its retries on it; what was in flight there is sent again to another
+replica at once, not after its timeout),
 its actor is killed, and a new one is started in the same bundle
 (``max_restarts`` times per replica); once it answers, its URL joins the
 client. At the end, and after Ctrl-C or an error, every server gets SIGTERM
@@ -34,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import logging
 import os
 import re
@@ -47,6 +50,7 @@ from typing import Any
 
 from evalkit.config import ModelInfo, RayLaunch
 from evalkit.errors import UserError
+from evalkit.serve.health import ClientLink, signal_name, stops_answering
 from evalkit.serve.server_setup import (
     ADDRESS_IN_USE,
     PORT_CHOSEN_BY_EVALKIT,
@@ -67,12 +71,8 @@ log = logging.getLogger("evalkit")
 
 #: what a user installs for ``launch.ray``
 RAY_EXTRA = "pip install 'evalkit[ray]'"
-#: seconds between two /health checks of a running replica
-HEALTH_INTERVAL = 2.0
-#: seconds one /health check may take
-HEALTH_TIMEOUT = 10.0
-#: /health checks failed in a row after which a replica that still runs counts as dead
-HEALTH_FAILURES = 3
+#: seconds the watcher waits before looking again after it failed (a watcher that died would miss every death)
+WATCH_RETRY = 2.0
 #: bytes of a replica's log copied into the run's server-logs folder when it stops
 LOG_COPY_BYTES = 1 << 20
 #: seconds the cluster's address may take to accept a connection
@@ -198,7 +198,10 @@ class RayReplica:
     log_path: Path | None = None
     #: the pending ``wait_exit`` call: done when the server exits or the actor dies
     exit_watch: asyncio.Future[Any] | None = field(default=None, repr=False)
-    health_failures: int = 0
+    #: done (with why) once the replica went ``launch.health_interval`` without answering /health
+    health_watch: asyncio.Future[str] | None = field(default=None, repr=False)
+    #: why it stopped, for results.json: lost, not ready, or the run's end
+    stop_reason: str | None = None
 
     @property
     def url(self) -> str:
@@ -222,9 +225,11 @@ class RayReplica:
             "ready_seconds": self.ready_seconds,
             "stopped": self.stopped_at,
             "returncode": self.returncode,
+            "signal": signal_name(self.returncode),
             "stop_seconds": self.stop_seconds,
             "killed": self.killed,
             "lost": self.lost,
+            "stop_reason": self.stop_reason,
         }
 
 
@@ -241,9 +246,8 @@ class RayReplicaSet:
         self.secrets = launch_secrets(info)
         self.replicas: list[RayReplica] = []
         self.restarts = [0] * self.spec.replicas
-        self.client: Any = None
-        #: URLs retired and added before a client was attached, replayed on it by :meth:`attach`
-        self._early: list[tuple[str, str]] = []
+        #: the model's client: replicas retired and added before it exists are replayed on it
+        self.link = ClientLink()
         self._group: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._session: Any = None
@@ -441,25 +445,7 @@ class RayReplicaSet:
 
     def attach(self, client: Any) -> None:
         """The model client the run built from :attr:`urls`: replicas that die or join from now on go to it."""
-        self.client = client
-        for action, url in self._early:
-            if action == "retire":
-                client.retire_endpoint(url)
-            else:
-                client.add_endpoint(url)
-        self._early.clear()
-
-    def _retire(self, url: str, replacing: bool) -> None:
-        if self.client is not None:
-            self.client.retire_endpoint(url, replacing=replacing)
-        else:
-            self._early.append(("retire", url))
-
-    def _add(self, url: str) -> None:
-        if self.client is not None:
-            self.client.add_endpoint(url)
-        else:
-            self._early.append(("add", url))
+        self.link.attach(client)
 
     async def watch(self) -> None:
         """Until cancelled: replace every replica whose server exits, whose actor dies, or that stops answering."""
@@ -470,19 +456,33 @@ class RayReplicaSet:
                 raise
             except Exception:  # a watcher that died would leave every later death unnoticed
                 log.exception("models: %s: watching the Ray replicas failed; watching on", self.info.name)
-                await asyncio.sleep(HEALTH_INTERVAL)
+                await asyncio.sleep(WATCH_RETRY)
 
     async def _watch_once(self) -> None:
-        """One round: wait up to HEALTH_INTERVAL for a replica to end, then ask every live one for /health at once."""
+        """One round: wait for a replica to end or to go ``launch.health_interval`` without answering /health."""
+        assert self.info.launch is not None
+        interval = self.info.launch.health_interval
         # a replica still starting is _wait_ready's to judge (a vLLM loading its weights answers no /health)
         live = [r for r in self.replicas if r.ready_seconds is not None and r.lost is None and r.stopped_at is None]
-        watches = {r.exit_watch: r for r in live if r.exit_watch is not None}
+        for replica in live:
+            if replica.health_watch is None:
+                answered = functools.partial(self.link.answered, replica.url)
+                replica.health_watch = asyncio.ensure_future(
+                    stops_answering(self._session, replica.url, interval, answered)
+                )
+        watches: dict[asyncio.Future[Any], RayReplica] = {r.exit_watch: r for r in live if r.exit_watch is not None}
+        watches.update({r.health_watch: r for r in live if r.health_watch is not None})
         if not watches:
-            await asyncio.sleep(HEALTH_INTERVAL)
+            await asyncio.sleep(interval / 2)
             return
-        done, _ = await asyncio.wait(watches, timeout=HEALTH_INTERVAL, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(watches, timeout=interval / 2, return_when=asyncio.FIRST_COMPLETED)
         for future in done:
             replica = watches[future]
+            if replica.lost is not None:
+                continue
+            if future is replica.health_watch:
+                self._lose(replica, future.result())
+                continue
             code = _exit_code(future)
             error = None if future.cancelled() else future.exception()
             replica.returncode = code
@@ -492,32 +492,14 @@ class RayReplicaSet:
                 if error is not None
                 else f"its server exited with code {code}",
             )
-        live = [r for r in live if r.lost is None]
-        answers = await asyncio.gather(*(self._healthy(r) for r in live))
-        for replica, healthy in zip(live, answers):
-            if healthy:
-                replica.health_failures = 0
-                continue
-            replica.health_failures += 1
-            if replica.health_failures >= HEALTH_FAILURES and replica.lost is None:
-                self._lose(replica, f"/health failed {HEALTH_FAILURES} times in a row")
-
-    async def _healthy(self, replica: RayReplica) -> bool:
-        import aiohttp
-
-        base = replica.url.removesuffix("/v1")
-        with contextlib.suppress(aiohttp.ClientError, asyncio.TimeoutError, OSError):
-            async with self._session.get(
-                base + "/health", timeout=aiohttp.ClientTimeout(total=HEALTH_TIMEOUT)
-            ) as response:
-                return bool(response.status == 200)
-        return False
 
     def _lose(self, replica: RayReplica, why: str) -> None:
         """Take ``replica`` out of the run at once, and start its successor in the background."""
         replica.lost = why
+        if replica.health_watch is not None:
+            replica.health_watch.cancel()
         again = self.restarts[replica.slot] < self.spec.max_restarts
-        self._retire(replica.url, replacing=again)
+        self.link.retire(replica.url, replacing=again)
         task = asyncio.ensure_future(self._replace(replica, why, again))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -552,10 +534,9 @@ class RayReplicaSet:
             raise
         except Exception as error:
             log.error("models: %s: Ray replica %d could not be started again: %s", self.info.name, replica.slot, error)
-            if self.client is not None:
-                self.client.replacement_failed()
+            self.link.replacement_failed()
             return
-        self._add(fresh.url)
+        self.link.add(fresh.url)
         log.warning(
             "models: %s: Ray replica %d started again at %s (restart %d of at most %d)",
             self.info.name,
@@ -586,6 +567,9 @@ class RayReplicaSet:
         begun = time.monotonic()
         calls = {}
         for replica in running:
+            replica.stop_reason = replica.stop_reason or "the run ended"
+            if replica.health_watch is not None:
+                replica.health_watch.cancel()
             with contextlib.suppress(Exception):
                 calls[replica.slot, id(replica)] = (replica, replica.actor.stop.remote(STOP_GRACE))
         if calls:
@@ -609,6 +593,9 @@ class RayReplicaSet:
         ref = None
         with contextlib.suppress(Exception):
             ref = replica.actor.stop.remote(STOP_GRACE)
+        replica.stop_reason = replica.stop_reason or (
+            f"taken out of the run: {replica.lost}" if replica.lost is not None else why
+        )
         replica.lost = replica.lost or why
         self._finish(replica, ref, begun)
 
