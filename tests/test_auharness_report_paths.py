@@ -102,10 +102,10 @@ def test_info_says_a_metric_for_every_task_fits_every_task(name: str, capsys: py
     catalog = load_catalog()
     data = describe_metric(name)
     assert data["every_task"] is True
-    assert len(data["tasks"]) == len(catalog.tasks) and data["datasets"] == len(catalog.datasets)
+    assert len(data["tasks"]) == len(catalog.tasks) and data["datasets"] == len(catalog.entries())
     assert main(["info", "metric", name]) == 0
     printed = " ".join(capsys.readouterr().out.split())
-    assert f"fits every task ({len(catalog.tasks)} tasks, {len(catalog.datasets)} datasets)" in printed
+    assert f"fits every task ({len(catalog.tasks)} tasks, {len(catalog.entries())} datasets)" in printed
     assert "fits 0 tasks" not in printed
 
 
@@ -115,7 +115,7 @@ def test_info_counts_the_tasks_a_metric_declares_beside_those_that_list_it() -> 
     catalog = load_catalog()
     data = describe_metric("meteor")  # its class declares speech_translation; no runspec lists it
     assert data["every_task"] is False and [t["name"] for t in data["tasks"]] == ["speech_translation"]
-    assert data["datasets"] == sum(1 for s in catalog.datasets.values() if s.task == "speech_translation")
+    assert data["datasets"] == sum(1 for s in catalog.entries().values() if s.task == "speech_translation")
     listed = describe_metric("word_error_rate")  # listed by runspecs, declared nowhere: as before
     assert listed["every_task"] is False and "asr" in [t["name"] for t in listed["tasks"]]
 

@@ -187,6 +187,7 @@ FILLED = {
     "<AUTH_TOKEN>": "key",
     "<JUDGE_MODEL_KEY>": "key",
     "<JUDGE_MODEL_VERSION>": "'2024-10-21'",  # quoted, or YAML reads a date
+    "<vLLM end-point URL>:<port>": "127.0.0.1:9",  # the Phi-4 configs' blanks (a template's url fails validation)
 }
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import re
@@ -37,6 +36,7 @@ from evalkit.serve.backends.registry import (
 from evalkit.serve.by_name import looks_like_hub_id
 from evalkit.serve.guard import API_KEY_ENV, DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, default_body_budget
 from evalkit.util.atomic import write_text_atomic
+from evalkit.util.listening import reach_beyond_loopback
 
 PROG = "evalkit serve"
 
@@ -242,16 +242,9 @@ _HEADER_TOKEN = re.compile(r"[\x21-\x7e]+")
 
 def _warn_if_open(sock: socket.socket, api_key: str | None) -> None:
     """Listening beyond loopback without a key lets anyone who reaches the port use the model: say so once."""
-    if api_key:
+    reach = None if api_key else reach_beyond_loopback(sock)
+    if reach is None:
         return
-    host = str(sock.getsockname()[0]).split("%", 1)[0]
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return
-    if address.is_loopback:
-        return
-    reach = "every network interface" if address.is_unspecified else f"the non-loopback address {host}"
     print(
         f"{PROG}: warning: listening on {reach} ({_url(sock)}) without an API key: anyone who can reach this "
         f"port can use the model. Set {API_KEY_ENV} (or --api-key), or listen on --host 127.0.0.1",

@@ -33,6 +33,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Middleware
 
+from evalkit.util.listening import reach_beyond_loopback
+
 #: the environment variable that sets the key when ``--api-key`` is not given (keeps it out of ``ps``)
 API_KEY_ENV = "EVALKIT_VIEW_API_KEY"
 #: what a key may hold: it travels in an HTTP header (visible ASCII, no spaces)
@@ -141,16 +143,9 @@ def check_key(key: str | None, where: str) -> str | None:
 
 def warn_if_open(sock: socket.socket, url: str, key: str | None) -> None:
     """Listening beyond loopback without a key lets anyone who reaches the port read every run: say so once."""
-    if key:
+    reach = None if key else reach_beyond_loopback(sock)
+    if reach is None:
         return
-    host = str(sock.getsockname()[0]).split("%", 1)[0]
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return
-    if address.is_loopback:
-        return
-    reach = "every network interface" if address.is_unspecified else f"the non-loopback address {host}"
     print(
         f"evalkit view: warning: listening on {reach} ({url}) without an API key: anyone who can reach this port "
         f"can read every run it shows. Set {API_KEY_ENV} (or --api-key), or listen on --host 127.0.0.1",
