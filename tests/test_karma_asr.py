@@ -456,5 +456,10 @@ def test_evalkit_list_shows_the_metrics_and_the_processors(tmp_path: Path) -> No
     processors = evalkit_cli(["list", "processors", "--format", "json"], tmp_path)
     assert processors.returncode == 0, processors.stderr
     rows = {row["name"]: row for row in json.loads(processors.stdout)}
-    assert [a.split(":")[0] for a in rows["devanagari_transliterator"]["arguments"]] == ["source", "target"]
+    assert [a.split(":")[0] for a in rows["devanagari_transliterator"]["arguments"]] == [
+        "source",
+        "target",
+        "source_script",  # KARMA's names, accepted as KARMA accepts them
+        "target_script",
+    ]
     assert "glm" in [a.split(":")[0] for a in rows["multilingual_text_processor"]["arguments"]]

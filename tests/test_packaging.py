@@ -75,7 +75,7 @@ def test_the_wheel_carries_the_catalogue_its_data_and_the_prompts(installed: Pat
     listed = _evalkit(installed, ["list", "datasets", "--format", "json"], tmp_path)
     assert listed.returncode == 0, listed.stderr
     names = {row["name"] for row in json.loads(listed.stdout)}
-    assert names == set(load_catalog(cwd=tmp_path).datasets), "the installed catalogue differs from the checkout's"
+    assert names == set(load_catalog(cwd=tmp_path).entries()), "the installed catalogue differs from the checkout's"
     assert {"espeak_en_asr", "basic_qa", "librispeech_test_clean"} <= names
 
 

@@ -178,14 +178,6 @@ def _check(args: argparse.Namespace) -> None:
         raise UserError(f"--shutdown-timeout must be >= 0, got {args.shutdown_timeout}")
     if spec.needs_model and not args.model:
         raise UserError(f"--backend {args.backend} needs --model PATH")
-    # a missing dependency is said first: it is what to fix before any model path matters
-    load_backend_class(args.backend, separate_process=not args.in_process)
-    if (
-        args.model
-        and not Path(args.model).exists()
-        and not (args.backend == "transformers" and looks_like_hub_id(args.model))
-    ):
-        raise UserError(f"--model {args.model}: no such file or directory")
     if args.grammar is not None:
         if args.backend != "pocketsphinx":
             raise UserError("--grammar only applies to --backend pocketsphinx")
@@ -204,6 +196,14 @@ def _check(args: argparse.Namespace) -> None:
             f"--in-process only applies to backends whose model can run apart (--backend {args.backend} "
             "always runs in the server's process)"
         )
+    # the flags are checked above; then a missing dependency, which is what to fix before any model path matters
+    load_backend_class(args.backend, separate_process=not args.in_process)
+    if (
+        args.model
+        and not Path(args.model).exists()
+        and not (args.backend == "transformers" and looks_like_hub_id(args.model))
+    ):
+        raise UserError(f"--model {args.model}: no such file or directory")
     _check_safety(args)
     if args.port_file and not Path(args.port_file).resolve().parent.is_dir():
         raise UserError(f"--port-file {args.port_file}: its folder does not exist")
