@@ -282,6 +282,22 @@ class _AuHarnessJudge(JudgeMetric):
         references = reference_strings(sample.reference)
         return references[0].strip() if references else ""
 
+    def read_or_zero(self, reply: str, judge: dict[str, Any]) -> tuple[float, str | None] | SampleScore:
+        """The reply's verdict, and why it was unreadable when AU-Harness's 0 stands in for it.
+
+        With ``unreadable_verdict: fail`` an unreadable reply is the sample's failure instead (evalkit's rule).
+        """
+        try:
+            return self.read(reply), None
+        except UnreadableVerdict as error:
+            if self.unreadable_verdict != "zero":
+                return SampleScore(
+                    None,
+                    failure=FailureReason.JUDGE_PARSE,
+                    details={"error": f"unreadable judge verdict: {error}", "judge": judge},
+                )
+            return 0.0, str(error)
+
     def read(self, reply: str) -> float:
         raise NotImplementedError
 
@@ -301,17 +317,12 @@ class _AuHarnessJudge(JudgeMetric):
         assert reply is not None
         judge = self.judged(messages, reply)
         details: dict[str, Any] = {}
-        try:
-            verdict = self.read(reply)
-        except UnreadableVerdict as error:
-            if self.unreadable_verdict != "zero":
-                return SampleScore(
-                    None,
-                    failure=FailureReason.JUDGE_PARSE,
-                    details={"error": f"unreadable judge verdict: {error}", "judge": judge},
-                )
-            verdict = 0.0
-            details["unreadable"] = f"{error}: scored 0, as AU-Harness scores it"
+        read = self.read_or_zero(reply, judge)
+        if isinstance(read, SampleScore):
+            return read
+        verdict, unreadable = read
+        if unreadable is not None:
+            details["unreadable"] = f"{unreadable}: scored 0, as AU-Harness scores it"
         value = self.value(verdict)
         judge["verdict"] = verdict
         return SampleScore(value, (value, 1.0), details={"verdict": verdict, **details, "judge": judge})
@@ -509,17 +520,12 @@ class MtBenchJudge(_AuHarnessJudge):
             return failed
         assert reply is not None
         judged = self.judged(messages, reply)
-        try:
-            rating = self.read(reply)
-        except UnreadableVerdict as error:
-            if self.unreadable_verdict != "zero":
-                return SampleScore(
-                    None,
-                    failure=FailureReason.JUDGE_PARSE,
-                    details={"error": f"unreadable judge verdict: {error}", "judge": judged},
-                )
-            rating = 0.0
-            judged["unreadable"] = f"{error}: rated 0, as AU-Harness rates it"
+        read = self.read_or_zero(reply, judged)
+        if isinstance(read, SampleScore):
+            return read
+        rating, unreadable = read
+        if unreadable is not None:
+            judged["unreadable"] = f"{unreadable}: rated 0, as AU-Harness rates it"
         judged["verdict"] = rating
         return rating, judged
 
