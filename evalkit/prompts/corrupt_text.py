@@ -18,6 +18,7 @@ import random
 from dataclasses import replace
 from typing import Any
 
+from evalkit.data.audio.corrupt import AUDIO_ALIASES, AUDIO_CORRUPTIONS
 from evalkit.data.image.corrupt import DEFAULT_SEVERITY, IMAGE_ALIASES, IMAGE_CORRUPTIONS, sample_seed
 from evalkit.data.sample import Sample
 from evalkit.prompts.preprocessors import OPTION_KEYS, lettered_options
@@ -29,14 +30,15 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 def canonical_corruption(name: str) -> str | None:
-    """The evalkit name of an image or text corruption (case and aliases folded), None when unknown."""
+    """The evalkit name of an image, audio or text corruption (case and aliases folded), None when unknown."""
     folded = name.strip().lower().replace("-", "_").replace(" ", "_")
-    folded = IMAGE_ALIASES.get(folded, TEXT_ALIASES.get(folded, folded))
-    return folded if folded in IMAGE_CORRUPTIONS or folded in TEXT_CORRUPTIONS else None
+    folded = IMAGE_ALIASES.get(folded, AUDIO_ALIASES.get(folded, TEXT_ALIASES.get(folded, folded)))
+    known = folded in IMAGE_CORRUPTIONS or folded in AUDIO_CORRUPTIONS or folded in TEXT_CORRUPTIONS
+    return folded if known else None
 
 
 def known_corruptions() -> tuple[str, ...]:
-    return (*IMAGE_CORRUPTIONS, *TEXT_CORRUPTIONS)
+    return (*IMAGE_CORRUPTIONS, *AUDIO_CORRUPTIONS, *TEXT_CORRUPTIONS)
 
 
 def _typo(word: str, rng: random.Random) -> str:

@@ -31,7 +31,9 @@ from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import WIRE_FORMATS
 from evalkit.config import Filters, RequestKind
+from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS, AudioCorruption
 from evalkit.data.audio.pcm import Shape
+from evalkit.data.audio.variant import AudioVariant
 from evalkit.data.filters import apply_filters
 from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, sample_seed
 from evalkit.data.image.prepare import ImageLimit
@@ -150,6 +152,10 @@ class Engine:
         #: every image limit of this engine's models, so an image is downsized once per limit
         self.image_limits: list[ImageLimit] = list(dict.fromkeys(c.image_limit for c in self.request_contexts.values()))
         self.media = MediaPreparer(self.shapes, self.encodings, self.image_limits)
+        #: an audio robustness variant's corruption (babble's clips read once), made in the audio worker pool
+        self._audio_variant = AudioVariant.of(dataset, lambda: Sources.of(dataset).clip_of)
+        if self._audio_variant is not None:
+            self.media.example_corruption = self._audio_variant.corruption
         self.n_samples = 0
         #: the records file: the sent log is flushed before its records are, so no record names a lost entry
         self._records = RecordsFile(self.records_path)
@@ -300,6 +306,8 @@ class Engine:
             corruption = ImageCorruption(name, severity, sample_seed(seed, name, sample.id))
             sample.meta["corruption"] = corruption.describe()
             return sample, corruption
+        if name in AUDIO_CORRUPTIONS:
+            return sample, None  # the audio is corrupted in the worker pool (see AudioVariant)
         index_base = self.spec.options.get("index_base", 0)
         changed, note = corrupt_sample(sample, name, seed, severity, index_base if isinstance(index_base, int) else 0)
         changed.meta = {**changed.meta, "corruption": note}
@@ -317,7 +325,10 @@ class Engine:
         if isinstance(self._example_pool, icl.ExamplePool) and icl.needs_query_vector(self.spec.dataset):
             # topk_img: the sample's image is decoded and embedded in a thread, never on the loop
             query = await asyncio.to_thread(icl.query_vector, self._example_pool, sample)
+        corruption: ImageCorruption | AudioCorruption | None
         sample, corruption = self._corrupt(sample)
+        if self._audio_variant is not None:
+            corruption = await self._audio_variant.corruption(sample)
         prompt, examples = self._build_prompt(sample, query)
         if self._reasoning_apart:
             prompt = replace(prompt, info={**prompt.info, "chain_of_thought": REASONING_PROMPT})

@@ -11,8 +11,11 @@ engine, however many samples show it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from evalkit.clients.outcome import Outcome, failed
+from evalkit.data.audio.corrupt import AudioCorruption
+from evalkit.data.audio.corrupted import corrupt_example_audio, corrupt_turn_audio
 from evalkit.data.audio.direct import prepare_example_audio_direct, prepare_turn_audio_direct
 from evalkit.data.audio.pcm import (
     PreparedAudio,
@@ -21,7 +24,7 @@ from evalkit.data.audio.pcm import (
     prepare_example_audio,
     prepare_turn_audio,
 )
-from evalkit.data.audio.workers import run_media_job
+from evalkit.data.audio.workers import run_audio_job, run_media_job
 from evalkit.data.image.corrupt import ImageCorruption
 from evalkit.data.image.prepare import ImageLimit, PreparedImages, prepare_images, prepare_images_as_is
 from evalkit.data.sample import Sample
@@ -42,6 +45,8 @@ class MediaPreparer:
         self.encodings = encodings
         self.image_limits = image_limits
         self._example_audio: dict[str, asyncio.Future[PreparedAudio]] = {}
+        #: an audio robustness variant's corruption of a sample (examples are corrupted by their own ids)
+        self.example_corruption: Callable[[Sample], Awaitable[AudioCorruption]] | None = None
 
     async def example(self, example: Sample) -> PreparedAudio:
         """An in-context example's audio pieces, made once per engine however many samples show it."""
@@ -49,24 +54,41 @@ class MediaPreparer:
         if future is None:
             assert example.audio is not None
             future = asyncio.ensure_future(
-                run_media_job(
+                self._corrupted_example(example)
+                if self.example_corruption is not None
+                else run_media_job(
                     prepare_example_audio_direct, prepare_example_audio, example.audio, self.shapes, self.encodings
                 )
             )
             self._example_audio[example.id] = future
         return await asyncio.shield(future)
 
+    async def _corrupted_example(self, example: Sample) -> PreparedAudio:
+        assert self.example_corruption is not None and example.audio is not None
+        corruption = await self.example_corruption(example)
+        return await run_audio_job(corrupt_example_audio, example.audio, self.shapes, self.encodings, corruption)
+
     async def prepare(
-        self, prompt: Prompt, examples: list[Sample], corruption: ImageCorruption | None = None
+        self, prompt: Prompt, examples: list[Sample], corruption: ImageCorruption | AudioCorruption | None = None
     ) -> Prepared | Outcome:
         """Decode the sample's audio once and cut it for every model, and ready its images, in a worker process."""
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
-            prepared = (
-                await run_media_job(prepare_turn_audio_direct, prepare_turn_audio, audio, self.shapes, self.encodings)
-                if audio
-                else PreparedAudio({})
-            )
+            if isinstance(corruption, AudioCorruption):  # a robustness variant: corrupted in the worker pool
+                prepared = (
+                    await run_audio_job(corrupt_turn_audio, audio, self.shapes, self.encodings, corruption)
+                    if audio
+                    else PreparedAudio({})
+                )
+                corruption = None
+            else:
+                prepared = (
+                    await run_media_job(
+                        prepare_turn_audio_direct, prepare_turn_audio, audio, self.shapes, self.encodings
+                    )
+                    if audio
+                    else PreparedAudio({})
+                )
         except (ValueError, OSError, RuntimeError) as error:
             return failed(FailureReason.AUDIO, f"could not decode audio: {error}")
         for index, ((turn, _), example) in enumerate(zip(prompt.examples, examples)):

@@ -69,6 +69,11 @@ class Sources:
             pool = RowSource(file=_absolute(str(resolve_runspec_path(spec.file, str(examples["path"])))))
         return cls(spec, samples, pool)
 
+    def clip_of(self, sample: Sample) -> dict[str, Any]:
+        """Where a sample's own clip came from, as a sent entry names it: its file, else its dataset cell."""
+        own = _own_file(sample.audio)
+        return {"path": own} if own is not None else self.samples.of(sample.meta.get("index"), self.spec.audio_column)
+
 
 def _absolute(path: str) -> str:
     return path if path.startswith("pkg://") else os.path.abspath(path)
@@ -162,6 +167,9 @@ class MediaRefs:
             ref["chunks"] = [[round(f[1], 6), round(f[2], 6)] if f else None for f in found]
             ref["chunk_sha256"] = [piece.sha256 for piece in pieces]
         ref["sample_rate"] = SAMPLE_RATE
+        corrupted = getattr(self._prepared, "notes", None)  # a robustness variant's clip: how it was corrupted
+        if corrupted and key in corrupted:
+            ref["corruption"] = corrupted[key]
         return ref
 
     # -- images ---------------------------------------------------------------------------------------

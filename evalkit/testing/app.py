@@ -87,7 +87,10 @@ class TestServerApp:
             self.latency = float(spec.latency_ms) / 1000
         self.count_seen = self.faults is not None or self.latency_range is not None
         self.hash_bodies = self.count_seen or self.log is not None
-        self.need_audio = self.answers.needs_audio or self.log is not None
+        self.received_audio = spec.received_audio
+        if self.received_audio is not None:
+            self.received_audio.mkdir(parents=True, exist_ok=True)
+        self.need_audio = self.answers.needs_audio or self.log is not None or self.received_audio is not None
         self.image_answer = spec.image_answer
         self.seen: dict[str, int] = {}
         self.seq = 0
@@ -341,6 +344,11 @@ class TestServerApp:
             words.append(images.describe(images.image_bytes(url, where), self.image_answer, where))
         return " ".join(words)
 
+    def _keep_audio(self, data: bytes) -> None:
+        """``received_audio``: the file as it arrived, named by its sha256 (what a sent entry records)."""
+        if self.received_audio is not None:
+            (self.received_audio / f"{hashlib.sha256(data).hexdigest()}.wav").write_bytes(data)
+
     async def _fingerprints(self, messages: list[chat.Message]) -> dict[int, list[str]]:
         """Audio fingerprints per message index (only messages with audio)."""
         result: dict[int, list[str]] = {}
@@ -350,7 +358,9 @@ class TestServerApp:
                 for j, data in enumerate(msg.audio):
                     where = f"messages.[{i}].content"
                     try:
-                        fps.append((await _decode_audio(_b64decode(data, where)))[0])
+                        raw = _b64decode(data, where)
+                        self._keep_audio(raw)
+                        fps.append((await _decode_audio(raw))[0])
                     except AudioDecodeError as exc:
                         raise BadRequest(f"messages[{i}] audio {j}: {exc}", where) from exc
                 result[i] = fps
@@ -462,6 +472,8 @@ class TestServerApp:
         prompt = prompt if isinstance(prompt, str) else ""
         fingerprint: str | None = None
         duration = 0.0
+        if self.received_audio is not None:
+            self._keep_audio(audio)
         if self.need_audio or response_format in transcription.NEEDS_DURATION:
             try:
                 fingerprint, duration = await _decode_audio(audio)

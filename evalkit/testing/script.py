@@ -40,6 +40,8 @@ A script, every key optional::
                                # deflate_bomb, br_unasked, redirect_307, redirect_307_empty,
                                # redirect_away, switching_protocols
     request_log: null          # JSONL path; one line per received/fault/completed event
+    received_audio: null       # a folder: every audio file received (chat part or upload) is written there
+                               # as <sha256 of its bytes>.wav, so a test can measure what arrived
     log_bodies: false          # true: a completed chat event also keeps the request body as sent (media
                                # data written "<audio>"/"<image>"), for comparing a request's exact shape
     redirect_to: null          # the Location of the redirect_away fault (another origin); default
@@ -126,6 +128,7 @@ class ScriptSpec:
     token_logprobs: dict[str, float] = field(default_factory=dict)
     faults: FaultSpec | None = None
     request_log: Path | None = None
+    received_audio: Path | None = None
     log_bodies: bool = False
     redirect_to: str | None = None
 
@@ -345,6 +348,7 @@ class _Checker:
             token_logprobs=token_logprobs,
             faults=self.faults(data.get("faults"), "faults"),
             request_log=Path(request_log) if request_log is not None else None,
+            received_audio=Path(str(data["received_audio"])) if data.get("received_audio") is not None else None,
             log_bodies=self.boolean(data.get("log_bodies", False), "log_bodies"),
             redirect_to=self.text(data.get("redirect_to"), "redirect_to"),
         )
@@ -521,7 +525,7 @@ def read_script_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"test-server script {path}: expected a mapping at the top level")
-    for key in ("answer_file", "request_log"):
+    for key in ("answer_file", "request_log", "received_audio"):
         value = data.get(key)
         if isinstance(value, str) and value and not Path(value).is_absolute():
             data[key] = str((path.parent / value).resolve())

@@ -21,7 +21,7 @@ from evalkit.util.atomic import write_text_atomic
 from evalkit.view import pages
 from evalkit.view.index import opened, read_lines
 from evalkit.view.links import ExportLinks, compare_file
-from evalkit.view.media import MediaMissing
+from evalkit.view.media import CLEAN, MediaMissing
 from evalkit.view.queries import Sources, sample_row
 from evalkit.view.runs import Pair, RunInfo, run_pairs
 from evalkit.view.static import CSS, JS
@@ -161,6 +161,8 @@ def _write_media(viewer: Viewer, sample: dict[str, Any], out: Path, links: Expor
             names = [str(part["index"])]
             if part["kind"] == "audio" and part["chunks"]:
                 names = [f"{part['index']}-{i}" for i in range(len(part["chunks"]))]
+            if part["kind"] == "audio" and isinstance(part["ref"].get("corruption"), dict):
+                names.append(f"{part['index']}{CLEAN}")  # the clean source, played beside the corrupted clip
             ext = "wav" if part["kind"] == "audio" else str(part["ref"].get("format") or "img").lower()
             for name in names:
                 target = out / links.media_file(sample["run_id"], sample["dataset"], conv["key"], name, ext)

@@ -258,12 +258,23 @@ def _bounds(part: MediaPart, chunk: int | None) -> tuple[float, float | None]:
     return start, float(end) if isinstance(end, (int, float)) and end > start else None
 
 
-def audio_wav(part: MediaPart, chunk: int | None = None) -> bytes:
-    """The clip that was sent, as 16-bit PCM WAV at the file's own rate (blocking: run it in a thread)."""
+#: the suffix of a media part name that asks for a corrupted clip's clean source ("2-clean")
+CLEAN = "-clean"
+
+
+def audio_wav(part: MediaPart, chunk: int | None = None, clean: bool = False) -> bytes:
+    """The clip that was sent, as 16-bit PCM WAV at the file's own rate (blocking: run it in a thread).
+
+    A robustness variant's clip is the corrupted one it sent, made again from its source (and checked against
+    the sha256 sent); ``clean`` is its source instead, whole, to play beside it.
+    """
     import numpy as np
     import soundfile as sf
 
-    start, end = _bounds(part, chunk)
+    corruption = part.ref.get("corruption")
+    if isinstance(corruption, dict) and not clean:
+        return _corrupted_clip(part, corruption, *_bounds(part, chunk))
+    start, end = (0.0, None) if clean else _bounds(part, chunk)
     source = _source(part.ref, part.dataset, part.roots)
     if end is not None:
         end = min(end, start + MAX_SECONDS)
@@ -281,6 +292,28 @@ def audio_wav(part: MediaPart, chunk: int | None = None) -> bytes:
     out = io.BytesIO()
     sf.write(out, np.asarray(data, dtype=np.float32), rate, format="WAV", subtype="PCM_16")
     return out.getvalue()
+
+
+def _corrupted_clip(part: MediaPart, corruption: dict[str, Any], start: float, end: float | None) -> bytes:
+    """The corrupted clip as sent (16 kHz), cut to the bounds sent: made again from its source and babble's clips."""
+    from evalkit.data.audio.corrupted import remake_audio
+    from evalkit.data.audio.pcm import SAMPLE_RATE, wav_from_pcm16
+    from evalkit.data.sample import Audio
+
+    def audio(ref: dict[str, Any]) -> Audio:
+        found = _source(ref, part.dataset, part.roots)
+        return Audio(path=found) if isinstance(found, str) else Audio(data=found)
+
+    talkers = corruption.get("talkers") or []
+    try:
+        whole = remake_audio(audio(part.ref), corruption, [audio(t) for t in talkers if isinstance(t, dict)])
+    except OSError as error:
+        raise MediaMissing(f"unreadable: {error.strerror}") from None
+    except (ValueError, KeyError, TypeError, RuntimeError) as error:
+        raise MediaMissing(f"the corrupted clip cannot be made again: {error}") from None
+    last = end if end is not None else start + MAX_SECONDS
+    pcm = whole[44:]  # remake_audio's WAV: a 44-byte header, then 16-bit mono PCM
+    return wav_from_pcm16(pcm[2 * round(start * SAMPLE_RATE) : 2 * round(min(last, start + MAX_SECONDS) * SAMPLE_RATE)])
 
 
 def _decoded(source: str | bytes, start: float, end: float | None) -> tuple[Any, int]:

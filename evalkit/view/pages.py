@@ -18,6 +18,7 @@ from typing import Any
 
 from evalkit.report.tables import fmt
 from evalkit.view.links import Links
+from evalkit.view.media import CLEAN
 from evalkit.view.queries import SORTS
 
 SORT_LABELS = {"row": "dataset order", "score": "score ↑", "-score": "score ↓", "id": "sample id"}
@@ -333,6 +334,15 @@ def media_block(part: dict[str, Any], conv: dict[str, Any], data: dict[str, Any]
         f'<span class="note">{e(label)}: {seconds(start)}–{seconds(end)} s</span></div>'
         for name, start, end, label in clips
     )
+    corruption = ref.get("corruption")
+    if isinstance(corruption, dict):  # a robustness variant: the clean clip beside the corrupted one it sent
+        players = (
+            f'<div class="clip"><audio controls preload="metadata" '
+            f'src="{e(links.media(rid, ds, key, str(part["index"]) + CLEAN, "wav"))}"></audio>'
+            f'<span class="note">clean source</span></div>'
+            + players.replace("as sent<", f"{e(corruption.get('name'))} level {e(corruption.get('severity'))}<")
+        )
+        return f'<div class="media audio corrupted"><b>audio</b> {where}<div class="side">{players}</div></div>'
     return f'<div class="media audio"><b>audio</b> {where}{players}</div>'
 
 

@@ -44,6 +44,7 @@ section.conversation { border: 1px solid #e6e6e6; border-radius: 6px; padding: 6
 .media { margin: 4px 0; } .media.missing { color: #9b1c1c; }
 .media img { max-width: 480px; max-height: 360px; border: 1px solid #ddd; display: block; }
 .clip { display: flex; align-items: center; gap: 10px; margin: 4px 0; }
+.side { display: flex; flex-wrap: wrap; gap: 16px; }
 dl { margin: 0; display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; font-size: 12px; }
 dt { color: #555; } dd { margin: 0; } ol { margin: 0; padding-left: 18px; }
 .judge { border-left: 3px solid #6366f1; padding-left: 8px; margin-top: 6px; }

@@ -330,6 +330,8 @@ class Viewer:
     def media_part(self, run_id: str, dataset: str, key: str, part: str) -> tuple[bytes, str]:
         """(bytes, media type) of one part; NotFound for a name the run never sent, MediaMissing when not here."""
         run = self._run(run_id)
+        clean = part.endswith(media.CLEAN)  # a corrupted clip's clean source, played beside it
+        part = part.removesuffix(media.CLEAN)
         try:
             number, chunk = media.parse_part(part)
         except ValueError:
@@ -339,7 +341,7 @@ class Viewer:
             raise NotFound(f"sent entry {key} has no media part {number}")
         found = parts[number]
         if found.kind == "audio":
-            return media.audio_wav(found, chunk), "audio/wav"
+            return media.audio_wav(found, chunk, clean), "audio/wav"
         if chunk is not None:
             raise NotFound(f"part {number} is an image; it has no chunks")
         return media.image_file(found)

@@ -9,10 +9,13 @@ A pair's options are its metric's, except these, which say how the dataset is as
   ``CircularMultipleChoicePreprocessor`` does; score it with ``mmbench_circular_accuracy``.
 - ``corruptions: [gaussian_noise, jpeg, typos, ...]``: besides the clean pair, one *variant* per corruption,
   a dataset named ``<dataset>@<corruption>`` whose images or texts are corrupted (see
-  :mod:`evalkit.data.image.corrupt` and :mod:`evalkit.prompts.corrupt_text`). ``corruption_severity`` (1-5,
-  default 3) and ``corruption_seed`` (default 0) apply to all of them. Each variant runs as a pair of its own
-  (records, results), and its result row says the clean score and the change. ChEF's ``img_crp: true`` and
-  ``text_crp: true`` add every image or every text corruption.
+  :mod:`evalkit.data.image.corrupt`, :mod:`evalkit.data.audio.corrupt` and :mod:`evalkit.prompts.corrupt_text`).
+  ``corruption_severity`` (1-5, default 3) and ``corruption_seed`` (default 0) apply to all of them. Each variant
+  runs as a pair of its own (records, results), and its result row says the clean score and the change. ChEF's
+  ``img_crp: true`` and ``text_crp: true`` add every image or every text corruption, ``audio_crp: true`` every
+  audio one.
+- ``corruption_severity: [1, 3, 5]``: a sweep; one variant per corruption and level, named
+  ``<dataset>@<corruption>-<level>``, so the report draws the score against the level.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
+from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS
 from evalkit.data.image.corrupt import DEFAULT_SEVERITY, IMAGE_CORRUPTIONS
 from evalkit.errors import ConfigError
 from evalkit.prompts.corrupt_text import TEXT_CORRUPTIONS, canonical_corruption, known_corruptions
@@ -35,6 +39,7 @@ RECIPE_OPTIONS = (
     "corruption_seed",
     "img_crp",
     "text_crp",
+    "audio_crp",
 )
 
 
@@ -47,6 +52,8 @@ class Recipe:
     circular: bool = False
     severity: int = DEFAULT_SEVERITY
     seed: int = 0
+    #: a sweep's levels (``corruption_severity`` given as a list); empty: the one ``severity``, unnamed
+    sweep: tuple[int, ...] = ()
 
 
 def _whole(value: Any, key: str, where: str, low: int, high: int | None = None) -> int:
@@ -67,7 +74,8 @@ def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], R
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
         raise ConfigError(f"{where}: option 'corruptions': expected a list of corruption names, got {raw!r}")
-    for key, group in (("img_crp", IMAGE_CORRUPTIONS), ("text_crp", TEXT_CORRUPTIONS)):  # ChEF's switches: all
+    switches = (("img_crp", IMAGE_CORRUPTIONS), ("text_crp", TEXT_CORRUPTIONS), ("audio_crp", AUDIO_CORRUPTIONS))
+    for key, group in switches:  # ChEF's switches (and evalkit's audio one): all of a kind
         flag = options.get(key, False)
         if not isinstance(flag, bool):
             raise ConfigError(f"{where}: option {key!r}: expected true or false, got {flag!r}")
@@ -82,13 +90,21 @@ def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], R
             )
         if canonical not in names:
             names.append(canonical)
-    severity = _whole(options.get("corruption_severity", DEFAULT_SEVERITY), "corruption_severity", where, 1, 5)
+    levels = options.get("corruption_severity", DEFAULT_SEVERITY)
+    sweep: tuple[int, ...] = ()
+    if isinstance(levels, list):
+        if not levels:
+            raise ConfigError(f"{where}: option 'corruption_severity': expected levels 1-5, got an empty list")
+        sweep = tuple(dict.fromkeys(_whole(v, "corruption_severity", where, 1, 5) for v in levels))
+        severity = sweep[0]
+    else:
+        severity = _whole(levels, "corruption_severity", where, 1, 5)
     seed = _whole(options.get("corruption_seed", 0), "corruption_seed", where, 0)
     circular = options.get("circular", False)
     if not isinstance(circular, bool):
         raise ConfigError(f"{where}: option 'circular': expected true or false, got {circular!r}")
     return metric_options, Recipe(
-        chain_of_thought=cot, corruptions=tuple(names), circular=circular, severity=severity, seed=seed
+        chain_of_thought=cot, corruptions=tuple(names), circular=circular, severity=severity, seed=seed, sweep=sweep
     )
 
 
@@ -122,8 +138,14 @@ def recipe_datasets(spec: DatasetSpec, recipe: Recipe, where: str) -> list[Datas
             raise ConfigError(
                 f"{where}: corruption {name!r} changes images, and dataset {spec.name!r} has no image_column"
             )
-        corruption = {"name": name, "severity": recipe.severity, "seed": recipe.seed, "clean": spec.name}
-        out.append(clean.model_copy(update={"name": f"{spec.name}@{name}", "corruption": corruption}))
+        if name in AUDIO_CORRUPTIONS and not (spec.audio_column or spec.turns_column):
+            raise ConfigError(
+                f"{where}: corruption {name!r} changes audio, and dataset {spec.name!r} has no audio_column"
+            )
+        for level in recipe.sweep or (recipe.severity,):
+            corruption = {"name": name, "severity": level, "seed": recipe.seed, "clean": spec.name}
+            variant = f"{spec.name}@{name}-{level}" if recipe.sweep else f"{spec.name}@{name}"
+            out.append(clean.model_copy(update={"name": variant, "corruption": corruption}))
     return out
 
 
