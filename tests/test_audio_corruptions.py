@@ -290,6 +290,17 @@ def test_a_sweep_runs_a_pair_per_level_and_the_server_receives_the_tables_snr(tm
             if corruption == "babble":
                 talkers = note["talkers"]
                 assert len(talkers) == 4 and record["sample_id"] not in {t["sample_id"] for t in talkers}
+    # the report and the viewer draw the score against the level, with each level's paired test
+    from evalkit.view.links import Links
+    from evalkit.view.pages import run_page
+    from evalkit.view.viewer import Viewer
+
+    report = (outcome.run_dir / "report.html").read_text()
+    page = run_page(Viewer([outcome.run_dir.parent]).run(outcome.run_dir.name), Links())
+    for html in (report, page):
+        assert "<h2>Robustness</h2>" in html
+        assert html.count('<circle class="point"') == 2 * 4  # two corruptions, clean + three levels, one model
+        assert "m, level 5: 1; paired test p = " in html and "espeak_en_asr × word_error_rate: babble" in html
 
 
 def test_every_corruption_reaches_chat_and_transcription_and_chunks_and_is_remade(tmp_path: Path, make_server) -> None:
@@ -335,6 +346,21 @@ def test_every_corruption_reaches_chat_and_transcription_and_chunks_and_is_remad
             assert _wav_pcm(shown) == _wav_pcm(whole)[: len(_wav_pcm(shown))]
             clean = audio_wav(part, clean=True)
             assert _wav_pcm(clean) == _wav_pcm(sources[record["sample_id"]])
+    # the sample page plays the clean clip beside the corrupted one, both through the viewer's media parts
+    from evalkit.view.links import Links
+    from evalkit.view.pages import sample_page
+    from evalkit.view.viewer import Viewer
+
+    viewer = Viewer([outcome.run_dir.parent], [PARQUET.parent])
+    rid, dataset = outcome.run_dir.name, "espeak_en_asr@reverb-2"
+    sample_id = _records(outcome.run_dir, dataset)[0]["sample_id"]
+    data = viewer.sample(rid, dataset, "word_error_rate", sample_id)
+    page = sample_page(data, Links())
+    assert page.count("clean source") == 2 and "reverb level 2" in page  # chat and transcription
+    key = data["conversations"][0]["key"]
+    heard, _ = viewer.media_part(rid, dataset, key, "0")
+    source, _ = viewer.media_part(rid, dataset, key, "0-clean")
+    assert heard != source and _wav_pcm(source) == _wav_pcm(sources[sample_id])
 
 
 def test_shards_and_a_resume_send_the_same_corrupted_audio(tmp_path: Path, make_server) -> None:

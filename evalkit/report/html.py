@@ -21,6 +21,7 @@ from typing import Any
 
 from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
+from evalkit.report.robustness import robustness_section
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, reported
@@ -468,6 +469,7 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
     body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
+    body += robustness_section(row.as_dict() for row in rows if row.kind == "dataset")
     if records_dir is not None and not records_dir.is_dir():
         body += latency_section(records_dir, meta) + failure_section(rows)
         body += f"<h2>Samples</h2><p class='note'>No records folder at <code>{escape(str(records_dir))}</code>.</p>"

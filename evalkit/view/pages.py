@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from html import escape
 from typing import Any
 
+from evalkit.report.robustness import robustness_section
 from evalkit.report.tables import fmt
 from evalkit.view.links import Links
 from evalkit.view.media import CLEAN
@@ -166,6 +167,7 @@ def run_page(run: dict[str, Any], links: Links) -> str:
         body += "<h2>Results</h2>" + _table(
             [*columns, "evalkit entry / metric, scale"] if peer else columns, rows, "results"
         )
+    body += robustness_section(x for x in run["results"] if x["kind"] == "dataset")
     aggregates = [x for x in run["results"] if x["kind"] == "aggregate"]
     if aggregates:
         body += "<h2>Aggregates</h2>" + _table(
@@ -322,7 +324,9 @@ def media_block(part: dict[str, Any], conv: dict[str, Any], data: dict[str, Any]
             f'<figure class="media image"><img src="{e(src)}" alt="image {e(part["index"])} of the prompt">'
             f"<figcaption>{where} {size}</figcaption></figure>"
         )
-    clips = [(str(part["index"]), ref.get("start"), ref.get("end"), "as sent")]
+    corruption = ref.get("corruption")
+    sent = f"{corruption.get('name')} level {corruption.get('severity')}" if isinstance(corruption, dict) else "as sent"
+    clips = [(str(part["index"]), ref.get("start"), ref.get("end"), sent)]
     if part["chunks"]:
         clips = [
             (f"{part['index']}-{i}", s, t, f"chunk {i + 1} of {len(part['chunks'])}")
@@ -334,13 +338,11 @@ def media_block(part: dict[str, Any], conv: dict[str, Any], data: dict[str, Any]
         f'<span class="note">{e(label)}: {seconds(start)}–{seconds(end)} s</span></div>'
         for name, start, end, label in clips
     )
-    corruption = ref.get("corruption")
     if isinstance(corruption, dict):  # a robustness variant: the clean clip beside the corrupted one it sent
         players = (
             f'<div class="clip"><audio controls preload="metadata" '
             f'src="{e(links.media(rid, ds, key, str(part["index"]) + CLEAN, "wav"))}"></audio>'
-            f'<span class="note">clean source</span></div>'
-            + players.replace("as sent<", f"{e(corruption.get('name'))} level {e(corruption.get('severity'))}<")
+            f'<span class="note">clean source</span></div>' + players
         )
         return f'<div class="media audio corrupted"><b>audio</b> {where}<div class="side">{players}</div></div>'
     return f'<div class="media audio"><b>audio</b> {where}{players}</div>'

@@ -148,6 +148,7 @@ class Viewer:
                     "unreliable": r.unreliable,
                     "error": r.error,
                     "failure_reasons": r.failure_reasons,
+                    "robustness": r.details.get("robustness"),  # a robustness variant: its level and paired test
                     "has_records": any(p.dataset == r.dataset and p.metric == r.metric for p in have),
                 }
                 for r in rows
