@@ -9,7 +9,8 @@
 
 Sections: a (overhead and start-up), profile (py-spy of a), b (latency-bound,
 with loop lag), c (replica scaling), d (memory, with loop lag), f (audio
-requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), g (shards:
+requests: 10 s clips, 32 in flight, vs a raw loop of the same bodies), fc (audio
+corruptions: client CPU per request with and without them), g (shards:
 (f)'s work as 2 `--shard` processes vs 1), s (soak: a
 fault mix, SIGTERM and a resume; EVALKIT_SOAK_SAMPLES sets its size), i
 (5,000 local images against the same run with text only), v (`evalkit view` on a
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
+    audio_corruptions,
     audio_requests,
     images,
     latency,
@@ -54,6 +56,7 @@ SECTIONS = {
     "c": ("replicas", replicas.run),
     "d": ("memory", memory.run),
     "f": ("audio_requests", audio_requests.run),
+    "fc": ("audio_corruptions", audio_corruptions.run),
     "g": ("shards", shards.run),
     "s": ("soak", soak.run),
     "i": ("images", images.run),

@@ -47,7 +47,7 @@ A script, every key optional::
     redirect_to: null          # the Location of the redirect_away fault (another origin); default
                                # http://127.0.0.1:9/... (nothing listens there)
 
-Relative ``answer_file``/``request_log`` paths in a script file resolve
+Relative ``answer_file``/``request_log``/``received_audio`` paths in a script file resolve
 against the file's folder.
 
 Validation is hand-written rather than pydantic: the schema is small, and
