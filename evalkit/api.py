@@ -186,8 +186,11 @@ def registries() -> Registries:
     return Registries(metrics=METRICS, processors=PROCESSORS)
 
 
-def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
-    """Config source + overrides -> (plan, run options); unknown override names are errors."""
+def prepare(config: Any, overrides: dict[str, Any], label: str | None = None) -> tuple[Plan, dict[str, Any]]:
+    """Config source + overrides -> (plan, run options); unknown override names are errors.
+
+    ``label`` names a dict source in messages and results.json (see :func:`evalkit.config.resolve`).
+    """
     from evalkit.config import Config, Overrides, resolve
     from evalkit.plan import build_plan
 
@@ -198,7 +201,7 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
         known = [*SELECTION_OVERRIDES, *RUN_OVERRIDES, *Config.model_fields]
         name = next(iter(overrides))
         raise TypeError(f"evaluate() got an unexpected override {name!r}{did_you_mean(name, known)}")
-    cfg, source = resolve(config, Overrides(**selection, fields=config_fields), registries=registries())
+    cfg, source = resolve(config, Overrides(**selection, fields=config_fields), registries=registries(), label=label)
     from evalkit.clients.providers import check_models
 
     # a provider whose API is not OpenAI's would fail every request: said now, before the first

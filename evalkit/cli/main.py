@@ -29,6 +29,9 @@ from evalkit.errors import RunInterrupted, UserError
 
 T = TypeVar("T")
 
+#: what messages and results.json name as the source of a config made from `evalkit run`'s flags
+COMMAND_LINE = "command line"
+
 
 # ---------------------------------------------------------------- run
 
@@ -107,7 +110,7 @@ def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], over
         args.api_key_env,
     )
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric")}
-    plan, _ = prepare(data, rest)
+    plan, _ = prepare(data, rest, label=COMMAND_LINE)
     return plan
 
 
@@ -140,7 +143,7 @@ def _named_model_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> An
     if not args.quiet:
         print(f"evalkit: model {said}", file=sys.stderr)
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric", "model")}
-    plan, _ = prepare(data, rest)
+    plan, _ = prepare(data, rest, label=COMMAND_LINE)
     return plan
 
 
