@@ -227,11 +227,14 @@ async def evaluate_async(config: Any, **overrides: Any) -> Results:
     """Run an evaluation on the current event loop; see :func:`evaluate`."""
     from evalkit.report.progress import Progress, expected_totals
     from evalkit.run.runner import execute
+    from evalkit.run.shard import Shard
 
     plan, run = prepare(config, dict(overrides))
     progress = None
     if run.get("progress") is None:
-        progress = Progress(quiet=bool(run.get("quiet")), totals=expected_totals(plan))
+        shard = run.get("shard")
+        shards = (Shard.parse(shard) if isinstance(shard, str) else shard).count if shard is not None else 1
+        progress = Progress(quiet=bool(run.get("quiet")), totals=expected_totals(plan, shards), estimated=shards > 1)
     try:
         outcome = await execute(plan, run_options(run, progress))
     finally:

@@ -179,9 +179,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalkit.run.runner import execute
 
     require_hub_or_stored(spec.dataset for spec in plan.engines)  # said before a progress line (execute checks too)
-    # a shard's share of a pair is known only once its ids are read: its lines count without a total
-    totals = expected_totals(plan) if not (args.quiet or shard) else {}
-    progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
+    # a shard's share of a pair is known only once its ids are read: its lines show the expected share, ~total/N
+    shards = shard.count if shard is not None else 1
+    totals = expected_totals(plan, shards) if not args.quiet else {}
+    progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals, estimated=shards > 1)
     options = run_options(
         {
             "no_cache": args.no_cache,

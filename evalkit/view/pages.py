@@ -90,6 +90,8 @@ def runs_page(runs: list[dict[str, Any]], links: Links) -> str:
         status = f'<span class="status {e(r["status"])}">{e(r["status"])}</span>'
         if r["in_progress"]:
             status += ' <span class="note">in progress</span>'
+        if r.get("shard"):
+            status += f' <span class="note">shard {e(r["shard"])}</span>'
         rows.append(
             f'<tr><td><a href="{e(links.run(r["run_id"]))}">{e(r["run_id"])}</a></td><td>{status}</td>'
             f"<td>{e(r['started'])}</td><td>{e(', '.join(r['models']))}</td><td>{e(', '.join(r['datasets']))}</td>"
