@@ -193,11 +193,13 @@ def _check_pair_names(config: Config, catalog: Catalog, source: str) -> None:
     seen: set[tuple[str, str]] = set()
     searched = catalog.where_searched()
     unknown_dataset = False
+    caught: list[RunspecError] = []
     for where, name, metric in named:
         if name:
             try:
                 catalog.resolve(name, where)
             except RunspecError as error:
+                caught.append(error)
                 text = str(error)
                 unknown_dataset |= text.endswith(searched)
                 problems.append(text.removesuffix(f" {searched}").removesuffix("."))
@@ -205,6 +207,8 @@ def _check_pair_names(config: Config, catalog: Catalog, source: str) -> None:
             seen.add((where, metric))
             unknown_metric = True
             problems.append(f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}")
+    if len(problems) == 1 and caught:
+        raise caught[0]  # one runspec problem alone: its own error, as the catalogue words it
     if unknown_dataset:
         problems.append(f"{source}: {searched}")
     if unknown_metric:
