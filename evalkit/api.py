@@ -186,8 +186,11 @@ def registries() -> Registries:
     return Registries(metrics=METRICS, processors=PROCESSORS)
 
 
-def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any]]:
-    """Config source + overrides -> (plan, run options); unknown override names are errors."""
+def prepare(config: Any, overrides: dict[str, Any], label: str | None = None) -> tuple[Plan, dict[str, Any]]:
+    """Config source + overrides -> (plan, run options); unknown override names are errors.
+
+    ``label`` names a dict source in messages and results.json (see :func:`evalkit.config.resolve`).
+    """
     from evalkit.config import Config, Overrides, resolve
     from evalkit.plan import build_plan
 
@@ -198,7 +201,7 @@ def prepare(config: Any, overrides: dict[str, Any]) -> tuple[Plan, dict[str, Any
         known = [*SELECTION_OVERRIDES, *RUN_OVERRIDES, *Config.model_fields]
         name = next(iter(overrides))
         raise TypeError(f"evaluate() got an unexpected override {name!r}{did_you_mean(name, known)}")
-    cfg, source = resolve(config, Overrides(**selection, fields=config_fields), registries=registries())
+    cfg, source = resolve(config, Overrides(**selection, fields=config_fields), registries=registries(), label=label)
     from evalkit.clients.providers import check_models
 
     # a provider whose API is not OpenAI's would fail every request: said now, before the first
@@ -224,11 +227,14 @@ async def evaluate_async(config: Any, **overrides: Any) -> Results:
     """Run an evaluation on the current event loop; see :func:`evaluate`."""
     from evalkit.report.progress import Progress, expected_totals
     from evalkit.run.runner import execute
+    from evalkit.run.shard import Shard
 
     plan, run = prepare(config, dict(overrides))
     progress = None
     if run.get("progress") is None:
-        progress = Progress(quiet=bool(run.get("quiet")), totals=expected_totals(plan))
+        shard = run.get("shard")
+        shards = (Shard.parse(shard) if isinstance(shard, str) else shard).count if shard is not None else 1
+        progress = Progress(quiet=bool(run.get("quiet")), totals=expected_totals(plan, shards), estimated=shards > 1)
     try:
         outcome = await execute(plan, run_options(run, progress))
     finally:

@@ -110,7 +110,8 @@ def human_bytes(n: int) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' (did you mean "x"?)' when a close match exists, else ''."""
-    matches = difflib.get_close_matches(str(word), list(choices), n=n, cutoff=0.6)
+    # a name may be offered twice (a dataset that is also another tool's name): each is suggested once
+    matches = difflib.get_close_matches(str(word), list(dict.fromkeys(choices)), n=n, cutoff=0.6)
     if not matches:
         return ""
     quoted = ", ".join(f'"{m}"' for m in matches)

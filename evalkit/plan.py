@@ -22,7 +22,7 @@ from evalkit.config.foreign.reporting import ReportedAs, reported_as
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
 from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
-from evalkit.errors import ConfigError, UserError, did_you_mean
+from evalkit.errors import ConfigError, RunspecError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
 from evalkit.processing.postprocessors import POSTPROCESSORS
@@ -171,6 +171,50 @@ def _check_names(config: Config, catalog: Catalog, source: str) -> None:
                     f"{source}: {section}[{i}].model: {rule.model!r} is not a configured "
                     f"model{did_you_mean(rule.model, names)}"
                 )
+
+
+def _check_pair_names(config: Config, catalog: Catalog, source: str) -> None:
+    """Every unknown dataset or metric name of the pairs and aggregates in one message, before any other check.
+
+    A config with three misspelt names is fixed in one round, as validation promises for every problem it finds.
+    """
+    problems: list[str] = []
+    unknown_metric = False
+    labels = config.pair_labels
+    named: list[tuple[str, str, str]] = []
+    for i, (name, metric, _) in enumerate(config.pairs):
+        label = labels[i] if labels is not None and i < len(labels) else None
+        metric = auharness_metric_for_pair(catalog, name, metric_for_pair(catalog, name, metric))
+        named.append((label or f"{source}: dataset_metric[{i}]", name, metric))
+    for i, entry in enumerate(config.aggregate):
+        metric, datasets, _ = aggregate_entry(entry)
+        metric = auharness_metric_for_pair(catalog, "", metric) if ":" in metric else metric
+        named += [(f"{source}: aggregate[{i}]", name, metric) for name in datasets or [""]]
+    seen: set[tuple[str, str]] = set()
+    searched = catalog.where_searched()
+    unknown_dataset = False
+    caught: list[RunspecError] = []
+    for where, name, metric in named:
+        if name:
+            try:
+                catalog.resolve(name, where)
+            except RunspecError as error:
+                caught.append(error)
+                text = str(error)
+                unknown_dataset |= text.endswith(searched)
+                problems.append(text.removesuffix(f" {searched}").removesuffix("."))
+        if metric not in METRICS and (where, metric) not in seen:
+            seen.add((where, metric))
+            unknown_metric = True
+            problems.append(f"{where}: unknown metric {metric!r}{did_you_mean(metric, METRICS.names())}")
+    if len(problems) == 1 and caught:
+        raise caught[0]  # one runspec problem alone: its own error, as the catalogue words it
+    if unknown_dataset:
+        problems.append(f"{source}: {searched}")
+    if unknown_metric:
+        problems.append(f"{source}: known metrics: {', '.join(METRICS.names(include_aliases=False))}")
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def declared_fit(metric: str, spec: DatasetSpec) -> bool:
@@ -410,6 +454,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
     catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
     models = _group_models(config)
     _check_names(config, catalog, source)
+    _check_pair_names(config, catalog, source)
     if config.dataset_paths:
         config = config.model_copy(update={"dataset_paths": private_paths(config, catalog, source)})
     _warn_ignored_api_versions(config, source)

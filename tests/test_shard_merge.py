@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -338,8 +339,10 @@ def test_merge_refuses_a_shard_whose_records_lost_a_line(runs: dict[str, Any], t
     manifest = json.loads((copy / "run.json").read_text())
     del manifest["checksums"]
     (copy / "run.json").write_text(json.dumps(manifest))
-    with pytest.raises(UserError, match=r"shard_qa__exact_match.jsonl: no record of sample 'q\d+' \(row \d+\)"):
+    with pytest.raises(UserError, match=r"shard_qa__exact_match.jsonl: no record of sample 'q\d+' \(row \d+\)") as lost:
         merge([*shards, str(copy)], tmp_path / "out", trust_unverified=True)
+    number, row = map(int, re.search(r"'q(\d+)' \(row (\d+)\)", str(lost.value)).groups())  # type: ignore[union-attr]
+    assert row == number + 1  # sample q<i> is the file's row i + 1: rows are counted from 1, as everywhere
     assert not (tmp_path / "out").exists()  # a merge that did not complete leaves nothing
 
 

@@ -297,6 +297,8 @@ def test_the_export_works_from_file_urls(real_run: Path, browser: Any, shots: Pa
     _wait(browser, "table.results")
     browser.find_element(By.CSS_SELECTOR, 'a[href*="tones__word_error_rate"][href*="model=alpha"]').click()
     WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "table.samples tbody tr")) == 3)
+    rows = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "table.samples tbody td:nth-child(3)")]
+    assert sorted(rows) == ["1", "2", "3"], rows  # counted from 1, as the server's pages and evalkit's messages
     form = browser.find_element(By.ID, "filters")
     Select(form.find_element(By.NAME, "model")).select_by_value("")
     form.find_element(By.NAME, "q").send_keys("cat")

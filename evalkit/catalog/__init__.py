@@ -101,13 +101,16 @@ class Catalog:
         if spelled is not None:
             return self.resolve(spelled, where)
         prefix = f"{where}: " if where else ""
-        searched = ", ".join(str(root) + ("" if root.is_dir() else " (absent)") for root in self.roots)
         foreign = [n for names in self.foreign.values() for n in (*names.datasets, *names.groups)]
         raise RunspecError(
             f"{prefix}{name!r} is not a dataset, task or category"
-            f"{did_you_mean(name, [*self.all_names(), *foreign])}. "
-            f"Runspec folders searched: {searched}. Run `evalkit list datasets` to see the catalogue."
+            f"{did_you_mean(name, [*self.all_names(), *foreign])}. {self.where_searched()}"
         )
+
+    def where_searched(self) -> str:
+        """The sentence ending an unknown name's message; a message naming several unknown names says it once."""
+        searched = ", ".join(str(root) + ("" if root.is_dir() else " (absent)") for root in self.roots)
+        return f"Runspec folders searched: {searched}. Run `evalkit list datasets` to see the catalogue."
 
     def resolve_foreign(self, tool: str, name: str, where: str = "") -> list[DatasetSpec]:
         """Datasets another tool means by ``name``: one of its datasets, or all of one of its groups.

@@ -29,13 +29,14 @@ def _catalog(runspecs_dirs: Iterable[str] = ()) -> Any:
 
 
 def _language_set(language: str) -> set[str]:
+    """The languages a dataset's ``language`` answers to: itself, and each side of a pair (``fr-en``: fr-en, fr, en)."""
     from evalkit.languages import split_pair
 
     try:
         source, target = split_pair(language)
     except ValueError:
         return {language}
-    return {source} if target is None else {source, target}
+    return {source} if target is None else {language, source, target}
 
 
 def _wanted_language(language: str | None) -> str | None:

@@ -29,6 +29,9 @@ from evalkit.errors import RunInterrupted, UserError
 
 T = TypeVar("T")
 
+#: what messages and results.json name as the source of a config made from `evalkit run`'s flags
+COMMAND_LINE = "command line"
+
 
 # ---------------------------------------------------------------- run
 
@@ -107,7 +110,7 @@ def _endpoint_plan(args: argparse.Namespace, config: Any, flags: list[str], over
         args.api_key_env,
     )
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric")}
-    plan, _ = prepare(data, rest)
+    plan, _ = prepare(data, rest, label=COMMAND_LINE)
     return plan
 
 
@@ -140,7 +143,7 @@ def _named_model_plan(args: argparse.Namespace, overrides: dict[str, Any]) -> An
     if not args.quiet:
         print(f"evalkit: model {said}", file=sys.stderr)
     rest = {k: v for k, v in overrides.items() if k not in ("dataset", "metric", "model")}
-    plan, _ = prepare(data, rest)
+    plan, _ = prepare(data, rest, label=COMMAND_LINE)
     return plan
 
 
@@ -176,9 +179,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from evalkit.run.runner import execute
 
     require_hub_or_stored(spec.dataset for spec in plan.engines)  # said before a progress line (execute checks too)
-    # a shard's share of a pair is known only once its ids are read: its lines count without a total
-    totals = expected_totals(plan) if not (args.quiet or shard) else {}
-    progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals)
+    # a shard's share of a pair is known only once its ids are read: its lines show the expected share, ~total/N
+    shards = shard.count if shard is not None else 1
+    totals = expected_totals(plan, shards) if not args.quiet else {}
+    progress = make_progress(quiet=args.quiet, interval=args.progress_interval, totals=totals, estimated=shards > 1)
     options = run_options(
         {
             "no_cache": args.no_cache,

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import yarl
 
+from evalkit.clients.hints import missing_v1_hint
 from evalkit.clients.keepalive import KeepAlivePool, request_head
 from evalkit.clients.protocol import (
     WIRE_FORMATS,
@@ -162,6 +163,8 @@ class EndpointPool:
             raise
         except Exception as error:
             attempt = Attempt(failure=FailureReason.CLIENT_ERROR, error=f"{type(error).__name__}: {error}")
+        if attempt.status == 404 and attempt.error:
+            attempt.error += missing_v1_hint(self.protocol, self.name)
         if attempt.error and self._secrets:
             attempt.error = scrub(attempt.error, self._secrets)
         return attempt

@@ -22,13 +22,16 @@ def resolve(
     *,
     registries: Registries | None = None,
     env: Mapping[str, str] | None = None,
+    label: str | None = None,
 ) -> tuple[Config, str]:
     """The validated config of ``source`` with ``overrides`` applied, and the label naming its source in messages.
 
     ``registries`` (the metric and processor registries) are needed with ``overrides``, whose names are checked
-    against them; ``env`` replaces the environment ``${VAR}`` is read from.
+    against them; ``env`` replaces the environment ``${VAR}`` is read from. ``label`` names a dict or Config
+    source where messages and results.json say where the config came from (``command line`` for one built
+    from ``evalkit run``'s flags); a file is always named by its path.
     """
-    config, label = _read(source, env)
+    config, label = _read(source, env, label)
     if overrides is not None:
         if registries is None:
             raise TypeError("resolve: overrides are checked against the metric and processor registries; pass them")
@@ -36,11 +39,12 @@ def resolve(
     return config, label
 
 
-def _read(source: Any, env: Mapping[str, str] | None) -> tuple[Config, str]:
+def _read(source: Any, env: Mapping[str, str] | None, label: str | None) -> tuple[Config, str]:
     if isinstance(source, Config):
-        return source.model_copy(deep=True), "Config"
+        return source.model_copy(deep=True), label or "Config"
     if isinstance(source, dict):
-        return parse_config(source, "<dict>", env), "<dict>"
+        label = label or "config dict"
+        return parse_config(source, label, env), label
     if isinstance(source, (str, Path)):
         return load_config(source, env), str(source)
     raise TypeError(f"config must be a Config, a dict or a path, not {type(source).__name__}")

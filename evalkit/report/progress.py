@@ -11,7 +11,10 @@ one line per engine x model (plus an overall line) every ``interval``
 seconds and once more at the end.
 
 Totals are known only when cheap (row counts of local files, or
-``num_samples``); otherwise "?" is shown and no ETA is given.
+``num_samples``); otherwise "?" is shown and no ETA is given. A shard's
+(``--shard K/N``) share of a pair is known only once its ids are read, so its
+lines show the expected share, total / N, as ``~31`` (raised to what is done
+when a shard holds more) and an ETA from it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ Key = tuple[str, str]
 @dataclass
 class _Line:
     total: int | None = None
+    #: the total is an expectation (a shard's share), not a count: shown as ``~N``, never taken for the end
+    estimated: bool = False
     done: int = 0
     failed: int = 0
     first: float | None = None
@@ -59,13 +64,14 @@ class Progress:
         interval: float = 10.0,
         quiet: bool = False,
         totals: dict[Key, int | None] | None = None,
+        estimated: bool = False,
     ) -> None:
         self.stream = stream or sys.stderr
         self.interval = interval
         self.quiet = quiet
         self.lines: dict[Key, _Line] = {}
         for key, total in (totals or {}).items():
-            self.lines[key] = _Line(total=total)
+            self.lines[key] = _Line(total=total, estimated=estimated and total is not None)
         self.started = time.monotonic()
         self._last = self.started
         self._closed = False
@@ -93,9 +99,8 @@ class Progress:
 
     def rate(self, line: _Line) -> float:
         """Samples per second since the run started (engines start together, so this is comparable across lines)."""
-        elapsed = (
-            line.last if line.total is not None and line.done >= line.total and line.last else time.monotonic()
-        ) - self.started
+        finished = line.total is not None and not line.estimated and line.done >= line.total
+        elapsed = (line.last if finished and line.last else time.monotonic()) - self.started
         return line.done / elapsed if elapsed > 0 else 0.0
 
     def eta(self, line: _Line) -> float | None:
@@ -103,7 +108,7 @@ class Progress:
             return None
         remaining = max(line.total - line.done, 0)
         if remaining == 0:
-            return 0.0
+            return None if line.estimated else 0.0  # past an expected share: the end is not known
         rate = self.rate(line)
         return remaining / rate if rate > 0 else None
 
@@ -111,11 +116,22 @@ class Progress:
         lines = list(self.lines.values())
         totals = [line.total for line in lines]
         total = None if any(t is None for t in totals) or not lines else sum(t for t in totals if t is not None)
-        return _Line(total=total, done=sum(x.done for x in lines), failed=sum(x.failed for x in lines))
+        estimated = any(x.estimated for x in lines)
+        return _Line(
+            total=total, estimated=estimated, done=sum(x.done for x in lines), failed=sum(x.failed for x in lines)
+        )
+
+    @staticmethod
+    def shown_total(line: _Line) -> str:
+        """``?`` (unknown), the total, or ``~N`` for an expected share (never below what is done)."""
+        if line.total is None:
+            return "?"
+        return f"~{max(line.total, line.done)}" if line.estimated else str(line.total)
 
     def describe(self, line: _Line) -> str:
-        total = "?" if line.total is None else str(line.total)
-        text = f"{line.done}/{total} samples done, {line.failed} failed, {self.rate(line):.1f} samples/s"
+        text = (
+            f"{line.done}/{self.shown_total(line)} samples done, {line.failed} failed, {self.rate(line):.1f} samples/s"
+        )
         eta = self.eta(line)
         if eta is not None:
             text += f", ETA {_duration(eta)}"
@@ -173,9 +189,13 @@ class LiveProgress(Progress):
     """
 
     def __init__(
-        self, stream: TextIO | None = None, totals: dict[Key, int | None] | None = None, refresh_per_second: float = 4.0
+        self,
+        stream: TextIO | None = None,
+        totals: dict[Key, int | None] | None = None,
+        refresh_per_second: float = 4.0,
+        estimated: bool = False,
     ) -> None:
-        super().__init__(stream=stream, interval=float("inf"), quiet=False, totals=totals)
+        super().__init__(stream=stream, interval=float("inf"), quiet=False, totals=totals, estimated=estimated)
         from rich.console import Console
         from rich.live import Live
 
@@ -224,7 +244,7 @@ class LiveProgress(Progress):
             width=24,
             pulse=total is None and line.done > 0,
         )
-        done = f"{line.done}/{'?' if total is None else total}"
+        done = f"{line.done}/{self.shown_total(line)}"
         failed = f"[red]{line.failed}[/red]" if line.failed else "0"
         return [engine, model, bar, done, f"{self.rate(line):.1f}", failed, _duration(self.eta(line))]
 
@@ -248,14 +268,18 @@ def make_progress(
     totals: dict[Key, int | None] | None = None,
     stream: TextIO | None = None,
     live: bool | None = None,
+    estimated: bool = False,
 ) -> Progress:
-    """Live rich display when both stdout and the progress stream are terminals, plain lines otherwise."""
+    """Live rich display when both stdout and the progress stream are terminals, plain lines otherwise.
+
+    ``estimated``: the totals are expected shares (a shard's), shown as ``~N``.
+    """
     stream = stream or sys.stderr
     if live is None:
         live = not quiet and _isatty(sys.stdout) and _isatty(stream)
     if live:
-        return LiveProgress(stream=stream, totals=totals)
-    return Progress(stream=stream, interval=interval, quiet=quiet, totals=totals)
+        return LiveProgress(stream=stream, totals=totals, estimated=estimated)
+    return Progress(stream=stream, interval=interval, quiet=quiet, totals=totals, estimated=estimated)
 
 
 def _isatty(stream: Any) -> bool:
@@ -265,8 +289,12 @@ def _isatty(stream: Any) -> bool:
         return False
 
 
-def expected_totals(plan: Any) -> dict[Key, int | None]:
-    """(engine id, model) -> the samples each line will see, when cheap to know (else None)."""
+def expected_totals(plan: Any, shards: int = 1) -> dict[Key, int | None]:
+    """(engine id, model) -> the samples each line will see, when cheap to know (else None).
+
+    With ``shards`` > 1 (a run of one of them), each total is the expected share, total / shards rounded: the
+    hash of each sample id decides its shard, so shares differ by a few samples (see :mod:`evalkit.run.shard`).
+    """
     from evalkit.data.counts import known_sample_count
 
     totals: dict[Key, int | None] = {}
@@ -275,6 +303,8 @@ def expected_totals(plan: Any) -> dict[Key, int | None]:
             count = known_sample_count(spec.dataset, plan.config.filters)
         except Exception:
             count = None
+        if count is not None and shards > 1:
+            count = round(count / shards)
         for model in spec.models:
             totals[(spec.id, model)] = count
     return totals

@@ -55,6 +55,10 @@ def reported(rows: Iterable[ResultRow]) -> bool:
     return any(r.reported_as is not None for r in rows)
 
 
+#: after an aggregate's name in a table: an aggregate of one dataset would otherwise read as its pair's row again
+AGGREGATE_MARK = " (aggregate)"
+
+
 def table_rows(rows: list[ResultRow]) -> list[list[str]]:
     """The table's cells: a row a peer reports shows the peer's names and scale, its CI on the same scale."""
     out = []
@@ -64,7 +68,9 @@ def table_rows(rows: list[ResultRow]) -> list[list[str]]:
         known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (low, high))
         ci = f"[{fmt_shown(low, r)}, {fmt_shown(high, r)}]" if known else "-"
         flag = " !" if r.unreliable else ""
-        cells = [r.shown_dataset, r.shown_metric, r.model, fmt_shown(score, r) + flag, ci, str(r.n), str(r.n_failed)]
+        dataset = r.shown_dataset + AGGREGATE_MARK if r.kind == "aggregate" else r.shown_dataset
+        shown = "error" if r.error and score is None else fmt_shown(score, r)  # the reason is printed below
+        cells = [dataset, r.shown_metric, r.model, shown + flag, ci, str(r.n), str(r.n_failed)]
         if peer:
             cells.append(evalkit_name(r))
         out.append(cells)

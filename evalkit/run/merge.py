@@ -78,6 +78,7 @@ from evalkit.run.merge_checks import (
     check_failure_rates,
     check_whole,
     record_key,
+    row_number,
     verify_shard_files,
 )
 from evalkit.run.merge_output import check_output, put_in_place, start_building
@@ -430,13 +431,14 @@ def _copy_records(
         key = record_key(record)
         if key in held[model]:
             raise UserError(
-                f"merge: {where}: a second record of sample {sample_id!r} (row {key[1]}) for model {model!r}; "
-                "each sample is recorded once: the shard's records are damaged, run the shard again"
+                f"merge: {where}: a second record of sample {sample_id!r} (row {row_number(key[1])}) for model "
+                f"{model!r}; each sample is recorded once: the shard's records are damaged, run the shard again"
             )
         if planned is not None and key not in planned:
             raise UserError(
-                f"merge: {where}: sample {sample_id!r} (row {key[1]}) is not in the plan of shard {run.shard}; "
-                "the folder's records do not match its run.json (or the data changed since the shards ran)"
+                f"merge: {where}: sample {sample_id!r} (row {row_number(key[1])}) is not in the plan of shard "
+                f"{run.shard}; the folder's records do not match its run.json (or the data changed since the shards "
+                "ran)"
             )
         held[model].add(key)
         _add(accumulator, record, where)

@@ -115,6 +115,11 @@ class PlannedSamples:
         return shards
 
 
+def row_number(row: int | None) -> str:
+    """A record's row (stored from 0) as messages count rows: from 1, as the viewer shows it."""
+    return "unknown" if row is None else str(row + 1)
+
+
 def record_key(record: dict[str, Any]) -> SampleKey:
     row = record.get("row")
     return str(record.get("sample_id")), row if isinstance(row, int) else None
@@ -131,7 +136,7 @@ def check_whole(
         first = missing[0]
         more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
         raise UserError(
-            f"merge: {source}: no record of sample {first[0]!r} (row {first[1]}) for model {model!r}{more}, "
-            "though the shard's plan holds it; the shard's records are incomplete (or the data changed since the "
-            "shards ran): run the shard again"
+            f"merge: {source}: no record of sample {first[0]!r} (row {row_number(first[1])}) for model "
+            f"{model!r}{more}, though the shard's plan holds it; the shard's records are incomplete (or the data "
+            "changed since the shards ran): run the shard again"
         )

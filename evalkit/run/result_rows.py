@@ -13,13 +13,16 @@ from evalkit.run.robustness import add_robustness
 def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> list[ResultRow]:
     """One result row per (engine, model).
 
-    A pair whose share of failed samples exceeds ``max_failure_rate`` is marked unreliable.
+    A pair whose share of failed samples exceeds ``max_failure_rate`` is marked unreliable. A pair whose engine
+    failed (a metric that raised, data that stopped being read) has no score: one computed from the samples scored
+    around the failure would read as the pair's; its error says why, and its records keep every sample's score.
     """
     rows = []
     for res in results:
         spec = res.spec
         for model, mres in res.models.items():
             metric_result = mres.result
+            headline = metric_result if res.error is None else None
             n = metric_result.n if metric_result else 0
             # a metric scored over groups counts groups in n; failures are samples, so the rate is over samples
             scored = metric_result.details.get("n_samples", n) if metric_result else 0
@@ -32,9 +35,9 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
                     category=spec.dataset.category,
                     metric=spec.metric,
                     model=model,
-                    score=metric_result.score if metric_result else None,
-                    ci_low=metric_result.ci_low if metric_result else None,
-                    ci_high=metric_result.ci_high if metric_result else None,
+                    score=headline.score if headline else None,
+                    ci_low=headline.ci_low if headline else None,
+                    ci_high=headline.ci_high if headline else None,
                     n=n,
                     n_failed=mres.n_failed,
                     failure_rate=rate,

@@ -92,6 +92,8 @@ def runs_page(runs: list[dict[str, Any]], links: Links) -> str:
         status = f'<span class="status {e(r["status"])}">{e(r["status"])}</span>'
         if r["in_progress"]:
             status += ' <span class="note">in progress</span>'
+        if r.get("shard"):
+            status += f' <span class="note">shard {e(r["shard"])}</span>'
         rows.append(
             f'<tr><td><a href="{e(links.run(r["run_id"]))}">{e(r["run_id"])}</a></td><td>{status}</td>'
             f"<td>{e(r['started'])}</td><td>{e(', '.join(r['models']))}</td><td>{e(', '.join(r['datasets']))}</td>"
@@ -255,11 +257,16 @@ def filter_form(data: dict[str, Any], links: Links, action: str) -> str:
     )
 
 
+def shown_row(row: Any) -> str:
+    """A record's ``row`` (counted from 0, as stored) as people and evalkit's messages count it: from 1."""
+    return str(row + 1) if isinstance(row, int) and not isinstance(row, bool) else ""
+
+
 def sample_row(r: dict[str, Any], href: str) -> str:
     failed = f'<span class="failure">{e(r["failure"])}</span> {e(r["error"])}' if r["failure"] else ""
     return (
         f'<tr><td><a href="{e(href)}">{e(r["sample_id"])}</a></td><td>{e(r["model"])}</td>'
-        f'<td class="num">{e(r["row"]) if r["row"] is not None else ""}</td><td class="num">{number(r["score"])}</td>'
+        f'<td class="num">{shown_row(r["row"])}</td><td class="num">{number(r["score"])}</td>'
         f"<td>{e(r['answer'])}{failed}</td><td>{e(r['reference'])}</td></tr>"
     )
 
@@ -514,8 +521,8 @@ def sample_page(data: dict[str, Any], links: Links) -> str:
     records = data["records"]
     first = records[0]
     body = f'<h1>Sample <span class="sid">{e(sid)}</span></h1><p class="meta">{e(ds)} × {e(metric)}'
-    if first.get("row") is not None:
-        body += f" · row {e(first['row'])}"
+    if shown_row(first.get("row")):
+        body += f" · row {shown_row(first['row'])}"
     if isinstance(first.get("duration"), (int, float)):
         body += f" · {seconds(first['duration'])} s of audio"
     body += "</p>" + problems(data["problems"])

@@ -90,6 +90,8 @@ class RunInfo:
     datasets: list[str]
     problems: list[str] = field(default_factory=list)
     stamp: tuple[float, ...] = ()
+    #: ``K/N`` for a run of one shard (``evalkit run --shard K/N``), else empty
+    shard: str = ""
 
     @property
     def in_progress(self) -> bool:
@@ -160,14 +162,32 @@ def read_run(run_id: str, path: Path) -> RunInfo:
         datasets=datasets,
         problems=problems,
         stamp=_stamp(path),
+        shard=_shard(m.get("shard")),
     )
+
+
+def _shard(saved: Any) -> str:
+    """A shard run's ``K/N`` from its run.json (an untrusted value: anything but two integers is no shard)."""
+    if isinstance(saved, dict) and all(type(saved.get(k)) is int for k in ("index", "count")):
+        return f"{saved['index']}/{saved['count']}"
+    return ""
+
+
+def _folders(folder: Path, root: Path) -> list[Path]:
+    """The folders in ``folder``, by name; a link to a folder outside ``root`` is not a run of it (it could be any
+    folder), and a folder that cannot be listed has none."""
+    try:
+        return sorted((p for p in folder.iterdir() if p.is_dir() and is_within(p, root)), key=lambda p: p.name)
+    except OSError:
+        return []
 
 
 class RunCatalog:
     """The runs found under the folders given to `evalkit view`, looked for again on every listing.
 
-    A folder may be a run folder or a folder of run folders (an output_dir);
-    run ids are the folders' names, a name found twice gets ``-2``, ``-3``.
+    A folder may be a run folder, a folder of run folders (an output_dir) or a folder of those (the shards'
+    ``--output-dir runs/shard-K`` under ``runs``); run ids are the folders' names, a name found twice gets
+    ``-2``, ``-3``.
     """
 
     def __init__(self, roots: list[Path]) -> None:
@@ -182,14 +202,11 @@ class RunCatalog:
             if is_run_dir(root):
                 found.append(root)
                 continue
-            try:
-                # a link to a folder outside the one given is not a run of it (it could be any folder)
-                children = sorted(
-                    (p for p in root.iterdir() if p.is_dir() and is_within(p, root)), key=lambda p: p.name
-                )
-            except OSError:
-                continue
-            found += [p for p in children if is_run_dir(p)]
+            for child in _folders(root, root):
+                if is_run_dir(child):
+                    found.append(child)
+                else:  # an output_dir of its own inside the one given (one level, no deeper)
+                    found += [p for p in _folders(child, root) if is_run_dir(p)]
         return found
 
     def refresh(self) -> list[RunInfo]:

@@ -125,7 +125,7 @@ JS = """
       link.textContent = r.sample_id;
       cell(tr, "").appendChild(link);
       cell(tr, r.model);
-      cell(tr, r.row === null ? "" : String(r.row), "num");
+      cell(tr, r.row === null ? "" : String(r.row + 1), "num");  // counted from 1, as the server's pages
       cell(tr, fmt(r.score), "num");
       var answer = cell(tr, r.answer);
       if (r.failure) {

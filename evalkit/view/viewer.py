@@ -82,6 +82,7 @@ class Viewer:
                 "path": self._path(r),
                 "status": r.status,
                 "in_progress": r.in_progress,
+                "shard": r.shard,
                 "started": r.started,
                 "finished": r.finished,
                 "models": r.models,
