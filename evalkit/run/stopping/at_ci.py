@@ -69,6 +69,31 @@ def order_key(seed: int, dataset: str, key: str) -> int:
     return int.from_bytes(hashlib.sha256(text).digest()[:8], "big")
 
 
+def round_size(drawn: int, rule: StopRule) -> int:
+    """How many samples the next round draws: ``min_samples`` first, then an eighth of those drawn so far."""
+    return rule.min_samples if drawn == 0 else max(1, math.ceil(drawn * ROUND_GROWTH))
+
+
+def reached(accumulator: ScoreAccumulator, rule: StopRule, seed: int) -> tuple[int, float] | None:
+    """(n, half-width) when the accumulator's CI is narrow enough to stop, else None: the rule's one check.
+
+    The interval is :meth:`ScoreAccumulator.headline`'s, the one results.json reports; n is what it is over
+    (samples, or whole groups). Too few scored, a zero-width interval (every score equal) or one that cannot be
+    computed never stops.
+    """
+    if accumulator.n < rule.min_samples or accumulator.crash is not None:
+        return None
+    try:
+        _, low, high, n = accumulator.headline(seed)
+    except Exception:  # the metric's own bug: the pair's result reports it; the rule just goes on
+        log.debug("stop_at_ci: the interval could not be computed", exc_info=True)
+        return None
+    half = (high - low) / 2.0
+    if n >= rule.min_samples and math.isfinite(half) and 0.0 < half <= rule.half_width:
+        return n, half
+    return None
+
+
 def next_block(
     items: Iterator[T], key_of: Callable[[T], int], after: tuple[int, int] | None, size: int
 ) -> tuple[list[tuple[int, int, T]], bool]:
@@ -163,7 +188,7 @@ class EarlyStop:
         after: tuple[int, int] | None = None
         more = True
         while self.asking:
-            want = self.rule.min_samples if self.drawn == 0 else max(1, math.ceil(self.drawn * ROUND_GROWTH))
+            want = round_size(self.drawn, self.rule)
             if len(ahead) < want + 1 and more:
                 found, more = await asyncio.to_thread(self._pass, samples, after)
                 if found:
@@ -198,15 +223,11 @@ class EarlyStop:
     async def _check(self, accumulators: dict[str, ScoreAccumulator]) -> None:
         for name in sorted(self.asking):
             accumulator = accumulators[name]
-            if accumulator.n < self.rule.min_samples or accumulator.crash is not None:
+            if accumulator.n < self.rule.min_samples:
                 continue
-            try:
-                _, low, high, n = await asyncio.to_thread(accumulator.headline, self.seed)
-            except Exception:  # the metric's own bug: the pair's result reports it; the rule just goes on
-                log.debug("stop_at_ci: the interval of %s could not be computed", name, exc_info=True)
-                continue
-            half = (high - low) / 2.0
-            if n >= self.rule.min_samples and math.isfinite(half) and 0.0 < half <= self.rule.half_width:
+            found = await asyncio.to_thread(reached, accumulator, self.rule, self.seed)  # a bootstrap: off the loop
+            if found is not None:
+                n, half = found
                 self.asking.discard(name)
                 self.reached[name] = Reached(n=n, half_width=half, drawn=self.drawn)
                 log.info(
