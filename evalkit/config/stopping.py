@@ -10,7 +10,7 @@ is asked:
   rests on enough samples for its approximation, and a lucky first few never end the pair.
 
 The rule's run-time half (the seeded order, the check points) is :mod:`evalkit.run.stopping.at_ci`; the
-statistics behind it are in docs/scoring.md ("Stopping at a precision").
+statistics behind it are in docs/stopping.md ("Why the interval stays honest").
 """
 
 from __future__ import annotations

@@ -397,6 +397,22 @@ class ScoreAccumulator:
         value, low, high = self._summarize(rows, scores, seed, n_resamples)
         return value, low, high, self._n
 
+    def interval_scores(self) -> np.ndarray | None:
+        """The finite scores whose normal interval :meth:`headline` reports (one per whole group for a grouped
+        metric), or None when the interval is a bootstrap.
+
+        ``stop_at_ci`` decides on a variance it takes from these (a proportion's is bounded by its mean's
+        interval), not on the reported interval's width alone.
+        """
+        import numpy as np
+
+        if getattr(self.metric, "corpus_rows", None) is not None or self.ci_method == "bootstrap":
+            return None
+        rows, scores, members, _ = self._in_order()
+        if members is not None:
+            _, scores = self._grouped(rows, members)
+        return scores[np.isfinite(scores)]
+
     def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
         """Corpus score, CI (``self.ci_method``), counts, settings and per-group results.
 

@@ -21,8 +21,14 @@ happens only once its round is complete, nothing is in flight when a model stops
 answered and counted, and where the rule stops depends only on the answers, never on timing. A resumed run
 draws the same order, finds the answers in the response store, and stops at the same sample.
 
-A check never stops on a zero-width interval (every score so far equal: 30 right answers in a row): such an
-interval says nothing about the precision, only that the variance has not shown yet.
+The decision. The reported half-width at most ``stop_at_ci`` is necessary, never enough: for right/wrong
+scores the reported width shrinks with an unusually extreme score, and a rule that trusted it stopped exactly the
+runs whose interval misses (rate 0.9 at ±0.05: 75% coverage). :func:`decision_half_width` is the width the rule
+trusts: for right/wrong scores the largest variance over the 99.9% Wilson interval of the mean, after at least
+``MIN_EACH`` right and wrong answers; for other scores Chow and Robbins' ``half² + (z·range/n)²``.
+docs/stopping.md has the simulation that chose it. A check never stops on a zero-width interval (every score so
+far equal: 30 right answers in a row): such an interval says nothing about the precision, only that the
+variance has not shown yet.
 
 Shards. A shard sees only its share of the samples, so it cannot know the merged interval. With N shards each
 shard stops at ``stop_at_ci * sqrt(N)``: the shards are random halves (thirds, ...) of the data of about equal
@@ -37,7 +43,7 @@ import hashlib
 import heapq
 import logging
 import math
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -47,7 +53,9 @@ from evalkit.data.sample import Sample
 from evalkit.errors import UserError
 from evalkit.metrics.accumulator import ScoreAccumulator
 from evalkit.metrics.base import Metric, MetricResult
+from evalkit.metrics.ci import Z95
 from evalkit.report.results import ResultRow
+from evalkit.run.merge_checks import SampleKey
 from evalkit.run.scoring import group_member
 from evalkit.run.shard import Shard
 
@@ -57,6 +65,12 @@ log = logging.getLogger("evalkit")
 STOPPED_AT_CI = "stopped_at_ci"
 #: each round after the first draws this share of what was drawn before it
 ROUND_GROWTH = 1 / 8
+#: the confidence of the Wilson interval of rates whose largest variance a right/wrong score decides on (99.9%,
+#: chosen by docs/stopping.md's simulation: at 95% and 99% stopping still cost coverage at 0.9 and 0.95)
+VARIANCE_Z = 3.2905267314918945
+#: a right/wrong score stops only once it has this many right and this many wrong answers (the usual condition
+#: for the normal interval of a proportion; at 5, runs of a rate of 0.99 stopped on a lucky few errors)
+MIN_EACH = 10
 #: the most samples one pass over the data keeps for the rounds ahead
 BLOCK = 1024
 
@@ -75,23 +89,65 @@ def round_size(drawn: int, rule: StopRule) -> int:
 
 
 def reached(accumulator: ScoreAccumulator, rule: StopRule, seed: int) -> tuple[int, float] | None:
-    """(n, half-width) when the accumulator's CI is narrow enough to stop, else None: the rule's one check.
+    """(n, half-width) when the pair may stop, else None: the rule's one check.
 
-    The interval is :meth:`ScoreAccumulator.headline`'s, the one results.json reports; n is what it is over
-    (samples, or whole groups). Too few scored, a zero-width interval (every score equal) or one that cannot be
-    computed never stops.
+    Two conditions: the reported interval (:meth:`ScoreAccumulator.headline`'s, the one results.json shows) is at
+    most ``rule.half_width`` wide each side, and so is :func:`decision_half_width`, the width the rule trusts
+    (see the module docstring). n is what the interval is over (samples, or whole groups). Too few scored, a
+    zero-width interval (every score equal) or one that cannot be computed never stops.
     """
     if accumulator.n < rule.min_samples or accumulator.crash is not None:
         return None
     try:
         _, low, high, n = accumulator.headline(seed)
+        half = (high - low) / 2.0
+        if not (n >= rule.min_samples and math.isfinite(half) and 0.0 < half <= rule.half_width):
+            return None
+        trusted = decision_half_width(accumulator, n, half)
     except Exception:  # the metric's own bug: the pair's result reports it; the rule just goes on
         log.debug("stop_at_ci: the interval could not be computed", exc_info=True)
         return None
-    half = (high - low) / 2.0
-    if n >= rule.min_samples and math.isfinite(half) and 0.0 < half <= rule.half_width:
-        return n, half
-    return None
+    return (n, half) if trusted <= rule.half_width else None
+
+
+def wilson_variance(mean: float, n: int, z: float = Z95) -> float:
+    """The largest p(1 - p) over the 95% Wilson score interval of a proportion ``mean`` of ``n``.
+
+    The variance of right/wrong scores that the data cannot rule out, nearest 0.25: an unusually extreme mean
+    (which has a narrow Wald interval) still gets the variance of the rates its interval holds.
+    """
+    z2 = z * z
+    centre = (mean + z2 / (2 * n)) / (1 + z2 / n)
+    spread = z / (1 + z2 / n) * math.sqrt(max(mean * (1 - mean), 0.0) / n + z2 / (4 * n * n))
+    low, high = centre - spread, centre + spread
+    if low <= 0.5 <= high:
+        return 0.25
+    return max(low * (1 - low), high * (1 - high))
+
+
+def decision_half_width(accumulator: ScoreAccumulator, n: int, half: float) -> float:
+    """The half-width the rule stops on, which does not shrink with an unusually extreme score.
+
+    Scores that are all at the metric's two bounds (right or wrong, on any scale) decide on
+    ``z · range · sqrt(v*/n)``, v* the largest variance over the mean's Wilson interval
+    (:func:`wilson_variance`). Other scores (a mean of graded scores, a corpus statistic's bootstrap) decide on
+    the Chow-Robbins form ``sqrt(half² + (z · range / n)²)`` (range: the bounds' span, else 1), which keeps a
+    lucky run of near-equal scores from stopping on a variance that has not shown yet.
+    """
+    import numpy as np
+
+    floor, ceiling = accumulator.metric.bounds
+    bounded = floor is not None and ceiling is not None and ceiling > floor
+    span = float(ceiling - floor) if bounded else 1.0  # type: ignore[operator]
+    scores = accumulator.interval_scores() if bounded else None
+    if scores is not None and scores.size > 0:
+        unit = (scores - floor) / span
+        if bool(np.all((unit == 0.0) | (unit == 1.0))):
+            m, right = int(unit.size), int(unit.sum())
+            if min(right, m - right) < MIN_EACH:
+                return math.inf
+            return span * Z95 * math.sqrt(wilson_variance(float(unit.mean()), m, VARIANCE_Z) / m)
+    return math.hypot(half, Z95 * span / n)
 
 
 def next_block(
@@ -239,6 +295,11 @@ class EarlyStop:
                     self.drawn,
                 )
 
+    def progress_of(self, model: str) -> tuple[int, int | None, bool]:
+        """(samples drawn for ``model``, the pair's samples when known, whether it stopped): its progress line."""
+        stopped = self.reached.get(model)
+        return (stopped.drawn if stopped is not None else self.drawn), self.planned, stopped is not None
+
     def partial(self, model: str) -> dict[str, Any] | None:
         """What results.json's row says of a model that stopped at its CI (None: it was asked every sample)."""
         reached = self.reached.get(model)
@@ -270,14 +331,47 @@ def partial_summary(rows: Sequence[ResultRow]) -> dict[str, Any] | None:
     }
 
 
-def check_drawn(source: Path, model: str, held: int, partial: dict[str, Any]) -> None:
-    """A stopped shard's records of ``model`` are as many as the samples it drew (else they are damaged)."""
+def seeded_prefix(planned: Iterable[SampleKey], seed: int, dataset: str) -> list[SampleKey]:
+    """A shard's planned (sample id, row) keys in the order a pair without groups draws them."""
+    return sorted(planned, key=lambda key: (order_key(seed, dataset, key[0]), -1 if key[1] is None else key[1]))
+
+
+def check_drawn(
+    source: Path, model: str, held: set[SampleKey], partial: dict[str, Any], order: list[SampleKey] | None
+) -> None:
+    """A stopped shard's records of ``model`` are the first ``drawn`` samples of its seeded order.
+
+    ``order`` is :func:`seeded_prefix` of the shard's planned samples, or None where it is not known (the data
+    is not readable here, or the metric draws whole groups, whose keys the records do not hold): then only the
+    count is checked.
+    """
     drawn = partial.get("drawn")
-    if not isinstance(drawn, int) or isinstance(drawn, bool) or drawn != held:
+    if not isinstance(drawn, int) or isinstance(drawn, bool) or drawn != len(held):
         raise UserError(
-            f"merge: {source}: {held} records of model {model!r}, but the shard's results.json says it stopped "
+            f"merge: {source}: {len(held)} records of model {model!r}, but the shard's results.json says it stopped "
             f"at its CI after drawing {drawn!r} samples; the shard's records are damaged: run the shard again"
         )
+    if order is None:
+        return
+    foreign = sorted(held - set(order[:drawn]), key=str)
+    if foreign:
+        raise UserError(
+            f"merge: {source}: model {model!r} has a record of sample {foreign[0][0]!r} (row {foreign[0][1]}), which "
+            f"is not among the first {drawn} samples of the shard's seeded order (from the plan's filters.seed); the "
+            "shard was run with another seed or data, or its records are damaged: run the shard again"
+        )
+
+
+def rescored_partial(source: dict[str, Any], records_of: str, result: MetricResult | None) -> dict[str, Any]:
+    """The ``partial`` of a re-scored row whose records came from a pair that stopped at its CI.
+
+    The records cover the stopped pair's draw only, so the new score is over that draw too: the row says so,
+    with the new interval's half-width (``stop_at_ci`` was the other metric's, on its scale).
+    """
+    found = {k: v for k, v in source.items() if k not in ("half_width", "stop_at_ci_asked", "shards")}
+    found["half_width"] = math.nan if result is None else (result.ci_high - result.ci_low) / 2.0
+    found["records_of"] = records_of
+    return found
 
 
 def merged_partial(
