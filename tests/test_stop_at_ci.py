@@ -21,15 +21,24 @@ from typing import Any
 import pytest
 from helpers import ROOT, config_for, evalkit_cli, model_entry, run, text_set
 
-from benchmarks.stop_coverage import simulate
+from benchmarks.stop_coverage import candidate, simulate
 from evalkit.config import load_config
 from evalkit.config.stopping import StopRule
 from evalkit.errors import ConfigError
 from evalkit.metrics.accumulator import ScoreAccumulator
+from evalkit.metrics.ci import Z95
 from evalkit.plan import build_plan
 from evalkit.run.merge import merge
 from evalkit.run.shard import Shard
-from evalkit.run.stopping.at_ci import next_block, order_key, reached, round_size
+from evalkit.run.stopping.at_ci import (
+    MIN_EACH,
+    VARIANCE_Z,
+    next_block,
+    order_key,
+    reached,
+    round_size,
+    wilson_variance,
+)
 
 N = 2000
 H = 0.06
@@ -62,10 +71,25 @@ def test_stopping_on_the_ci_width_keeps_coverage_at_95_percent() -> None:
     """1,000 runs of a known rate: the reported intervals cover it 95% of the time, within the simulation's error."""
     found = simulate(0.7, StopRule(0.05), runs=1000, seed=7)
     assert found.stopped == found.runs  # every run stopped by the rule, none by running out of samples
-    # the rule stops near the n a fixed design would need (1.96² p(1-p) / H² = 323), never far past it
-    assert 300 <= found.n_median <= 323 * (1 + 1 / 8) + 5
+    # never before the n a fixed design needs (1.96² p(1-p) / H² = 323), and not far past it
+    assert 323 <= found.n_mean <= 323 * 1.35, found.n_mean
     assert found.half_median <= 0.05
     assert abs(found.rate - 0.95) <= 3 * found.error, (found.rate, found.error)
+    assert abs(found.rate - found.fixed_rate) <= 3 * found.difference_error, (found.rate, found.fixed_rate)
+
+
+def test_near_1_stopping_covers_as_the_same_interval_at_a_fixed_n() -> None:
+    """Rate 0.9 at ±0.05, where an extreme early score makes a narrow interval: stopping costs no coverage.
+
+    The control is the same interval over fresh answers at each run's own n; the first version of the rule
+    (the reported width alone) fails this very check, so it can fail.
+    """
+    rule = StopRule(0.05)
+    found = simulate(0.9, rule, runs=1000, seed=7)
+    assert found.stopped == found.runs
+    assert found.rate >= found.fixed_rate - 3 * found.difference_error, (found.rate, found.fixed_rate)
+    plain = simulate(0.9, rule, runs=1000, seed=7, stop=candidate("plain", rule))
+    assert plain.rate < plain.fixed_rate - 3 * plain.difference_error, (plain.rate, plain.fixed_rate)
 
 
 def test_the_coverage_check_fails_a_rule_that_stops_on_the_score() -> None:
@@ -83,22 +107,59 @@ def test_the_coverage_check_fails_a_rule_that_stops_on_the_score() -> None:
 
     found = simulate(0.5, rule, runs=1000, seed=7, stop=on_the_score)
     assert found.rate < 0.95 - 3 * found.error, found.rate
+    assert found.rate < found.fixed_rate - 3 * found.difference_error, (found.rate, found.fixed_rate)
 
 
-def test_a_zero_width_interval_never_stops_a_pair() -> None:
-    """Thirty right answers in a row give the interval [1, 1]: no precision at all, so the pair goes on."""
+def _scored(right: int, wrong: int) -> ScoreAccumulator:
     from evalkit.metrics import METRICS
     from evalkit.metrics.base import SampleScore
 
     accumulator = ScoreAccumulator(METRICS.get("exact_match")())
-    for _ in range(40):
-        accumulator.add(SampleScore(1.0))
+    for score in [1.0] * right + [0.0] * wrong:
+        accumulator.add(SampleScore(score))
+    return accumulator
+
+
+def test_a_zero_width_interval_never_stops_a_pair() -> None:
+    """Forty right answers in a row give the interval [1, 1]: no precision at all, so the pair goes on."""
+    accumulator = _scored(40, 0)
     assert accumulator.headline(0)[1:3] == (1.0, 1.0)
     assert reached(accumulator, StopRule(0.05), 0) is None
-    accumulator.add(SampleScore(0.0))  # one wrong answer: the interval now has a width, and it is narrow enough
-    found = reached(accumulator, StopRule(0.05), 0)
-    assert found is not None and found[0] == 41 and 0 < found[1] <= 0.05
-    assert reached(accumulator, StopRule(0.05, min_samples=42), 0) is None  # never before stop_min_samples
+
+
+def test_a_right_or_wrong_score_stops_on_the_variance_its_interval_allows() -> None:
+    """The reported width is not enough: the rule takes the largest p(1-p) the mean's Wilson interval holds."""
+    rule = StopRule(0.05)
+    # 40 right, 1 wrong: the reported interval is ±0.048, yet one wrong answer says little about the rate
+    few = _scored(40, 1)
+    _, low, high, _ = few.headline(0)
+    assert (high - low) / 2 <= 0.05 and reached(few, rule, 0) is None
+    # 0.9 of 200: reported ±0.042, but rates down to the Wilson bound (variance ~0.14) are not ruled out
+    early = _scored(180, 20)
+    _, low, high, _ = early.headline(0)
+    assert (high - low) / 2 <= 0.05
+    variance = wilson_variance(0.9, 200, VARIANCE_Z)
+    assert 0.09 < variance < 0.25 and Z95 * math.sqrt(variance / 200) > 0.05
+    assert reached(early, rule, 0) is None
+    # 0.9 of 400: that variance too gives ±0.05 or better, and both counts are past MIN_EACH
+    late = _scored(360, 40)
+    assert Z95 * math.sqrt(wilson_variance(0.9, 400, VARIANCE_Z) / 400) <= 0.05 and MIN_EACH <= 40
+    found = reached(late, rule, 0)
+    assert found is not None and found[0] == 400 and 0 < found[1] <= 0.05
+    assert reached(late, StopRule(0.05, min_samples=401), 0) is None  # never before stop_min_samples
+    # a wrong answer short of MIN_EACH keeps a run going whatever its width (2,000 right, MIN_EACH - 1 wrong)
+    assert reached(_scored(2000, MIN_EACH - 1), rule, 0) is None
+    assert reached(_scored(2000, MIN_EACH), rule, 0) is not None
+
+
+def test_the_wilson_variance_is_the_largest_over_the_interval() -> None:
+    """Checked against a brute-force maximum of p(1-p) over the Wilson interval computed from its definition."""
+    for mean, n in ((0.5, 50), (0.9, 200), (0.97, 1000), (0.05, 80), (1.0, 100)):
+        z = VARIANCE_Z
+        grid = [i / 100_000 for i in range(100_001)]
+        inside = [p for p in grid if (mean - p) ** 2 <= z * z * p * (1 - p) / n]  # the score test accepts p
+        expected = max(p * (1 - p) for p in inside)
+        assert math.isclose(wilson_variance(mean, n, z), expected, rel_tol=2e-3, abs_tol=1e-5), (mean, n)
 
 
 def test_rounds_grow_geometrically_so_a_bootstrap_is_reestimated_rarely() -> None:
@@ -158,8 +219,8 @@ def test_a_bad_stop_option_is_refused_naming_the_pair_and_key(
 def server() -> Iterator[Any]:
     from evalkit.testing import start_test_server
 
-    # model "b" answers questions ending in an even digit wrongly: another rate, another stopping point
-    started = start_test_server({"answers": [{"model": "b", "match": "re:[02468] w0", "answer": "wrong"}]})
+    # model "b" answers questions ending in 0-7 wrongly (a rate of about 0.13): another variance, another stop
+    started = start_test_server({"answers": [{"model": "b", "match": "re:[0-7] w0", "answer": "wrong"}]})
     try:
         yield started
     finally:
@@ -297,3 +358,59 @@ def test_shards_stop_at_h_times_root_n_and_merge_to_about_h(stopped: dict[str, A
     half = (row["ci_high"] - row["ci_low"]) / 2
     assert math.isclose(row["partial"]["half_width"], half)
     assert 0.8 * 0.04 <= half <= 1.1 * 0.04  # the merged interval comes out at about the half-width asked
+
+
+def test_rescore_of_a_stopped_run_stays_partial(stopped: dict[str, Any], tmp_path: Path) -> None:
+    """Re-scoring with another metric reads the stopped pair's records: the new rows cover that draw only."""
+    import shutil
+
+    from evalkit.run.rescore import rescore
+
+    run_dir = tmp_path / stopped["run_dir"].name
+    shutil.copytree(stopped["run_dir"], run_dir)
+    source = _results(run_dir)
+    rows = {(r.dataset, r.model): r for r in rescore(run_dir, "exact_match", rebuild=False) if r.kind == "dataset"}
+    for model in ("m", "b"):
+        row, before = rows[("synth_qa", model)], source[("synth_qa", "exact_match", model)]
+        assert row.n == before["n"] and row.partial is not None
+        assert row.partial["reason"] == "stopped_at_ci" and row.partial["records_of"] == "exact_match"
+        assert row.partial["drawn"] == before["partial"]["drawn"] and row.partial["planned"] == N
+        assert math.isclose(row.partial["half_width"], (row.ci_high - row.ci_low) / 2)
+    written = json.loads((run_dir / "rescore_exact_match.json").read_text())
+    assert all(r["partial"]["reason"] == "stopped_at_ci" for r in written["results"])
+
+
+def test_a_stopped_shard_must_hold_the_head_of_its_seeded_order() -> None:
+    """The merge's check: as many records as drawn, and exactly the first ``drawn`` samples of the seeded order."""
+    from evalkit.errors import UserError
+    from evalkit.run.stopping.at_ci import check_drawn, seeded_prefix
+
+    planned = {(f"s{i:05d}", i) for i in range(200)}
+    order = seeded_prefix(planned, SEED, "synth_qa")
+    assert [key[0] for key in order] == _seeded_order(sorted(k[0] for k in planned))
+    partial = {"reason": "stopped_at_ci", "drawn": 50}
+    check_drawn(Path("shard"), "m", set(order[:50]), partial, order)
+    check_drawn(Path("shard"), "m", set(order[100:150]), partial, None)  # the order not known: the count only
+    with pytest.raises(UserError, match="not among the first 50 samples of the shard's seeded order"):
+        check_drawn(Path("shard"), "m", set(order[:49]) | {order[120]}, partial, order)
+    with pytest.raises(UserError, match="49 records of model 'm'"):
+        check_drawn(Path("shard"), "m", set(order[:49]), partial, order)
+
+
+def test_a_stopping_pair_shows_what_it_drew_not_a_total_to_reach() -> None:
+    import io
+
+    from evalkit.report.progress import Progress
+
+    stream = io.StringIO()
+    progress = Progress(stream=stream, totals={("synth_qa/exact_match", "m"): 2000, ("other", "m"): 10})
+    state = {"drawn": 45, "stopped": False}
+    progress.stops_early("synth_qa/exact_match", "m", lambda: (state["drawn"], 2000, bool(state["stopped"])))
+    for _ in range(40):
+        progress("synth_qa/exact_match", "m", True)
+    progress.tick()
+    line = next(x for x in stream.getvalue().splitlines() if "synth_qa/exact_match" in x)
+    assert "40 samples done (drawn 45/2000)" in line and "ETA" not in line and "40/2000" not in line
+    assert "ETA" not in progress.summary()  # the overall total is not known either
+    state.update(drawn=61, stopped=True)
+    assert progress.drawn_text(progress.lines[("synth_qa/exact_match", "m")]) == "drawn 61/2000, stopped at its CI"

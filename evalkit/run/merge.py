@@ -85,7 +85,7 @@ from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.runner import build_metric
 from evalkit.run.scoring import metric_settings, summarize
 from evalkit.run.shard import Shard, plan_fingerprint
-from evalkit.run.stopping.at_ci import check_drawn, merged_partial
+from evalkit.run.stopping.at_ci import check_drawn, merged_partial, seeded_prefix
 from evalkit.util import jsonutil
 from evalkit.util.safe_names import safe_path
 
@@ -375,10 +375,13 @@ async def _merge_engine(
             held: dict[str, set[SampleKey]] = {name: set() for name in spec.models}
             if source.is_file():  # else the pair failed in that shard before its first record: its error says why
                 _copy_records(source, run, accumulators, held, mine, skipped, out)
+            order: list[SampleKey] | None = None
             for name in spec.models:
                 stopped = (rows.get((spec.dataset.name, spec.metric, name)) or {}).get("partial")
                 if isinstance(stopped, dict):  # stop_at_ci: the shard asked a prefix of its seeded order
-                    check_drawn(source, name, len(held[name]), stopped)
+                    if order is None and mine is not None and not callable(getattr(metric, "group_of", None)):
+                        order = seeded_prefix(mine, plan.config.filters.seed, spec.dataset.name)
+                    check_drawn(source, name, held[name], stopped, order)
                     stops.setdefault(name, []).append((len(held[name]), stopped))
                 else:
                     check_whole(source, name, held[name], mine, name in failed)

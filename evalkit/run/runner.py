@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import gc
 import logging
 import os
@@ -562,6 +563,13 @@ async def _execute(
                 )
                 for spec in plan.engines
             ]
+            if isinstance(progress, Progress):  # a stop_at_ci pair's line shows what it drew, not a total to reach
+                for engine in engines:
+                    if engine.early_stop is not None:
+                        for name in engine.spec.models:
+                            progress.stops_early(
+                                engine.spec.id, name, functools.partial(engine.early_stop.progress_of, name)
+                            )
             started_engines = True
             with quiet_garbage_collector():
                 results = await _run_engines(engines)
