@@ -393,7 +393,8 @@ def _keep_stopped(result: Any, meta: dict[str, Any], dataset: str, records_of: s
     draw only: its row stays partial, never reads as a score of the whole dataset."""
     from evalkit.run.stopping.at_ci import rescored_partial
 
-    rows = meta.get("results") if isinstance(meta.get("results"), list) else []
+    found_rows = meta.get("results")
+    rows: list[Any] = found_rows if isinstance(found_rows, list) else []
     for name, found in result.models.items():
         source = next(
             (
