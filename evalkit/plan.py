@@ -19,6 +19,7 @@ from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
 from evalkit.config.foreign.auharness import metric_for_pair as auharness_metric_for_pair
 from evalkit.config.foreign.karma import metric_for_pair
 from evalkit.config.foreign.reporting import ReportedAs, reported_as
+from evalkit.config.stopping import StopRule, split_stop
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
 from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
@@ -63,6 +64,8 @@ class EngineSpec:
     options: dict[str, Any] = field(default_factory=dict)
     #: how a peer tool reports this pair (a config in its format: ``report_as``), decided here once per pair
     reported_as: ReportedAs | None = None
+    #: ``stop_at_ci``: stop asking once the score's CI is this narrow (evalkit/config/stopping.py), else None
+    stop: StopRule | None = None
 
     @property
     def id(self) -> str:
@@ -520,7 +523,8 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     )
                 continue
             seen[(spec.name, canonical)] = options
-            metric_options, recipe = split_recipe(options, where)  # ChEF's recipes: chain of thought, corruptions
+            pair_options, stop = split_stop(options, where)  # stop_at_ci: how much of the dataset is asked
+            metric_options, recipe = split_recipe(pair_options, where)  # ChEF's recipes: chain of thought, corruptions
             check_metric_options(canonical, metric_options, spec, where, judge_prompt_for(canonical, library.judges))
             for variant in recipe_datasets(spec, recipe, where):
                 engine = EngineSpec(
@@ -529,6 +533,7 @@ def build_plan(config: Config, catalog: Catalog | None = None, source: str = "co
                     models=list(models),
                     options=dict(metric_options),
                     reported_as=reported_as(catalog, config.report_as, name, canonical, variant),
+                    stop=stop,
                 )
                 engine.params = {m.name: generation_params(config, m.info, spec, catalog) for m in models.values()}
                 engines.append(engine)

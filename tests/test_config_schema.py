@@ -48,8 +48,8 @@ ROOTS: tuple[type, ...] = (Config, DatasetSpec, TaskSpec, ForeignNames)
 #: classes of the schema modules that are no schema: the pydantic base of the config models, and the loaded catalogue
 NOT_SCHEMA = {"Strict", "_RuleTarget", "Catalog"}  # bases: their fields are checked on the subclasses
 #: ... and the config package's working records, which no user writes: overrides from flags and keywords, the
-#: registries they are checked against, an AU-Harness config being translated
-NOT_SCHEMA |= {"Overrides", "Registries", "Translation", "ReportedAs"}
+#: registries they are checked against, an AU-Harness config being translated, a pair's stop_at_ci rule
+NOT_SCHEMA |= {"Overrides", "Registries", "Translation", "ReportedAs", "StopRule"}
 #: every module of the config package (its schema is split by concern) and the catalogue
 SCHEMA_MODULES = [
     catalog_module,

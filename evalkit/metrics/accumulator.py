@@ -370,12 +370,8 @@ class ScoreAccumulator:
             "missing_member": int(partial.sum()),
         }
 
-    def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
-        """Corpus score, CI (``self.ci_method``), counts, settings and per-group results.
-
-        The metric's own code (``corpus``, ``corpus_details``, ``describe``) raising is one
-        :class:`MetricCrashed` naming the method, for the pair's error.
-        """
+    def _in_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+        """Rows, scores and group codes sorted by ``order`` (when given), and the permutation that sorted them."""
         import numpy as np
 
         rows, scores = self.stats, self.scores
@@ -385,6 +381,45 @@ class ScoreAccumulator:
         if perm is not None:
             rows, scores = rows[perm], scores[perm]
             members = None if members is None else members[perm]
+        return rows, scores, members, perm
+
+    def headline(self, seed: int = 0, n_resamples: int = 1000) -> tuple[float, float, float, int]:
+        """The corpus score, its CI and n, exactly as :meth:`result` computes them, without the details and groups.
+
+        ``stop_at_ci`` (evalkit/run/stopping/at_ci.py) checks the interval with this as samples come in: the interval
+        that decides to stop is the one results.json reports.
+        """
+        rows, scores, members, _ = self._in_order()
+        if members is not None:
+            group_rows, group_scores = self._grouped(rows, members)
+            value, low, high = self._summarize(group_rows, group_scores, seed, n_resamples)
+            return value, low, high, int(group_rows.shape[0])
+        value, low, high = self._summarize(rows, scores, seed, n_resamples)
+        return value, low, high, self._n
+
+    def interval_scores(self) -> np.ndarray | None:
+        """The finite scores whose normal interval :meth:`headline` reports (one per whole group for a grouped
+        metric), or None when the interval is a bootstrap.
+
+        ``stop_at_ci`` decides on a variance it takes from these (a proportion's is bounded by its mean's
+        interval), not on the reported interval's width alone.
+        """
+        import numpy as np
+
+        if getattr(self.metric, "corpus_rows", None) is not None or self.ci_method == "bootstrap":
+            return None
+        rows, scores, members, _ = self._in_order()
+        if members is not None:
+            _, scores = self._grouped(rows, members)
+        return scores[np.isfinite(scores)]
+
+    def result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
+        """Corpus score, CI (``self.ci_method``), counts, settings and per-group results.
+
+        The metric's own code (``corpus``, ``corpus_details``, ``describe``) raising is one
+        :class:`MetricCrashed` naming the method, for the pair's error.
+        """
+        rows, scores, members, perm = self._in_order()
         n = self._n
         if members is not None:
             group_rows, group_scores = self._grouped(rows, members)

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evalkit.report.results import ResultRow, failures_by_model
-from evalkit.report.tables import headers, table_rows
+from evalkit.report.tables import headers, partial_note, table_rows
 
 #: longest example message shown per failure reason (the records hold the whole text)
 _EXAMPLE_CHARS = 240
@@ -27,6 +27,9 @@ def print_table(rows: list[ResultRow], title: str, console: Console | None = Non
     for cells in table_rows(rows):
         table.add_row(*(Text(c) for c in cells))
     console.print(table)
+    note = partial_note(rows)
+    if note:
+        console.print(Text(note), soft_wrap=True)
 
 
 def _one_line(text: str) -> str:

@@ -24,7 +24,7 @@ from evalkit.report.results import ResultRow
 from evalkit.report.robustness import robustness_section
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
-from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, reported
+from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, n_cell, partial_note, reported
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
@@ -99,7 +99,7 @@ def results_section(rows: list[ResultRow]) -> str:
             escape(r.model),
             fmt_shown(score, r) + flag,
             ci,
-            str(r.n),
+            escape(n_cell(r)),
             str(r.n_failed),
             f"{r.failure_rate:.1%}",
         ]
@@ -117,6 +117,9 @@ def results_section(rows: list[ResultRow]) -> str:
             "its scale (score and CI multiplied as it prints them); the last column names evalkit's entry and metric "
             "where they differ, and the factor.</p>"
         )
+    note = partial_note(rows)
+    if note:
+        html += f'<p class="note">{escape(note)}</p>'
     html += _table(
         headers,
         [cells(r) for r in dataset_rows],

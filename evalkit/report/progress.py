@@ -14,7 +14,9 @@ Totals are known only when cheap (row counts of local files, or
 ``num_samples``); otherwise "?" is shown and no ETA is given. A shard's
 (``--shard K/N``) share of a pair is known only once its ids are read, so its
 lines show the expected share, total / N, as ``~31`` (raised to what is done
-when a shard holds more) and an ETA from it.
+when a shard holds more) and an ETA from it. A pair with ``stop_at_ci`` shows
+the samples drawn so far of those it may draw (``drawn 450/10000``) and no ETA:
+where it stops is known only from its answers.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ class _Line:
     first: float | None = None
     last: float | None = None
     printed_done: int = field(default=-1, repr=False)
+    #: ``stop_at_ci``: () -> (samples drawn for this model so far, the pair's samples or None, stopped)
+    drawn: Callable[[], tuple[int, int | None, bool]] | None = None
 
 
 def _duration(seconds: float | None) -> str:
@@ -95,6 +99,13 @@ class Progress:
             self._last = now
             self.tick()
 
+    def stops_early(self, engine: str, model: str, drawn: Callable[[], tuple[int, int | None, bool]]) -> None:
+        """The line of a pair that may stop before its last sample (``stop_at_ci``): it shows what was drawn."""
+        line = self.lines.get((engine, model))
+        if line is None:
+            line = self.lines[(engine, model)] = _Line()
+        line.drawn = drawn
+
     # -- numbers shared by both renderings
 
     def rate(self, line: _Line) -> float:
@@ -104,7 +115,7 @@ class Progress:
         return line.done / elapsed if elapsed > 0 else 0.0
 
     def eta(self, line: _Line) -> float | None:
-        if line.total is None:
+        if line.total is None or line.drawn is not None:
             return None
         remaining = max(line.total - line.done, 0)
         if remaining == 0:
@@ -115,7 +126,8 @@ class Progress:
     def overall(self) -> _Line:
         lines = list(self.lines.values())
         totals = [line.total for line in lines]
-        total = None if any(t is None for t in totals) or not lines else sum(t for t in totals if t is not None)
+        known = lines and all(t is not None and x.drawn is None for t, x in zip(totals, lines))
+        total = sum(t for t in totals if t is not None) if known else None
         estimated = any(x.estimated for x in lines)
         return _Line(
             total=total, estimated=estimated, done=sum(x.done for x in lines), failed=sum(x.failed for x in lines)
@@ -128,10 +140,18 @@ class Progress:
             return "?"
         return f"~{max(line.total, line.done)}" if line.estimated else str(line.total)
 
+    def drawn_text(self, line: _Line) -> str:
+        """``drawn 450/10000`` (``, stopped`` once the model reached its CI) for a stop_at_ci line, else ''."""
+        if line.drawn is None:
+            return ""
+        drawn, planned, stopped = line.drawn()
+        planned = planned if planned is not None else line.total
+        return f"drawn {drawn}/{'?' if planned is None else planned}" + (", stopped at its CI" if stopped else "")
+
     def describe(self, line: _Line) -> str:
-        text = (
-            f"{line.done}/{self.shown_total(line)} samples done, {line.failed} failed, {self.rate(line):.1f} samples/s"
-        )
+        drawn = self.drawn_text(line)
+        done = f"{line.done} samples done ({drawn})" if drawn else f"{line.done}/{self.shown_total(line)} samples done"
+        text = f"{done}, {line.failed} failed, {self.rate(line):.1f} samples/s"
         eta = self.eta(line)
         if eta is not None:
             text += f", ETA {_duration(eta)}"
@@ -237,14 +257,15 @@ class LiveProgress(Progress):
         return Group(table, Text(requests, style="dim"))
 
     def _cells(self, engine: Any, model: Any, line: _Line, bar_cls: Any) -> list[Any]:
-        total = line.total
+        total = line.total if line.drawn is None else None
         bar = bar_cls(
             total=float(total) if total else None,
             completed=float(line.done),
             width=24,
             pulse=total is None and line.done > 0,
         )
-        done = f"{line.done}/{self.shown_total(line)}"
+        drawn = self.drawn_text(line)
+        done = f"{line.done} ({drawn})" if drawn else f"{line.done}/{self.shown_total(line)}"
         failed = f"[red]{line.failed}[/red]" if line.failed else "0"
         return [engine, model, bar, done, f"{self.rate(line):.1f}", failed, _duration(self.eta(line))]
 

@@ -46,9 +46,14 @@ class ResultRow:
     #: how a peer tool reports this pair ({tool, dataset, metric, scale}; :mod:`evalkit.config.foreign.reporting`), when
     #: the run's config is in its format: the tables show its names and its scale beside evalkit's n and CI
     reported_as: dict[str, Any] | None = None
+    #: the row's model was not asked every sample: {"reason": "stopped_at_ci", ...} (evalkit/run/stopping/at_ci.py);
+    #: its score is a complete answer to the precision asked, over ``n`` samples, never the whole dataset's
+    partial: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: _clean(v) for k, v in self.__dict__.items()}
+        if self.partial is None:
+            del data["partial"]  # a row asked in full reads as it always did
         if self.reported_as is None:
             del data["reported_as"]  # evalkit's own configs' results are as they always were
         else:
@@ -183,9 +188,19 @@ def aggregate_rows(
                     error=error,
                     kind="aggregate",
                     reported_as=_reported_aggregate(list(ran.values()), names, metric),
+                    partial=_partial_aggregate(scored),
                 )
             )
     return out
+
+
+def _partial_aggregate(members: list[ResultRow]) -> dict[str, Any] | None:
+    """An aggregate of rows some of which stopped early says so, naming them and their reasons."""
+    stopped = {r.dataset: r.partial for r in members if r.partial}
+    if not stopped:
+        return None
+    reasons = sorted({str(p.get("reason")) for p in stopped.values()})
+    return {"reason": reasons[0] if len(reasons) == 1 else "+".join(reasons), "datasets": sorted(stopped)}
 
 
 def _reported_aggregate(members: list[ResultRow], names: list[str], metric: str) -> dict[str, Any] | None:
@@ -257,6 +272,8 @@ def row_from_dict(data: dict[str, Any]) -> ResultRow:
         values["reported_as"] = {k: reported[k] for k in ("tool", "dataset", "metric", "scale") if k in reported}
     elif reported is not None:
         values["reported_as"] = None
+    if not isinstance(values.get("partial"), dict):
+        values["partial"] = None
     values.setdefault("failure_reasons", {})
     values.setdefault("details", {})
     return ResultRow(**values)

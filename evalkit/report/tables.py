@@ -59,6 +59,30 @@ def reported(rows: Iterable[ResultRow]) -> bool:
 AGGREGATE_MARK = " (aggregate)"
 
 
+def n_cell(row: ResultRow) -> str:
+    """The ``n`` cell: the count, and for a row that stopped early why, with the half-width it reached."""
+    partial = row.partial
+    if not partial:
+        return str(row.n)
+    reason = str(partial.get("reason") or "partial")
+    half = partial.get("half_width")
+    if reason == "stopped_at_ci" and isinstance(half, (int, float)):
+        return f"{row.n} (stopped at ±{fmt_shown(half * row.scale, row)})"
+    return f"{row.n} (partial: {reason})"
+
+
+def partial_note(rows: Iterable[ResultRow]) -> str | None:
+    """One sentence under a table with rows that stopped early (None when every row was asked in full)."""
+    stopped = [r for r in rows if r.partial]
+    if not stopped:
+        return None
+    return (
+        f"{len(stopped)} result{'s' * (len(stopped) != 1)} stopped early: the score is over the n samples asked "
+        "(a seeded random draw, stop_at_ci) or answered before the run stopped, not the whole dataset; "
+        "results.json's `partial` says why and how far each went."
+    )
+
+
 def table_rows(rows: list[ResultRow]) -> list[list[str]]:
     """The table's cells: a row a peer reports shows the peer's names and scale, its CI on the same scale."""
     out = []
@@ -70,7 +94,7 @@ def table_rows(rows: list[ResultRow]) -> list[list[str]]:
         flag = " !" if r.unreliable else ""
         dataset = r.shown_dataset + AGGREGATE_MARK if r.kind == "aggregate" else r.shown_dataset
         shown = "error" if r.error and score is None else fmt_shown(score, r)  # the reason is printed below
-        cells = [dataset, r.shown_metric, r.model, shown + flag, ci, str(r.n), str(r.n_failed)]
+        cells = [dataset, r.shown_metric, r.model, shown + flag, ci, n_cell(r), str(r.n_failed)]
         if peer:
             cells.append(evalkit_name(r))
         out.append(cells)
@@ -106,6 +130,7 @@ def markdown_table(rows: list[ResultRow]) -> str:
 
 def results_csv(rows: list[ResultRow]) -> str:
     peer = reported(rows)
+    stopped = any(r.partial for r in rows)
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(
@@ -125,11 +150,14 @@ def results_csv(rows: list[ResultRow]) -> str:
             "unreliable",
             "seconds",
             *(_REPORTED_COLUMNS if peer else ()),
+            *(_PARTIAL_COLUMNS if stopped else ()),
         ]
     )
     for r in rows:
         d = r.as_dict()
         extra = _reported_cells(r) if peer else []
+        if stopped:
+            extra += [(r.partial or {}).get("reason", ""), (r.partial or {}).get("half_width", "")]
         writer.writerow(
             safe_csv_row(
                 [
@@ -154,6 +182,8 @@ def results_csv(rows: list[ResultRow]) -> str:
     return buffer.getvalue()
 
 
+#: results.csv's columns for a row that stopped early (present only when some row did)
+_PARTIAL_COLUMNS = ("partial", "partial_half_width")
 #: results.csv's columns for a peer's view of each row (present only when some row has one)
 _REPORTED_COLUMNS = ("reported_as", "reported_dataset", "reported_metric", "reported_score", "reported_ci_low",
                      "reported_ci_high", "reported_scale")  # fmt: skip
@@ -181,6 +211,9 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
             "differ, and the factor.\n\n"
         )
     md += markdown_table([r for r in rows if r.kind == "dataset"])
+    note = partial_note(rows)
+    if note:
+        md += f"\n{note}\n"
     aggregates = [r for r in rows if r.kind == "aggregate"]
     if aggregates:
         md += "\n## Aggregates\n\n" + markdown_table(aggregates)

@@ -63,6 +63,7 @@ from evalkit.run.scoring import metric_settings, new_record, score_into_record, 
 from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
+from evalkit.run.stopping.at_ci import EarlyStop
 from evalkit.util.idindex import IdIndex
 from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
@@ -167,6 +168,8 @@ class Engine:
         self._sent_logs = sent_logs if sent_logs is not None else SentLogs(sent_folder(records_dir))
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
+        #: ``stop_at_ci``: the seeded order, its rounds and the models still asked (evalkit/run/stopping/at_ci.py)
+        self.early_stop = EarlyStop.of(spec.stop, seed, dataset.name, self.metric, list(spec.models), shard)
 
     def corpus_samples(self) -> Iterator[Sample]:
         """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
@@ -214,6 +217,7 @@ class Engine:
                 n_failed=acc.n_failed,
                 failure_reasons=dict(acc.failures),
                 failure_examples=dict(acc.failure_examples),
+                partial=self.early_stop.partial(name) if self.early_stop is not None else None,
             )
         return result
 
@@ -246,7 +250,14 @@ class Engine:
                 first_error.append(task.exception())  # type: ignore[arg-type]
 
         try:
-            await self._feed(iterator, slots, pending, first_error, seen, done)
+            if self.early_stop is None:
+                await self._feed(iterator, slots, pending, first_error, seen, done)
+            else:  # rounds in a seeded order, each answered in full before the CI is checked
+                async for batch in self.early_stop.rounds(self.planned_samples, self.accumulators):
+                    await self._feed(iter(batch), slots, pending, first_error, seen, done)
+                    await asyncio.gather(*list(pending), return_exceptions=True)
+                    if first_error:
+                        break
         except asyncio.CancelledError:
             # the run stops (another engine hit a full disk, a signal): no sample task may outlive its engine,
             # or it would go on sending after the clients and the store are closed
@@ -354,13 +365,18 @@ class Engine:
         ):
             sample.meta["duration"] = prepared[0].seconds[0]
         shared: dict[Any, str] = {}  # sent view -> key: models that were sent the same thing share one entry
-        if len(self.models) == 1:
+        models = self._asked()
+        if len(models) == 1:
             # a gather over one awaitable costs a Task and a future per sample: measurable at thousands of req/s
-            await self._ask(self.models[0], sample, prompt, prepared, examples, shared)
+            await self._ask(models[0], sample, prompt, prepared, examples, shared)
         else:
-            await asyncio.gather(
-                *(self._ask(model, sample, prompt, prepared, examples, shared) for model in self.models)
-            )
+            await asyncio.gather(*(self._ask(model, sample, prompt, prepared, examples, shared) for model in models))
+
+    def _asked(self) -> list[ModelPlan]:
+        """The models a sample is asked of: all, or with ``stop_at_ci`` those that have not stopped yet."""
+        if self.early_stop is None:
+            return self.models
+        return self.early_stop.asked_of(self.models, lambda model: model.name)
 
     async def _ask(
         self,
@@ -462,7 +478,7 @@ class Engine:
 
     async def _duplicate(self, sample: Sample, first: int) -> None:
         """A row whose sample id an earlier row has: one failed record per model, nothing sent."""
-        for model in self.models:
+        for model in self._asked():
             record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
             error = f"{where(record, sample)}: the sample id is already row {first + 1}'s; not sent, not scored"
             await score_into_record(

@@ -22,6 +22,8 @@ class ModelResult:
     failure_reasons: dict[str, int] = field(default_factory=dict)
     #: reason -> the first failure message seen with it
     failure_examples: dict[str, str] = field(default_factory=dict)
+    #: the model was not asked every sample: why and how far it went (``stop_at_ci``: evalkit/run/stopping/at_ci.py)
+    partial: dict[str, Any] | None = None
 
 
 @dataclass

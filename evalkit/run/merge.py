@@ -86,6 +86,7 @@ from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.runner import build_metric
 from evalkit.run.scoring import metric_settings, summarize
 from evalkit.run.shard import Shard, plan_fingerprint
+from evalkit.run.stopping.at_ci import check_drawn, merged_partial, seeded_prefix
 from evalkit.util import jsonutil
 from evalkit.util.safe_names import safe_path
 
@@ -366,6 +367,7 @@ async def _merge_engine(
         (rows.get((spec.dataset.name, spec.metric, m)) or {}).get("error") for rows in shard_rows for m in spec.models
     )
     plans = await asyncio.to_thread(planned.of, spec, pair_failed)
+    stops: dict[str, list[tuple[int, dict[str, Any] | None]]] = {}  # per model, each shard's records and stop
     with target.open("wb") as out:
         for run, rows in zip(shards, shard_rows):
             source = safe_path(run.path / "records", spec.dataset.name, spec.metric, suffix=".jsonl")
@@ -374,8 +376,17 @@ async def _merge_engine(
             held: dict[str, set[SampleKey]] = {name: set() for name in spec.models}
             if source.is_file():  # else the pair failed in that shard before its first record: its error says why
                 _copy_records(source, run, accumulators, held, mine, skipped, out)
+            order: list[SampleKey] | None = None
             for name in spec.models:
-                check_whole(source, name, held[name], mine, name in failed)
+                stopped = (rows.get((spec.dataset.name, spec.metric, name)) or {}).get("partial")
+                if isinstance(stopped, dict):  # stop_at_ci: the shard asked a prefix of its seeded order
+                    if order is None and mine is not None and not callable(getattr(metric, "group_of", None)):
+                        order = seeded_prefix(mine, plan.config.filters.seed, spec.dataset.name)
+                    check_drawn(source, name, held[name], stopped, order)
+                    stops.setdefault(name, []).append((len(held[name]), stopped))
+                else:
+                    check_whole(source, name, held[name], mine, name in failed)
+                    stops.setdefault(name, []).append((len(held[name]), None))
             counted = {name: len(keys) for name, keys in held.items()}
             result.n_samples += counted.get(str(first_model), 0)
             if source.is_file():
@@ -402,6 +413,7 @@ async def _merge_engine(
             n_failed=accumulator.n_failed,
             failure_reasons=dict(accumulator.failures),
             failure_examples=dict(accumulator.failure_examples),
+            partial=merged_partial(stops.get(name, []), scored, spec.stop),
         )
     return result
 

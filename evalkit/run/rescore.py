@@ -388,6 +388,27 @@ async def _fit_corpus(
     return None
 
 
+def _keep_stopped(result: Any, meta: dict[str, Any], dataset: str, records_of: str) -> None:
+    """A model whose records come from a pair that stopped at its CI (``stop_at_ci``) is re-scored over that
+    draw only: its row stays partial, never reads as a score of the whole dataset."""
+    from evalkit.run.stopping.at_ci import rescored_partial
+
+    found_rows = meta.get("results")
+    rows: list[Any] = found_rows if isinstance(found_rows, list) else []
+    for name, found in result.models.items():
+        source = next(
+            (
+                row.get("partial")
+                for row in rows
+                if isinstance(row, dict)
+                and (row.get("dataset"), row.get("metric"), row.get("model")) == (dataset, records_of, name)
+            ),
+            None,
+        )
+        if isinstance(source, dict):
+            found.partial = rescored_partial(source, records_of, found.result)
+
+
 async def arescore(
     run_dir: str | Path,
     metric: str,
@@ -486,19 +507,11 @@ async def arescore(
             # named and scaled as the run's config reports the pair (an AU-Harness config: AU-Harness's table)
             reported = reported_in_run(catalog, config.report_as, (p[0] for p in config.pairs), canonical, spec)
             log.info("re-scoring %s (%s) with %s", dataset, path.name, canonical)
-            results.append(
-                await _rescore_dataset(
-                    spec,
-                    canonical,
-                    instance,
-                    records,
-                    samples,
-                    out_path,
-                    config.filters.seed,
-                    config.filters,
-                    reported,
-                )
+            rescored = await _rescore_dataset(
+                spec, canonical, instance, records, samples, out_path, config.filters.seed, config.filters, reported
             )
+            _keep_stopped(rescored, meta, dataset, str(records[0].get("metric") or path.stem.rsplit("__", 1)[-1]))
+            results.append(rescored)
     finally:
         if judge is not None:
             outcome.judge = {"model": judge.model, "sent": judge.client.sent, "store_hits": judge.client.store_hits}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import functools
 import gc
 import logging
 import os
@@ -57,6 +58,7 @@ from evalkit.run.manifest import (
 from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
+from evalkit.run.stopping.at_ci import partial_summary
 from evalkit.run.unanswered import unanswered
 from evalkit.util import jsonutil
 from evalkit.util.atomic import write_json_atomic
@@ -561,6 +563,13 @@ async def _execute(
                 )
                 for spec in plan.engines
             ]
+            if isinstance(progress, Progress):  # a stop_at_ci pair's line shows what it drew, not a total to reach
+                for engine in engines:
+                    if engine.early_stop is not None:
+                        for name in engine.spec.models:
+                            progress.stops_early(
+                                engine.spec.id, name, functools.partial(engine.early_stop.progress_of, name)
+                            )
             started_engines = True
             with quiet_garbage_collector():
                 results = await _run_engines(engines)
@@ -597,6 +606,9 @@ async def _execute(
         }
         if shard is not None:  # results of a share of the plan, not of the plan: said where they are read
             meta["shard"] = manifest["shard"]
+        stopped = partial_summary(rows)  # results over fewer samples than the plan's (stop_at_ci)
+        if stopped is not None:
+            meta["partial"] = stopped
         if judge is not None:
             meta["requests"][judge.client.name] = judge.client.stats()
         meta = scrub_tree(meta, hidden)
@@ -632,7 +644,10 @@ async def _execute(
         raise
     manifest["store"].update(_store_counts(store))
     # samples whose endpoint was not there are not answers: the run is incomplete until a resume asks them
-    status = {"status": "incomplete", "unanswered": not_asked} if not_asked else {"status": "finished"}
+    status: dict[str, Any] = {"status": "incomplete", "unanswered": not_asked} if not_asked else {"status": "finished"}
+    writer.data.pop("partial", None)  # a resumed run says what this run did, not what the killed one had
+    if "partial" in meta:
+        status["partial"] = meta["partial"]
     writer.update(**status, finished=meta["finished"], seconds=meta["seconds"], **{CHECKSUMS: checksums})
     return RunOutcome(
         run_dir=run_dir,

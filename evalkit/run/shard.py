@@ -117,16 +117,17 @@ def plan_fingerprint(plan: Plan, answer_fingerprint: str, datasets: Mapping[str,
     for spec in plan.engines:
         dataset = {k: v for k, v in spec.dataset.model_dump(mode="json").items() if k not in _WHERE_FIELDS}
         dataset["in_context"] = _examples_content(spec.dataset)
-        engines.append(
-            {
-                "id": spec.id,
-                "dataset": dataset,
-                "metric": spec.metric,
-                "options": spec.options,
-                "models": list(spec.models),
-                "params": spec.params,
-            }
-        )
+        engine = {
+            "id": spec.id,
+            "dataset": dataset,
+            "metric": spec.metric,
+            "options": spec.options,
+            "models": list(spec.models),
+            "params": spec.params,
+        }
+        if spec.stop is not None:  # shards must stop by one rule; a plan without one keeps its fingerprint
+            engine["stop"] = spec.stop.as_dict()
+        engines.append(engine)
     content = {
         name: {"sha256": found.get("sha256"), "rows": found.get("rows")} if isinstance(found, Mapping) else None
         for name, found in sorted(datasets.items())

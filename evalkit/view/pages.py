@@ -160,7 +160,7 @@ def run_page(run: dict[str, Any], links: Links) -> str:
         rows.append(
             f"<tr{flag}><td>{cell(e(shown['dataset']), {})}</td><td>{e(shown['metric'])}</td><td>{e(model)}</td>"
             f'<td class="num">{cell(show(shown["score"]), {"model": model})}</td><td class="num">{ci}</td>'
-            f'<td class="num">{cell(e(r["n"]), {"model": model, "failure": "none"})}</td>'
+            f'<td class="num">{cell(e(r.get("n_text") or r["n"]), {"model": model, "failure": "none"})}</td>'
             f'<td class="num">{cell(e(r["n_failed"]), {"model": model, "failure": "any"})}</td>'
             f"<td>{reasons}{'<br>' + e(r['error']) if r['error'] else ''}</td>{evalkit}</tr>"
         )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import evalkit
+from evalkit.report.tables import n_cell
 from evalkit.util import jsonutil
 from evalkit.util.confine import Roots, capped_lines, too_long
 from evalkit.view import index, media, scan
@@ -145,6 +146,9 @@ class Viewer:
                     if r.reported_as is not None
                     else None,
                     "n": r.n,
+                    # a row that stopped early (stop_at_ci, a budget): why and how far, as results.json says
+                    "partial": r.partial,
+                    "n_text": n_cell(r),
                     "n_failed": r.n_failed,
                     "unreliable": r.unreliable,
                     "error": r.error,
