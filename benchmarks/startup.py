@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks import common
+from benchmarks import common, summary
 from benchmarks.common import machine, model_entry, request_phase, run_child, servers, write_config, write_text_dataset
 
 N_REQUESTS = 64
@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b", type=Path, default=common.ROOT, help="the checkout measured (default: this one)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    parser.add_argument(
+        "--results", default=None, help="also keep the summary rows as benchmarks/results/NAME (then run summary)"
+    )
     args = parser.parse_args(argv)
     roots = {"b": args.b.resolve()} if args.a is None else {"a": args.a.resolve(), "b": args.b.resolve()}
     before = os.getloadavg()
@@ -155,7 +158,48 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    if args.results:
+        summary.write_entry(args.results, summary_entry(result))
     return 0
+
+
+def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
+    """The rows this run gives BENCHMARKS.md's summary (checkout ``b``, against ``a`` when there is one)."""
+    m = result["machine"]
+    rows = []
+    labels = {"compiled": "compiled bytecode", "source": "compiled at start (PYTHONDONTWRITEBYTECODE)"}
+    for mode, figures in result["modes"].items():
+        b = figures["b"]
+        before = f"; last stop {figures['a']['ratio_to_raw']:.2f}x, same rounds" if "a" in figures else ""
+        rows.append(
+            {
+                "figure": f"(a') `evalkit run` spawn -> first request, {labels[mode]}",
+                "measured": f"**{b['median_s']:.2f} s** vs the bare aiohttp loop {figures['raw_s']:.2f} s = "
+                f"**{b['ratio_to_raw']:.2f}x**{before}",
+                "target": "<= 1.2x the loop",
+                "met": b["ratio_to_raw"] <= 1.2,
+                "replaces": ["(a') `evalkit run` spawn -> first request"],
+            }
+        )
+    lst = result["list_datasets"]
+    before = f"; last stop {lst['a']['median_s']:.2f} s, same rounds" if "a" in lst else ""
+    rows.append(
+        {
+            "figure": "(a') `evalkit list datasets`",
+            "measured": f"**{lst['b']['median_s']:.2f} s** (median of {len(lst['b']['runs_s'])}{before})",
+            "target": "< 0.5 s",
+            "met": lst["b"]["median_s"] < 0.5,
+        }
+    )
+    return {
+        "date": result["date"],
+        "command": result["command"],
+        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
+        "loadavg_before": list(m["loadavg"]),
+        "loadavg_after": list(result["loadavg_after"]),
+        "rows": rows,
+        "figures": {k: result[k] for k in ("rounds", "modes", "list_datasets", "checkouts")},
+    }
 
 
 if __name__ == "__main__":
