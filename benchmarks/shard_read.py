@@ -102,7 +102,7 @@ def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
         f = result[fmt]
         rows.append(
             {
-                "figure": f"(g') shard 1 of {result['shards']} reads its share of a local {fmt} file "
+                "figure": f"(g') shard 0/{result['shards']} reads its share of a local {fmt} file "
                 f"({result['rows']:,} rows with an id column)",
                 "measured": f"**{f['share_s']:.2f} s** vs {f['all_s']:.2f} s reading every row and keeping its share "
                 f"= **{f['all_s'] / f['share_s']:.1f}x** faster ({f['samples']:,} samples, the same)",
