@@ -95,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=None, help="markdown report (default BENCHMARKS.md when running everything)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the raw figures here")
+    parser.add_argument(
+        "--results", default=None, help="keep the summary rows as benchmarks/results/NAME (the default report does)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (configs, records, server logs)")
     parser.add_argument(
         "--peers",
@@ -149,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1, default=str), encoding="utf-8")
     if out is not None:
-        report.write(out, results)
+        # the default report (BENCHMARKS.md) keeps this run's rows as a result file, so its summary stays generated
+        keep = args.results or (
+            f"{results['date'][:16].replace(':', '')}-suite.json" if out == ROOT / "BENCHMARKS.md" else None
+        )
+        report.write(out, results, keep)
         print(f"wrote {out}")
     return 1 if results["errors"] else 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmarks import images, shards, viewer
+from benchmarks import images, shards, summary, viewer
 from benchmarks.common import mib
 
 ANALYSIS_START = "<!-- analysis:start -->"
@@ -482,7 +482,24 @@ def _details(results: dict[str, Any]) -> list[str]:
     return out
 
 
-def render(results: dict[str, Any], analysis: str) -> str:
+def suite_entry(results: dict[str, Any]) -> dict[str, Any]:
+    """This run's summary rows as a result file of benchmarks/results/ (see benchmarks/summary.py)."""
+    m = results["machine"]
+    return {
+        "date": results["date"],
+        "command": results["command"],
+        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
+        "loadavg_before": list(m["loadavg"]),
+        "loadavg_after": list(results["loadavg_after"]),
+        "rows": [
+            {"figure": fig, "measured": val, "target": target, "met": ok}
+            for fig, val, target, ok in summary_rows(results)
+        ],
+    }
+
+
+def render(results: dict[str, Any], analysis: str, entries: list[tuple[str, dict[str, Any]]] | None = None) -> str:
+    """The whole file; its summary is generated from ``entries`` (default: benchmarks/results/ and this run)."""
     m = results["machine"]
     lines = [
         "# evalkit benchmarks",
@@ -493,7 +510,8 @@ def render(results: dict[str, Any], analysis: str) -> str:
         results["command"],
         "```",
         "",
-        f"- date: {results['date']}; suite wall time {results['suite_s']:.0f} s",
+        f"- date of this run (the details below; each summary figure gives its own): {results['date']}; suite wall "
+        f"time {results['suite_s']:.0f} s",
         f"- machine: {m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model'] or 'unknown CPU'}; Python "
         f"{m['python']}; {m['platform']}",
         f"- load average (1/5/15 min) before: {' / '.join(f'{x:.2f}' for x in m['loadavg'])}; after: "
@@ -513,10 +531,10 @@ def render(results: dict[str, Any], analysis: str) -> str:
         "",
         "## Figures",
         "",
-        "| figure | measured | target | met |",
-        "|---|---|---|---|",
+        summary.render(
+            entries if entries is not None else [*summary.load_entries(), ("(this run)", suite_entry(results))]
+        ),
     ]
-    lines += [f"| {fig} | {val} | {target} | {_mark(ok)} |" for fig, val, target, ok in summary_rows(results)]
     if results.get("errors"):
         lines += ["", "Sections that failed in this run:", ""]
         lines += [f"- {key}: `{error}`" for key, error in results["errors"].items()]
@@ -538,5 +556,10 @@ def keep_analysis(path: Path) -> str:
     return text[start : end + len(ANALYSIS_END)] + "\n"
 
 
-def write(path: Path, results: dict[str, Any]) -> None:
-    path.write_text(render(results, keep_analysis(path)), encoding="utf-8")
+def write(path: Path, results: dict[str, Any], keep: str | None = None) -> None:
+    """Write the report; with ``keep``, this run's rows are first kept as benchmarks/results/``keep``."""
+    if keep:
+        summary.write_entry(keep, suite_entry(results))
+        path.write_text(render(results, keep_analysis(path), summary.load_entries()), encoding="utf-8")
+    else:
+        path.write_text(render(results, keep_analysis(path)), encoding="utf-8")

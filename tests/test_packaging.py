@@ -92,6 +92,50 @@ def test_the_installed_package_validates_and_runs_the_default_config(installed: 
     assert {(r["dataset"], r["n"], r["n_failed"]) for r in rows} == {("espeak_en_asr", 3, 0)}
 
 
+#: run in the installed venv: which of evalkit's modules had to be compiled from source on import
+_COMPILED_FROM_SOURCE = """
+import importlib.machinery, json, pathlib, sys
+compiled = []
+original = importlib.machinery.SourceFileLoader.source_to_code
+def record(self, data, path, *args, **kwargs):
+    compiled.append(str(path))
+    return original(self, data, path, *args, **kwargs)
+importlib.machinery.SourceFileLoader.source_to_code = record
+import evalkit
+package = pathlib.Path(evalkit.__file__).parent
+sys.argv = ["evalkit", "run", "--help"]  # the command line's parser
+import evalkit.cli.main, evalkit.api, evalkit.plan, evalkit.run.runner, evalkit.cli.listing
+imported = sorted(m for m in sys.modules if m.startswith("evalkit"))
+sources = sorted(str(p) for p in package.rglob("*.py"))
+print(json.dumps({"compiled": [p for p in compiled if p.startswith(str(package))], "imported": imported,
+                  "sources": sources, "cached": [importlib.util.cache_from_source(p) for p in sources]}))
+"""
+
+
+def test_the_installed_wheel_starts_from_compiled_bytecode(installed: Path, tmp_path: Path) -> None:
+    """pip compiles a wheel's modules as it installs them: evalkit then starts without compiling its own source.
+
+    Checked by compiling nothing in the venv's Python (PYTHONDONTWRITEBYTECODE, as on machines that set it) and
+    watching the import system: a module whose bytecode is missing or stale would be compiled from source here.
+    """
+    env = {**_clean_env(), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPYCACHEPREFIX", None)
+    done = subprocess.run(
+        [str(installed / "python"), "-c", _COMPILED_FROM_SOURCE],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert len(seen["imported"]) > 50, "the check must import the modules a run needs"
+    assert seen["compiled"] == [], "evalkit modules compiled from source at start: their bytecode is missing or stale"
+    missing = [s for s, c in zip(seen["sources"], seen["cached"]) if not Path(c).is_file()]
+    assert missing == [], "modules the installed wheel has no bytecode for"
+
+
 def test_a_checkout_beside_an_installed_evalkit_is_no_conflict(installed: Path, tmp_path: Path) -> None:
     """The packaged catalogue and a checkout's runspecs/ hold the same definitions: read once, no error."""
     shutil.copytree(ROOT / "runspecs", tmp_path / "runspecs")

@@ -380,7 +380,7 @@ def _cell(value: Any) -> str:
 
 
 def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None = None) -> str:
-    """Rows as text: a rich table, JSON (a list of objects) or CSV (lists joined with ';')."""
+    """Rows as text: a boxed table, JSON (a list of objects) or CSV (lists joined with ';')."""
     if fmt == "json":
         return json.dumps(rows, indent=2, ensure_ascii=False) + "\n"
     if fmt == "csv":
@@ -396,28 +396,16 @@ def render(kind: str, rows: list[dict[str, Any]], fmt: str, *, width: int | None
             cells = {k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in row.items()}
             writer.writerow({k: spreadsheet_safe(v) for k, v in cells.items()})  # "=cmd" shows as text
         return buffer.getvalue()
-    from rich.console import Console
-    from rich.table import Table
-    from rich.text import Text
+    from evalkit.cli.table_text import render_table
 
-    table = Table(
-        title=f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}", title_justify="left", show_lines=False
+    columns = TABLE_COLUMNS[kind]
+    return render_table(
+        f"{len(rows)} {kind if len(rows) != 1 else kind.rstrip('s')}",
+        columns,
+        [[_cell(row.get(c)) for c in columns] for row in rows],  # data, never markup
+        [c not in _NO_WRAP for c in columns],
+        width or 160,
     )
-    for column in TABLE_COLUMNS[kind]:
-        table.add_column(column, overflow="fold", no_wrap=column in _NO_WRAP)
-    for row in rows:
-        table.add_row(*(Text(_cell(row.get(c))) for c in TABLE_COLUMNS[kind]))  # data, never markup
-    console = Console(
-        width=width,
-        record=True,
-        force_terminal=False,
-        color_system=None,
-        highlight=False,
-        soft_wrap=False,
-        file=io.StringIO(),  # recorded for export_text, never printed
-    )
-    console.print(table)
-    return "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
 
 
 ROW_FUNCTIONS = {

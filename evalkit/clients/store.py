@@ -61,15 +61,16 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import aiosqlite
+from typing import TYPE_CHECKING, Any
 
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store_damage import diagnose, is_damage, replacement_path, salvage
 from evalkit.errors import DiskFullError, UserError, WriteFailed, human_bytes
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 log = logging.getLogger("evalkit.store")
 
@@ -242,6 +243,8 @@ class ResponseStore:
                 damage = await asyncio.to_thread(diagnose, self.path, APPLICATION_ID)
                 if damage is not None:
                     raise _Damaged(damage)
+            import aiosqlite  # a run without a store (--no-cache) never loads it
+
             self._db = await aiosqlite.connect(self.path, factory=_limited_connection(self.max_value_bytes))
             await self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_MS)}")
             await self._adopt(fresh)

@@ -273,6 +273,20 @@ def _nested_value(row: dict[str, Any], column: str) -> tuple[bool, Any]:
     return "." in column, value
 
 
+def id_or_position(value: Any, index: int, spec: DatasetSpec) -> str:
+    """A sample's id: its id column's value, or (none) the dataset's name and the row's position.
+
+    A robustness variant (<name>@<corruption>) keeps the clean dataset's ids, so its samples pair with them.
+    Shards read this without building the sample, so both must agree (evalkit.data.share).
+    """
+    return str(value) if value is not None else f"{(spec.corruption or {}).get('clean', spec.name)}-{index}"
+
+
+def row_id(row: dict[str, Any], index: int, spec: DatasetSpec) -> str:
+    """The id :func:`row_to_sample` gives ``row``, without reading its other columns."""
+    return id_or_position(_column(row, spec.id_column, spec, "id_column"), index, spec)
+
+
 def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: Path) -> Sample:
     """Map one raw row to a Sample using the runspec's column names."""
     sample_id = _column(row, spec.id_column, spec, "id_column")
@@ -304,8 +318,7 @@ def row_to_sample(row: dict[str, Any], index: int, spec: DatasetSpec, base_dir: 
         except ConversationError as error:
             meta.setdefault("conversation_error", f"{spec.messages_column}: {error}")
     return Sample(
-        # a robustness variant (<name>@<corruption>) keeps the clean dataset's ids, so its samples pair with them
-        id=str(sample_id) if sample_id is not None else f"{(spec.corruption or {}).get('clean', spec.name)}-{index}",
+        id=id_or_position(sample_id, index, spec),
         reference=_column(row, spec.target_column, spec, "target_column"),
         text=_column(row, spec.textual_input_column, spec, "textual_input_column"),
         instruction=_column(row, spec.instruction_column, spec, "instruction_column") or spec.instruction,

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.metrics.base import MetricResult
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a run that needs none starts without it
+    import numpy as np
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -46,6 +47,8 @@ def corpus_value(metric: _HasCorpus, totals: np.ndarray) -> float:
     A ``corpus`` that returns a one-element array (a vectorised one keeps the batch axis) is read as
     its element; anything that is not one number raises ValueError naming what came back.
     """
+    import numpy as np
+
     value = np.asarray(metric.corpus(np.asarray(totals, dtype=np.float64)), dtype=np.float64)
     if value.size != 1:
         raise ValueError(f"corpus() of a ({len(totals)},) vector returned shape {value.shape}, expected one number")
@@ -60,6 +63,8 @@ def corpus_batch(metric: _HasCorpus, totals: np.ndarray, *, row_by_row: bool = F
     another shape on a batch; it is then called once per row, which is correct, only slower. An error
     raised row by row is the metric's own and propagates.
     """
+    import numpy as np
+
     totals = np.asarray(totals, dtype=np.float64)
     m = totals.shape[0]
     if not row_by_row:
@@ -76,6 +81,8 @@ def corpus_batch(metric: _HasCorpus, totals: np.ndarray, *, row_by_row: bool = F
 
 def _same(values: np.ndarray, rows: np.ndarray, metric: _HasCorpus) -> bool:
     """Whether ``values`` are the corpus values of ``rows`` computed one row at a time (NaN equals NaN)."""
+    import numpy as np
+
     expected = np.array([corpus_value(metric, row) for row in rows], dtype=np.float64)
     return bool(np.allclose(values, expected, rtol=1e-9, atol=0.0, equal_nan=True))
 
@@ -98,6 +105,8 @@ def clip_to(value: float, bounds: tuple[float | None, float | None]) -> float:
 
 def normal_ci(scores: np.ndarray) -> tuple[float, float]:
     """``mean ± 1.96·s/√n`` over the finite scores (sample std, ddof=1); fewer than 2 -> NaN bounds."""
+    import numpy as np
+
     values = np.asarray(scores, dtype=float).ravel()
     values = values[np.isfinite(values)]
     n = values.size
@@ -124,6 +133,8 @@ def bootstrap_ci(
     Resamples whose corpus value is not finite (e.g. no reference words at
     all) are dropped before taking percentiles. Fewer than 2 rows -> NaN bounds.
     """
+    import numpy as np
+
     stats = np.asarray(stats, dtype=np.float64)
     if stats.ndim != 2:
         raise ValueError(f"stats must be a 2-D (samples, statistics) matrix, got shape {stats.shape}")
@@ -170,6 +181,8 @@ def combine(
     finite score is left out (counted in ``details["excluded"]``); one without
     a finite CI makes the CI NaN. ``n`` is the total number of scored samples.
     """
+    import numpy as np
+
     if method not in ("macro", "micro"):
         raise ValueError(f"aggregation method {method!r}: expected macro or micro")
     given = [1.0] * len(results) if method == "macro" or weights is None else [float(w) for w in weights]
@@ -208,6 +221,8 @@ def bootstrap_rows_ci(
     into equal-count bins): each resample is then a draw of whole rows, in row order, not a weighted sum.
     Non-finite resamples are dropped as in :func:`bootstrap_ci`; fewer than 2 rows -> NaN bounds.
     """
+    import numpy as np
+
     rows = np.asarray(rows, dtype=np.float64)
     n = rows.shape[0]
     if n < 2 or n_resamples < 1:

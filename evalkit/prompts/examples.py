@@ -25,15 +25,16 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import random
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from evalkit.catalog import DatasetSpec, resolve_runspec_path
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import RunspecError
 from evalkit.prompts import image_similarity
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a run that needs none starts without it
+    import numpy as np
 
 _KEYS = {"split", "path", "k", "choice", "pool_size", "embedding_model"}
 #: choice -> the name records carry; topk_text is ChEF's name for the similarity retriever

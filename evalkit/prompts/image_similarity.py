@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import io
 import threading
-from typing import Any, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evalkit.data.image.codec import read_bytes
 from evalkit.data.image.values import ImageDecodeError
 from evalkit.data.sample import Image, Sample
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a run that needs none starts without it
+    import numpy as np
 
 #: side of the default thumbnail, in pixels: 16 x 16 x RGB = 768 numbers per image
 THUMBNAIL_SIDE = 16
@@ -49,6 +50,8 @@ class Embedder(Protocol):
 
 
 def _unit(vector: np.ndarray) -> np.ndarray | None:
+    import numpy as np
+
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else None
 
@@ -69,6 +72,8 @@ def _pil(image: Image, size_hint: tuple[int, int] | None = None) -> Any:
 
 
 def _mean_unit(vectors: list[np.ndarray]) -> np.ndarray | None:
+    import numpy as np
+
     return _unit(np.mean(np.stack(vectors), axis=0)) if vectors else None
 
 
@@ -78,6 +83,7 @@ class ThumbnailEmbedder:
     name = f"thumbnail{THUMBNAIL_SIDE}"
 
     def _vector(self, image: Image) -> np.ndarray | None:
+        import numpy as np
         from PIL import Image as PILImage
 
         side = THUMBNAIL_SIDE
@@ -117,6 +123,8 @@ class ModelEmbedder:
 
     def embed(self, images: list[Image]) -> np.ndarray | None:
         """The normalised mean of the readable images' feature vectors."""
+        import numpy as np
+
         pictures = []
         for image in images:
             try:
@@ -146,6 +154,8 @@ def embed_sample(embedder: Embedder, sample: Sample) -> np.ndarray | None:
 
 def rank(pool_vectors: list[np.ndarray | None], query: np.ndarray | None) -> list[int]:
     """Pool indexes, most similar first (cosine); ties keep pool order, unreadable examples go last."""
+    import numpy as np
+
     if query is None:
         return sorted(range(len(pool_vectors)), key=lambda i: (pool_vectors[i] is None, i))
     # rounded, so images equal up to float noise tie and keep pool order

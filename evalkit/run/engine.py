@@ -62,7 +62,7 @@ from evalkit.run.requests import RequestContext
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
 from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
-from evalkit.run.shard import Shard, shard_samples
+from evalkit.run.shard import Shard, read_share, shard_samples
 from evalkit.run.stopping.at_ci import EarlyStop
 from evalkit.util.idindex import IdIndex
 from evalkit.util.redact import redact
@@ -181,7 +181,8 @@ class Engine:
 
     def planned_samples(self) -> Iterator[Sample]:
         # after the filters and the expansion: shards split exactly the plan's samples
-        return shard_samples(self.corpus_samples(), self.shard)
+        share = read_share(self.spec.dataset, self.shard, self.filters, self.preprocessor)
+        return share if share is not None else shard_samples(self.corpus_samples(), self.shard)
 
     async def run(self) -> EngineResult:
         started = time.perf_counter()

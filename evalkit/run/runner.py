@@ -39,7 +39,6 @@ from evalkit.languages import target_language
 from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
 from evalkit.prompts.library import library_for, prompt_context_for
-from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
@@ -55,7 +54,6 @@ from evalkit.run.manifest import (
     earlier_answer_fingerprint,
     read_manifest,
 )
-from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
 from evalkit.run.stopping.at_ci import partial_summary
@@ -588,6 +586,8 @@ async def _execute(
         for result in results:
             if result.error:
                 result.error = scrub(result.error, hidden)
+        from evalkit.run.result_rows import rows_from_engines  # after the run: not on the way to its first request
+
         rows = rows_from_engines(results, config.max_failure_rate)
         not_asked = unanswered(rows)
         rows += aggregate_rows(rows, config.aggregate, plan.catalog.resolve)
@@ -697,6 +697,8 @@ def _store_counts(store: ResponseStore | None) -> dict[str, Any]:
 
 def _write_results(run_dir: Path, rows: list[ResultRow], meta: dict[str, Any]) -> None:
     """results.json and its views; a write error other than a full disk stops the run naming the file (exit 1)."""
+    from evalkit.report.files import write_results  # the writers load at the end, not before the first request
+
     try:
         write_results(run_dir, rows, meta)
     except OSError as error:

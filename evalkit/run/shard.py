@@ -36,9 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.catalog import DatasetSpec, resolve_runspec_path
+from evalkit.config import Filters
+from evalkit.data.filters import apply_filters
 from evalkit.data.sample import Sample
+from evalkit.data.share import share_samples
 from evalkit.errors import UserError
 from evalkit.plan import Plan
+from evalkit.prompts.preprocessors import Preprocessor
 
 _SHARD = re.compile(r"^\s*(-?\d+)\s*/\s*(-?\d+)\s*$")
 #: dataset spec fields that say where the data lies on this machine, not what it is (its content is hashed)
@@ -105,6 +109,24 @@ class Shard:
 def shard_samples(samples: Iterator[Sample], shard: Shard | None) -> Iterator[Sample]:
     """``samples`` as they are without a shard, else the shard's share of them."""
     return samples if shard is None else shard.select(samples)
+
+
+def read_share(
+    dataset: DatasetSpec, shard: Shard | None, filters: Filters, preprocessor: Preprocessor
+) -> Iterator[Sample] | None:
+    """The shard's samples read without building the others' (evalkit.data.share), or None to read them all.
+
+    Only where that gives the same samples as taking the share of the plan's: the
+    filters keep or drop each sample on its own (``num_samples`` counts across
+    samples, so it must see them all), and the preprocessor sends each row as it
+    is (circular copies get ids of their own).
+    """
+    if shard is None or shard.count == 1 or filters.num_samples is not None:
+        return None
+    if type(preprocessor).expand is not Preprocessor.expand:
+        return None
+    samples = share_samples(dataset, shard.owns)
+    return None if samples is None else apply_filters(samples, filters, dataset.name)
 
 
 def plan_fingerprint(plan: Plan, answer_fingerprint: str, datasets: Mapping[str, Any]) -> str:

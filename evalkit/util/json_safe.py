@@ -67,22 +67,23 @@ def _duplicate_position(text: str) -> _DuplicateKey | None:
 
 
 def _depth(value: Any) -> int:
-    """How many lists and objects are nested in ``value`` (iterative: a deep value cannot overflow the stack)."""
+    """How many lists and objects are nested in ``value`` (iterative: a deep value cannot overflow the stack).
+
+    Only containers are queued: a catalogue's scalars are most of its values, and every runspec is checked.
+    """
+    if not isinstance(value, (dict, list)):
+        return 0
     deepest = 0
-    todo: list[tuple[Any, int]] = [(value, 0)]
+    todo: list[tuple[Any, int]] = [(value, 1)]
     while todo:
         node, level = todo.pop()
-        if isinstance(node, dict):
-            children: Any = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        level += 1
-        deepest = max(deepest, level)
-        if deepest > MAX_DEPTH:
-            return deepest
-        todo.extend((child, level) for child in children)
+        if level > deepest:
+            deepest = level
+            if deepest > MAX_DEPTH:
+                return deepest
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                todo.append((child, level + 1))
     return deepest
 
 

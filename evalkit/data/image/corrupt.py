@@ -19,10 +19,12 @@ import hashlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from evalkit.data.image.values import ImageDecodeError
+
+if TYPE_CHECKING:  # numpy is imported where it is used: a run that needs none starts without it
+    import numpy as np
 
 #: the level used when a config names none: ImageNet-C's middle one
 DEFAULT_SEVERITY = 3
@@ -65,10 +67,13 @@ def sample_seed(seed: int, corruption: str, sample_id: str) -> int:
 
 def _rng(corruption: ImageCorruption, key: int, item: int) -> np.random.Generator:
     # key: the turn (0, 1, ...) or in-context example (negative) the image belongs to; item: its index there
+    import numpy as np
+
     return np.random.default_rng([corruption.seed, key + 2**20, item])
 
 
 def _pixels(data: bytes, what: str) -> np.ndarray:
+    import numpy as np
     from PIL import Image as PILImage
 
     try:
@@ -79,11 +84,14 @@ def _pixels(data: bytes, what: str) -> np.ndarray:
 
 
 def _gaussian_noise(pixels: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
+
     noisy = pixels / 255.0 + rng.normal(scale=_NOISE_SIGMA[level - 1], size=pixels.shape)
     return np.asarray(np.clip(noisy, 0.0, 1.0) * 255.0 + 0.5, dtype=np.uint8)
 
 
 def _gaussian_blur(pixels: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
     from PIL import Image as PILImage
     from PIL import ImageFilter
 
@@ -92,6 +100,7 @@ def _gaussian_blur(pixels: np.ndarray, level: int, rng: np.random.Generator) -> 
 
 
 def _crop(pixels: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
     from PIL import Image as PILImage
 
     height, width = pixels.shape[:2]
@@ -104,6 +113,7 @@ def _crop(pixels: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarra
 
 
 def _colour_jitter(pixels: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
     from PIL import Image as PILImage
     from PIL import ImageEnhance
 
