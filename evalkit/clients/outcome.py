@@ -36,6 +36,8 @@ class Outcome:
     replica: str | None = None
     cached: bool = False
     usage: dict[str, Any] = field(default_factory=dict)
+    #: the answer of an identical request of this run (in flight or just answered): paid for where that one was sent
+    shared: bool = False
 
     @property
     def ok(self) -> bool:

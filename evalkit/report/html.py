@@ -24,6 +24,7 @@ from evalkit.report.results import ResultRow
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, reported
+from evalkit.report.usage import usage_html
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
@@ -91,6 +92,8 @@ def results_section(rows: list[ResultRow]) -> str:
             if r.unreliable
             else ""
         )
+        if r.partial:  # never shown as complete: the pair stopped before its last sample
+            flag += f' <span class="flag" title="the pair stopped early: {escape(r.partial)}">(partial)</span>'
         shown = [
             escape(r.shown_dataset),
             escape(r.task),
@@ -467,7 +470,7 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
     if meta.get("config_file"):
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
-    body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
+    body = header + results_section(rows) + usage_html(rows, meta) + metric_charts(rows) + group_charts(rows)
     if records_dir is not None and not records_dir.is_dir():
         body += latency_section(records_dir, meta) + failure_section(rows)
         body += f"<h2>Samples</h2><p class='note'>No records folder at <code>{escape(str(records_dir))}</code>.</p>"

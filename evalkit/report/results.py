@@ -46,9 +46,18 @@ class ResultRow:
     #: how a peer tool reports this pair ({tool, dataset, metric, scale}; :mod:`evalkit.config.foreign.reporting`), when
     #: the run's config is in its format: the tables show its names and its scale beside evalkit's n and CI
     reported_as: dict[str, Any] | None = None
+    #: why the row's pair ended before its last sample ("budget": the run's budget was spent); None: complete
+    partial: str | None = None
+    #: what the model's answers took on this pair: tokens, requests, answers from the store, cost (None: unknown)
+    usage: dict[str, Any] | None = None
+    #: the same of the judge's answers that scored them (judge metrics)
+    judge_usage: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: _clean(v) for k, v in self.__dict__.items()}
+        for key in ("partial", "usage", "judge_usage"):
+            if data[key] is None:
+                del data[key]  # a complete row without known usage reads as it always did
         if self.reported_as is None:
             del data["reported_as"]  # evalkit's own configs' results are as they always were
         else:
@@ -259,4 +268,9 @@ def row_from_dict(data: dict[str, Any]) -> ResultRow:
         values["reported_as"] = None
     values.setdefault("failure_reasons", {})
     values.setdefault("details", {})
+    for key in ("usage", "judge_usage"):  # read from a file: a mapping or nothing (its numbers are checked as shown)
+        if not isinstance(values.get(key), dict):
+            values[key] = None
+    if values.get("partial") is not None:
+        values["partial"] = str(values["partial"])
     return ResultRow(**values)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.report.results import ResultRow
+from evalkit.report.usage import usage_lines
 
 #: what makes a spreadsheet read a cell as a formula (OWASP "CSV Injection"): = + - @, tab, carriage return
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -63,7 +64,7 @@ def table_rows(rows: list[ResultRow]) -> list[list[str]]:
         score, low, high = r.scaled()
         known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (low, high))
         ci = f"[{fmt_shown(low, r)}, {fmt_shown(high, r)}]" if known else "-"
-        flag = " !" if r.unreliable else ""
+        flag = (" !" if r.unreliable else "") + (" (partial)" if r.partial else "")
         cells = [r.shown_dataset, r.shown_metric, r.model, fmt_shown(score, r) + flag, ci, str(r.n), str(r.n_failed)]
         if peer:
             cells.append(evalkit_name(r))
@@ -178,6 +179,9 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
     aggregates = [r for r in rows if r.kind == "aggregate"]
     if aggregates:
         md += "\n## Aggregates\n\n" + markdown_table(aggregates)
+    usage = usage_lines(meta)
+    if usage:
+        md += "\n## Usage\n\n" + "".join(f"- {_md_text(line)}\n" for line in usage)
     failures = [r for r in rows if r.failure_reasons or r.error]
     if failures:
         md += "\n## Failures\n\n"
@@ -188,3 +192,8 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
                 f"{reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
             )
     return md
+
+
+def _md_text(text: str) -> str:
+    """A line of text as Markdown shows it literally (a model name from a config is not markup)."""
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", text)

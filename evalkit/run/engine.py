@@ -30,7 +30,9 @@ from typing import Any
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import WIRE_FORMATS
+from evalkit.clients.spending import Spending
 from evalkit.config import Filters, RequestKind
+from evalkit.config.price import Price
 from evalkit.data.audio.pcm import Shape
 from evalkit.data.filters import apply_filters
 from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, sample_seed
@@ -61,6 +63,7 @@ from evalkit.run.scoring import metric_settings, new_record, score_into_record, 
 from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
+from evalkit.run.usage import JudgeScope, PairUsage
 from evalkit.util.idindex import IdIndex
 from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
@@ -91,6 +94,8 @@ class Engine:
         metric_factory: Callable[[EngineSpec], Metric] | None = None,
         shard: Shard | None = None,
         sent_logs: SentLogs | None = None,
+        spending: Spending | None = None,
+        judge_price: Price | None = None,
     ) -> None:
         self.spec = spec
         #: ``evalkit run --shard K/N``: only this share of the filtered samples runs (see evalkit/run/shard.py)
@@ -161,6 +166,8 @@ class Engine:
         self._sent_logs = sent_logs if sent_logs is not None else SentLogs(sent_folder(records_dir))
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
+        #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/usage.py)
+        self.usage = PairUsage({m.name: m.info.price for m in self.models}, judge_price, spending)
 
     def corpus_samples(self) -> Iterator[Sample]:
         """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
@@ -208,7 +215,10 @@ class Engine:
                 n_failed=acc.n_failed,
                 failure_reasons=dict(acc.failures),
                 failure_examples=dict(acc.failure_examples),
+                usage=self.usage.of_model(name),
+                judge_usage=self.usage.of_judge(name),
             )
+        result.partial = self.usage.partial
         return result
 
     async def _run_recorded(self) -> None:
@@ -272,7 +282,7 @@ class Engine:
                 break
             for sample in batch:
                 await slots.acquire()
-                if first_error:
+                if first_error or self.usage.stop_feeding():
                     break
                 self.n_samples += 1
                 row = sample.meta.get("index")
@@ -283,7 +293,7 @@ class Engine:
                     task = asyncio.create_task(self._sample(sample))
                 pending.add(task)
                 task.add_done_callback(done)
-            if first_error:
+            if first_error or self.usage.partial:
                 break
 
     def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
@@ -370,6 +380,9 @@ class Engine:
             outcome = await self.asker.reasoned_apart(model, prompt, prepared, sent)
         else:
             outcome = await self.asker.conversation(model, prompt, prepared, sent)
+        if self.usage.refused(outcome):
+            return  # not sent (the budget is spent): no record, a resume asks it
+        judged = JudgeScope() if self.metric.needs_judge else None
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
         scored = await score_into_record(
             record,
@@ -391,6 +404,8 @@ class Engine:
         record.update(
             latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica
         )
+        if not self.usage.note(model.name, record, sent.tally, judged):
+            return  # its judge was not asked (the budget is spent): no record, a resume asks it
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
         if isinstance(prepared, tuple) and 0 in prepared[1]:

@@ -22,6 +22,10 @@ class ModelResult:
     failure_reasons: dict[str, int] = field(default_factory=dict)
     #: reason -> the first failure message seen with it
     failure_examples: dict[str, str] = field(default_factory=dict)
+    #: what the model's answers on this pair took (evalkit/run/usage.py's usage_dict); None: not known (rescored)
+    usage: dict[str, Any] | None = None
+    #: the same of the judge's answers that scored them (judge metrics)
+    judge_usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -34,3 +38,5 @@ class EngineResult:
     metric_info: dict[str, Any] = field(default_factory=dict)
     #: where the engine wrote its records (a robustness variant is compared with its clean pair's, sample by sample)
     records_path: Path | None = None
+    #: why the pair ended before its last sample ("budget": the run's budget was spent); None: it ran them all
+    partial: str | None = None

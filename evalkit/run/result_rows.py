@@ -45,6 +45,9 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
                     details={**res.metric_info, **(metric_result.details if metric_result else {})},
                     error=res.error,
                     reported_as=spec.reported_as.as_dict() if spec.reported_as is not None else None,
+                    partial=res.partial,
+                    usage=mres.usage,
+                    judge_usage=mres.judge_usage,
                 )
             )
     add_robustness(rows, results)  # a corrupted variant's row: the clean score, the change, the paired test
