@@ -149,7 +149,7 @@ def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
     if args.max_failure_rate is not None:
         plan.config.max_failure_rate = args.max_failure_rate
     if getattr(args, "budget_tokens", None) is not None or getattr(args, "budget_usd", None) is not None:
-        from evalkit.run.budget import apply_budget_flags
+        from evalkit.run.cost.budget import apply_budget_flags
 
         apply_budget_flags(plan.config, args.budget_tokens, args.budget_usd)
 
@@ -243,7 +243,7 @@ def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> i
     if any(e.error for e in outcome.engines):
         return 1
     if getattr(outcome, "partial", None) == "budget":
-        from evalkit.run.budget import EXIT_BUDGET
+        from evalkit.run.cost.budget import EXIT_BUDGET
 
         print(
             f"evalkit: the run's budget was spent ({outcome.meta.get('budget', {}).get('spent_tokens', 0):,} tokens"

@@ -8,8 +8,7 @@ they were listed there; prices change, so a run's cost is only as right as the p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
@@ -59,8 +58,7 @@ class Price(Strict):
         ) / 1_000_000
 
 
-@dataclass(frozen=True)
-class KnownPrice:
+class KnownPrice(NamedTuple):
     """One entry of the table: the rates, and where and since when they were published."""
 
     input_per_million: float

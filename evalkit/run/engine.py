@@ -54,6 +54,7 @@ from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.run.asking import Asker, Sent
 from evalkit.run.corpus import fit_corpus
+from evalkit.run.cost.usage import JudgeScope, PairUsage
 from evalkit.run.data_problems import DataProblems
 from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
@@ -63,7 +64,6 @@ from evalkit.run.scoring import metric_settings, new_record, score_into_record, 
 from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
-from evalkit.run.usage import JudgeScope, PairUsage
 from evalkit.util.idindex import IdIndex
 from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
@@ -166,7 +166,7 @@ class Engine:
         self._sent_logs = sent_logs if sent_logs is not None else SentLogs(sent_folder(records_dir))
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
-        #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/usage.py)
+        #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/cost/usage.py)
         self.usage = PairUsage({m.name: m.info.price for m in self.models}, judge_price, spending)
 
     def corpus_samples(self) -> Iterator[Sample]:

@@ -22,7 +22,7 @@ class ModelResult:
     failure_reasons: dict[str, int] = field(default_factory=dict)
     #: reason -> the first failure message seen with it
     failure_examples: dict[str, str] = field(default_factory=dict)
-    #: what the model's answers on this pair took (evalkit/run/usage.py's usage_dict); None: not known (rescored)
+    #: what the model's answers on this pair took (evalkit/run/cost/usage.py's usage_dict); None: not known (rescored)
     usage: dict[str, Any] | None = None
     #: the same of the judge's answers that scored them (judge metrics)
     judge_usage: dict[str, Any] | None = None

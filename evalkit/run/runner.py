@@ -41,8 +41,9 @@ from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.files import write_results
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
-from evalkit.run.budget import attach_accounts, check_prices, new_spending, spent
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
+from evalkit.run.cost.budget import attach_accounts, check_prices, new_spending, spent
+from evalkit.run.cost.usage import PARTIAL_BUDGET, run_usage
 from evalkit.run.engine import Engine, ProgressHook
 from evalkit.run.engine_result import EngineResult
 from evalkit.run.hardstop import GRACE_SECONDS, HardStop
@@ -59,7 +60,6 @@ from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
 from evalkit.run.unanswered import unanswered
-from evalkit.run.usage import PARTIAL_BUDGET, run_usage
 from evalkit.util import jsonutil
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.diskfull import disk_full, is_disk_full

@@ -18,7 +18,7 @@ from typing import Any
 
 from evalkit.clients.outcome import Outcome
 from evalkit.clients.spending import Spending
-from evalkit.clients.usage import JUDGE_TALLY, Tally
+from evalkit.clients.usage import JUDGE_TALLY, Tally, tally_from_dict
 from evalkit.config.price import Price
 from evalkit.failures import FailureReason
 from evalkit.run.scoring import JUDGE_BUDGET
@@ -136,3 +136,15 @@ def run_usage(spending: Spending, not_paid: dict[str, tuple[int, int]] | None = 
     summary["cost_usd"] = None if unknown or (unpriced and not cost) else round(cost, 6)
     summary["unpriced"] = unpriced
     return {"models": models, "judges": judges, "total": summary}
+
+
+def summed_usage(found: list[Any], price: Price | None) -> dict[str, Any] | None:
+    """The usage of shards' rows of one pair and model, added up (read from their results.json: untrusted); None
+    when no shard has one (shards of an evalkit from before usage was counted)."""
+    tallies = [tally for tally in (tally_from_dict(data) for data in found) if tally is not None]
+    if not tallies:
+        return None
+    total = Tally()
+    for tally in tallies:
+        total.merge(tally)
+    return usage_dict(total, price)
