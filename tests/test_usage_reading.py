@@ -11,8 +11,8 @@ from evalkit.clients.outcome import Outcome
 from evalkit.clients.spending import Spending
 from evalkit.clients.usage import MAX_TOKENS_PER_ANSWER, Tally, Usage, read_usage, tally_from_dict
 from evalkit.config import parse_config
-from evalkit.errors import ConfigError
 from evalkit.config.price import KNOWN_PRICES, Price
+from evalkit.errors import ConfigError
 from evalkit.report.usage import NOT_REPORTED, budget_line, tokens_text, usage_lines
 from evalkit.run.cost.budget import spent_before
 from evalkit.run.cost.estimate import SpendEstimate, request_size
