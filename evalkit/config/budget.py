@@ -13,7 +13,7 @@ from evalkit.config.base import Strict
 
 #: the largest token budget (a quadrillion tokens) and dollar budget a config may name
 MAX_BUDGET_TOKENS = 10**15
-MAX_BUDGET_USD = 1e9
+MAX_BUDGET_USD = 1_000_000_000
 
 
 class Budget(Strict):
@@ -24,14 +24,14 @@ class Budget(Strict):
         ge=1,
         le=MAX_BUDGET_TOKENS,
         description="Most tokens (prompt + completion, as the servers report them, judge included) the run may "
-        "spend; absent: no token limit.",
+        "spend (1 to 1000000000000000); absent: no token limit.",
     )
     usd: float | None = Field(
         None,
         gt=0,
         le=MAX_BUDGET_USD,
         description="Most US dollars the run may spend, from each model's `price` (and the judge's `judge_price`), "
-        "which every model then needs; absent: no dollar limit.",
+        "which every model then needs (more than 0, at most 1000000000); absent: no dollar limit.",
     )
 
     @model_validator(mode="after")

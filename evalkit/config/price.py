@@ -16,7 +16,7 @@ from evalkit.config.base import Strict
 from evalkit.errors import did_you_mean
 
 #: the highest rate a price may name (USD per million tokens): beyond any published rate by orders of magnitude
-MAX_PRICE_PER_MILLION = 1_000_000.0
+MAX_PRICE_PER_MILLION = 1_000_000
 
 
 class Price(Strict):
@@ -24,24 +24,26 @@ class Price(Strict):
     counts a server reports; they cost their own rate when one is given, else the input and output rates."""
 
     input_per_million: float = Field(
-        ge=0, le=MAX_PRICE_PER_MILLION, description="Mandatory: USD per million prompt (input) tokens."
+        ge=0, le=MAX_PRICE_PER_MILLION, description="Mandatory: USD per million prompt (input) tokens (0 to 1000000)."
     )
     output_per_million: float = Field(
-        ge=0, le=MAX_PRICE_PER_MILLION, description="Mandatory: USD per million completion (output) tokens."
+        ge=0,
+        le=MAX_PRICE_PER_MILLION,
+        description="Mandatory: USD per million completion (output) tokens (0 to 1000000).",
     )
     cached_input_per_million: float | None = Field(
         None,
         ge=0,
         le=MAX_PRICE_PER_MILLION,
         description="USD per million prompt tokens the server reports as cached (prompt_tokens_details."
-        "cached_tokens); absent: the input rate.",
+        "cached_tokens; 0 to 1000000); absent: the input rate.",
     )
     reasoning_per_million: float | None = Field(
         None,
         ge=0,
         le=MAX_PRICE_PER_MILLION,
         description="USD per million reasoning tokens (completion_tokens_details.reasoning_tokens, counted within "
-        "the completion tokens); absent: the output rate.",
+        "the completion tokens; 0 to 1000000); absent: the output rate.",
     )
 
     def cost(self, prompt: int, completion: int, cached: int | None = None, reasoning: int | None = None) -> float:
