@@ -561,8 +561,7 @@ class ModelClient:
             replica.limit.success()
             replica.answered += 1
             replica.last_answer = time.monotonic()
-            if account is not None:
-                account.add(attempt.usage)
+            tokens = account.add(attempt.usage) if account is not None else None
             outcome = Outcome(
                 text=attempt.text,
                 raw=attempt.raw,
@@ -571,6 +570,7 @@ class ModelClient:
                 attempts=job.attempts,
                 replica=replica.pool.name,
                 usage=attempt.usage or {},
+                tokens=tokens,
             )
             await self._deliver(job, outcome)
             return True

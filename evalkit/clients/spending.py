@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from evalkit.clients.usage import Tally, Usage, read_usage
+from evalkit.clients.outcome import Usage
+from evalkit.clients.usage import Tally, read_usage
 from evalkit.config.price import Price
 
 log = logging.getLogger("evalkit")
@@ -37,6 +38,8 @@ class Spending:
     ) -> None:
         self.tokens_limit = tokens
         self.usd_limit = usd
+        #: whether there is a limit at all (else spending is only counted)
+        self.limited = tokens is not None or usd is not None
         #: spent by earlier invocations of this run (a resume), then added to as answers arrive
         self.before_tokens = spent_tokens
         self.before_usd = spent_usd
@@ -46,10 +49,6 @@ class Spending:
         self.refused = 0
         self.accounts: dict[str, Account] = {}
         self.exhausted = self._over()
-
-    @property
-    def limited(self) -> bool:
-        return self.tokens_limit is not None or self.usd_limit is not None
 
     def _over(self) -> bool:
         if self.tokens_limit is not None and self.spent_tokens >= self.tokens_limit:
@@ -65,7 +64,7 @@ class Spending:
     def charge(self, tokens: int, usd: float) -> None:
         self.spent_tokens += tokens
         self.spent_usd += usd
-        if not self.exhausted and self._over():
+        if self.limited and not self.exhausted and self._over():
             self.exhausted = True
             log.warning(
                 "the run's budget is spent (%s): no new request is sent; requests in flight finish",
@@ -108,19 +107,24 @@ class Account:
         self.usd = 0.0
         self._warned = False
 
-    def add(self, raw_usage: Any) -> None:
-        """An answer arrived from the endpoint with this ``usage`` object (as the server sent it)."""
+    def add(self, raw_usage: Any) -> Usage:
+        """An answer arrived from the endpoint with this ``usage`` object (as the server sent it): counted, and
+        returned as read, so the answer's other readers need not read it again."""
         usage = read_usage(raw_usage)
         self.tally.add_usage(usage)
-        usd = cost_of(self.price, usage)
+        spending = self.spending
+        if not usage.reported:
+            if spending.limited and not self._warned:
+                self._warned = True
+                log.warning(
+                    "%s's server reports no token usage: the budget cannot count what its answers cost",
+                    self.name,
+                )
+            return usage
+        usd = cost_of(self.price, usage) if self.price is not None else 0.0
         self.usd += usd
-        if not usage.reported and self.spending.limited and not self._warned:
-            self._warned = True
-            log.warning(
-                "%s's server reports no token usage: the budget cannot count what its answers cost",
-                self.name,
-            )
-        self.spending.charge(usage.total, usd)
+        spending.charge(usage.total, usd)
+        return usage
 
 
 def cost_of(price: Price | None, usage: Usage) -> float:

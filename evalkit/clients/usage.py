@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import math
 from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import Any
 
-from evalkit.clients.outcome import Outcome
+from evalkit.clients.outcome import Outcome, Usage
 
 #: the most tokens one answer may report (prompt or completion): more is a broken server, not usage
 MAX_TOKENS_PER_ANSWER = 1_000_000_000
@@ -36,24 +35,6 @@ TALLY_KEYS = (
     "from_store",
     "shared",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """One answer's token counts; None where the server reported none (or nothing usable)."""
-
-    prompt: int | None = None
-    completion: int | None = None
-    reasoning: int | None = None
-    cached: int | None = None
-
-    @property
-    def reported(self) -> bool:
-        return self.prompt is not None or self.completion is not None
-
-    @property
-    def total(self) -> int:
-        return (self.prompt or 0) + (self.completion or 0)
 
 
 NOT_REPORTED = Usage()
@@ -89,6 +70,16 @@ def read_usage(raw: Any) -> Usage:
     input/output_tokens), each checked on its own."""
     if not isinstance(raw, dict) or not raw:
         return NOT_REPORTED
+    prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
+    if (
+        type(prompt) is int
+        and type(completion) is int
+        and 0 <= prompt <= MAX_TOKENS_PER_ANSWER
+        and 0 <= completion <= MAX_TOKENS_PER_ANSWER
+        and "prompt_tokens_details" not in raw
+        and "completion_tokens_details" not in raw
+    ):
+        return Usage(prompt, completion)  # the usual answer, read without the general path's checks
     prompt = _count(raw["prompt_tokens"]) if "prompt_tokens" in raw else _count(raw.get("input_tokens"))
     completion = _count(raw["completion_tokens"]) if "completion_tokens" in raw else _count(raw.get("output_tokens"))
     cached = _detail(raw, ("prompt_tokens_details", "input_tokens_details"), "cached_tokens")
@@ -156,12 +147,21 @@ class Tally:
         elif outcome.shared:
             self.shared += 1
         else:
-            self.add_usage(read_usage(outcome.usage))
+            self.add_usage(outcome.tokens if outcome.tokens is not None else read_usage(outcome.usage))
 
     def merge(self, other: Tally) -> None:
-        for name in ("requests", "prompt", "completion", "reasoning", "cached", "not_reported", "from_store", "shared"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self._seen = [a or b for a, b in zip(self._seen, other._seen)]
+        self.requests += other.requests
+        self.prompt += other.prompt
+        self.completion += other.completion
+        self.reasoning += other.reasoning
+        self.cached += other.cached
+        self.not_reported += other.not_reported
+        self.from_store += other.from_store
+        self.shared += other.shared
+        mine, theirs = self._seen, other._seen
+        for index in range(4):
+            if theirs[index]:
+                mine[index] = True
 
     def value(self, index: int) -> int | None:
         """Prompt (0), completion (1), reasoning (2) or cached (3) tokens: their sum, or None when never reported
@@ -183,23 +183,33 @@ class Tally:
     def as_dict(self, compact: bool = False) -> dict[str, Any]:
         """The JSON form (:data:`TALLY_KEYS`); ``compact`` (a record's) leaves out zero counts and unreported
         details."""
+        if not compact:
+            return {
+                "requests": self.requests,
+                "prompt_tokens": self.value(0),
+                "completion_tokens": self.value(1),
+                "reasoning_tokens": self.value(2),
+                "cached_tokens": self.value(3),
+                "not_reported": self.not_reported,
+                "from_store": self.from_store,
+                "shared": self.shared,
+            }
+        seen = self._seen
         data: dict[str, Any] = {
             "requests": self.requests,
-            "prompt_tokens": self.value(0),
-            "completion_tokens": self.value(1),
-            "reasoning_tokens": self.value(2),
-            "cached_tokens": self.value(3),
-            "not_reported": self.not_reported,
-            "from_store": self.from_store,
-            "shared": self.shared,
+            "prompt_tokens": self.prompt if seen[0] else self.value(0),
+            "completion_tokens": self.completion if seen[1] else self.value(1),
         }
-        if compact:
-            for key in ("reasoning_tokens", "cached_tokens"):
-                if data[key] is None:
-                    del data[key]
-            for key in ("not_reported", "from_store", "shared"):
-                if not data[key]:
-                    del data[key]
+        if seen[2]:
+            data["reasoning_tokens"] = self.reasoning
+        if seen[3]:
+            data["cached_tokens"] = self.cached
+        if self.not_reported:
+            data["not_reported"] = self.not_reported
+        if self.from_store:
+            data["from_store"] = self.from_store
+        if self.shared:
+            data["shared"] = self.shared
         return data
 
 
