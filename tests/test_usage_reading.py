@@ -211,3 +211,21 @@ def test_the_dry_run_estimate_counts_text_characters_and_bounds_completions_by_m
     price = Price(input_per_million=1.0, output_per_million=1.0)
     assert estimate.cost(price) is None  # a request without max_tokens: no bound
     assert "no max_tokens" in estimate.describe(price)
+
+
+def test_the_test_servers_usage_script_is_checked_and_builds_what_it_says() -> None:
+    from evalkit.testing import chat
+    from evalkit.testing.script import load_script
+
+    with pytest.raises(ConfigError) as refused:
+        load_script({"usage": {"reasoning_tokens": -1, "reasonning": 2, "report": "yes"}})
+    problems = str(refused.value)
+    assert "usage.reasoning_tokens" in problems and "usage.reasonning: unknown key" in problems
+    assert "usage.report" in problems
+    spec = load_script({"usage": {"reasoning_tokens": 3, "cached_tokens": 99}}).spec.usage
+    body = chat.usage(10, 4, spec)
+    assert body["completion_tokens"] == 7 and body["total_tokens"] == 17
+    assert body["prompt_tokens_details"] == {"cached_tokens": 10}  # at most the prompt's tokens
+    assert read_usage(body) == Usage(prompt=10, completion=7, reasoning=3, cached=10)
+    assert chat.usage(10, 4, load_script({"usage": {"report": False}}).spec.usage) is chat.OMIT
+    assert chat.usage(10, 4, load_script({"usage": {"raw": None}}).spec.usage) is None  # `usage: null`, sent as is
