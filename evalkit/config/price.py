@@ -67,7 +67,7 @@ class KnownPrice(NamedTuple):
     output_per_million: float
     cached_input_per_million: float | None
     source: str
-    #: the day the rates were listed at ``source`` (they were transcribed from it as of that day, not re-checked)
+    #: the day ``source`` showed these rates (entered without re-checking the page since: prices change)
     listed: str
 
     def price(self) -> Price:
@@ -81,7 +81,7 @@ class KnownPrice(NamedTuple):
 _OPENAI_PRICING = "https://openai.com/api/pricing/"
 _LISTED = "2025-04-14"
 #: well-known public list prices (USD per million text tokens, standard tier), by dated model id, as OpenAI's
-#: pricing page listed them when GPT-4.1 was released (2025-04-14). docs/configuration.md shows the table (a test
+#: pricing page showed them when GPT-4.1 was released (2025-04-14). docs/configuration.md shows the table (a test
 #: keeps the two equal). Audio and image tokens have rates of their own that this table does not hold.
 KNOWN_PRICES: dict[str, KnownPrice] = {
     "gpt-4o-2024-08-06": KnownPrice(2.50, 10.00, 1.25, _OPENAI_PRICING, _LISTED),
