@@ -73,6 +73,9 @@ class FailureReason(StrEnum):
     DUPLICATE_ID = "duplicate_id"
     #: a per-sample score that is not a finite number
     NO_SCORE = "no score"
+    #: not sent: the run's budget was spent (``budget:``); the sample gets no record, a resume with a larger
+    #: budget asks it (a judge's refusal is ``judge_budget``)
+    BUDGET = "budget"
     #: a failure whose reason was not recorded (records written by older versions)
     ERROR = "error"
 

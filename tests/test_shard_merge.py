@@ -108,11 +108,11 @@ def _speech(root: Path) -> None:
 
 
 def _results(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Every number of results.json per (dataset, metric, model); the timing and first messages left out."""
+    """Every number of results.json per (dataset, metric, model); the timing, first messages and usage left out
+    (usage says how the answers came: sent, from the store, or shared with another pair, which timing decides)."""
     rows = json.loads((run_dir / "results.json").read_text())["results"]
-    return {
-        (r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k not in ("seconds",)} for r in rows
-    }
+    how = ("seconds", "usage", "judge_usage")
+    return {(r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k not in how} for r in rows}
 
 
 def _records(run_dir: Path) -> dict[str, list[dict[str, Any]]]:
@@ -203,8 +203,8 @@ def test_merged_folder_is_a_run_folder_with_every_record(runs: dict[str, Any]) -
 
 
 def _timeless(record: dict[str, Any]) -> str:
-    """A record as text without what depends on how its answer came: timing, or from the store (no attempt)."""
-    how = ("latency", "cached", "attempts", "replica")
+    """A record as text without what depends on how its answer came: timing, from the store (no attempt, no tokens)."""
+    how = ("latency", "cached", "attempts", "replica", "usage", "judge_usage")
     return json.dumps({k: v for k, v in record.items() if k not in how}, sort_keys=True)
 
 

@@ -151,6 +151,10 @@ def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
     """Flags that change how results are judged, not what runs (so --resume accepts them too)."""
     if args.max_failure_rate is not None:
         plan.config.max_failure_rate = args.max_failure_rate
+    if getattr(args, "budget_tokens", None) is not None or getattr(args, "budget_usd", None) is not None:
+        from evalkit.run.cost.budget import apply_budget_flags
+
+        apply_budget_flags(plan.config, args.budget_tokens, args.budget_usd)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -235,13 +239,24 @@ def _attach_log_file(path: str | None) -> None:
 
 
 def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> int:
-    """1: an engine failed; 5: samples whose endpoint was not there (resumable); 3: a result failed on more
-    than max_failure_rate of its samples; else 0."""
+    """1: an engine failed; 6: the budget was spent (resumable with a larger one); 5: samples whose endpoint was not
+    there (resumable); 3: a result failed on more than max_failure_rate of its samples; else 0."""
     from evalkit.report.results import over_failure_limit
     from evalkit.run.unanswered import EXIT_INCOMPLETE
 
     if any(e.error for e in outcome.engines):
         return 1
+    if getattr(outcome, "partial", None) == "budget":
+        from evalkit.run.cost.budget import EXIT_BUDGET
+
+        print(
+            f"evalkit: the run's budget was spent ({outcome.meta.get('budget', {}).get('spent_tokens', 0):,} tokens"
+            f"{_usd_spent(outcome.meta)}): no new request was sent, what was answered is written and the results "
+            "are partial (run.json says 'partial'). Go on with a larger budget: evalkit run --resume "
+            f"{shlex.quote(str(outcome.run_dir))} --budget-tokens N (or --budget-usd X); exit code {EXIT_BUDGET}",
+            file=sys.stderr,
+        )
+        return EXIT_BUDGET
     unanswered = getattr(outcome, "unanswered", None) or {}  # a merge takes finished shards only: never any
     if unanswered:
         counts = ", ".join(f"{count} x {reason}" for reason, count in unanswered.items())
@@ -267,6 +282,11 @@ def _exit_code(outcome: Any, max_failure_rate: float, allow_failures: bool) -> i
         file=sys.stderr,
     )
     return 0 if allow_failures else 3
+
+
+def _usd_spent(meta: dict[str, Any]) -> str:
+    usd = (meta.get("budget") or {}).get("spent_usd")
+    return f", ${usd:,.4f}" if isinstance(usd, (int, float)) and (meta.get("budget") or {}).get("usd") else ""
 
 
 def _main_failure(row: Any) -> str:
@@ -438,9 +458,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from evalkit.report.tables import results_csv, results_markdown
 
     if args.format == "table":
-        from evalkit.report.console import print_table
+        from evalkit.report.console import print_table, print_usage
 
         print_table(rows, f"evalkit results — {run_dir}")
+        print_usage(meta)
     elif args.format == "json":
         sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2) + "\n")
     elif args.format == "csv":

@@ -133,6 +133,19 @@ def _run_parser(sub: argparse._SubParsersAction) -> None:
         help="exit 0 even when results exceed max_failure_rate (they are still marked ! and listed)",
     )
     p.add_argument(
+        "--budget-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="replace budget.tokens: once the run has spent N tokens (prompt + completion, as the servers report "
+        "them) no new request is sent and it exits with code 6; with --resume, a larger N goes on",
+    )
+    p.add_argument(
+        "--budget-usd",
+        type=_positive_number,
+        metavar="USD",
+        help="replace budget.usd: likewise in US dollars, from the models' `price` (every model needs one)",
+    )
+    p.add_argument(
         "--no-cache",
         action="store_true",
         help="neither read nor write the response store (with --resume: finish the run asking every sample again)",
@@ -190,6 +203,26 @@ def _karma_run_args(p: argparse.ArgumentParser) -> None:
         "an existing file is replaced only when it is an earlier evalkit results file, or with --force",
     )
     p.add_argument("--force", action="store_true", help="let --output replace a file that is not evalkit's results")
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of tokens (e.g. 200000)") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive number of tokens")
+    return number
+
+
+def _positive_number(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an amount in US dollars (e.g. 12.50)") from None
+    if not 0 < number < float("inf"):
+        raise argparse.ArgumentTypeError(f"{value} is not a positive amount in US dollars")
+    return number
 
 
 def _failure_rate(value: str) -> float:

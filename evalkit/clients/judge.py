@@ -10,6 +10,7 @@ from evalkit.clients.outcome import Outcome
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.store import ResponseStore
+from evalkit.clients.usage import JUDGE_TALLY
 from evalkit.config import JudgeProperties, RequestKind
 
 
@@ -26,6 +27,7 @@ class JudgeClient:
         )
         pool = EndpointPool(protocol, connections=props.judge_concurrency, timeout=props.judge_timeout)
         self.model = props.judge_model
+        self.price = props.judge_price
         self.temperature = props.judge_temperature
         #: whether the config set judge_temperature (a peer's judge sends its own default when it did not)
         self.temperature_given = "judge_temperature" in props.model_fields_set
@@ -51,7 +53,11 @@ class JudgeClient:
             params={"temperature": self.temperature, **params},
             instance=instance,
         )
-        return await self.client.submit(request)
+        outcome = await self.client.submit(request)
+        tally = JUDGE_TALLY.get()
+        if tally is not None:  # the sample being scored says what judging it took
+            tally.add_outcome(outcome)
+        return outcome
 
     async def close(self) -> None:
         await self.client.close()

@@ -62,6 +62,7 @@ from evalkit.clients.endpoint import Attempt, EndpointPool
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.spending import Account
 from evalkit.clients.store import ResponseStore, StoreRefused, response_key
 from evalkit.errors import DiskFullError, WriteFailed
 from evalkit.failures import FailureReason
@@ -191,6 +192,9 @@ class ModelClient:
         self.resent = 0
         #: pools of retired replicas being closed (their in-flight attempts end as they close)
         self._closing: set[asyncio.Task[None]] = set()
+        #: this model's share of the run's spending (evalkit/clients/spending.py): every answer sent adds its usage,
+        #: and once the run's budget is spent no attempt is sent; None: not counted
+        self.account: Account | None = None
 
     @property
     def concurrency(self) -> int:
@@ -237,11 +241,12 @@ class ModelClient:
         twin = self._inflight.get(key)
         if twin is not None:
             self.deduplicated += 1
-            return await asyncio.shield(twin)
+            # the same answer, paid for where it was sent: counted as shared (evalkit/clients/usage.py)
+            return dataclasses.replace(await asyncio.shield(twin), shared=True)
         answered = self._recent.get(key) if use_store or self.store is None else None
         if answered is not None:
             self.deduplicated += 1
-            return answered
+            return dataclasses.replace(answered, shared=True)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Outcome] = loop.create_future()
         self._inflight[key] = future
@@ -533,6 +538,14 @@ class ModelClient:
             self._settle_tokens(reserved, Attempt())
             self._requeue(job)
             return False
+        account = self.account
+        if account is not None and account.spending.exhausted:  # nothing new is sent once the budget is spent
+            self._settle_tokens(reserved, Attempt())
+            account.spending.refused += 1
+            job.future.set_result(
+                failed(FailureReason.BUDGET, "not sent: the run's budget is spent", attempts=job.attempts)
+            )
+            return False
         job.attempts += 1
         self.sent += 1
         attempt = await replica.pool.attempt(job.request, timeout)
@@ -548,6 +561,7 @@ class ModelClient:
             replica.limit.success()
             replica.answered += 1
             replica.last_answer = time.monotonic()
+            tokens = account.add(attempt.usage) if account is not None else None
             outcome = Outcome(
                 text=attempt.text,
                 raw=attempt.raw,
@@ -556,6 +570,7 @@ class ModelClient:
                 attempts=job.attempts,
                 replica=replica.pool.name,
                 usage=attempt.usage or {},
+                tokens=tokens,
             )
             await self._deliver(job, outcome)
             return True

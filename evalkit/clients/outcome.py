@@ -3,7 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Usage(NamedTuple):
+    """One answer's token counts; None where the server reported none (or nothing usable)."""
+
+    prompt: int | None = None
+    completion: int | None = None
+    reasoning: int | None = None
+    cached: int | None = None
+
+    @property
+    def reported(self) -> bool:
+        return self.prompt is not None or self.completion is not None
+
+    @property
+    def total(self) -> int:
+        return (self.prompt or 0) + (self.completion or 0)
 
 
 @dataclass(slots=True)
@@ -36,6 +53,10 @@ class Outcome:
     replica: str | None = None
     cached: bool = False
     usage: dict[str, Any] = field(default_factory=dict)
+    #: the answer of an identical request of this run (in flight or just answered): paid for where that one was sent
+    shared: bool = False
+    #: ``usage`` as read once by the client that received it (evalkit/clients/usage.py), or None: not read yet
+    tokens: Usage | None = None
 
     @property
     def ok(self) -> bool:

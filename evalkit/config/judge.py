@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from evalkit.config.base import Strict
 from evalkit.config.limits import MAX_IN_FLIGHT, MAX_RETRIES, MAX_TEMPERATURE, WEEK_S
+from evalkit.config.price import Price, named_price
 
 
 class JudgeProperties(Strict):
@@ -63,3 +64,13 @@ class JudgeProperties(Strict):
         description="Retries of a judge request after its first attempt (default 3; 0 to 100); a judge that still "
         "fails fails the sample.",
     )
+    judge_price: Price | None = Field(
+        None,
+        description="The judge's USD per million tokens, as a model's `price` (numbers or a table entry's name); "
+        "absent: the judge's tokens are shown without a cost.",
+    )
+
+    @field_validator("judge_price", mode="before")
+    @classmethod
+    def _price_by_name(cls, value: Any) -> Any:
+        return named_price(value)

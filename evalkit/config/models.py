@@ -32,6 +32,7 @@ from evalkit.config.limits import (
     SEED_MIN,
     WEEK_S,
 )
+from evalkit.config.price import Price, named_price
 from evalkit.util.enums import StrEnum
 
 InferenceType = Literal["openai", "vllm", "transcription", "local"]
@@ -330,6 +331,12 @@ class ModelInfo(Strict):
         "replicas (more than 0, at most 10000000000); "
         "absent: no limit.",
     )
+    price: Price | None = Field(
+        None,
+        description="USD per million tokens, {input_per_million: X, output_per_million: Y} with optional "
+        "cached_input_per_million and reasoning_per_million, or the name of an entry of evalkit's table of public "
+        "prices (docs: Cost and budget); turns the usage the server reports into cost. Absent: tokens only, no cost.",
+    )
     launch: LaunchSpec | None = Field(
         None,
         description="Let evalkit start the model's server on a loopback port (or, with `launch.ray`, as replicas on a "
@@ -341,6 +348,11 @@ class ModelInfo(Strict):
     @classmethod
     def _gemini(cls, data: Any) -> Any:
         return _gemini_entry(data)
+
+    @field_validator("price", mode="before")
+    @classmethod
+    def _price_by_name(cls, value: Any) -> Any:
+        return named_price(value)
 
     @field_validator("url")
     @classmethod

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from evalkit.config.base import Strict
+from evalkit.config.budget import Budget
 from evalkit.config.filters import Filters
 from evalkit.config.generation import GenerationOverride, TemperatureOverride
 from evalkit.config.judge import JudgeProperties
@@ -136,6 +137,12 @@ class Config(Strict):
         description="Fraction (0-1) of failed samples above which a model's result on a dataset-metric pair is "
         "marked unreliable (!) and `evalkit run` exits with code 3 after writing everything (--allow-failures "
         "keeps exit 0; --max-failure-rate overrides it) (default 0.2: 20%).",
+    )
+    budget: Budget | None = Field(
+        None,
+        description="The most the run may spend: {tokens: N} and/or {usd: X} (USD from the models' `price`); once "
+        "spent, no new request is sent, requests in flight finish, the results are marked partial and `evalkit run` "
+        "exits with code 6. --budget-tokens and --budget-usd replace it. Absent: no limit.",
     )
     log_file: str | None = Field(
         None,

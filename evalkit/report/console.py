@@ -10,6 +10,7 @@ from rich.text import Text
 
 from evalkit.report.results import ResultRow, failures_by_model
 from evalkit.report.tables import headers, partial_note, table_rows
+from evalkit.report.usage import usage_lines
 
 #: longest example message shown per failure reason (the records hold the whole text)
 _EXAMPLE_CHARS = 240
@@ -57,6 +58,17 @@ def print_failures(rows: list[ResultRow], console: Console | None = None) -> Non
         console.print(Text("  " + line), soft_wrap=True)
 
 
+def print_usage(meta: dict[str, Any], console: Console | None = None) -> None:
+    """The table's footer: tokens and cost per model, judge and run, the budget, and whether the results are partial."""
+    lines = usage_lines(meta)
+    if not lines:
+        return
+    console = console or _console()
+    console.print("Usage (tokens as the servers reported them; cost from each model's price):")
+    for line in lines:
+        console.print(Text("  " + line), soft_wrap=True)
+
+
 def summary_line(outcome: Any) -> str:
     """What the run did, each number with its unit: requests, stored answers, samples scored."""
     dataset_rows = [r for r in outcome.rows if r.kind == "dataset"]
@@ -91,6 +103,7 @@ def print_results(outcome: Any, console: Console | None = None) -> None:
         if engine.error:
             console.print(Text.assemble((f"engine {engine.spec.id} failed:", "red"), f" {engine.error}"))
     console.print(Text(summary_line(outcome)), soft_wrap=True)
+    print_usage(getattr(outcome, "meta", None) or {}, console)
     console.print(
         Text(f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"), soft_wrap=True
     )

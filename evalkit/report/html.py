@@ -24,7 +24,8 @@ from evalkit.report.results import ResultRow
 from evalkit.report.robustness import robustness_section
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
-from evalkit.report.tables import EVALKIT_COLUMN, evalkit_name, fmt_shown, n_cell, partial_note, reported
+from evalkit.report.tables import EVALKIT_COLUMN, cut_short, evalkit_name, fmt_shown, n_cell, partial_note, reported
+from evalkit.report.usage import usage_html
 from evalkit.util.atomic import write_text_atomic
 from evalkit.util.redact import redact
 
@@ -92,6 +93,9 @@ def results_section(rows: list[ResultRow]) -> str:
             if r.unreliable
             else ""
         )
+        if cut_short(r):  # never shown as complete: the pair stopped before its last sample
+            reason = str((r.partial or {}).get("reason"))
+            flag += f' <span class="flag" title="the pair stopped early: {escape(reason)}">(partial)</span>'
         shown = [
             escape(r.shown_dataset),
             escape(r.task),
@@ -471,7 +475,7 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
     if meta.get("config_file"):
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
-    body = header + results_section(rows) + metric_charts(rows) + group_charts(rows)
+    body = header + results_section(rows) + usage_html(rows, meta) + metric_charts(rows) + group_charts(rows)
     body += robustness_section(row.as_dict() for row in rows if row.kind == "dataset")
     if records_dir is not None and not records_dir.is_dir():
         body += latency_section(records_dir, meta) + failure_section(rows)

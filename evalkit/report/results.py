@@ -46,14 +46,21 @@ class ResultRow:
     #: how a peer tool reports this pair ({tool, dataset, metric, scale}; :mod:`evalkit.config.foreign.reporting`), when
     #: the run's config is in its format: the tables show its names and its scale beside evalkit's n and CI
     reported_as: dict[str, Any] | None = None
-    #: the row's model was not asked every sample: {"reason": "stopped_at_ci", ...} (evalkit/run/stopping/at_ci.py);
-    #: its score is a complete answer to the precision asked, over ``n`` samples, never the whole dataset's
+    #: the row's model was not asked every sample: {"reason": ..., ...}. "stopped_at_ci"
+    #: (evalkit/run/stopping/at_ci.py): a complete answer to the precision asked, over ``n`` samples;
+    #: "budget" (evalkit/run/cost/usage.py): the run's budget was spent before the pair's last sample.
+    #: Never the whole dataset's score.
     partial: dict[str, Any] | None = None
+    #: what the model's answers took on this pair: tokens, requests, answers from the store, cost (None: unknown)
+    usage: dict[str, Any] | None = None
+    #: the same of the judge's answers that scored them (judge metrics)
+    judge_usage: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: _clean(v) for k, v in self.__dict__.items()}
-        if self.partial is None:
-            del data["partial"]  # a row asked in full reads as it always did
+        for key in ("partial", "usage", "judge_usage"):
+            if data[key] is None:
+                del data[key]  # a complete row without known usage reads as it always did
         if self.reported_as is None:
             del data["reported_as"]  # evalkit's own configs' results are as they always were
         else:
@@ -272,8 +279,13 @@ def row_from_dict(data: dict[str, Any]) -> ResultRow:
         values["reported_as"] = {k: reported[k] for k in ("tool", "dataset", "metric", "scale") if k in reported}
     elif reported is not None:
         values["reported_as"] = None
+    if isinstance(values.get("partial"), str):  # a reason alone: the form before partial rows said how far they went
+        values["partial"] = {"reason": values["partial"]}
     if not isinstance(values.get("partial"), dict):
         values["partial"] = None
     values.setdefault("failure_reasons", {})
     values.setdefault("details", {})
+    for key in ("usage", "judge_usage"):  # read from a file: a mapping or nothing (its numbers are checked as shown)
+        if not isinstance(values.get(key), dict):
+            values[key] = None
     return ResultRow(**values)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from evalkit.report.results import ResultRow
+from evalkit.report.usage import usage_lines
 
 #: what makes a spreadsheet read a cell as a formula (OWASP "CSV Injection"): = + - @, tab, carriage return
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
@@ -71,6 +72,11 @@ def n_cell(row: ResultRow) -> str:
     return f"{row.n} (partial: {reason})"
 
 
+def cut_short(row: ResultRow) -> bool:
+    """Whether the row's score is over fewer samples than asked for, not to the precision asked (the budget)."""
+    return bool(row.partial) and (row.partial or {}).get("reason") != "stopped_at_ci"
+
+
 def partial_note(rows: Iterable[ResultRow]) -> str | None:
     """One sentence under a table with rows that stopped early (None when every row was asked in full)."""
     stopped = [r for r in rows if r.partial]
@@ -91,7 +97,7 @@ def table_rows(rows: list[ResultRow]) -> list[list[str]]:
         score, low, high = r.scaled()
         known = all(v is not None and not (isinstance(v, float) and math.isnan(v)) for v in (low, high))
         ci = f"[{fmt_shown(low, r)}, {fmt_shown(high, r)}]" if known else "-"
-        flag = " !" if r.unreliable else ""
+        flag = (" !" if r.unreliable else "") + (" (partial)" if cut_short(r) else "")
         dataset = r.shown_dataset + AGGREGATE_MARK if r.kind == "aggregate" else r.shown_dataset
         shown = "error" if r.error and score is None else fmt_shown(score, r)  # the reason is printed below
         cells = [dataset, r.shown_metric, r.model, shown + flag, ci, n_cell(r), str(r.n_failed)]
@@ -217,6 +223,9 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
     aggregates = [r for r in rows if r.kind == "aggregate"]
     if aggregates:
         md += "\n## Aggregates\n\n" + markdown_table(aggregates)
+    usage = usage_lines(meta)
+    if usage:
+        md += "\n## Usage\n\n" + "".join(f"- {_md_text(line)}\n" for line in usage)
     failures = [r for r in rows if r.failure_reasons or r.error]
     if failures:
         md += "\n## Failures\n\n"
@@ -227,3 +236,8 @@ def results_markdown(rows: list[ResultRow], meta: dict[str, Any]) -> str:
                 f"{reasons or ''}{' engine error: ' + r.error if r.error else ''}\n"
             )
     return md
+
+
+def _md_text(text: str) -> str:
+    """A line of text as Markdown shows it literally (a model name from a config is not markup)."""
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", text)

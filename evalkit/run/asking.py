@@ -18,6 +18,7 @@ from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import ParseError, continuation_after, continuation_logprob
 from evalkit.clients.request import ModelRequest
+from evalkit.clients.usage import Tally
 from evalkit.config import RequestKind
 from evalkit.data.audio.pcm import PreparedAudio
 from evalkit.data.sample import Sample
@@ -59,6 +60,8 @@ class Sent:
     key: str | None = None
     #: each turn's answer, in order (chain of thought: the reasoning, then the answer)
     answers: list[str] = field(default_factory=list)
+    #: what the answers took: tokens of those sent, and those from the store or shared (evalkit/clients/usage.py)
+    tally: Tally = field(default_factory=Tally)
 
 
 class Asker:
@@ -143,6 +146,8 @@ class Asker:
                 outcomes = [await client.submit(requests[0], use_store=self.use_store)]
             else:
                 outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in requests)))
+            for answer in outcomes:
+                sent.tally.add_outcome(answer)
             attempts += sum(o.attempts for o in outcomes)
             total_latency += max(o.latency for o in outcomes)
             bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
@@ -190,6 +195,7 @@ class Asker:
         turn_ctx = dataclasses.replace(ctx, params={**ctx.params, "max_tokens": limit})
         (request,) = turn_requests(asking, len(asking.turns) - 1, [], [], PreparedAudio({}), turn_ctx)
         outcome = await self.clients[model.name].submit(request, use_store=self.use_store)
+        sent.tally.add_outcome(outcome)
         if not outcome.ok:
             return failed(
                 outcome.failure or FailureReason.ERROR,
@@ -232,6 +238,8 @@ class Asker:
         else:
             sent.key = self.view_key(RequestKind.COMPLETION, [request for request, _, _ in asked], sent.shared)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r, _, _ in asked)))
+        for answer in outcomes:
+            sent.tally.add_outcome(answer)
         attempts = sum(o.attempts for o in outcomes) + (reasoned[1].attempts if reasoned is not None else 0)
         latency = max(o.latency for o in outcomes) + (reasoned[1].latency if reasoned is not None else 0.0)
         stats: dict[str, list[float]] = {"logprobs": [], "tokens": [], "chars": []}
@@ -286,6 +294,7 @@ class Asker:
             thinking = first[0]
             sent.turns.append([thinking])
             outcome = await client.submit(thinking, use_store=self.use_store)
+            sent.tally.add_outcome(outcome)
             if not outcome.ok:
                 return failed(outcome.failure or FailureReason.ERROR, f"reasoning: {outcome.error}",
                               status=outcome.status, attempts=outcome.attempts, latency=outcome.latency)  # fmt: skip
@@ -307,6 +316,8 @@ class Asker:
         else:
             sent.key = self.view_key(self.sent_views[model.name], asked, sent.shared)
         outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in asked)))
+        for answer in outcomes:
+            sent.tally.add_outcome(answer)
         attempts = sum(o.attempts for o in [*reasoned, *outcomes])
         latency = max(o.latency for o in outcomes) + sum(o.latency for o in reasoned)
         bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)

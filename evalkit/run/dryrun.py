@@ -31,9 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalkit.run.cost.estimate import CHARS_PER_TOKEN, RequestSize, SpendEstimate, request_size
+
 if TYPE_CHECKING:
     from evalkit.clients.store import ResponseStore
     from evalkit.config import Config
+    from evalkit.config.budget import Budget
+    from evalkit.config.price import Price
     from evalkit.plan import EngineSpec, Plan
 
 # ---------------------------------------------------------------- the dry run
@@ -72,6 +76,9 @@ class ModelEstimate:
     requests: int | None
     stored: int | None
     partial: bool = False
+    #: tokens and cost of the requests to send, by estimate (evalkit/run/cost/estimate.py)
+    spend: SpendEstimate = field(default_factory=SpendEstimate)
+    price: Price | None = None
 
     @property
     def to_send(self) -> int | None:
@@ -110,13 +117,22 @@ class DryRunReport:
     store_path: str | None = None
     store_state: str = "disabled"  # disabled | absent | present | refresh
     num_samples: int | None = None
+    #: the config's budget (after --budget-tokens/--budget-usd), to compare the estimate with
+    budget: Budget | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "engines": self.engines,
             "store": {"path": self.store_path, "state": self.store_state},
             "pairs": [{**p.__dict__, "to_send": p.to_send} for p in self.pairs],
-            "models": [{**m.__dict__, "to_send": m.to_send} for m in self.models],
+            "models": [
+                {
+                    **{k: v for k, v in m.__dict__.items() if k not in ("spend", "price")},
+                    "to_send": m.to_send,
+                    "estimate": m.spend.as_dict(m.price),
+                }
+                for m in self.models
+            ],
             "missing_files": [m.__dict__ for m in self.missing_files],
             "endpoints": [e.__dict__ for e in self.endpoints],
         }
@@ -147,6 +163,8 @@ class DryClient:
         self.store = store if use_store else None
         self.keys: set[str] = set()
         self.stored: set[str] = set()
+        #: the estimated size of each request a run would send, by key (evalkit/run/cost/estimate.py)
+        self.sizes: dict[str, RequestSize] = {}
         self._key_of = _key_function()
 
     async def submit(self, request: Any, *, use_store: bool = True) -> Any:
@@ -161,6 +179,8 @@ class DryClient:
                 return Outcome(
                     text=answer.get("text"), raw=answer.get("raw"), cached=True, usage=answer.get("usage") or {}
                 )
+        if key not in self.sizes:
+            self.sizes[key] = request_size(request)
         return failed("dry_run", "not sent (dry run)")
 
     async def close(self) -> None:
@@ -246,7 +266,7 @@ async def dry_run(
     # what a run checks first: a hub dataset without stored rows needs a hub that answers (exit 2 otherwise)
     await asyncio.to_thread(require_hub_or_stored, [spec.dataset for spec in plan.engines])
     config = plan.config
-    report = DryRunReport(engines=len(plan.engines), num_samples=config.filters.num_samples)
+    report = DryRunReport(engines=len(plan.engines), num_samples=config.filters.num_samples, budget=config.budget)
     store: ResponseStore | None = None
     if config.cache.enabled and not no_cache:
         path = store_path_for(config, output_dir)
@@ -259,6 +279,7 @@ async def dry_run(
         else:
             report.store_state = "absent"
     per_model: dict[str, set[str]] = {name: set() for name in plan.models}
+    sizes: dict[str, dict[str, RequestSize]] = {name: {} for name in plan.models}
     stored_keys: dict[str, set[str]] = {name: set() for name in plan.models}
     unknown_models: set[str] = set()
     try:
@@ -303,8 +324,13 @@ async def dry_run(
                 for name, pair in pairs.items():
                     per_model[name] |= clients[name].keys
                     stored_keys[name] |= clients[name].stored
+                    sizes[name].update(clients[name].sizes)
                     report.pairs.append(pair)
         for name, model in plan.models.items():
+            spend = SpendEstimate()
+            for key, size in sizes[name].items():
+                if key not in stored_keys[name]:  # a key stored by a later engine's walk costs nothing either
+                    spend.add(size)
             report.models.append(
                 ModelEstimate(
                     name,
@@ -314,6 +340,8 @@ async def dry_run(
                     requests=len(per_model[name]),
                     stored=len(stored_keys[name]),
                     partial=name in unknown_models,
+                    spend=spend,
+                    price=model.info.price,
                 )
             )
     finally:
@@ -511,8 +539,39 @@ def print_dry_run(report: DryRunReport, plan: Plan, console: Any = None) -> None
         console.print(
             Text.assemble((f"{label}: ", style), f"{check.model} at {check.url}: {check.message}"), soft_wrap=True
         )
+    for line in spend_lines(report):
+        console.print(Text(line), soft_wrap=True)
     console.print(
         f"No request was sent to a model (only GET /models). A run would send {to_send:,} requests and take "
         f"{stored:,} from the response store{suffix}.",
         soft_wrap=True,
     )
+
+
+def spend_lines(report: DryRunReport) -> list[str]:
+    """What the requests to send would spend, by estimate, model by model, and against the budget."""
+    lines = [
+        f"estimate for {m.model}: {m.spend.describe(m.price)}{' (+ unknown for hub datasets)' if m.partial else ''}"
+        for m in report.models
+        if m.spend.requests
+    ]
+    if lines:
+        lines.insert(0, f"Tokens and cost, estimated without a tokenizer ({CHARS_PER_TOKEN} characters a token):")
+    budget = report.budget
+    if budget is not None:
+        tokens = sum(m.spend.prompt_tokens + m.spend.completion_bound for m in report.models)
+        unbounded = any(m.spend.unbounded for m in report.models)
+        costs = [m.spend.cost(m.price) for m in report.models if m.spend.requests]
+        parts = []
+        if budget.tokens is not None:
+            fits = "fits within" if tokens <= budget.tokens and not unbounded else "may exceed"
+            parts.append(f"~{tokens:,} tokens {fits} the budget of {budget.tokens:,}")
+        if budget.usd is not None:
+            if any(c is None for c in costs):
+                parts.append(f"the cost has no bound to compare with the budget of ${budget.usd:,.2f}")
+            else:
+                total = sum(c or 0.0 for c in costs)
+                fits = "fits within" if total <= budget.usd else "may exceed"
+                parts.append(f"at most ${total:,.4f} {fits} the budget of ${budget.usd:,.2f}")
+        lines.append("budget: " + "; ".join(parts) + " (a run stops sending once its budget is spent)")
+    return lines

@@ -30,7 +30,9 @@ from typing import Any
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.protocol import WIRE_FORMATS
+from evalkit.clients.spending import Spending
 from evalkit.config import Filters, RequestKind
+from evalkit.config.price import Price
 from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS, AudioCorruption
 from evalkit.data.audio.pcm import Shape
 from evalkit.data.audio.variant import AudioVariant
@@ -54,6 +56,7 @@ from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.run.asking import Asker, Sent
 from evalkit.run.corpus import fit_corpus
+from evalkit.run.cost.usage import JudgeScope, PairUsage
 from evalkit.run.data_problems import DataProblems
 from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
@@ -94,6 +97,8 @@ class Engine:
         metric_factory: Callable[[EngineSpec], Metric] | None = None,
         shard: Shard | None = None,
         sent_logs: SentLogs | None = None,
+        spending: Spending | None = None,
+        judge_price: Price | None = None,
     ) -> None:
         self.spec = spec
         #: ``evalkit run --shard K/N``: only this share of the filtered samples runs (see evalkit/run/shard.py)
@@ -170,6 +175,8 @@ class Engine:
         self._sources: Sources | None = None
         #: ``stop_at_ci``: the seeded order, its rounds and the models still asked (evalkit/run/stopping/at_ci.py)
         self.early_stop = EarlyStop.of(spec.stop, seed, dataset.name, self.metric, list(spec.models), shard)
+        #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/cost/usage.py)
+        self.usage = PairUsage({m.name: m.info.price for m in self.models}, judge_price, spending)
 
     def corpus_samples(self) -> Iterator[Sample]:
         """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
@@ -219,7 +226,10 @@ class Engine:
                 failure_reasons=dict(acc.failures),
                 failure_examples=dict(acc.failure_examples),
                 partial=self.early_stop.partial(name) if self.early_stop is not None else None,
+                usage=self.usage.of_model(name),
+                judge_usage=self.usage.of_judge(name),
             )
+        result.partial = self.usage.partial
         return result
 
     async def _run_recorded(self) -> None:
@@ -257,7 +267,7 @@ class Engine:
                 async for batch in self.early_stop.rounds(self.planned_samples, self.accumulators):
                     await self._feed(iter(batch), slots, pending, first_error, seen, done)
                     await asyncio.gather(*list(pending), return_exceptions=True)
-                    if first_error:
+                    if first_error or self.usage.partial:
                         break
         except asyncio.CancelledError:
             # the run stops (another engine hit a full disk, a signal): no sample task may outlive its engine,
@@ -290,7 +300,7 @@ class Engine:
                 break
             for sample in batch:
                 await slots.acquire()
-                if first_error:
+                if first_error or self.usage.stop_feeding():
                     break
                 self.n_samples += 1
                 row = sample.meta.get("index")
@@ -301,7 +311,7 @@ class Engine:
                     task = asyncio.create_task(self._sample(sample))
                 pending.add(task)
                 task.add_done_callback(done)
-            if first_error:
+            if first_error or self.usage.partial:
                 break
 
     def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
@@ -398,6 +408,9 @@ class Engine:
             outcome = await self.asker.reasoned_apart(model, prompt, prepared, sent)
         else:
             outcome = await self.asker.conversation(model, prompt, prepared, sent)
+        if self.usage.refused(outcome):
+            return  # not sent (the budget is spent): no record, a resume asks it
+        judged = JudgeScope() if self.metric.needs_judge else None
         record = new_record(sample, model.name, self.spec.dataset.name, self.spec.metric)
         scored = await score_into_record(
             record,
@@ -419,6 +432,8 @@ class Engine:
         record.update(
             latency=round(outcome.latency, 4), attempts=outcome.attempts, cached=outcome.cached, replica=outcome.replica
         )
+        if not self.usage.note(model.name, record, sent.tally, judged):
+            return  # its judge was not asked (the budget is spent): no record, a resume asks it
         if sample.meta.get("duration") is not None:
             record["duration"] = sample.meta["duration"]
         if isinstance(prepared, tuple) and 0 in prepared[1]:

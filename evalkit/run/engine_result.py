@@ -24,6 +24,10 @@ class ModelResult:
     failure_examples: dict[str, str] = field(default_factory=dict)
     #: the model was not asked every sample: why and how far it went (``stop_at_ci``: evalkit/run/stopping/at_ci.py)
     partial: dict[str, Any] | None = None
+    #: what the model's answers on this pair took (evalkit/run/cost/usage.py's usage_dict); None: not known (rescored)
+    usage: dict[str, Any] | None = None
+    #: the same of the judge's answers that scored them (judge metrics)
+    judge_usage: dict[str, Any] | None = None
 
 
 @dataclass
@@ -36,3 +40,5 @@ class EngineResult:
     metric_info: dict[str, Any] = field(default_factory=dict)
     #: where the engine wrote its records (a robustness variant is compared with its clean pair's, sample by sample)
     records_path: Path | None = None
+    #: why the pair ended before its last sample ("budget": the run's budget was spent); None: it ran them all
+    partial: str | None = None

@@ -45,8 +45,10 @@ _TRANSPORT_FIELDS = frozenset(
     }
 )
 _JUDGE_TRANSPORT_FIELDS = frozenset(
-    {"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts"}
+    {"judge_api_endpoint", "judge_api_key", "judge_concurrency", "judge_timeout", "judge_retry_attempts", "judge_price"}
 )
+#: what a run may spend, and what its tokens cost: never what a model answers, so a resume may raise a budget
+_SPENDING_FIELDS = ("budget",)
 
 
 def config_as_given(config: Config) -> dict[str, Any]:
@@ -71,7 +73,7 @@ def answer_fingerprint(config: Config) -> str:
     data = config.model_dump(mode="json")
     for entry in data.get("models", []):
         info = entry.get("info", {})
-        for key in _TRANSPORT_FIELDS:
+        for key in (*_TRANSPORT_FIELDS, "price"):
             info.pop(key, None)
     # replicas are infrastructure too: entries left equal once their transport is gone count once
     data["models"] = list({json.dumps(entry, sort_keys=True): entry for entry in data.get("models", [])}.values())
@@ -80,7 +82,7 @@ def answer_fingerprint(config: Config) -> str:
         for key in _JUDGE_TRANSPORT_FIELDS:
             judge.pop(key, None)
     # where results go and how they are judged, and the folders that hold the runspecs and prompts
-    for key in ("output_dir", "cache", "max_failure_rate", "log_file", "runspecs_dir"):
+    for key in ("output_dir", "cache", "max_failure_rate", "log_file", "runspecs_dir", *_SPENDING_FIELDS):
         data.pop(key, None)
     data["prompts_dir"] = prompts_content(config.prompts_dir)
     data["dataset_paths"] = sorted(data.get("dataset_paths") or {})  # which are local copies; the data's hash says what
@@ -92,13 +94,13 @@ def earlier_answer_fingerprint(config: Config) -> str:
     data = config.model_dump(mode="json")
     for entry in data.get("models", []):
         info = entry.get("info", {})
-        for key in _TRANSPORT_FIELDS - {"auth_command", "auth_refresh_s"}:
+        for key in (*(_TRANSPORT_FIELDS - {"auth_command", "auth_refresh_s"}), "price"):
             info.pop(key, None)
     judge = data.get("judge_properties")
     if isinstance(judge, dict):
         for key in _JUDGE_TRANSPORT_FIELDS:
             judge.pop(key, None)
-    for key in ("output_dir", "cache", "max_failure_rate"):
+    for key in ("output_dir", "cache", "max_failure_rate", *_SPENDING_FIELDS):
         data.pop(key, None)
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -259,7 +261,8 @@ def config_file_here(manifest: dict[str, Any]) -> str:
 
 
 def _paths_here(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
-    """The saved config with the folders it reads (runspecs, prompts, dataset copies, log) as ``fresh`` names them.
+    """The saved config with the folders it reads (runspecs, prompts, dataset copies, log) and its budget as ``fresh``
+    names them.
 
     Paths are not part of a run's identity (:func:`answer_fingerprint`): the
     saved ones are the machine's the run started on, the fresh ones this one's.
@@ -267,13 +270,14 @@ def _paths_here(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
     if fresh is None:
         return data
     current = fresh.model_dump(mode="json")
-    for key in ("runspecs_dir", "prompts_dir", "dataset_paths", "log_file"):
+    for key in ("runspecs_dir", "prompts_dir", "dataset_paths", "log_file", *_SPENDING_FIELDS):
         data[key] = current.get(key)
     return data
 
 
 def _follow_infrastructure(data: dict[str, Any], fresh: Config | None) -> dict[str, Any]:
-    """The saved config with each model's replicas and transport (URLs, tokens, timeouts, launch) as ``fresh`` has them.
+    """The saved config with each model's replicas, transport (URLs, tokens, timeouts, launch) and price as ``fresh``
+    has them.
 
     Endpoints are not part of a run's identity: a model keeps everything that
     decides its answers from the saved config, and takes its replicas (their
@@ -298,8 +302,8 @@ def _follow_infrastructure(data: dict[str, Any], fresh: Config | None) -> dict[s
         elif key not in taken:  # the model's first saved entry stands for all its replicas, in the file's number
             taken.add(key)
             for replica in now[key]:
-                transport = {k: v for k, v in replica.items() if k in _TRANSPORT_FIELDS}
-                kept = {k: v for k, v in info.items() if k not in _TRANSPORT_FIELDS}
+                transport = {k: v for k, v in replica.items() if k in _TRANSPORT_FIELDS or k == "price"}
+                kept = {k: v for k, v in info.items() if k not in _TRANSPORT_FIELDS and k != "price"}
                 models.append({**entry, "info": {**kept, **transport}})
     data["models"] = models
     judge, judge_now = data.get("judge_properties"), current.get("judge_properties")

@@ -63,6 +63,7 @@ from evalkit.report.files import write_results
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
 from evalkit.run.corpus import fit_corpus
+from evalkit.run.cost.usage import summed_usage
 from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.manifest import (
     MANIFEST,
@@ -407,6 +408,8 @@ async def _merge_engine(
     for name, accumulator in accumulators.items():
         scored, crashed = await summarize(accumulator, plan.config.filters.seed)
         result.error = result.error or crashed
+        found = [rows.get((spec.dataset.name, spec.metric, name)) or {} for rows in shard_rows]
+        judge = plan.config.judge_properties
         result.models[name] = ModelResult(
             model=name,
             result=scored,
@@ -414,6 +417,9 @@ async def _merge_engine(
             failure_reasons=dict(accumulator.failures),
             failure_examples=dict(accumulator.failure_examples),
             partial=merged_partial(stops.get(name, []), scored, spec.stop),
+            # what each shard's answers took, added up (a shard counts what it sent; cost from today's price)
+            usage=summed_usage([row.get("usage") for row in found], plan.models[name].info.price),
+            judge_usage=summed_usage([row.get("judge_usage") for row in found], judge.judge_price if judge else None),
         )
     return result
 

@@ -5,6 +5,8 @@ One row per (pair, model); a robustness variant's row also says how it compares 
 
 from __future__ import annotations
 
+from typing import Any
+
 from evalkit.report.results import ResultRow
 from evalkit.run.engine_result import EngineResult
 from evalkit.run.robustness import add_robustness
@@ -48,8 +50,18 @@ def rows_from_engines(results: list[EngineResult], max_failure_rate: float) -> l
                     details={**res.metric_info, **(metric_result.details if metric_result else {})},
                     error=res.error,
                     reported_as=spec.reported_as.as_dict() if spec.reported_as is not None else None,
-                    partial=mres.partial,
+                    partial=row_partial(mres.partial, res.partial),
+                    usage=mres.usage,
+                    judge_usage=mres.judge_usage,
                 )
             )
     add_robustness(rows, results)  # a corrupted variant's row: the clean score, the change, the paired test
     return rows
+
+
+def row_partial(stopped: dict[str, Any] | None, cut: str | None) -> dict[str, Any] | None:
+    """A row's ``partial``: how far ``stop_at_ci`` let its model go, with the budget's reason when the budget cut
+    the pair first (its score then answers neither the dataset nor the precision asked)."""
+    if cut is None:
+        return stopped
+    return {**(stopped or {}), "reason": cut}

@@ -42,6 +42,8 @@ from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.progress import Progress
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
+from evalkit.run.cost.budget import attach_accounts, check_prices, new_spending, spent
+from evalkit.run.cost.usage import PARTIAL_BUDGET, run_usage
 from evalkit.run.engine import Engine, ProgressHook
 from evalkit.run.engine_result import EngineResult
 from evalkit.run.hardstop import GRACE_SECONDS, HardStop
@@ -108,6 +110,8 @@ class RunOutcome:
     changed: int = 0
     #: the damaged response store set aside (untouched) and the fresh one used beside it, or None
     damaged_store: tuple[str, str] | None = None
+    #: why the run ended before its plan did ("budget": its budget was spent); None: it ran everything
+    partial: str | None = None
 
 
 def build_metric(spec: EngineSpec, config: Config, judge: Any = None) -> Metric:
@@ -464,6 +468,8 @@ async def _execute(
         if saved_store.get("refresh_since") is not None:
             refresh_since = float(saved_store["refresh_since"])  # a refresh run keeps what it already refreshed
     shard = _resumed_shard(options.shard, resumed, Path(options.resume or ""))
+    check_prices(plan)  # a dollar budget with a model of no price: refused before anything is made or sent
+    spending = new_spending(config, resumed)
     datasets = await asyncio.to_thread(_dataset_fingerprints, plan)
     identity = plan_fingerprint(plan, fingerprint, datasets)
     if resumed is not None:
@@ -512,6 +518,7 @@ async def _execute(
         "models": list(plan.models),
         "datasets": datasets,
         "plan": identity,
+        "spent": spent(spending),
     }
     if shard is not None:  # what `evalkit merge` checks: every shard of one plan, each once
         manifest["shard"] = {"index": shard.index, "count": shard.count, "plan": identity}
@@ -533,6 +540,7 @@ async def _execute(
             servers.attach(clients)  # a server that is lost or joins mid-run reaches its model's client
             servers.move_logs(run_dir / "server-logs")  # a copied run folder holds its servers' logs
         judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
+        attach_accounts(spending, plan, clients, judge)
         progress = options.progress or Progress(quiet=options.quiet)
         if isinstance(progress, Progress):
             progress.request_counter = lambda: (
@@ -558,6 +566,8 @@ async def _execute(
                     metric_factory=lambda spec: build_metric(spec, config, judge),
                     shard=shard,
                     sent_logs=sent_logs,
+                    spending=spending,
+                    judge_price=judge.price if judge is not None else None,
                 )
                 for spec in plan.engines
             ]
@@ -606,7 +616,16 @@ async def _execute(
         }
         if shard is not None:  # results of a share of the plan, not of the plan: said where they are read
             meta["shard"] = manifest["shard"]
-        stopped = partial_summary(rows)  # results over fewer samples than the plan's (stop_at_ci)
+        answered = [*clients.values(), *([judge.client] if judge is not None else [])]
+        meta["usage"] = run_usage(spending, {c.name: (c.store_hits, c.reused + c.deduplicated) for c in answered})
+        partial = PARTIAL_BUDGET if any(result.partial == PARTIAL_BUDGET for result in results) else None
+        if spending.limited:
+            meta["budget"] = spending.as_dict()
+        # results over fewer samples than the plan's (stop_at_ci, the budget): never presented as complete,
+        # results.json says so beside every row that stopped early and here
+        stopped = partial_summary(rows)
+        if stopped is None and partial is not None:
+            stopped = {"reason": partial, "results": []}
         if stopped is not None:
             meta["partial"] = stopped
         if judge is not None:
@@ -638,6 +657,8 @@ async def _execute(
         }
         if not interrupted:
             changes["error"] = scrub(f"{type(error).__name__}: {error}", hidden)
+        if started_engines:
+            changes["spent"] = spent(spending)  # what a resume's budget starts from
         manifest["store"].update(_store_counts(store))
         with contextlib.suppress(OSError, UserError):  # already failing: the first error is the one to tell
             writer.update(**changes)
@@ -648,6 +669,9 @@ async def _execute(
     writer.data.pop("partial", None)  # a resumed run says what this run did, not what the killed one had
     if "partial" in meta:
         status["partial"] = meta["partial"]
+    if partial is not None:  # the budget stopped it: resumable with a larger one
+        status.update(status="partial", budget=spending.as_dict())
+    status["spent"] = spent(spending)
     writer.update(**status, finished=meta["finished"], seconds=meta["seconds"], **{CHECKSUMS: checksums})
     return RunOutcome(
         run_dir=run_dir,
@@ -661,6 +685,7 @@ async def _execute(
         changed=store.changed if store is not None else 0,
         damaged_store=(str(store.damaged), str(store.path)) if store is not None and store.damaged else None,
         unanswered=not_asked,
+        partial=partial,
     )
 
 

@@ -27,6 +27,8 @@ from evalkit.metrics.base import SCORING, TURN_ANSWERS, Metric, MetricResult, Sa
 from evalkit.processing.processors import ProcessorChain
 
 log = logging.getLogger("evalkit")
+#: a judge request the run's budget kept from being sent (the judge metrics' ``judge_<reason>``)
+JUDGE_BUDGET = f"judge_{FailureReason.BUDGET}"
 
 
 def new_record(sample: Sample, model: str, dataset: str, metric: str) -> dict[str, Any]:
@@ -198,6 +200,9 @@ async def score_into_record(
         )
     reason = (score.failure if score is not None else None) or FailureReason.METRIC_ERROR
     message = crash if score is None else (score.details or {}).get("error")
+    if reason == JUDGE_BUDGET:  # not judged: the sample did not run to its end, it did not fail (not counted)
+        record.update(score=None, failure=reason, error=message)
+        return False
     if not message and reason == FailureReason.NO_REFERENCE:
         message = f"{where(record, sample)}: the reference is empty"
     accumulator.add_failure(reason, message if isinstance(message, str) else None, group=member)

@@ -311,7 +311,7 @@ class TestServerApp:
 
         def make_ok() -> web.Response:
             chat_id = f"chatcmpl-{self.id_prefix}{seq:08x}"
-            usage = chat.usage(prompt_tokens, completion_tokens * n_choices)
+            usage = chat.usage(prompt_tokens, completion_tokens * n_choices, self.script.spec.usage)
             created = int(time.time())
             if stream:
                 options = body.get("stream_options")
@@ -425,8 +425,8 @@ class TestServerApp:
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}],
-                "usage": chat.usage(len(tokens), 1),
             }
+            payload = chat.with_usage(payload, chat.usage(len(tokens), 1, self.script.spec.usage))
             return web.Response(body=dumps(payload), content_type=JSON)
 
         def log_extra() -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from evalkit.testing.script import UsageSpec
 from evalkit.testing.wire import BadRequest, dumps
 
 SYSTEM_ROLES = ("system", "developer")
@@ -131,12 +132,38 @@ def truncate(answer: str, limit: int | None) -> tuple[str, int, str]:
     return answer, len(words), "stop"
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
+#: an answer without a ``usage`` key (the script's ``usage.report: false``)
+OMIT: Any = object()
+
+
+def usage(prompt_tokens: int, completion_tokens: int, spec: UsageSpec | None = None) -> Any:
+    """The answer's ``usage`` as the script says: counted, with reasoning and cached details, raw, or :data:`OMIT`.
+
+    Reasoning tokens are counted within the completion tokens and cached ones within the prompt's, as OpenAI does.
+    """
+    spec = spec or UsageSpec()
+    if spec.has_raw:
+        return spec.raw
+    if not spec.report:
+        return OMIT
+    completion = completion_tokens + (spec.reasoning_tokens or 0)
+    data: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
     }
+    if spec.cached_tokens is not None:
+        data["prompt_tokens_details"] = {"cached_tokens": min(spec.cached_tokens, prompt_tokens)}
+    if spec.reasoning_tokens is not None:
+        data["completion_tokens_details"] = {"reasoning_tokens": spec.reasoning_tokens}
+    return data
+
+
+def with_usage(payload: dict[str, Any], usage_: Any) -> dict[str, Any]:
+    """``payload`` with its ``usage`` key, unless the script leaves it out."""
+    if usage_ is not OMIT:
+        payload["usage"] = usage_
+    return payload
 
 
 def prompt_logprobs(messages: list[Message], table: dict[str, float]) -> list[dict[str, Any] | None]:
@@ -169,7 +196,7 @@ def completion_body(
     content: str,
     finish: str,
     n: int,
-    usage_: dict[str, int],
+    usage_: Any,
     extra: dict[str, Any] | None = None,
 ) -> bytes:
     """A ``chat.completion`` object; ``extra`` holds top-level keys of a server's own (vLLM's prompt_logprobs)."""
@@ -177,16 +204,8 @@ def completion_body(
         {"index": i, "message": {"role": "assistant", "content": content}, "logprobs": None, "finish_reason": finish}
         for i in range(n)
     ]
-    payload = {
-        "id": chat_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model,
-        "choices": choices,
-        "usage": usage_,
-        **(extra or {}),
-    }
-    return dumps(payload)
+    payload = {"id": chat_id, "object": "chat.completion", "created": created, "model": model, "choices": choices}
+    return dumps({**with_usage(payload, usage_), **(extra or {})})
 
 
 def stream_body(
@@ -196,7 +215,7 @@ def stream_body(
     content: str,
     finish: str,
     n: int,
-    usage_: dict[str, int],
+    usage_: Any,
     include_usage: bool,
 ) -> bytes:
     """A whole SSE stream in one body: a content chunk and a finish chunk per choice,
@@ -211,7 +230,7 @@ def stream_body(
         events.append(
             dumps({**base, "choices": [{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish}]})
         )
-    if include_usage:
+    if include_usage and usage_ is not OMIT:
         events.append(dumps({**base, "choices": [], "usage": usage_}))
     return b"".join(b"data: " + e + b"\n\n" for e in events) + b"data: [DONE]\n\n"
 

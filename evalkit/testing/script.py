@@ -46,6 +46,12 @@ A script, every key optional::
                                # data written "<audio>"/"<image>"), for comparing a request's exact shape
     redirect_to: null          # the Location of the redirect_away fault (another origin); default
                                # http://127.0.0.1:9/... (nothing listens there)
+    usage:                     # what answers report in `usage` (chat and completions): prompt tokens are the
+                               # words of the messages, completion tokens the words answered (per choice)
+      report: true             # false: no `usage` at all, as some servers answer
+      reasoning_tokens: null   # N: completion_tokens_details.reasoning_tokens N, counted in completion_tokens
+      cached_tokens: null      # N: prompt_tokens_details.cached_tokens (at most the prompt's tokens)
+      raw: <absent>            # any JSON value sent as `usage` verbatim (for tests of hostile servers)
 
 Relative ``answer_file``/``request_log``/``received_audio`` paths in a script file resolve
 against the file's folder.
@@ -108,6 +114,18 @@ class FaultSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class UsageSpec:
+    """What answers report in ``usage``: whether any, reasoning and cached token details, or a raw value."""
+
+    report: bool = True
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    #: sent verbatim as ``usage`` when ``has_raw``
+    raw: Any = None
+    has_raw: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ScriptSpec:
     """The whole script as a user writes it (YAML/JSON file or dict), validated.
 
@@ -131,11 +149,13 @@ class ScriptSpec:
     received_audio: Path | None = None
     log_bodies: bool = False
     redirect_to: str | None = None
+    usage: UsageSpec = field(default_factory=UsageSpec)
 
 
 SCRIPT_KEYS = tuple(ScriptSpec.__dataclass_fields__)
 RULE_KEYS = tuple(AnswerRuleSpec.__dataclass_fields__)
 FAULT_KEYS = tuple(FaultSpec.__dataclass_fields__)
+USAGE_KEYS = ("report", "reasoning_tokens", "cached_tokens", "raw")
 
 
 class _Checker:
@@ -299,6 +319,23 @@ class _Checker:
             hang_seconds=30.0 if hang_seconds is None else hang_seconds,
         )
 
+    def usage(self, value: Any, loc: str) -> UsageSpec:
+        if value is None:
+            return UsageSpec()
+        if not isinstance(value, Mapping):
+            self.fail(loc, f"expected a mapping with {', '.join(USAGE_KEYS)}")
+            return UsageSpec()
+        self.keys(value, USAGE_KEYS, loc)
+        reasoning = value.get("reasoning_tokens")
+        cached = value.get("cached_tokens")
+        return UsageSpec(
+            report=self.boolean(value.get("report", True), f"{loc}.report"),
+            reasoning_tokens=None if reasoning is None else self.integer(reasoning, f"{loc}.reasoning_tokens", 0),
+            cached_tokens=None if cached is None else self.integer(cached, f"{loc}.cached_tokens", 0),
+            raw=value.get("raw"),
+            has_raw="raw" in value,
+        )
+
     def script(self, data: Mapping[str, Any]) -> ScriptSpec:
         self.keys(data, SCRIPT_KEYS, "")
         answers_raw = data.get("answers") or []
@@ -351,6 +388,7 @@ class _Checker:
             received_audio=Path(str(data["received_audio"])) if data.get("received_audio") is not None else None,
             log_bodies=self.boolean(data.get("log_bodies", False), "log_bodies"),
             redirect_to=self.text(data.get("redirect_to"), "redirect_to"),
+            usage=self.usage(data.get("usage"), "usage"),
         )
 
 

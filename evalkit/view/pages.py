@@ -18,6 +18,7 @@ from typing import Any
 
 from evalkit.report.robustness import robustness_section
 from evalkit.report.tables import fmt
+from evalkit.report.usage import tokens_text
 from evalkit.view.links import Links
 from evalkit.view.media import CLEAN
 from evalkit.view.queries import SORTS
@@ -157,9 +158,15 @@ def run_page(run: dict[str, Any], links: Links) -> str:
             for reason, n in r["failure_reasons"].items()
         )
         flag = ' class="unreliable"' if r["unreliable"] else ""
+        cut = r.get("partial") if isinstance(r.get("partial"), dict) else None
+        reason = cut.get("reason") if cut is not None else None
+        # stop_at_ci's rows say how far they went in n; a budget's are marked beside the score
+        partial = (
+            f' <span class="failure">(partial: {e(reason)})</span>' if reason and reason != "stopped_at_ci" else ""
+        )
         rows.append(
             f"<tr{flag}><td>{cell(e(shown['dataset']), {})}</td><td>{e(shown['metric'])}</td><td>{e(model)}</td>"
-            f'<td class="num">{cell(show(shown["score"]), {"model": model})}</td><td class="num">{ci}</td>'
+            f'<td class="num">{cell(show(shown["score"]), {"model": model})}{partial}</td><td class="num">{ci}</td>'
             f'<td class="num">{cell(e(r.get("n_text") or r["n"]), {"model": model, "failure": "none"})}</td>'
             f'<td class="num">{cell(e(r["n_failed"]), {"model": model, "failure": "any"})}</td>'
             f"<td>{reasons}{'<br>' + e(r['error']) if r['error'] else ''}</td>{evalkit}</tr>"
@@ -170,6 +177,7 @@ def run_page(run: dict[str, Any], links: Links) -> str:
             [*columns, "evalkit entry / metric, scale"] if peer else columns, rows, "results"
         )
     body += robustness_section(x for x in run["results"] if x["kind"] == "dataset")
+    body += _usage_section(run)
     aggregates = [x for x in run["results"] if x["kind"] == "aggregate"]
     if aggregates:
         body += "<h2>Aggregates</h2>" + _table(
@@ -207,6 +215,26 @@ def run_page(run: dict[str, Any], links: Links) -> str:
         body += "<h2>Samples</h2>" + _table(["dataset × metric", "", "compare"], pair_rows, "pairs")
     crumbs = [(f"run {rid}", None)]
     return layout(f"run {rid}", body, links, crumbs)
+
+
+def _usage_section(run: dict[str, Any]) -> str:
+    """Tokens and cost per pair and model (the judge's apart), then the run's lines: model, judge, total, budget."""
+    used = [x for x in run["results"] if x["kind"] == "dataset" and (x.get("usage") or x.get("judge_usage"))]
+    lines = run.get("usage") or []
+    if not used and not lines:
+        return ""
+    body = "<h2>Usage and cost</h2>"
+    if used:
+        body += _table(
+            ["dataset", "metric", "model", "tokens and cost", "judge"],
+            (
+                f"<tr><td>{e(x['dataset'])}</td><td>{e(x['metric'])}</td><td>{e(x['model'])}</td>"
+                f"<td>{e(x.get('usage') or '')}</td><td>{e(x.get('judge_usage') or '')}</td></tr>"
+                for x in used
+            ),
+            "usage",
+        )
+    return body + "".join(f'<p class="meta">{e(line)}</p>' for line in lines)
 
 
 # -- a pair's samples ------------------------------------------------------------------------------------------
@@ -496,6 +524,8 @@ def answers_table(records: list[dict[str, Any]]) -> str:
             (
                 f"latency {seconds(r.get('latency'))} s · attempts {e(r.get('attempts'))}"
                 + (" · from the store" if r.get("cached") else "")
+                + (f" · {e(tokens_text(r['usage']))}" if isinstance(r.get("usage"), dict) else "")
+                + (f" · judge: {e(tokens_text(r['judge_usage']))}" if isinstance(r.get("judge_usage"), dict) else "")
                 + (f" · replica {e(r.get('replica'))}" if r.get("replica") is not None else "")
                 for r in records
             ),

@@ -17,6 +17,7 @@ from typing import Any
 
 import evalkit
 from evalkit.report.tables import n_cell
+from evalkit.report.usage import usage_line, usage_lines
 from evalkit.util import jsonutil
 from evalkit.util.confine import Roots, capped_lines, too_long
 from evalkit.view import index, media, scan
@@ -118,6 +119,7 @@ class Viewer:
         have = [p for p in pairs if p.has_records]
         if not have:
             problems.append("no records in this run folder (records/ is empty or missing)")
+        results, _ = read_json(run.path / "results.json")
         return {
             "run_id": run.run_id,
             "path": self._path(run),
@@ -155,9 +157,13 @@ class Viewer:
                     "failure_reasons": r.failure_reasons,
                     "robustness": r.details.get("robustness"),  # a robustness variant: its level and paired test
                     "has_records": any(p.dataset == r.dataset and p.metric == r.metric for p in have),
+                    "usage": usage_line(r.usage) if r.usage is not None else None,
+                    "judge_usage": usage_line(r.judge_usage) if r.judge_usage is not None else None,
                 }
                 for r in rows
             ],
+            # the run's tokens, cost, budget and whether it is partial, as the console and report.html say them
+            "usage": usage_lines(results) if isinstance(results, dict) else [],
             "pairs": [{"dataset": p.dataset, "metric": p.metric, "has_records": p in have} for p in pairs],
             "problems": problems,
         }
