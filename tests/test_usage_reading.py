@@ -13,9 +13,12 @@ from evalkit.clients.usage import MAX_TOKENS_PER_ANSWER, Tally, Usage, read_usag
 from evalkit.config import parse_config
 from evalkit.config.price import KNOWN_PRICES, Price
 from evalkit.errors import ConfigError
+from evalkit.report.results import row_from_dict
+from evalkit.report.tables import cut_short, n_cell
 from evalkit.report.usage import NOT_REPORTED, budget_line, tokens_text, usage_lines
 from evalkit.run.cost.budget import spent_before
 from evalkit.run.cost.estimate import SpendEstimate, request_size
+from evalkit.run.result_rows import row_partial
 
 
 def test_chat_and_transcription_usage_are_read_with_their_details() -> None:
@@ -229,3 +232,19 @@ def test_the_test_servers_usage_script_is_checked_and_builds_what_it_says() -> N
     assert read_usage(body) == Usage(prompt=10, completion=7, reasoning=3, cached=10)
     assert chat.usage(10, 4, load_script({"usage": {"report": False}}).spec.usage) is chat.OMIT
     assert chat.usage(10, 4, load_script({"usage": {"raw": None}}).spec.usage) is None  # `usage: null`, sent as is
+
+
+def test_a_rows_partial_is_one_form_for_the_budget_and_stop_at_ci() -> None:
+    stopped = {"reason": "stopped_at_ci", "half_width": 0.04, "drawn": 60}
+    assert row_partial(None, None) is None and row_partial(stopped, None) == stopped
+    assert row_partial(None, "budget") == {"reason": "budget"}
+    both = row_partial(stopped, "budget")  # the budget cut a stopping pair first: its precision was never reached
+    assert both == {"reason": "budget", "half_width": 0.04, "drawn": 60}
+
+    base = {"dataset": "d", "task": "t", "category": "text", "metric": "m", "model": "x", "score": 0.5, "n": 60}
+    base |= {"ci_low": 0.4, "ci_high": 0.6, "n_failed": 0, "failure_rate": 0.0, "unreliable": False, "seconds": 1.0}
+    old = row_from_dict({**base, "partial": "budget"})  # a reason alone, as a results.json may hold it
+    assert old.partial == {"reason": "budget"} and cut_short(old) and n_cell(old) == "60 (partial: budget)"
+    precise = row_from_dict({**base, "partial": stopped})
+    assert not cut_short(precise) and n_cell(precise).startswith("60 (stopped at ±")
+    assert row_from_dict({**base, "partial": 7}).partial is None  # neither form: untrusted, dropped
