@@ -6,9 +6,9 @@ a model whose answers cost an unknown amount cannot be held to a dollar limit. r
 (``spent``: tokens and dollars, over every invocation), so ``evalkit run --resume RUN`` with a larger budget goes on
 from there, and answers already in the response store cost nothing again.
 
-A run the budget stopped writes everything it answered, says ``"status": "partial"`` and ``"partial": "budget"`` in
-run.json (its results and every row it cut short say ``partial`` too) and ``evalkit run`` exits with
-:data:`EXIT_BUDGET`.
+A run the budget stopped writes everything it answered, says ``"status": "partial"`` and
+``"partial": {"reason": "budget", ...}`` in run.json (its results and every row it cut short say ``partial``
+too) and ``evalkit run`` exits with :data:`EXIT_BUDGET`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ every answer sent (:mod:`evalkit.clients.spending`). A model with a ``price`` ge
 without shows tokens only.
 
 A sample the budget kept from being sent (:data:`~evalkit.failures.FailureReason.BUDGET`, or its judge's
-``judge_budget``) gets no record and is not counted: its pair is marked ``partial: "budget"``, and a resume asks it.
+``judge_budget``) gets no record and is not counted: its pair is marked ``partial: {"reason": "budget"}``, and a
+resume asks it.
 """
 
 from __future__ import annotations
