@@ -191,6 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     with progress:
         outcome = _run_async(execute(plan, options))
+    _index_for_viewer(outcome.run_dir, args.quiet)
     from evalkit.report.console import print_results  # rich: after the run, not before its first request
 
     print_results(outcome)
@@ -200,6 +201,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_results_file(output, outcome.rows, outcome.meta)
         print(f"evalkit: wrote {output}", file=sys.stderr)
     return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
+
+
+def _index_for_viewer(run_dir: Path, quiet: bool) -> None:
+    """The indexes `evalkit view` reads, written into the finished run folder (see evalkit.view.runindex)."""
+    from evalkit.view.runindex import index_run
+
+    index_run(run_dir, say=(lambda _: None) if quiet else None)
 
 
 def _shard(args: argparse.Namespace) -> Any:
@@ -511,6 +519,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     outcome = merge(
         args.run_dirs, args.output, allow_failures=args.allow_failures, trust_unverified=args.trust_unverified
     )
+    _index_for_viewer(outcome.run_dir, args.quiet)
     if not args.quiet:
         from evalkit.report.console import print_table
 
