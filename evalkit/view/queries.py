@@ -361,3 +361,12 @@ def exists(path: Path) -> bool:
         return path.is_file()
     except OSError:
         return False
+
+
+def chosen_samples(f: PairFilter | None, samples: int | None, with_sent: bool) -> tuple[str, list[Any]]:
+    """SQL (and its arguments) of the sample ids an export takes: those with a record matching ``f``, the first
+    ``samples`` of them in dataset order (by row, then by line); every sample when both are None."""
+    where, args = _where(f, with_sent) if f is not None else ("", [])
+    limit = -1 if samples is None else samples
+    sql = f"SELECT sample_id FROM rec{where} GROUP BY sample_id ORDER BY min(row) IS NULL, min(row), min(id) LIMIT ?"
+    return sql, [*args, limit]
