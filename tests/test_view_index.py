@@ -10,6 +10,7 @@ written to).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -240,3 +241,20 @@ def test_a_damaged_index_found_by_a_query_is_set_aside_and_the_page_still_answer
     answer = viewer.pair(RUN, "speech", "word_error_rate", query)
     assert answer["rows"] == scan.samples_page(pair.records, pair.sent, PairFilter.parse(query))["rows"]
     assert not view_index.refresh(pair.records, "records").in_run_folder
+
+
+def test_filter_choices_an_index_carries_are_taken_only_in_the_shape_a_build_writes(tmp_path: Path) -> None:
+    run_dir = make_run(tmp_path / "runs")
+    index_run(run_dir)
+    records = run_dir / "records" / "speech__word_error_rate.jsonl"
+    db = folder_index(records, "records")[0]  # type: ignore[index]
+    conn = sqlite3.connect(db)
+    offset = conn.execute("SELECT v FROM meta WHERE k = 'offset'").fetchone()[0]
+    odd = {"offset": offset, "facets": {"models": "alpha", "failures": [1], "groups": {"g": 3}, "scored": "x"}}
+    conn.execute("UPDATE meta SET v = ? WHERE k = 'facets'", (json.dumps(odd),))
+    conn.commit()
+    conn.close()
+    viewer = Viewer([tmp_path / "runs"])
+    answer = viewer.pair(RUN, "speech", "word_error_rate", {})
+    assert view_index.refresh(records, "records").in_run_folder  # the rows still match: the index is used
+    assert answer["facets"]["models"] == ["alpha", "beta"] and answer["facets"]["failures"] == {"timeout": 2}

@@ -301,19 +301,43 @@ def count_facets(db: sqlite3.Connection) -> dict[str, Any]:
 
 
 def stored_facets(db: sqlite3.Connection) -> dict[str, Any] | None:
-    """The choices the build counted, when they are of the index as it is now (a file read on since: None)."""
-    row = db.execute("SELECT v FROM meta WHERE k = 'facets'").fetchone()
+    """The choices the build counted, when they are of the index as it is now (a file read on since: None) and
+    of the shape the build writes (an index from a run folder may say anything: otherwise they are counted)."""
+    row = db.execute("SELECT v FROM meta WHERE k = 'facets' AND length(v) <= ?", (_FACETS_LIMIT,)).fetchone()
     if row is None:
         return None
     try:
         data = jsonutil.loads(row[0])
-    except ValueError:
+    except (ValueError, TypeError):
         return None
-    meta = _meta(db)
-    if not isinstance(data, dict) or data.get("offset") != meta.get("offset"):
+    offset = db.execute("SELECT v FROM meta WHERE k = 'offset'").fetchone()
+    if not isinstance(data, dict) or offset is None or data.get("offset") != offset[0]:
         return None
     found = data.get("facets")
-    return found if isinstance(found, dict) else None
+    return found if _facets_shape(found) else None
+
+
+#: the longest facets text taken from an index (the build writes a few KiB: 300 values a group at most)
+_FACETS_LIMIT = 4 << 20
+
+
+def _facets_shape(found: Any) -> bool:
+    def counts(value: Any) -> bool:
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(n, int) for k, n in value.items())
+
+    if not isinstance(found, dict):
+        return False
+    models, groups = found.get("models"), found.get("groups")
+    numbers = [found.get("score_min"), found.get("score_max")]
+    return (
+        isinstance(models, list)
+        and all(isinstance(m, str) for m in models)
+        and counts(found.get("failures"))
+        and isinstance(groups, dict)
+        and all(isinstance(k, str) and counts(v) for k, v in groups.items())
+        and all(n is None or (isinstance(n, (int, float)) and not isinstance(n, bool)) for n in numbers)
+        and isinstance(found.get("scored"), int)
+    )
 
 
 def _store_facets(db: sqlite3.Connection, kind: str, meta: dict[str, Any]) -> None:
