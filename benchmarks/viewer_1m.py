@@ -170,12 +170,15 @@ def measure(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
     out: dict[str, Any] = {"loadavg_before": os.getloadavg()}
     aside = run_dir / "index.aside"
+    home = Path.cwd()
     for _ in range(rounds):
         for name, checkout in checkouts.items():
             work = Path(tempfile.mkdtemp(prefix=f"viewer-1m-{name}-"))
             try:
                 shutil.rmtree(run_dir / "index", ignore_errors=True)
                 env = {**child_env(), "PYTHONPATH": str(checkout.resolve()), "EVALKIT_CACHE_DIR": str(work / "c")}
+                # every child starts in an empty folder: `python -c`/`-m` put the current folder before PYTHONPATH
+                os.chdir(work)
                 done = subprocess.run(
                     [sys.executable, "-c", _INDEX, str(run_dir)], env=env, capture_output=True, text=True, check=True
                 )
@@ -191,6 +194,7 @@ def measure(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
                         aside.rename(run_dir / "index")
                 found[name].append(figures)
             finally:
+                os.chdir(home)
                 shutil.rmtree(work, ignore_errors=True)
     out["loadavg_after"] = os.getloadavg()
     out["rounds"] = found
@@ -207,7 +211,7 @@ def export(out_dir: Path | None, extra: list[str]) -> dict[str, Any]:
     load = os.getloadavg()
     t0 = time.perf_counter()
     argv = ["/usr/bin/time", "-f", "%M", *evalkit_argv("view", str(run_dir.parent), "--export", str(target), *extra)]
-    done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, check=True)
+    done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
     took = time.perf_counter() - t0
     files = [p for p in target.rglob("*") if p.is_file()]
     figures = {
