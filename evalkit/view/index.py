@@ -1,11 +1,16 @@
 """SQLite indexes of records files and sent files, so a page never reads a whole file into memory.
 
-Each JSONL file gets one index database in evalkit's cache folder
+Each JSONL file gets one index database. A run and a merge write it into
+the run folder when they end (``index/``, :mod:`evalkit.view.runindex`), and
+the viewer uses that one once :mod:`evalkit.view.indexcheck` has checked it;
+otherwise the viewer builds its own in evalkit's cache folder
 (``$EVALKIT_CACHE_DIR/view``, default ``~/.cache/evalkit/view``), named by a
-hash of the file's absolute path; never in the run folder, which may be
-read-only or another user's. The index keeps, per line, its byte offset and
-length and the columns pages filter and sort on; the record itself is read
-back from the file by offset when a page shows it.
+hash of the file's absolute path, and never writes into the run folder, which
+may be read-only or another user's. The index keeps, per line, its byte offset
+and length and the columns pages filter and sort on, and the searched text
+with an FTS5 trigram index over it (a search of three characters or more is a
+phrase of trigrams: a substring, found without reading every text); the record
+itself is read back from the file by offset when a page shows it.
 
 An index remembers how far into the file it read (the end of the last whole
 line) and a hash of the bytes before that. A file that grew (a run still in
