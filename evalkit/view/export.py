@@ -32,7 +32,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO
 
 from evalkit.util import jsonutil
 from evalkit.util.atomic import write_text_atomic
@@ -117,7 +117,9 @@ def export_site(
     plans: list[PairPlan] = []
     for summary in runs:
         run = viewer.catalog.get(summary["run_id"])
-        for pair in run_pairs(run) if run is not None else []:
+        if run is None:
+            continue
+        for pair in run_pairs(run):
             if pair.has_records:
                 try:
                     plans.append(_plan(viewer, run, pair, chosen, speak))
@@ -248,7 +250,7 @@ class PairWriter:
         self.written += 3
         return self.written + self._comparisons()
 
-    def _records(self, db: sqlite3.Connection, chunks: list[IO[bytes]], started: list[bool]) -> None:
+    def _records(self, db: sqlite3.Connection, chunks: list[BinaryIO], started: list[bool]) -> None:
         """The chosen records in file order: each line copied to its sample's chunk, its row to a row file."""
         plan = self.plan
         found = db.execute("SELECT id, off, len FROM rec WHERE sample_id IN (SELECT sample_id FROM chosen) ORDER BY id")
@@ -307,7 +309,7 @@ class PairWriter:
         self.row_files.append(name)
         self.written += 1
 
-    def _sent(self, chunks: list[IO[bytes]], started: list[bool], ids: set[str] | None) -> None:
+    def _sent(self, chunks: list[BinaryIO], started: list[bool], ids: set[str] | None) -> None:
         """What was sent for the chosen samples, each entry copied to its sample's chunk."""
         pair = self.plan.pair
         if self.plan.sources.sent is None:

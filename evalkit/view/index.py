@@ -568,7 +568,7 @@ def _build(
         db.execute("PRAGMA synchronous = OFF")
         db.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")  # sorting for the indexes in memory, within bounds
         _create(db, kind)
-        meta = {
+        meta: dict[str, Any] = {
             "version": VERSION,
             "kind": kind,
             "name": source.name,
