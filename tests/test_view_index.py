@@ -258,3 +258,28 @@ def test_filter_choices_an_index_carries_are_taken_only_in_the_shape_a_build_wri
     answer = viewer.pair(RUN, "speech", "word_error_rate", {})
     assert view_index.refresh(records, "records").in_run_folder  # the rows still match: the index is used
     assert answer["facets"]["models"] == ["alpha", "beta"] and answer["facets"]["failures"] == {"timeout": 2}
+
+
+def test_evalkit_run_writes_the_index_the_viewer_then_takes(tmp_path: Path) -> None:
+    from helpers import config_for, evalkit_cli, model_entry, text_set
+
+    from evalkit.testing import start_test_server
+
+    runspecs = text_set(tmp_path, 12)
+    server = start_test_server({})
+    try:
+        config = config_for(tmp_path, runspecs, [model_entry("m", server.base_url)], [["synth_qa", "exact_match"]])
+        done = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    records = run_dir / "records" / "synth_qa__exact_match.jsonl"
+    assert (run_dir / "index" / "synth_qa__exact_match.jsonl.sqlite").is_file()
+    assert (run_dir / "index" / "sent" / "synth_qa.jsonl.sqlite").is_file()
+    state = view_index.refresh(records, "records")
+    assert state.in_run_folder and state.lines == 12
+    viewer = Viewer([tmp_path / "runs"])
+    found = viewer.pair(run_dir.name, "synth_qa", "exact_match", {"q": "question 1"})
+    assert found["indexed"] and found["total"] == 3  # questions 1, 10 and 11
+    assert not list((tmp_path / "cache").rglob("*.sqlite"))  # the viewer built nothing of its own
