@@ -240,6 +240,9 @@ async def evaluate_async(config: Any, **overrides: Any) -> Results:
     finally:
         if progress is not None:
             progress.close()
+    from evalkit.view.runindex import index_run  # the viewer's indexes, written once the run has ended
+
+    await asyncio.to_thread(index_run, outcome.run_dir, (lambda _: None) if run.get("quiet") else None)
     return Results(
         rows=outcome.rows,
         run_dir=outcome.run_dir,

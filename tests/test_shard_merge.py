@@ -285,6 +285,12 @@ def test_merge_on_the_command_line(runs: dict[str, Any], tmp_path: Path) -> None
     assert "merged from 4 shards" in " ".join(done.stdout.split())
     assert f"merged 4 shards into {tmp_path / 'm'}" in done.stderr
     assert _results(tmp_path / "m") == _results(runs["whole"])
+    # the viewer's indexes are written with the merged folder, and a viewer takes them as they are
+    from evalkit.view import index as view_index
+
+    for records in (tmp_path / "m" / "records").glob("*.jsonl"):
+        assert (tmp_path / "m" / "index" / f"{records.name}.sqlite").is_file()
+        assert view_index.status(records, "records") == "ready"
     taken = evalkit_cli(["merge", *map(str, runs["shards"]), "--output", str(runs["shards"][0])], tmp_path)
     assert taken.returncode == 2 and "one of the shards' folders" in taken.stderr
 

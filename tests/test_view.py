@@ -620,6 +620,19 @@ def test_the_compare_form_offers_the_runs_and_pairs_one_model_runs_of_other_name
     assert data["compared"] == 15 and data["changed"] == 4
 
 
+def _js_data(path: Path) -> Any:
+    """The JSON a data file of the export hands to its page (``window.X(...);`` or ``window.X = ...;``)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index("(") + 1 if text.startswith("window.EVALKIT_") and "(" in text.split("\n", 1)[0][:40] else None
+    body = text[start : text.rindex(")")] if start is not None else text[text.index("=") + 1 : text.rindex(";")]
+    return json.loads(body)
+
+
+def _chunks(pair_dir: Path) -> dict[str, Any]:
+    """Every chunk file of an exported pair read back: its records, sent entries and media, by chunk number."""
+    return {p.stem: _js_data(p) for p in (pair_dir / "samples").glob("*.js")}
+
+
 def test_export_writes_a_static_site_with_relative_links(tmp_path: Path) -> None:
     make_run(tmp_path / "runs")
     out = tmp_path / "site"
@@ -628,30 +641,109 @@ def test_export_writes_a_static_site_with_relative_links(tmp_path: Path) -> None
         ["view", str(runs), "--export", str(out), "--media-root", str(runs / "media")], tmp_path, env={**os.environ}
     )
     assert done.returncode == 0, done.stderr
+    assert re.search(r"60 records of 30 samples in 2 pair\(s\): about [\d,]+ MB in about \d+ files", done.stderr)
     assert (out / "index.html").is_file() and (out / "static" / "view.js").is_file()
+    assert (out / "static" / "sample.js").is_file()
     pages_written = list(out.rglob("*.html"))
-    assert len(pages_written) == 1 + 1 + 2 * (1 + 15 + 1)  # runs, run, per pair: samples, 15 samples, alpha vs beta
+    assert len(pages_written) == 1 + 1 + 2 * 3  # runs, run, per pair: samples, the sample page, alpha vs beta
     run_page = next(out.glob("r/*/index.html"))
     compares = re.findall(r'href="([^"]*c-[0-9a-f]{20}\.html)"', run_page.read_text())
     assert len(compares) == 2 and all((run_page.parent / h).is_file() for h in compares)
     compared_file = run_page.parent / next(h for h in compares if "speech" in h)
     compared = compared_file.read_text()
     assert "Paired test" in compared and "<form" not in compared and "utt001" in compared
-    sample_links = [h for h in re.findall(r'href="([^"]+)"', compared) if "/s-" in h]
-    assert sample_links and all((compared_file.parent / h).is_file() for h in sample_links)
+    sample_links = [h for h in re.findall(r'href="([^"]+)"', compared) if "sample.html#" in h]
+    assert sample_links and all((compared_file.parent / h.split("#")[0]).is_file() for h in sample_links)
     for page in pages_written:
         text = page.read_text()
         assert 'href="/' not in text and 'src="/' not in text, page  # nothing that needs a server
         assert "<script>" not in text  # scripts only by src
     pair = next(p for p in out.rglob("index.html") if "speech" in p.parent.name)
-    data = (pair.parent / "data.js").read_text()
-    rows = json.loads(data[data.index("{") : data.rindex("}") + 1])["rows"]
+    data = _js_data(pair.parent / "data.js")
+    assert data["records"] == 30 and data["files"] == ["rows/0001.js"]
+    rows = _js_data(pair.parent / data["files"][0])
     assert len(rows) == 30 and {"sample_id", "score", "groups", "text", "href"} <= set(rows[0])
-    assert all((pair.parent / r["href"]).is_file() for r in rows)
+    chunks = _chunks(pair.parent)
+    for r in rows:
+        page, _, where = r["href"].partition("#")
+        chunk, _, sid = where.partition("/")
+        assert page == "sample.html" and (pair.parent / page).is_file()
+        assert any(rec["sample_id"] == r["sample_id"] for rec in chunks[chunk]["records"]), r
+    # every record once, every sample's sent entry beside its records, and its media linked to written files
+    records = [rec for c in chunks.values() for rec in c["records"]]
+    lines = [json.loads(line) for line in (runs / RUN / "records" / "speech__word_error_rate.jsonl").open()]
+    assert sorted(map(json.dumps, records)) == sorted(map(json.dumps, lines))
+    for c in chunks.values():
+        sids = {rec["sample_id"] for rec in c["records"]}
+        assert {e["sample_id"] for e in c["sent"]} == sids
+        for sid, convs in c["media"].items():
+            assert sid in sids
+            srcs = [clip["src"] for conv in convs for part in conv["media"] for clip in part.get("clips") or []]
+            assert all((pair.parent / src).is_file() for src in srcs), srcs
     wavs = list(out.rglob("*.wav"))
     assert len(wavs) == 15 + 1  # one clip per sample (one from a parquet row), the chunked one as two
     assert len(sf.read(wavs[0])[0]) > 0
     assert list(out.rglob("*.png"))
+
+
+def test_an_export_in_pages_holds_every_record_once_in_few_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row files of 7 records, chunk files of about 4 samples: the site is complete, and its file count is what
+    the sizes say (not one file a sample)."""
+    from evalkit.view import export
+
+    monkeypatch.setenv("EVALKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(export, "ROWS_PER_FILE", 7)
+    monkeypatch.setattr(export, "SAMPLES_PER_CHUNK", 4)
+    make_run(tmp_path / "runs", n=40)
+    said: list[str] = []
+    runs = tmp_path / "runs"
+    written = export.export_site(
+        [runs], tmp_path / "site", [runs / "media"], export.Selection(media_samples=2), said.append
+    )
+    files = [p for p in (tmp_path / "site").rglob("*") if p.is_file()]
+    media = [p for p in files if p.suffix in (".wav", ".png")]
+    source = runs / RUN / "records" / "speech__word_error_rate.jsonl"
+    lines = [json.loads(line) for line in source.open()]
+    samples = len({r["sample_id"] for r in lines})
+    assert len(lines) > 7 * 4 and samples > 4 * 4
+    row_files, chunk_files = -(-len(lines) // 7), -(-samples // 4)
+    # per pair (both pairs have as many records): 2 pages, data.js, the comparison, row files, chunk files
+    assert len(files) - len(media) == 4 + 1 + 2 * (2 + 1 + 1 + row_files + chunk_files) and written == len(files)
+    assert 0 < len(media) <= 2 * 3
+    assert "indexing speech__word_error_rate.jsonl" in said[0]
+    assert f"{2 * len(lines)} records of {2 * samples} samples in 2 pair(s)" in said[-1]
+    pair = next((tmp_path / "site").rglob("speech__word_error_rate"))
+    data = _js_data(pair / "data.js")
+    rows = [r for name in data["files"] for r in _js_data(pair / name)]
+    assert len(data["files"]) == row_files and len(rows) == data["records"] == len(lines)
+    assert sorted(r["line"] for r in rows) == list(range(1, len(lines) + 1))
+    records = [rec for c in _chunks(pair).values() for rec in c["records"]]
+    assert sorted(map(json.dumps, records)) == sorted(map(json.dumps, lines))
+    with_media = [sid for c in _chunks(pair).values() for sid in c["media"]]
+    assert len(with_media) == 2  # the others' pages say their media are not in the export
+
+
+def test_an_export_of_a_part_takes_the_chosen_samples_with_all_their_records(tmp_path: Path) -> None:
+    make_run(tmp_path / "runs")
+    runs = tmp_path / "runs"
+    first = evalkit_cli(["view", str(runs), "--export", str(tmp_path / "a"), "--samples", "4"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "16 records of 8 samples in 2 pair(s) (a part" in first.stderr
+    pair = next((tmp_path / "a").rglob("speech__word_error_rate"))
+    rows = _js_data(pair / "rows" / "0001.js")
+    assert sorted({r["row"] for r in rows}) == [0, 1, 2, 3] and len(rows) == 8
+    failed = evalkit_cli(["view", str(runs), "--export", str(tmp_path / "b"), "--filter", "failure=timeout"], tmp_path)
+    assert failed.returncode == 0, failed.stderr
+    pair = next((tmp_path / "b").rglob("speech__word_error_rate"))
+    rows = _js_data(pair / "rows" / "0001.js")
+    # beta timed out on samples 3 and 7: both samples, with alpha's records beside beta's
+    assert sorted((r["row"], r["model"]) for r in rows) == [(3, "alpha"), (3, "beta"), (7, "alpha"), (7, "beta")]
+    wrong = evalkit_cli(["view", str(runs), "--export", str(tmp_path / "c"), "--filter", "colour=red"], tmp_path)
+    assert wrong.returncode == 2 and "unknown key 'colour'" in wrong.stderr and "Traceback" not in wrong.stderr
+    alone = evalkit_cli(["view", str(runs), "--samples", "3", "--no-browser"], tmp_path)
+    assert alone.returncode == 2 and "give --export DIR" in alone.stderr
 
 
 def test_the_command_prints_its_url_and_names_bad_folders(tmp_path: Path) -> None:

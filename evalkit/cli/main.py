@@ -199,6 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     with progress:
         outcome = _run_async(execute(plan, options))
+    _index_for_viewer(outcome.run_dir, args.quiet)
     from evalkit.report.console import print_results  # rich: after the run, not before its first request
 
     print_results(outcome)
@@ -208,6 +209,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_results_file(output, outcome.rows, outcome.meta)
         print(f"evalkit: wrote {output}", file=sys.stderr)
     return _exit_code(outcome, plan.config.max_failure_rate, args.allow_failures)
+
+
+def _index_for_viewer(run_dir: Path, quiet: bool) -> None:
+    """The indexes `evalkit view` reads, written into the finished run folder (see evalkit.view.runindex)."""
+    from evalkit.view.runindex import index_run
+
+    index_run(run_dir, say=(lambda _: None) if quiet else None)
 
 
 def _shard(args: argparse.Namespace) -> Any:
@@ -536,6 +544,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     outcome = merge(
         args.run_dirs, args.output, allow_failures=args.allow_failures, trust_unverified=args.trust_unverified
     )
+    _index_for_viewer(outcome.run_dir, args.quiet)
     if not args.quiet:
         from evalkit.report.console import print_table
 
@@ -569,6 +578,37 @@ def _report_interrupt(interrupted: RunInterrupted) -> None:
 # ---------------------------------------------------------------- view
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _export_selection(args: argparse.Namespace) -> Any:
+    """--samples, --filter and --media-samples checked (exit 2 naming the flag and the value)."""
+    from urllib.parse import parse_qsl
+
+    from evalkit.view.export import MEDIA_SAMPLES, Selection
+    from evalkit.view.queries import BadQuery, PairFilter
+
+    for flag, value in (("--samples", args.samples), ("--media-samples", args.media_samples)):
+        if value is not None and value < (1 if flag == "--samples" else 0):
+            raise UserError(f"view: {flag} {value}: expected a whole number of at least {int(flag == '--samples')}")
+    query = None
+    if args.filter is not None:
+        query = dict(parse_qsl(args.filter.lstrip("?"), keep_blank_values=True))
+        known = {"model", "min", "max", "failure", "group", "q"}
+        unknown = sorted(set(query) - known)
+        if unknown:
+            raise UserError(
+                f"view: --filter {args.filter!r}: unknown key {unknown[0]!r} (expected {', '.join(sorted(known))})"
+            )
+        try:
+            PairFilter.parse(query)
+        except BadQuery as error:
+            raise UserError(f"view: --filter: {error}") from None
+    media = MEDIA_SAMPLES if args.media_samples is None else args.media_samples
+    return Selection(query=query, samples=args.samples, media_samples=media)
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     roots = [Path(p) for p in (args.run_dirs or ["runs"])]
     for root in roots:
@@ -583,9 +623,16 @@ def cmd_view(args: argparse.Namespace) -> int:
     if args.export:
         from evalkit.view.export import export_site
 
-        written = export_site(roots, Path(args.export), media_roots)
-        print(f"evalkit view: wrote {written} pages to {args.export}; open {Path(args.export) / 'index.html'}")
+        written = export_site(roots, Path(args.export), media_roots, _export_selection(args), say=_stderr)
+        print(f"evalkit view: wrote {written} files to {args.export}; open {Path(args.export) / 'index.html'}")
         return 0
+    for flag, value in (
+        ("--samples", args.samples),
+        ("--filter", args.filter),
+        ("--media-samples", args.media_samples),
+    ):
+        if value is not None:
+            raise UserError(f"view: {flag} chooses what --export writes; give --export DIR with it")
     from evalkit.view.access import API_KEY_ENV, check_key
     from evalkit.view.server import run_viewer
 

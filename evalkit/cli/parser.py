@@ -418,6 +418,25 @@ def _view_parser(sub: argparse._SubParsersAction) -> None:
         "--export", metavar="DIR", help="write the pages as a static site to DIR (opens from file://) and exit"
     )
     view.add_argument(
+        "--samples",
+        type=int,
+        metavar="N",
+        help="with --export: only the first N samples of each pair (in dataset order; after --filter)",
+    )
+    view.add_argument(
+        "--filter",
+        metavar="QUERY",
+        help="with --export: only the samples with a record matching QUERY, the samples page's own query, "
+        "e.g. 'failure=any' or 'model=gpt-4o&max=0.5' (keys model, min, max, failure, group, q)",
+    )
+    view.add_argument(
+        "--media-samples",
+        type=int,
+        metavar="N",
+        help="with --export: write the audio and images of the first N samples of each pair (default 1000; "
+        "each is a file or more); the others' pages say their media are not in the export",
+    )
+    view.add_argument(
         "--media-root",
         action="append",
         default=[],

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from evalkit.errors import UserError
 
-#: the entries of a merged folder (anything else in an earlier merge's folder is someone else's)
-MERGED_ENTRIES = frozenset({"run.json", "results.json", "results.csv", "results.md", "report.html", "records"})
+#: the entries of a merged folder (anything else in an earlier merge's folder is someone else's); ``index`` holds
+#: the viewer's indexes, written once the merged folder is in place (evalkit.view.runindex)
+MERGED_ENTRIES = frozenset({"run.json", "results.json", "results.csv", "results.md", "report.html", "records", "index"})
 #: a crash-safe write's temporary file (evalkit.util.atomic), which a kill can leave
 _ATOMIC_TMP = re.compile(r"^\..+\.\d+\.tmp$")
 _BUILDING = re.compile(r"^\.(?P<name>.+)\.merging-(?P<pid>\d+)-[0-9a-f]+$")
@@ -57,14 +58,14 @@ def check_output(target: Path) -> None:
             )
         if entry.is_symlink():
             raise UserError(f"merge --output {entry}: a symbolic link; evalkit writes no link (remove it)")
-    records = target / "records"
-    if records.exists() and not records.is_dir():
-        raise UserError(f"merge --output {records}: not a folder; an earlier merge's records are a folder")
-    for folder, dirs, files in os.walk(records, followlinks=False):
-        for name in [*dirs, *files]:
-            path = Path(folder) / name
-            if path.is_symlink():
-                raise UserError(f"merge --output {path}: a symbolic link; evalkit writes no link (remove it)")
+    for made in (target / "records", target / "index"):
+        if made.exists() and not made.is_dir():
+            raise UserError(f"merge --output {made}: not a folder; an earlier merge's {made.name}/ is a folder")
+        for folder, dirs, files in os.walk(made, followlinks=False):
+            for name in [*dirs, *files]:
+                path = Path(folder) / name
+                if path.is_symlink():
+                    raise UserError(f"merge --output {path}: a symbolic link; evalkit writes no link (remove it)")
 
 
 def _earlier_merge(folder: Path) -> bool:

@@ -1,11 +1,16 @@
 """SQLite indexes of records files and sent files, so a page never reads a whole file into memory.
 
-Each JSONL file gets one index database in evalkit's cache folder
+Each JSONL file gets one index database. A run and a merge write it into
+the run folder when they end (``index/``, :mod:`evalkit.view.runindex`), and
+the viewer uses that one once :mod:`evalkit.view.indexcheck` has checked it;
+otherwise the viewer builds its own in evalkit's cache folder
 (``$EVALKIT_CACHE_DIR/view``, default ``~/.cache/evalkit/view``), named by a
-hash of the file's absolute path; never in the run folder, which may be
-read-only or another user's. The index keeps, per line, its byte offset and
-length and the columns pages filter and sort on; the record itself is read
-back from the file by offset when a page shows it.
+hash of the file's absolute path, and never writes into the run folder, which
+may be read-only or another user's. The index keeps, per line, its byte offset
+and length and the columns pages filter and sort on, and the searched text
+with an FTS5 trigram index over it (a search of three characters or more is a
+phrase of trigrams: a substring, found without reading every text); the record
+itself is read back from the file by offset when a page shows it.
 
 An index remembers how far into the file it read (the end of the last whole
 line) and a hash of the bytes before that. A file that grew (a run still in
@@ -41,17 +46,17 @@ from pathlib import Path
 from typing import Any
 
 from evalkit.util import jsonutil
-from evalkit.util.confine import capped_lines
+from evalkit.util.confine import MAX_LINE_BYTES, capped_lines
+from evalkit.view import indexcheck
+from evalkit.view.indexrows import prompt_text, record_row, record_text, sent_row, text
 
 #: bumped whenever the tables change, so an old index is built again
-VERSION = 4
+VERSION = 5
 _BATCH = 5000
 #: SQLite's page cache while building (KiB): the index sorts run in it; the viewer's memory target is 300 MB
 _BUILD_CACHE_KIB = 16 * 1024
 #: bytes of the indexed part whose hash tells a file that grew from one written again
 _HEAD = 1 << 16
-#: characters of an answer or reference kept for text search (longer texts are searched in this prefix)
-_TEXT_LIMIT = 4000
 
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -90,11 +95,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale(pattern: str = "*.tmp") -> int:
-    """Remove temporary build files whose process is gone (a killed build) or that are hours old; how many."""
+def remove_stale(pattern: str = "*.tmp", folder: Path | None = None) -> int:
+    """Remove temporary build files (in ``folder``, default the cache folder) whose process is gone (a killed
+    build) or that are hours old; how many."""
     removed = 0
     try:
-        found = list(cache_dir().glob(pattern))
+        found = list((folder or cache_dir()).glob(pattern))
     except OSError:
         return 0
     now = time.time()
@@ -112,9 +118,9 @@ def remove_stale(pattern: str = "*.tmp") -> int:
     return removed
 
 
-def _private_file(path: Path) -> None:
+def _private_file(path: Path, mode: int = FILE_MODE) -> None:
     """Create ``path`` empty with mode 0600 (SQLite then keeps that mode, and gives it to its journals)."""
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, FILE_MODE)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode)
     os.close(fd)
 
 
@@ -138,47 +144,25 @@ class IndexState:
     #: lines longer than the limit, skipped unread (and the first's number)
     long_lines: int = 0
     first_long: int | None = None
+    #: the index the run wrote into its folder (checked, read-only), not one of the cache folder
+    in_run_folder: bool = False
 
     @property
     def complete(self) -> bool:
         return self.tail_bytes == 0
 
 
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (list, tuple)):
-        return "\n".join(_text(v) for v in value)
-    return jsonutil.dumps(value)
-
-
-def _search_text(*values: Any) -> str:
-    """The texts searched, case-folded, each kept once: one held inside another (an answer and its prediction,
-    often the same) adds nothing a search could find, only bytes."""
-    texts = [_text(v)[:_TEXT_LIMIT].casefold() for v in values]
-    kept: list[str] = []
-    for text in sorted(texts, key=len, reverse=True):
-        if text and not any(text in other for other in kept):
-            kept.append(text)
-    return "\n".join(kept)
-
-
-def _score(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
-        return float(value)
-    return None
-
-
 # -- what each kind of file keeps -------------------------------------------------------------------------------
 
-_RECORDS_SCHEMA = """
+#: the text search's index: every three characters of a text (a search is a phrase of them, i.e. a substring);
+#: case-sensitive because the texts and the searched words are case-folded before (as :func:`str.casefold` does)
+_FTS = "USING fts5(text, tokenize='trigram case_sensitive 1', detail=full, columnsize=0, content={content})"
+
+_RECORDS_SCHEMA = f"""
 CREATE TABLE rec(id INTEGER PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL, sample_id TEXT, model TEXT,
                  row INTEGER, score REAL, failure TEXT, sent TEXT);
 CREATE TABLE txt(id INTEGER PRIMARY KEY, text TEXT);
+CREATE VIRTUAL TABLE fts {_FTS.format(content="'txt', content_rowid='id'")};
 CREATE TABLE gv(gv INTEGER PRIMARY KEY, name TEXT NOT NULL, value TEXT NOT NULL, UNIQUE(name, value));
 CREATE TABLE grp(gv INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (gv, id)) WITHOUT ROWID;
 """
@@ -190,23 +174,13 @@ CREATE INDEX rec_model_score ON rec(model, score);
 CREATE INDEX rec_score ON rec(score);
 CREATE INDEX rec_failure ON rec(failure);
 CREATE INDEX rec_sample ON rec(sample_id);
+CREATE INDEX rec_sent ON rec(sent);
 """
 
-_SENT_SCHEMA = """
+_SENT_SCHEMA = f"""
 CREATE TABLE sent(key TEXT PRIMARY KEY, off INTEGER NOT NULL, len INTEGER NOT NULL, sample_id TEXT, text TEXT);
+CREATE VIRTUAL TABLE sfts {_FTS.format(content="'sent'")};
 """
-
-
-def _prompt_text(entry: dict[str, Any]) -> str:
-    """Every text part of what was sent, for text search over prompts."""
-    parts: list[str] = []
-    for message in entry.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [str(p.get("text")) for p in content if isinstance(p, dict) and p.get("type") == "text"]
-    return _search_text("\n".join(parts))
 
 
 Batch = list[tuple[int, int, int, dict[str, Any]]]
@@ -228,25 +202,11 @@ def _insert_records(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str,
     texts = []
     groups = []
     for line_id, off, length, rec in batch:
-        row = rec.get("row")
-        sent = rec.get("sent")
-        rows.append(
-            (
-                line_id,
-                off,
-                length,
-                _text(rec.get("sample_id")),
-                _text(rec.get("model")),
-                row if isinstance(row, int) and not isinstance(row, bool) else None,
-                _score(rec.get("score")),
-                _text(rec.get("failure")) or None,
-                sent if isinstance(sent, str) else None,
-            )
-        )
-        texts.append((line_id, _search_text(rec.get("reference"), rec.get("response"), rec.get("prediction"))))
+        rows.append((line_id, off, length, *record_row(rec)))
+        texts.append((line_id, record_text(rec)))
         found = rec.get("groups")
         if isinstance(found, dict):
-            groups += [(_group_ids(db, cache, str(k), _text(v)), line_id) for k, v in found.items() if v is not None]
+            groups += [(_group_ids(db, cache, str(k), text(v)), line_id) for k, v in found.items() if v is not None]
     db.executemany("INSERT INTO rec VALUES (?,?,?,?,?,?,?,?,?)", rows)
     db.executemany("INSERT INTO txt VALUES (?,?)", texts)
     if groups:
@@ -254,11 +214,11 @@ def _insert_records(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str,
 
 
 def _insert_sent(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str, str], int]) -> None:
-    rows = [
-        (str(entry.get("key")), off, length, _text(entry.get("sample_id")), _prompt_text(entry))
-        for _, off, length, entry in batch
-        if entry.get("key")
-    ]
+    rows = []
+    for _, off, length, entry in batch:
+        found = sent_row(entry)
+        if found is not None:
+            rows.append((found[0], off, length, found[1], prompt_text(entry)))
     db.executemany("INSERT OR IGNORE INTO sent VALUES (?,?,?,?,?)", rows)
 
 
@@ -267,12 +227,48 @@ class _Kind:
     schema: str
     indexes: str
     insert: Callable[[sqlite3.Connection, Batch, dict[tuple[str, str], int]], None]
+    #: the last row already in the text search's index (rows after it are added to it after a read)
+    mark: str
+    #: adds the rows after the mark to the text search's index (texts that are empty are left out)
+    fill: str
 
 
 KINDS = {
-    "records": _Kind(_RECORDS_SCHEMA, _RECORDS_INDEXES, _insert_records),
-    "sent": _Kind(_SENT_SCHEMA, "", _insert_sent),
+    "records": _Kind(
+        _RECORDS_SCHEMA,
+        _RECORDS_INDEXES,
+        _insert_records,
+        "SELECT coalesce(max(id), 0) FROM txt",
+        "INSERT INTO fts(rowid, text) SELECT id, text FROM txt WHERE id > ? AND text != ''",
+    ),
+    "sent": _Kind(
+        _SENT_SCHEMA,
+        "",
+        _insert_sent,
+        "SELECT coalesce(max(rowid), 0) FROM sent",
+        "INSERT INTO sfts(rowid, text) SELECT rowid, text FROM sent WHERE rowid > ? AND text != ''",
+    ),
 }
+
+_expected: dict[str, list[tuple[Any, ...]]] = {}
+
+
+def expected_schema(kind: str) -> list[tuple[Any, ...]]:
+    """The tables and indexes an index of ``kind`` has (made in memory by the same statements as a build)."""
+    if kind not in _expected:
+        db = sqlite3.connect(":memory:")
+        try:
+            _create(db, kind)
+            db.executescript(KINDS[kind].indexes)
+            _expected[kind] = indexcheck.schema(db)
+        finally:
+            db.close()
+    return _expected[kind]
+
+
+def _create(db: sqlite3.Connection, kind: str) -> None:
+    db.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v)")
+    db.executescript(KINDS[kind].schema)
 
 
 # -- the filter's choices ---------------------------------------------------------------------------------------
@@ -310,19 +306,43 @@ def count_facets(db: sqlite3.Connection) -> dict[str, Any]:
 
 
 def stored_facets(db: sqlite3.Connection) -> dict[str, Any] | None:
-    """The choices the build counted, when they are of the index as it is now (a file read on since: None)."""
-    row = db.execute("SELECT v FROM meta WHERE k = 'facets'").fetchone()
+    """The choices the build counted, when they are of the index as it is now (a file read on since: None) and
+    of the shape the build writes (an index from a run folder may say anything: otherwise they are counted)."""
+    row = db.execute("SELECT v FROM meta WHERE k = 'facets' AND length(v) <= ?", (_FACETS_LIMIT,)).fetchone()
     if row is None:
         return None
     try:
         data = jsonutil.loads(row[0])
-    except ValueError:
+    except (ValueError, TypeError):
         return None
-    meta = _meta(db)
-    if not isinstance(data, dict) or data.get("offset") != meta.get("offset"):
+    offset = db.execute("SELECT v FROM meta WHERE k = 'offset'").fetchone()
+    if not isinstance(data, dict) or offset is None or data.get("offset") != offset[0]:
         return None
     found = data.get("facets")
-    return found if isinstance(found, dict) else None
+    return found if _facets_shape(found) else None
+
+
+#: the longest facets text taken from an index (the build writes a few KiB: 300 values a group at most)
+_FACETS_LIMIT = 4 << 20
+
+
+def _facets_shape(found: Any) -> bool:
+    def counts(value: Any) -> bool:
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(n, int) for k, n in value.items())
+
+    if not isinstance(found, dict):
+        return False
+    models, groups = found.get("models"), found.get("groups")
+    numbers = [found.get("score_min"), found.get("score_max")]
+    return (
+        isinstance(models, list)
+        and all(isinstance(m, str) for m in models)
+        and counts(found.get("failures"))
+        and isinstance(groups, dict)
+        and all(isinstance(k, str) and counts(v) for k, v in groups.items())
+        and all(n is None or (isinstance(n, (int, float)) and not isinstance(n, bool)) for n in numbers)
+        and isinstance(found.get("scored"), int)
+    )
 
 
 def _store_facets(db: sqlite3.Connection, kind: str, meta: dict[str, Any]) -> None:
@@ -373,6 +393,8 @@ def _lines(source: Path, start: int, first_id: int) -> Iterator[tuple[int, int, 
 
 def status(source: Path, kind: str) -> str:
     """ "ready" (the index matches the file), "extend" (the file grew: cheap to read on) or "build" (none yet)."""
+    if indexcheck.checked(source, kind, VERSION, expected_schema(kind)) is not None:
+        return "ready"
     db_path = index_path(source, kind)
     if not db_path.exists():
         return "build"
@@ -457,7 +479,13 @@ def stop_builds() -> None:
 
 
 def connect(db: Path) -> sqlite3.Connection:
-    return sqlite3.connect(str(db), timeout=30)
+    """A read-only connection (a run folder's index is never written by the viewer; the cache's only by builds)."""
+    return indexcheck.connect_readonly(db)
+
+
+def attach(db: sqlite3.Connection, path: Path, name: str) -> None:
+    """``path`` read-only in ``db`` as ``name`` (the sent file's index beside the records')."""
+    db.execute(f"ATTACH DATABASE ? AS {name}", (indexcheck.uri(path),))
 
 
 @contextlib.contextmanager
@@ -476,6 +504,9 @@ def refresh(source: Path, kind: str, progress: Callable[[int], None] | None = No
     OSError when the file cannot be read. Safe to call from several threads at
     once: one builds, the others wait for it.
     """
+    found = indexcheck.checked(source, kind, VERSION, expected_schema(kind))
+    if found is not None:
+        return _state(found[0], source, found[1], in_run_folder=True)
     db_path = index_path(source, kind)
     with _lock(db_path):
         st = os.stat(source)
@@ -496,23 +527,51 @@ def refresh(source: Path, kind: str, progress: Callable[[int], None] | None = No
         return _build(db_path, source, kind, st, progress)
 
 
+def discard(state: IndexState) -> None:
+    """An index a query found damaged: never used again (a run folder's is only set aside, the cache's removed)."""
+    if state.in_run_folder:
+        indexcheck.reject(state.db)
+    else:
+        with _lock(state.db), contextlib.suppress(OSError):
+            state.db.unlink()
+
+
+def build_into(source: Path, kind: str, db_path: Path, progress: Callable[[int], None] | None = None) -> IndexState:
+    """The index of ``source`` written at ``db_path`` (a run folder's ``index/``, when the run or merge ends).
+
+    Its meta adds what :mod:`evalkit.view.indexcheck` checks before a viewer
+    trusts it: the file's name, modification time and the SHA-256 of the bytes
+    indexed. Its mode is the records file's (never wider).
+    """
+    st = os.stat(source)
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    return _build(db_path, source, kind, st, progress, mode=st.st_mode & 0o666, digest=True)
+
+
 def _build(
-    db_path: Path, source: Path, kind: str, st: os.stat_result, progress: Callable[[int], None] | None
+    db_path: Path,
+    source: Path,
+    kind: str,
+    st: os.stat_result,
+    progress: Callable[[int], None] | None,
+    mode: int = FILE_MODE,
+    digest: bool = False,
 ) -> IndexState:
     """A new index, written beside its final name and moved there whole, so no reader sees half of one."""
-    remove_stale(f"{db_path.name}.*.tmp")  # what a killed build of this index left
+    remove_stale(f"{db_path.name}.*.tmp", db_path.parent)  # what a killed build of this index left
     tmp = db_path.with_name(f"{db_path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.unlink(missing_ok=True)
-    _private_file(tmp)
+    _private_file(tmp, mode)
     db = sqlite3.connect(str(tmp))
     try:
         db.execute("PRAGMA journal_mode = OFF")
         db.execute("PRAGMA synchronous = OFF")
         db.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")  # sorting for the indexes in memory, within bounds
-        db.execute("CREATE TABLE meta(k TEXT PRIMARY KEY, v)")
-        db.executescript(KINDS[kind].schema)
-        meta = {
+        _create(db, kind)
+        meta: dict[str, Any] = {
             "version": VERSION,
+            "kind": kind,
+            "name": source.name,
             "source": os.path.abspath(source),
             "lines": 0,
             "bad": 0,
@@ -523,6 +582,9 @@ def _build(
         meta = _read_into(db, source, kind, meta, 0, st, progress)
         db.executescript(KINDS[kind].indexes)
         _store_facets(db, kind, meta)
+        if digest:
+            meta["sha256"] = indexcheck.digest(source, int(meta["offset"]))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('sha256', ?)", (meta["sha256"],))
         db.commit()
     except BaseException:
         db.close()
@@ -541,7 +603,7 @@ def _extend(
     st: os.stat_result,
     progress: Callable[[int], None] | None,
 ) -> IndexState:
-    db = connect(db_path)
+    db = sqlite3.connect(str(db_path), timeout=30)
     try:
         meta = _read_into(db, source, kind, meta, int(meta.get("offset", 0)), st, progress)
         db.commit()
@@ -560,6 +622,7 @@ def _read_into(
     progress: Callable[[int], None] | None,
 ) -> dict[str, Any]:
     insert = KINDS[kind].insert
+    mark = db.execute(KINDS[kind].mark).fetchone()[0]
     cache: dict[tuple[str, str], int] = {}
     lines, bad, first_bad = int(meta["lines"]), int(meta["bad"]), meta.get("first_bad")
     long, first_long = int(meta.get("long") or 0), meta.get("first_long")
@@ -593,6 +656,7 @@ def _read_into(
                 progress(offset)
     if batch:
         insert(db, batch, cache)
+    db.execute(KINDS[kind].fill, (mark,))
     meta = {
         **meta,
         "lines": lines,
@@ -610,7 +674,7 @@ def _read_into(
     return meta
 
 
-def _state(db_path: Path, source: Path, meta: dict[str, Any]) -> IndexState:
+def _state(db_path: Path, source: Path, meta: dict[str, Any], in_run_folder: bool = False) -> IndexState:
     size = int(meta.get("size", 0))
     return IndexState(
         db=db_path,
@@ -622,6 +686,7 @@ def _state(db_path: Path, source: Path, meta: dict[str, Any]) -> IndexState:
         size=size,
         long_lines=int(meta.get("long") or 0),
         first_long=meta.get("first_long"),
+        in_run_folder=in_run_folder,
     )
 
 
@@ -630,9 +695,9 @@ def read_lines(source: Path, spans: Iterable[tuple[int, int]]) -> list[dict[str,
     out: list[dict[str, Any] | None] = []
     with source.open("rb") as handle:
         for off, length in spans:
-            handle.seek(off)
+            handle.seek(max(0, off))
             try:
-                value = jsonutil.loads(handle.read(length))
+                value = jsonutil.loads(handle.read(max(0, min(length, MAX_LINE_BYTES))))
             except ValueError:
                 value = None
             out.append(value if isinstance(value, dict) else None)

@@ -11,6 +11,7 @@ hash instead.
 from __future__ import annotations
 
 import hashlib
+import zlib
 from urllib.parse import quote, urlencode
 
 from evalkit.util.safe_names import safe_name
@@ -59,9 +60,14 @@ class Links:
         return f"/static/{name}"
 
 
-def sample_file(sample_id: str) -> str:
-    """The export's file name of a sample page: a hash, so any id (``../x``, ``<b>``) makes a plain name."""
-    return "s-" + hashlib.sha256(sample_id.encode("utf-8", "surrogatepass")).hexdigest()[:20] + ".html"
+#: the export's page of one pair's samples, drawn by sample.js from the chunk file the address names
+SAMPLE_PAGE = "sample.html"
+
+
+def sample_chunk(sample_id: str, chunks: int) -> int:
+    """The export's chunk file holding a sample's records (``samples/<n>.js``): a hash of its id, so a link to
+    a sample needs no table of where each one went."""
+    return zlib.crc32(sample_id.encode("utf-8", "surrogatepass")) % max(1, chunks)
 
 
 def compare_file(model_a: str, model_b: str) -> str:
@@ -75,8 +81,10 @@ class ExportLinks(Links):
 
     export = True
 
-    def __init__(self, depth: int) -> None:
+    def __init__(self, depth: int, chunks: dict[tuple[str, str, str], int] | None = None) -> None:
         self.up = "../" * depth
+        #: each pair's number of chunk files (a sample's link names its chunk)
+        self.chunks = chunks if chunks is not None else {}
 
     def runs(self) -> str:
         return f"{self.up}index.html"
@@ -95,7 +103,9 @@ class ExportLinks(Links):
         return f"{self.up}{self.pair_dir(run_id, dataset, metric)}/index.html{_query(params)}"
 
     def sample(self, run_id: str, dataset: str, metric: str, sample_id: str) -> str:
-        return f"{self.up}{self.pair_dir(run_id, dataset, metric)}/{sample_file(sample_id)}"
+        """The pair's one sample page, told which sample (and its chunk file) after ``#``."""
+        chunk = sample_chunk(sample_id, self.chunks.get((run_id, dataset, metric), 1))
+        return f"{self.up}{self.pair_dir(run_id, dataset, metric)}/{SAMPLE_PAGE}#{chunk}/{segment(sample_id)}"
 
     def media_file(self, run_id: str, dataset: str, key: str, part: str, ext: str) -> str:
         """The media file's path from the export's root."""

@@ -19,7 +19,7 @@ from typing import Any
 from evalkit.report.robustness import robustness_section
 from evalkit.report.tables import fmt
 from evalkit.report.usage import tokens_text
-from evalkit.view.links import Links
+from evalkit.view.links import ExportLinks, Links
 from evalkit.view.media import CLEAN
 from evalkit.view.queries import SORTS
 
@@ -335,6 +335,17 @@ def export_pair_page(data: dict[str, Any], links: Links) -> str:
     body += '<p class="pager" id="pager"></p><noscript>Filtering this exported page needs JavaScript.</noscript>'
     crumbs = [(f"run {rid}", links.run(rid)), (f"{ds} × {metric}", None)]
     return layout(f"{ds} × {metric}", body, links, crumbs, scripts=["data.js", links.static("view.js")])
+
+
+def export_sample_page(run_id: str, dataset: str, metric: str, models: list[str]) -> str:
+    """The export's one page for all of a pair's samples: sample.js draws the one its address names."""
+    links = ExportLinks(3)
+    body = (
+        f'<div id="sample" data-models="{e(json.dumps(models))}" data-pair="{e(dataset)} × {e(metric)}">'
+        "<noscript>This exported page needs JavaScript.</noscript></div>"
+    )
+    crumbs = [(f"run {run_id}", links.run(run_id)), (f"{dataset} × {metric}", "index.html"), ("sample", None)]
+    return layout("sample", body, links, crumbs, scripts=[links.static("sample.js")])
 
 
 # -- one sample ------------------------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.view.index import IndexState, connect, count_facets, opened, read_lines, stored_facets
+from evalkit.view.index import IndexState, attach, connect, count_facets, opened, read_lines, stored_facets
 
 SORTS = ("row", "score", "-score", "id")
+#: the shortest text the text search's index finds (shorter ones are searched by reading every text)
+TRIGRAM = 3
 MAX_PER = 500
 #: characters of an answer or reference shown in the samples table
 EXCERPT = 160
@@ -136,7 +138,7 @@ class Sources:
 def _open(sources: Sources) -> Iterator[sqlite3.Connection]:
     with opened(sources.index.db) as db:
         if sources.sent is not None:
-            db.execute("ATTACH DATABASE ? AS s", (str(sources.sent.db),))
+            attach(db, sources.sent.db, "s")
         yield db
 
 
@@ -164,15 +166,22 @@ def _where(f: PairFilter, with_sent: bool) -> tuple[str, list[Any]]:
         args += list(f.group)
     if f.q:
         needle = f.q.casefold()
-        if with_sent:
-            clauses.append(
-                "(id IN (SELECT id FROM txt WHERE instr(text, ?) > 0) "
-                "OR sent IN (SELECT key FROM s.sent WHERE instr(text, ?) > 0))"
+        if len(needle) >= TRIGRAM:  # the text search's index: a phrase of the needle's trigrams is a substring
+            phrase = '"' + needle.replace('"', '""') + '"'
+            answers, prompts = "SELECT rowid FROM fts WHERE fts MATCH ?", "SELECT rowid FROM s.sfts WHERE sfts MATCH ?"
+            wanted = phrase
+        else:  # one or two characters: too short for it, every text is read
+            answers, prompts = (
+                "SELECT id FROM txt WHERE instr(text, ?) > 0",
+                "SELECT rowid FROM s.sent WHERE instr(text, ?) > 0",
             )
-            args += [needle, needle]
+            wanted = needle
+        if with_sent:
+            clauses.append(f"(id IN ({answers}) OR sent IN (SELECT key FROM s.sent WHERE rowid IN ({prompts})))")
+            args += [wanted, wanted]
         else:
-            clauses.append("id IN (SELECT id FROM txt WHERE instr(text, ?) > 0)")
-            args.append(needle)
+            clauses.append(f"id IN ({answers})")
+            args.append(wanted)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", args
 
 
@@ -300,7 +309,7 @@ def changed_samples(
     try:
         other = "main" if same else "b"
         if not same:
-            db.execute("ATTACH DATABASE ? AS b", (str(b.db),))
+            attach(db, b.db, "b")
         join = f"FROM rec x JOIN {other}.rec y ON y.sample_id = x.sample_id AND y.model = ? WHERE x.model = ?"
         both, higher, lower, total = db.execute(
             f"SELECT count(*), sum(y.score > x.score), sum(y.score < x.score), sum(NOT (x.score IS y.score)) {join}",
@@ -352,3 +361,12 @@ def exists(path: Path) -> bool:
         return path.is_file()
     except OSError:
         return False
+
+
+def chosen_samples(f: PairFilter | None, samples: int | None, with_sent: bool) -> tuple[str, list[Any]]:
+    """SQL (and its arguments) of the sample ids an export takes: those with a record matching ``f``, the first
+    ``samples`` of them in dataset order (by row, then by line); every sample when both are None."""
+    where, args = _where(f, with_sent) if f is not None else ("", [])
+    limit = -1 if samples is None else samples
+    sql = f"SELECT sample_id FROM rec{where} GROUP BY sample_id ORDER BY min(row) IS NULL, min(row), min(id) LIMIT ?"
+    return sql, [*args, limit]

@@ -1,8 +1,12 @@
 """The viewer's style sheet and the export's one script, kept as text here so the wheel carries them as code.
 
 ``view.js`` is used by the static export only (the live pages have no script):
-it fills the samples table from ``data.js`` and filters, sorts and pages it in
-the browser, inserting every value with ``textContent``, never as HTML.
+it fills the samples table from the pair's row files (``rows/0001.js``, ...,
+listed in ``data.js`` and loaded one after another, the table filled as they
+come) and filters, sorts and pages it in the browser; ``sample.js`` draws one
+sample's page (``sample.html#<chunk>/<sample id>``) from the chunk file that
+holds its records and what was sent (``samples/<chunk>.js``). Both insert every
+value with ``textContent``, never as HTML.
 """
 
 from __future__ import annotations
@@ -63,6 +67,20 @@ JS = """
   var count = document.getElementById("count");
   var pager = document.getElementById("pager");
   if (!data || !form || !body) { return; }
+  data.rows = [];
+  var loaded = 0, drawn = 0;
+  window.EVALKIT_ROWS = function (rows) {
+    for (var i = 0; i < rows.length; i++) { data.rows.push(rows[i]); }
+    loaded += 1;
+    if (loaded === data.files.length || Date.now() - drawn > 700) { drawn = Date.now(); render(); }
+    next();
+  };
+  function next() {
+    if (loaded >= data.files.length) { return; }
+    var tag = document.createElement("script");
+    tag.src = data.files[loaded];
+    document.body.appendChild(tag);
+  }
   var page = 1;
   var given = new URLSearchParams(window.location.search);
   Array.prototype.forEach.call(form.elements, function (el) {
@@ -138,7 +156,9 @@ JS = """
       cell(tr, r.reference);
       body.appendChild(tr);
     });
-    count.textContent = found.length + " matching records \\u00b7 page " + page + " of " + pages;
+    var partial = loaded < data.files.length
+      ? " (" + data.rows.length + " of " + data.records + " records loaded)" : "";
+    count.textContent = found.length + " matching records \\u00b7 page " + page + " of " + pages + partial;
     pager.textContent = "";
     [["\\u2190 previous", page - 1], ["next \\u2192", page + 1]].forEach(function (step) {
       if (step[1] < 1 || step[1] > pages) { return; }
@@ -151,5 +171,228 @@ JS = """
   }
   form.addEventListener("submit", function (event) { event.preventDefault(); page = 1; render(); });
   render();
+  next();
+})();
+"""
+
+SAMPLE_JS = """
+(function () {
+  "use strict";
+  var root = document.getElementById("sample");
+  if (!root) { return; }
+  var models = JSON.parse(root.getAttribute("data-models") || "[]");
+  var chunks = {}, wanted = null;
+  function el(tag, cls, text) {
+    var x = document.createElement(tag);
+    if (cls) { x.className = cls; }
+    if (text !== undefined && text !== null) { x.textContent = String(text); }
+    return x;
+  }
+  function add(parent, child) { parent.appendChild(child); return child; }
+  function fmt(x) {
+    if (typeof x === "boolean") { return String(x); }
+    if (typeof x !== "number" || !isFinite(x)) { return "\\u2013"; }
+    return Math.abs(x) >= 100 ? x.toFixed(2) : x.toFixed(4);
+  }
+  function secs(x) { return typeof x === "number" && isFinite(x) ? String(Number(x.toFixed(2))) : "\\u2013"; }
+  function str(v) { return v === null || v === undefined ? "" : typeof v === "string" ? v : JSON.stringify(v); }
+  function pre(cls, v) { return el("pre", cls, str(v)); }
+  function json(v) { return el("pre", "", JSON.stringify(v, null, 2)); }
+  function folded(label, v, cls) {
+    var d = el("details", cls || "");
+    add(d, el("summary", "", label));
+    add(d, json(v));
+    return d;
+  }
+  function parse() {
+    var h = window.location.hash.slice(1), cut = h.indexOf("/");
+    if (cut < 1 || !/^[0-9]+$/.test(h.slice(0, cut))) { return null; }
+    try { return {chunk: h.slice(0, cut), id: decodeURIComponent(h.slice(cut + 1))}; } catch (e) { return null; }
+  }
+  window.EVALKIT_SAMPLES = function (data) {
+    if (wanted) { chunks[wanted.chunk] = data; }
+    draw();
+  };
+  function load() {
+    wanted = parse();
+    if (!wanted) { root.textContent = "No sample named in this address."; return; }
+    if (chunks[wanted.chunk]) { draw(); return; }
+    var tag = document.createElement("script");
+    tag.src = "samples/" + wanted.chunk + ".js";
+    document.body.appendChild(tag);
+  }
+  function mediaBlock(part) {
+    if (part.missing) {
+      var gone = el("div", "media missing");
+      add(gone, el("b", "", part.kind));
+      gone.appendChild(document.createTextNode(" " + part.where + ": " + part.missing));
+      return gone;
+    }
+    if (part.kind === "image") {
+      var fig = el("figure", "media image");
+      var img = add(fig, el("img"));
+      img.src = part.clips[0].src;
+      img.alt = "image " + part.index + " of the prompt";
+      add(fig, el("figcaption", "", part.where + " " + (part.caption || "")));
+      return fig;
+    }
+    var box = el("div", "media audio");
+    add(box, el("b", "", "audio"));
+    box.appendChild(document.createTextNode(" " + part.where));
+    part.clips.forEach(function (clip) {
+      var row = add(box, el("div", "clip"));
+      var player = add(row, el("audio"));
+      player.controls = true;
+      player.preload = "metadata";
+      player.src = clip.src;
+      add(row, el("span", "note", clip.label));
+    });
+    return box;
+  }
+  function conversation(conv) {
+    var section = el("section", "conversation");
+    if (conv.missing) {
+      add(section, el("h3", "", "sent to " + conv.models.join(", ")));
+      add(section, el("p", "missing", "what was sent (key " + conv.key + ") is not in the sent file"));
+      return section;
+    }
+    var head = "sent to " + conv.models.join(", ");
+    if (conv.kind) { head += " \\u00b7 " + conv.kind; }
+    if (conv.requests && conv.requests !== 1) { head += " \\u00b7 " + conv.requests + " requests"; }
+    if (conv.old) { head = "images the records name (this run did not record the prompt it sent)"; }
+    add(section, el("h3", "", head));
+    if (conv.old) { (conv.media || []).forEach(function (p) { add(section, mediaBlock(p)); }); }
+    var byMessage = {};
+    (conv.media || []).forEach(function (p) { (byMessage[p.message] = byMessage[p.message] || []).push(p); });
+    (conv.messages || []).forEach(function (message, m) {
+      var role = message && typeof message === "object" && typeof message.role === "string" ? message.role : "?";
+      var content = message && typeof message === "object" ? message.content : message;
+      var box = add(section, el("div", "message " + role));
+      add(box, el("div", "role", role));
+      var here = (byMessage[m] || []).slice();
+      (Array.isArray(content) ? content : [{type: "text", text: content}]).forEach(function (part) {
+        var kind = part && typeof part === "object" ? part.type : null;
+        if (kind === "text") { add(box, pre("text", part.text)); }
+        else if (kind === "audio" || kind === "image") {
+          if (conv.media) { var found = here.shift(); if (found) { add(box, mediaBlock(found)); } }
+          else { add(box, el("div", "media missing", kind + ": not in this export (export fewer samples)")); }
+        } else { add(box, pre("text", JSON.stringify(part))); }
+      });
+    });
+    if (conv.tools && conv.tools.length) { add(section, folded("tools offered", conv.tools, "tools")); }
+    var fields = conv.params_by_turn && conv.params_by_turn.length ? conv.params_by_turn : conv.params;
+    if (fields && Object.keys(fields).length) { add(section, folded("request fields", fields, "params")); }
+    return section;
+  }
+  function sentConversations(records, sent) {
+    var keys = [];
+    records.forEach(function (r) {
+      if (typeof r.sent === "string" && keys.indexOf(r.sent) < 0) { keys.push(r.sent); }
+    });
+    return keys.map(function (key) {
+      var entry = sent[key];
+      var who = records.filter(function (r) { return r.sent === key; }).map(function (r) { return str(r.model); });
+      if (!entry) { return {key: key, models: who, missing: true}; }
+      return {key: key, models: who, missing: false, kind: entry.kind, requests: entry.requests,
+              messages: Array.isArray(entry.messages) ? entry.messages : [], tools: entry.tools || [],
+              params: entry.params && typeof entry.params === "object" ? entry.params : {},
+              params_by_turn: Array.isArray(entry.params_by_turn) ? entry.params_by_turn : [], media: null};
+    });
+  }
+  function answers(records) {
+    var table = el("table", "answers");
+    var head = add(add(table, el("thead")), el("tr"));
+    add(head, el("th"));
+    records.forEach(function (r) { add(head, el("th", "", str(r.model))); });
+    var body = add(table, el("tbody"));
+    function line(label, cell) {
+      var tr = add(body, el("tr"));
+      add(tr, el("th", "", label));
+      records.forEach(function (r) { var td = add(tr, el("td")); var c = cell(r); if (c) { td.appendChild(c); } });
+    }
+    line("score", function (r) { return el("span", "score", fmt(r.score)); });
+    function shown(v) { return v !== null && v !== undefined ? pre("text", v) : el("span", "", "\\u2013"); }
+    line("answer", function (r) { return shown(r.response); });
+    line("prediction", function (r) { return shown(r.prediction); });
+    if (records.some(function (r) { return Array.isArray(r.answers) && r.answers.length > 1; })) {
+      line("each turn's answer", function (r) {
+        var box = el("div");
+        (Array.isArray(r.answers) ? r.answers : []).forEach(function (a, i) {
+          var turn = add(box, el("div", "turn"));
+          add(turn, el("div", "role", "turn " + (i + 1)));
+          add(turn, pre("text", a));
+        });
+        return box;
+      });
+    }
+    if (records.some(function (r) { return r.failure; })) {
+      line("failure", function (r) {
+        if (!r.failure) { return null; }
+        var box = el("div");
+        add(box, el("span", "failure", str(r.failure)));
+        add(box, pre("error", r.error));
+        return box;
+      });
+    }
+    line("details", function (r) { return r.details === undefined || r.details === null ? null : json(r.details); });
+    line("request", function (r) {
+      var text = "latency " + secs(r.latency) + " s \\u00b7 attempts " + str(r.attempts);
+      if (r.cached) { text += " \\u00b7 from the store"; }
+      if (r.replica !== null && r.replica !== undefined) { text += " \\u00b7 replica " + str(r.replica); }
+      return el("span", "", text);
+    });
+    if (records.some(function (r) { return r.prompt; })) {
+      line("prompt made from", function (r) { return r.prompt ? json(r.prompt) : null; });
+    }
+    return table;
+  }
+  function draw() {
+    var data = wanted && chunks[wanted.chunk];
+    if (!data) { return; }
+    var sid = wanted.id;
+    var records = data.records.filter(function (r) { return r && str(r.sample_id) === sid; });
+    records.sort(function (a, b) {
+      var x = models.indexOf(str(a.model)), y = models.indexOf(str(b.model));
+      return (x < 0 ? models.length : x) - (y < 0 ? models.length : y);
+    });
+    root.textContent = "";
+    if (!records.length) { add(root, el("p", "error", "no sample " + sid + " in this export")); return; }
+    document.title = "sample " + sid + " \\u00b7 evalkit view";
+    var first = records[0];
+    var h1 = add(root, el("h1", "", "Sample "));
+    add(h1, el("span", "sid", sid));
+    var meta = root.getAttribute("data-pair");
+    if (typeof first.row === "number") { meta += " \\u00b7 row " + first.row; }
+    if (typeof first.duration === "number") { meta += " \\u00b7 " + secs(first.duration) + " s of audio"; }
+    add(root, el("p", "meta", meta));
+    if (first.groups && typeof first.groups === "object") {
+      var chips = el("p", "groups");
+      Object.keys(first.groups).forEach(function (k) {
+        if (first.groups[k] === null || first.groups[k] === undefined) { return; }
+        var value = str(first.groups[k]);
+        var a = add(chips, el("a", "chip", k + ": " + value));
+        a.href = "index.html?group=" + encodeURIComponent(k + ":" + value);
+      });
+      if (chips.childNodes.length) { add(root, chips); }
+    }
+    add(root, el("h2", "", "Reference"));
+    add(root, pre("text reference", Array.isArray(first.reference) ? first.reference.join("\\n") : first.reference));
+    add(root, el("h2", "", "What was sent"));
+    var sent = {};
+    data.sent.forEach(function (entry) {
+      if (entry && typeof entry.key === "string" && !sent[entry.key]) { sent[entry.key] = entry; }
+    });
+    var own = Object.prototype.hasOwnProperty.call(data.media, sid);
+    var convs = own ? data.media[sid] : sentConversations(records, sent);
+    if (!convs.length) {
+      add(root, el("p", "note", "This run did not record what it sent (records made before evalkit kept " +
+                   "prompts), or nothing was sent."));
+    }
+    convs.forEach(function (conv) { add(root, conversation(conv)); });
+    add(root, el("h2", "", "Answers"));
+    add(root, answers(records));
+  }
+  window.addEventListener("hashchange", load);
+  load();
 })();
 """

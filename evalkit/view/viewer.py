@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -245,16 +246,27 @@ class Viewer:
             )
         return problems
 
+    def _damaged(self, sources: Sources) -> None:
+        """A query met a damaged index: it is set aside (a run folder's) or removed (the cache's) and built anew."""
+        for state in (sources.records, sources.sent):
+            if state is not None:
+                index.discard(state)
+
     def pair(self, run_id: str, dataset: str, metric: str, query: dict[str, str]) -> dict[str, Any]:
         f = PairFilter.parse(query)
         run, pair = self._pair(run_id, dataset, metric)
         sources = self.sources(run, pair, wait=False)
-        if sources.records is None:
+        found: dict[str, Any] | None = None
+        if sources.records is not None:
+            try:
+                found = samples_page(sources, f)
+                choices = facets(sources)
+            except sqlite3.DatabaseError:
+                self._damaged(sources)
+                sources = self.sources(run, pair, wait=False)
+        if found is None or sources.records is None:
             found = scan.samples_page(pair.records, pair.sent if pair.has_sent else None, f)
             choices = _facets_from_results(run, pair)
-        else:
-            found = samples_page(sources, f)
-            choices = facets(sources)
         return {
             "run_id": run.run_id,
             "dataset": pair.dataset,
@@ -276,9 +288,13 @@ class Viewer:
         """Every model's record of the sample, what was sent to each, and its media parts with their state."""
         run, pair = self._pair(run_id, dataset, metric)
         sources = self.sources(run, pair, wait=False)
-        numbered = (
-            sample_records(sources, sample_id) if sources.records else scan.sample_records(pair.records, sample_id)
-        )
+        try:
+            numbered = sample_records(sources, sample_id) if sources.records else None
+        except sqlite3.DatabaseError:
+            self._damaged(sources)
+            sources, numbered = self.sources(run, pair, wait=False), None
+        if numbered is None or sources.records is None:
+            numbered = scan.sample_records(pair.records, sample_id)
         records = [r for _, r in numbered]
         lines = {id(r): n for n, r in numbered}
         if not records:

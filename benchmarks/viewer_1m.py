@@ -1,0 +1,254 @@
+"""The viewer at 1,000,000 records in ONE pair (issue 45): first page, filters, text search, index, export.
+
+    python -m benchmarks.viewer_1m make [DIR]    # write the fixture run (reused while its version holds)
+    python -m benchmarks.viewer_1m [--a A] [--b B] [--rounds N]    # measure (A/B rounds when --a is given)
+
+The fixture is what a merged run of a 1,000,000-record ASR pair looks like
+(333,333 samples x 3 models, groups, 1% failures, a sent file with each
+sample's audio part, one duplicate-id record): generated with the record
+writer of :mod:`benchmarks.viewer` into the benchmark cache
+(``EVALKIT_BENCH_CACHE``, default ``~/.cache/evalkit-benchmarks``; ~0.6 GB).
+
+Measured per checkout (``--a``/``--b``: two checkouts of evalkit, run in turn
+each round, so a ratio is taken between figures of one round on one loaded
+machine), each in its own process with a fresh ``EVALKIT_CACHE_DIR``:
+
+* ``index_s``, ``index_bytes``, ``index_peak_rss``: building the pair's index the
+  way the checkout does it (at the end of the run when it can, else on first view);
+* ``first_page_s``: the samples page of the pair with no filter, in a fresh
+  viewer (a checkout that indexes at the end of the run: with that index);
+* ``filter_s`` / ``search_s`` / ``search_prompt_s``: a filter over all records, a
+  text search of the answers, a text search of the prompts;
+* ``unindexed_first_page_s``: the first page of the same run folder without its
+  index (an old run folder), while the viewer indexes it in the background.
+
+The export is measured by ``python -m benchmarks.viewer_1m export [DIR]``
+(one checkout: the one on PYTHONPATH).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.memory import cache_dir
+from benchmarks.viewer import MODELS, _dumps, _write_pair
+
+DATA_VERSION = 1
+RUN_ID = "20261201-000000_bench1m"
+PAIR = ("bench_asr_1m", "word_error_rate", 333_333)
+FILTER = {"model": "model-b", "min": "0.2", "max": "1", "failure": "none", "group": "accent:scottish", "sort": "-score"}
+SEARCH = {"q": "distant cities", "sort": "-score"}
+SEARCH_PROMPT = {"q": "bench_asr_1m-012345"}
+
+
+def make_run(parent: Path, samples: int = PAIR[2]) -> Path:
+    """The fixture run folder under ``parent``: one pair of ``3 * samples + 1`` records (generated once)."""
+    run_dir = parent / RUN_ID
+    marker = run_dir / ".complete"
+    if marker.is_file() and marker.read_text() == f"{DATA_VERSION}:{samples}":
+        return run_dir
+    shutil.rmtree(run_dir, ignore_errors=True)
+    records_dir = run_dir / "records"
+    (records_dir / "sent").mkdir(parents=True)
+    dataset, metric, _ = PAIR
+    written, sums = _write_pair(records_dir, dataset, metric, samples, seed=1)
+    from evalkit.util.safe_names import safe_name
+
+    with (records_dir / safe_name(dataset, metric, suffix=".jsonl")).open("ab") as out:
+        duplicate = {"sample_id": f"{dataset}-000000", "model": MODELS[0], "dataset": dataset, "metric": metric}
+        duplicate.update(row=None, groups={}, reference="", score=None, failure="duplicate_id")
+        duplicate.update(error="sample id seen before in this dataset; this row is not scored", latency=0.0, attempts=0)
+        out.write(_dumps(duplicate))
+    rows = []
+    for model, (num, den, scored, failed) in sums.items():
+        score = num / den if den else None
+        rows.append(
+            {"dataset": dataset, "task": "asr", "category": "bench", "metric": metric, "model": model, "score": score,
+             "ci_low": score, "ci_high": score, "n": scored, "n_failed": failed, "failure_rate": failed / samples,
+             "unreliable": False, "seconds": 1.0, "failure_reasons": {"timeout": failed} if failed else {},
+             "details": {}}
+        )  # fmt: skip
+    config = {"dataset_metric": [[dataset, metric]], "models": [{"info": {"name": m}} for m in MODELS]}
+    meta = {"format": 1, "run_id": RUN_ID, "status": "finished", "started": "2026-12-01T00:00:00", "config": config}
+    (run_dir / "run.json").write_text(json.dumps(meta, indent=1))
+    results = {"run_id": RUN_ID, "finished": "2026-12-01T01:00:00", "seconds": 3600.0, "config": config}
+    results.update(results=rows, aggregate=[])
+    (run_dir / "results.json").write_text(json.dumps(results, indent=1))
+    assert written + 1 == 3 * samples + 1
+    marker.write_text(f"{DATA_VERSION}:{samples}")
+    return run_dir
+
+
+def fixture() -> Path:
+    parent = cache_dir() / f"viewer-1m-v{DATA_VERSION}"
+    parent.mkdir(parents=True, exist_ok=True)
+    return make_run(parent)
+
+
+#: what a checkout runs to index the fixture as it would: at the end of the run (run folder), else on first view
+_INDEX = """
+import json, os, resource, sys, time
+from pathlib import Path
+run = Path(sys.argv[1])
+records = run / "records" / "bench_asr_1m__word_error_rate.jsonl"
+sent = run / "records" / "sent" / "bench_asr_1m.jsonl"
+t0 = time.perf_counter()
+try:
+    from evalkit.view.runindex import index_run
+except ImportError:  # an evalkit that indexes on first view, in its cache folder
+    from evalkit.view import index
+    states = [index.refresh(records, "records"), index.refresh(sent, "sent")]
+    where = "cache, first view"
+else:
+    index_run(run)
+    from evalkit.view import index
+    states = [index.refresh(records, "records"), index.refresh(sent, "sent")]
+    where = "run folder, end of run"
+took = time.perf_counter() - t0
+size = sum(os.path.getsize(s.db) for s in states)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"index_s": took, "index_bytes": size, "index_peak_rss": peak, "index_where": where}))
+"""
+
+
+def _served(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
+    """A fresh `evalkit view` of ``checkout``: the pair's first page, a filter, a search of answers and prompts."""
+    from benchmarks import common
+    from benchmarks.viewer import _Viewer
+
+    common.ROOT = checkout.resolve()
+    viewer = _Viewer([parent], cache)
+    pair = f"/run/{RUN_ID}/pair/{PAIR[0]}/{PAIR[1]}/"
+    out: dict[str, Any] = {}
+    try:
+        out["first_page_s"], body = viewer.get(pair)
+        out["filter_s"], body = viewer.get("/api" + pair, FILTER)
+        answer = json.loads(body)
+        out["filter_total"], out["filter_indexed"] = answer["total"], answer.get("indexed")
+        out["search_s"], body = viewer.get("/api" + pair, SEARCH)
+        out["search_total"] = json.loads(body)["total"]
+        out["search_prompt_s"], body = viewer.get("/api" + pair, SEARCH_PROMPT)
+        out["search_prompt_total"] = json.loads(body)["total"]
+        out["viewer_peak_rss"] = max(viewer.high_water_mark(), viewer.peak_sampled)
+    finally:
+        viewer.stop()
+    return out
+
+
+def _unindexed(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
+    """A run folder without its index (an old one): the first page and the filter while the viewer indexes."""
+    from benchmarks import common
+    from benchmarks.viewer import _Viewer
+
+    common.ROOT = checkout.resolve()
+    viewer = _Viewer([parent], cache)
+    pair = f"/run/{RUN_ID}/pair/{PAIR[0]}/{PAIR[1]}/"
+    try:
+        first, _ = viewer.get(pair)
+        filtered, body = viewer.get("/api" + pair, FILTER)
+        indexed = json.loads(body).get("indexed")
+    finally:
+        viewer.stop()
+    return {"unindexed_first_page_s": first, "unindexed_filter_s": filtered, "unindexed_filter_indexed": indexed}
+
+
+def measure(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
+    """Each round: every checkout in turn indexes the fixture, serves it, and serves it without an index."""
+    from benchmarks.common import child_env
+
+    run_dir = fixture()
+    parent = run_dir.parent
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
+    out: dict[str, Any] = {"loadavg_before": os.getloadavg()}
+    aside = run_dir / "index.aside"
+    home = Path.cwd()
+    for _ in range(rounds):
+        for name, checkout in checkouts.items():
+            work = Path(tempfile.mkdtemp(prefix=f"viewer-1m-{name}-"))
+            try:
+                shutil.rmtree(run_dir / "index", ignore_errors=True)
+                env = {**child_env(), "PYTHONPATH": str(checkout.resolve()), "EVALKIT_CACHE_DIR": str(work / "c")}
+                # every child starts in an empty folder: `python -c`/`-m` put the current folder before PYTHONPATH
+                os.chdir(work)
+                done = subprocess.run(
+                    [sys.executable, "-c", _INDEX, str(run_dir)], env=env, capture_output=True, text=True, check=True
+                )
+                figures = json.loads(done.stdout.strip().splitlines()[-1])
+                figures.update(_served(checkout, parent, work / "c"))
+                if (run_dir / "index").exists():
+                    (run_dir / "index").rename(aside)
+                try:
+                    figures.update(_unindexed(checkout, parent, work / "fresh"))
+                finally:
+                    if aside.exists():
+                        shutil.rmtree(run_dir / "index", ignore_errors=True)
+                        aside.rename(run_dir / "index")
+                found[name].append(figures)
+            finally:
+                os.chdir(home)
+                shutil.rmtree(work, ignore_errors=True)
+    out["loadavg_after"] = os.getloadavg()
+    out["rounds"] = found
+    return out
+
+
+def export(out_dir: Path | None, extra: list[str]) -> dict[str, Any]:
+    """`evalkit view --export` of the fixture (the checkout on PYTHONPATH): time, files, bytes, peak RSS."""
+    from benchmarks.common import child_env, evalkit_argv
+
+    run_dir = fixture()
+    target = out_dir or Path(tempfile.mkdtemp(prefix="viewer-1m-export-"))
+    shutil.rmtree(target, ignore_errors=True)
+    load = os.getloadavg()
+    t0 = time.perf_counter()
+    argv = ["/usr/bin/time", "-f", "%M", *evalkit_argv("view", str(run_dir.parent), "--export", str(target), *extra)]
+    done = subprocess.run(argv, env=child_env(), capture_output=True, text=True, check=True, cwd=tempfile.gettempdir())
+    took = time.perf_counter() - t0
+    files = [p for p in target.rglob("*") if p.is_file()]
+    figures = {
+        "command": "evalkit view " + str(run_dir.parent) + " --export DIR " + " ".join(extra),
+        "export_s": took,
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "peak_rss_kib": int(done.stderr.strip().splitlines()[-1]),
+        "said": [line for line in done.stderr.splitlines() if line.startswith("evalkit view")],
+        "loadavg_before": load,
+        "loadavg_after": os.getloadavg(),
+    }
+    if out_dir is None:
+        shutil.rmtree(target, ignore_errors=True)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.viewer_1m")
+    parser.add_argument("what", nargs="?", default="measure", choices=["make", "measure", "export"])
+    parser.add_argument("--a", type=Path, help="checkout A (e.g. the last stop); measured in turn with B")
+    parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="export: keep the site here")
+    args, extra = parser.parse_known_args(argv)
+    if args.what == "make":
+        t0 = time.perf_counter()
+        run_dir = fixture()
+        size = sum(p.stat().st_size for p in (run_dir / "records").rglob("*.jsonl"))
+        print(json.dumps({"run": str(run_dir), "bytes": size, "seconds": round(time.perf_counter() - t0, 1)}))
+    elif args.what == "export":
+        print(json.dumps(export(args.out, extra), indent=1))
+    else:
+        checkouts = {"a": args.a, "b": args.b} if args.a else {"b": args.b}
+        print(json.dumps(measure(checkouts, args.rounds), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
