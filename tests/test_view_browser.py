@@ -305,8 +305,11 @@ def test_the_export_works_from_file_urls(real_run: Path, browser: Any, shots: Pa
     form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
     WebDriverWait(browser, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "table.samples tbody tr")) == 2)
     snap(browser, shots, "export-pair")
+    shown_row = browser.find_element(By.CSS_SELECTOR, "table.samples tbody tr td:nth-child(3)").text
     browser.find_element(By.CSS_SELECTOR, "table.samples tbody tr a").click()
     _wait(browser, "audio")
+    meta = browser.find_element(By.CSS_SELECTOR, "p.meta").text
+    assert f"row {shown_row}" in meta, (shown_row, meta)  # the sample page counts as the table does, from 1
     check_media(browser)
     pics = next(site.rglob("colours__exact_match*/index.html"))
     browser.get(pics.as_uri())

@@ -362,7 +362,8 @@ SAMPLE_JS = """
     var h1 = add(root, el("h1", "", "Sample "));
     add(h1, el("span", "sid", sid));
     var meta = root.getAttribute("data-pair");
-    if (typeof first.row === "number") { meta += " \\u00b7 row " + first.row; }
+    // counted from 1, as the samples table, the server's pages and evalkit's messages
+    if (typeof first.row === "number") { meta += " \\u00b7 row " + (first.row + 1); }
     if (typeof first.duration === "number") { meta += " \\u00b7 " + secs(first.duration) + " s of audio"; }
     add(root, el("p", "meta", meta));
     if (first.groups && typeof first.groups === "object") {
