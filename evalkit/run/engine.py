@@ -19,10 +19,9 @@ the records alone.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -54,6 +53,7 @@ from evalkit.run.asking import Asker, Sent
 from evalkit.run.corpus import fit_corpus
 from evalkit.run.data_problems import DataProblems
 from evalkit.run.engine_result import EngineResult, ModelResult
+from evalkit.run.feed import Feed, drain
 from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
 from evalkit.run.records_file import RecordsFile
 from evalkit.run.requests import RequestContext
@@ -66,8 +66,6 @@ from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
-
-_READ_BATCH = 32
 
 
 ProgressHook = Callable[[str, str, bool], None]
@@ -227,64 +225,19 @@ class Engine:
             self._sent_logs.release(self._sent)
 
     async def _run_samples(self) -> None:
-        iterator = self.planned_samples()
-        slots = asyncio.Semaphore(self.window)
-        pending: set[asyncio.Task[None]] = set()
-        first_error: list[BaseException] = []
+        # ``window`` workers take the samples in file order (evalkit/run/feed.py): no task per sample
         seen = IdIndex()  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
-        def done(task: asyncio.Task[None]) -> None:
-            pending.discard(task)
-            slots.release()
-            if not task.cancelled() and task.exception() is not None and not first_error:
-                first_error.append(task.exception())  # type: ignore[arg-type]
+        def start(sample: Sample) -> Awaitable[None]:
+            # counted and checked when taken, before any wait: in file order, as the rows are numbered
+            self.n_samples += 1
+            row = sample.meta.get("index")
+            first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
+            if first != row and isinstance(row, int):
+                return self._duplicate(sample, first)
+            return self._sample(sample)
 
-        try:
-            await self._feed(iterator, slots, pending, first_error, seen, done)
-        except asyncio.CancelledError:
-            # the run stops (another engine hit a full disk, a signal): no sample task may outlive its engine,
-            # or it would go on sending after the clients and the store are closed
-            for task in list(pending):
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            raise
-        if pending:
-            if first_error and isinstance(first_error[0], (DiskFullError, WriteFailed)):
-                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
-                    task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        if first_error:
-            raise first_error[0]
-
-    async def _feed(
-        self,
-        iterator: Iterator[Sample],
-        slots: asyncio.Semaphore,
-        pending: set[asyncio.Task[None]],
-        first_error: list[BaseException],
-        seen: IdIndex,
-        done: Callable[[asyncio.Task[None]], None],
-    ) -> None:
-        """Start a task per sample as window slots free up, until the data ends or a sample fails the run."""
-        while True:
-            batch = await asyncio.to_thread(lambda: list(itertools.islice(iterator, _READ_BATCH)))
-            if not batch:
-                break
-            for sample in batch:
-                await slots.acquire()
-                if first_error:
-                    break
-                self.n_samples += 1
-                row = sample.meta.get("index")
-                first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
-                if first != row and isinstance(row, int):
-                    task = asyncio.create_task(self._duplicate(sample, first))
-                else:
-                    task = asyncio.create_task(self._sample(sample))
-                pending.add(task)
-                task.add_done_callback(done)
-            if first_error:
-                break
+        await drain(Feed(self.planned_samples()), self.window, start, fatal=(DiskFullError, WriteFailed))
 
     def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
         """A robustness variant's sample: its text corrupted here, its images' corruption for the worker pool.
