@@ -28,7 +28,6 @@ from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
-from evalkit.clients.protocol import WIRE_FORMATS
 from evalkit.config import Filters, RequestKind
 from evalkit.data.audio.pcm import Shape
 from evalkit.data.filters import apply_filters
@@ -58,11 +57,10 @@ from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
 from evalkit.run.records_file import RecordsFile
 from evalkit.run.requests import RequestContext
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
-from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
+from evalkit.run.sent import SentLog, SentLogs, SentParams, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
 from evalkit.util.idindex import IdIndex
-from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
@@ -159,6 +157,7 @@ class Engine:
         self._sent_logs = sent_logs if sent_logs is not None else SentLogs(sent_folder(records_dir))
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
+        self._sent_params = SentParams()
 
     def corpus_samples(self) -> Iterator[Sample]:
         """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
@@ -396,9 +395,8 @@ class Engine:
             kind = ctx.kind
             requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
-            wire = WIRE_FORMATS[kind]
             # a credential some proxies take in the body (extra_body.api_key) is masked here as in run.json
-            params = [redact(wire.settings(turn[0])) for turn in turns if turn]
+            params = [self._sent_params.of(turn[0]) for turn in turns if turn]
         self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools, params)
         return key
 
