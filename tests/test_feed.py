@@ -88,3 +88,25 @@ def test_a_cancelled_drain_cancels_every_worker() -> None:
 
     asyncio.run(main())
     assert cancelled == 5
+
+
+@pytest.mark.parametrize("heavy", [False, True], ids=["text", "media"])
+def test_media_items_are_read_in_small_batches(heavy: bool) -> None:
+    """Text is read far ahead (few thread trips); items holding media are not, so memory stays near the window."""
+    pulled = 0
+    ahead: list[int] = []
+
+    def items() -> Iterator[int]:
+        nonlocal pulled
+        for i in range(3000):
+            pulled += 1
+            yield i
+
+    async def handle(item: int) -> None:
+        ahead.append(pulled - item)  # read but not yet handed out, plus those in flight
+        await asyncio.sleep(0)
+
+    feed = Feed(items(), first_batch=8, batch=256, heavy=lambda item: heavy, media_batch=8)
+    asyncio.run(drain(feed, 4, handle))
+    assert len(ahead) == 3000
+    assert (max(ahead) <= 8 + 8 + 4) is heavy  # a batch and a half at most ahead of the workers, with media

@@ -236,7 +236,8 @@ class Engine:
                 return self._duplicate(sample, first)
             return self._sample(sample)
 
-        await drain(Feed(self.planned_samples()), self.window, start, fatal=(DiskFullError, WriteFailed))
+        feed = Feed(self.planned_samples(), heavy=_carries_media)
+        await drain(feed, self.window, start, fatal=(DiskFullError, WriteFailed))
 
     def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
         """A robustness variant's sample: its text corrupted here, its images' corruption for the worker pool.
@@ -424,3 +425,8 @@ class Engine:
             self.data_problems.note(record, sample)
         if self.progress is not None:
             self.progress(self.spec.id, model, scored)
+
+
+def _carries_media(sample: Sample) -> bool:
+    """Whether a sample holds audio or images (megabytes): its engine reads the data in small batches."""
+    return sample.audio is not None or bool(sample.images) or bool(sample.turns)

@@ -27,27 +27,40 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
-#: samples read per trip to the reading thread: the first batch is small so the first requests go out at once,
-#: later ones larger so the trips (a thread hand-off each, with the GIL passed back and forth) are few
+#: samples read per trip to the reading thread: the first batch is small so the first requests go out at once;
+#: later ones are large for text (a trip is a thread hand-off, the GIL passed back and forth: ~50 µs), and stay
+#: small for samples that carry audio or images, which hold megabytes each and cost milliseconds anyway
 FIRST_BATCH = 32
-BATCH = 64
+BATCH = 256
+MEDIA_BATCH = 32
 
 
 class Feed(Generic[T]):
     """Items of ``iterator``, read a batch at a time in a thread, taken in order by any number of workers.
 
     The next batch is read while half of the current one is still buffered, so a worker seldom waits for the
-    thread, and at most one and a half batches are held besides what is in flight.
+    thread, and at most one and a half batches are held besides what is in flight. ``heavy`` tells, from the
+    first batch, whether items are large (media): then every batch is ``media_batch`` items.
     """
 
-    def __init__(self, iterator: Iterator[T], first_batch: int = FIRST_BATCH, batch: int = BATCH) -> None:
+    def __init__(
+        self,
+        iterator: Iterator[T],
+        first_batch: int = FIRST_BATCH,
+        batch: int = BATCH,
+        heavy: Callable[[T], bool] | None = None,
+        media_batch: int = MEDIA_BATCH,
+    ) -> None:
         self._iterator = iterator
         self._buffer: deque[T] = deque()
         self._next_size = max(1, first_batch)
         self._batch = max(1, batch)
         self._low = self._batch // 2
+        self._heavy = heavy
+        self._media_batch = max(1, media_batch)
         self._reading: asyncio.Task[None] | None = None
-        self._arrived = asyncio.Event()
+        #: workers waiting for an item, each on a future of its own (woken one per item that came)
+        self._waiting: deque[asyncio.Future[None]] = deque()
         #: the dataset's error while it was read (then :attr:`ended` too)
         self.error: Exception | None = None
         self.ended = False
@@ -60,12 +73,14 @@ class Feed(Generic[T]):
         return buffer.popleft() if buffer else None
 
     async def fill(self) -> None:
-        """Wait until the batch being read has come (or the data ended, or failed)."""
+        """Wait until an item may be there for this worker (or the data ended, or failed)."""
         if self._buffer or self.ended:
             return
         if self._reading is None:
             self._reading = asyncio.ensure_future(self._read())
-        await self._arrived.wait()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        await waiter
 
     async def _read(self) -> None:
         size, self._next_size = self._next_size, self._batch
@@ -78,13 +93,24 @@ class Feed(Generic[T]):
             self.error, self.ended = error, True  # a dataset that failed once is not read again
         else:
             if batch:
+                if self._heavy is not None:
+                    if any(self._heavy(item) for item in batch):
+                        self._batch = self._next_size = self._media_batch
+                        self._low = self._batch // 2
+                    self._heavy = None  # decided once, on the first batch
                 self._buffer.extend(batch)
             else:
                 self.ended = True
         finally:
             self._reading = None
-            self._arrived.set()  # wakes every worker waiting now; the next wait waits for the next batch
-            self._arrived.clear()
+            # as many workers as items came (every one at the end): waking all of them for a few items costs
+            # each of the others a future and a trip through the loop for nothing
+            waiting = self._waiting
+            wake = len(waiting) if self.ended else min(len(waiting), len(self._buffer))
+            for _ in range(wake):
+                waiter = waiting.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def cancel(self) -> None:
         """Stop a read in flight (the run stopped): its batch is dropped."""
