@@ -1,4 +1,4 @@
-"""The engine's samples go to a fixed set of workers (evalkit/run/feed.py): order, bound, and failures as before."""
+"""The engine's samples go to a fixed set of workers (evalkit/util/feed.py): order, bound, and failures as before."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from evalkit.errors import DiskFullError
-from evalkit.run.feed import Feed, drain
+from evalkit.util.feed import Feed, drain
 
 
 def test_every_item_is_handled_once_in_order_with_at_most_window_at_once() -> None:

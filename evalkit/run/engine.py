@@ -52,7 +52,6 @@ from evalkit.run.asking import Asker, Sent
 from evalkit.run.corpus import fit_corpus
 from evalkit.run.data_problems import DataProblems
 from evalkit.run.engine_result import EngineResult, ModelResult
-from evalkit.run.feed import Feed, drain
 from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
 from evalkit.run.records_file import RecordsFile
 from evalkit.run.requests import RequestContext
@@ -60,6 +59,7 @@ from evalkit.run.scoring import metric_settings, new_record, score_into_record, 
 from evalkit.run.sent import SentLog, SentLogs, SentParams, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, shard_samples
+from evalkit.util.feed import Feed, drain
 from evalkit.util.idindex import IdIndex
 from evalkit.util.safe_names import safe_path
 
@@ -224,7 +224,7 @@ class Engine:
             self._sent_logs.release(self._sent)
 
     async def _run_samples(self) -> None:
-        # ``window`` workers take the samples in file order (evalkit/run/feed.py): no task per sample
+        # ``window`` workers take the samples in file order (evalkit/util/feed.py): no task per sample
         seen = IdIndex()  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
         def start(sample: Sample) -> Awaitable[None]:
