@@ -38,7 +38,8 @@ BUCKETS: tuple[tuple[str, str], ...] = (
     ("engine: requests for a sample (Engine._conversation)", "Engine._conversation"),
     ("engine: record, score, progress (Engine._ask)", "Engine._ask"),
     ("engine: prompt, audio, fan-out (Engine._sample)", "Engine._sample"),
-    ("engine: reading loop, one task per sample (Engine._run_samples)", "Engine._run_samples"),
+    ("engine: sample workers and the data they read (evalkit/util/feed.py)", "drain.<locals>.work"),
+    ("engine: sample workers and the data they read (evalkit/util/feed.py)", "Feed._read"),
     ("engine: CIs at the end (Engine.run)", "Engine.run"),
     ("runner: clients, store, results files (execute)", "_execute"),
 )

@@ -1,3 +1,3 @@
-from evalkit.cli.main import main
+from evalkit.cli.entry import console
 
-raise SystemExit(main())
+raise SystemExit(console())

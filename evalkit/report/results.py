@@ -262,10 +262,26 @@ def package_versions() -> dict[str, str]:
     versions = {"python": sys.version.split()[0], "platform": platform.platform()}
     for name in _PACKAGES:
         try:
-            versions[name] = metadata.version(name)
+            versions[name] = _version(name)
         except metadata.PackageNotFoundError:
             continue
     return versions
+
+
+def _version(name: str) -> str:
+    """``metadata.version(name)`` from the metadata's header lines alone.
+
+    ``metadata.version`` parses the whole file as an e-mail message, long description included (numpy's is
+    long): ~12 ms for these packages, at the end of every run, against ~2 ms for reading up to the header's end.
+    """
+    dist = metadata.distribution(name)
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO") or ""
+    for line in text.splitlines():
+        if not line:
+            break  # the header ends at the first blank line
+        if line[:8].lower() == "version:":
+            return line[8:].strip()
+    return dist.version
 
 
 _ROW_FIELDS = {f.name for f in dataclasses.fields(ResultRow)}

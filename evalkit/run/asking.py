@@ -142,15 +142,20 @@ class Asker:
             sent.turns.append(requests)
             if n_turns == 1:
                 sent.key = self.view_key(self.sent_views[model.name], requests, sent.shared)
-            if len(requests) == 1:
-                outcomes = [await client.submit(requests[0], use_store=self.use_store)]
+            if len(requests) == 1:  # most turns: no gather, and no generator per figure below
+                only = await client.submit(requests[0], use_store=self.use_store)
+                outcomes = [only]
+                sent.tally.add_outcome(only)
+                attempts += only.attempts
+                total_latency += only.latency
+                bad = None if only.ok else 0
             else:
                 outcomes = list(await asyncio.gather(*(client.submit(r, use_store=self.use_store) for r in requests)))
-            for answer in outcomes:
-                sent.tally.add_outcome(answer)
-            attempts += sum(o.attempts for o in outcomes)
-            total_latency += max(o.latency for o in outcomes)
-            bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
+                for answer in outcomes:
+                    sent.tally.add_outcome(answer)
+                attempts += sum(o.attempts for o in outcomes)
+                total_latency += max(o.latency for o in outcomes)
+                bad = next((i for i, o in enumerate(outcomes) if not o.ok), None)
             if bad is not None:
                 # never a silent gap: one failed chunk (or turn) fails the whole sample
                 failure = outcomes[bad]
@@ -167,7 +172,7 @@ class Asker:
                 )
             text = joined_answer([o.text for o in outcomes], auharness=ctx.auharness)
             sent.answers.append(text)
-            cached = cached and all(o.cached for o in outcomes)
+            cached = cached and (outcomes[0].cached if len(outcomes) == 1 else all(o.cached for o in outcomes))
             outcome = Outcome(
                 text=text, latency=total_latency, attempts=attempts, replica=outcomes[-1].replica, cached=cached
             )

@@ -19,17 +19,15 @@ the records alone.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
-from evalkit.clients.protocol import WIRE_FORMATS
 from evalkit.clients.spending import Spending
 from evalkit.config import Filters, RequestKind
 from evalkit.config.price import Price
@@ -63,17 +61,15 @@ from evalkit.run.media import NO_IMAGES, MediaPreparer, Prepared
 from evalkit.run.records_file import RecordsFile
 from evalkit.run.requests import RequestContext
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
-from evalkit.run.sent import SentLog, SentLogs, sent_folder, sent_key
+from evalkit.run.sent import SentLog, SentLogs, SentParams, sent_folder, sent_key
 from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, read_share, shard_samples
 from evalkit.run.stopping.at_ci import EarlyStop
+from evalkit.util.feed import Feed, drain
 from evalkit.util.idindex import IdIndex
-from evalkit.util.redact import redact
 from evalkit.util.safe_names import safe_path
 
 log = logging.getLogger("evalkit")
-
-_READ_BATCH = 32
 
 
 ProgressHook = Callable[[str, str, bool], None]
@@ -177,6 +173,7 @@ class Engine:
         self.early_stop = EarlyStop.of(spec.stop, seed, dataset.name, self.metric, list(spec.models), shard)
         #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/cost/usage.py)
         self.usage = PairUsage({m.name: m.info.price for m in self.models}, judge_price, spending)
+        self._sent_params = SentParams()
 
     def corpus_samples(self) -> Iterator[Sample]:
         """The plan's samples before a shard is taken: filtered, then expanded by the preprocessor (circular copies).
@@ -248,70 +245,29 @@ class Engine:
             self._sent_logs.release(self._sent)
 
     async def _run_samples(self) -> None:
-        iterator = self.planned_samples()
-        slots = asyncio.Semaphore(self.window)
-        pending: set[asyncio.Task[None]] = set()
-        first_error: list[BaseException] = []
+        # ``window`` workers take the samples in file order (evalkit/util/feed.py): no task per sample
         seen = IdIndex()  # sample id -> its first row: a repeat is recorded as duplicate_id, never sent
 
-        def done(task: asyncio.Task[None]) -> None:
-            pending.discard(task)
-            slots.release()
-            if not task.cancelled() and task.exception() is not None and not first_error:
-                first_error.append(task.exception())  # type: ignore[arg-type]
+        def start(sample: Sample) -> Awaitable[None]:
+            # counted and checked when taken, before any wait: in file order, as the rows are numbered
+            self.n_samples += 1
+            row = sample.meta.get("index")
+            first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
+            if first != row and isinstance(row, int):
+                return self._duplicate(sample, first)
+            return self._sample(sample)
 
-        try:
-            if self.early_stop is None:
-                await self._feed(iterator, slots, pending, first_error, seen, done)
-            else:  # rounds in a seeded order, each answered in full before the CI is checked
-                async for batch in self.early_stop.rounds(self.planned_samples, self.accumulators):
-                    await self._feed(iter(batch), slots, pending, first_error, seen, done)
-                    await asyncio.gather(*list(pending), return_exceptions=True)
-                    if first_error or self.usage.partial:
-                        break
-        except asyncio.CancelledError:
-            # the run stops (another engine hit a full disk, a signal): no sample task may outlive its engine,
-            # or it would go on sending after the clients and the store are closed
-            for task in list(pending):
-                task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-            raise
-        if pending:
-            if first_error and isinstance(first_error[0], (DiskFullError, WriteFailed)):
-                for task in list(pending):  # nothing more can be kept: answers still coming would be lost
-                    task.cancel()
-            await asyncio.gather(*pending, return_exceptions=True)
-        if first_error:
-            raise first_error[0]
-
-    async def _feed(
-        self,
-        iterator: Iterator[Sample],
-        slots: asyncio.Semaphore,
-        pending: set[asyncio.Task[None]],
-        first_error: list[BaseException],
-        seen: IdIndex,
-        done: Callable[[asyncio.Task[None]], None],
-    ) -> None:
-        """Start a task per sample as window slots free up, until the data ends or a sample fails the run."""
-        while True:
-            batch = await asyncio.to_thread(lambda: list(itertools.islice(iterator, _READ_BATCH)))
-            if not batch:
-                break
-            for sample in batch:
-                await slots.acquire()
-                if first_error or self.usage.stop_feeding():
-                    break
-                self.n_samples += 1
-                row = sample.meta.get("index")
-                first = seen.setdefault(sample.id, row if isinstance(row, int) else self.n_samples - 1)
-                if first != row and isinstance(row, int):
-                    task = asyncio.create_task(self._duplicate(sample, first))
-                else:
-                    task = asyncio.create_task(self._sample(sample))
-                pending.add(task)
-                task.add_done_callback(done)
-            if first_error or self.usage.partial:
+        fatal = (DiskFullError, WriteFailed)  # nothing more can be kept: answers still coming would be lost
+        if self.early_stop is None:
+            feed = Feed(self.planned_samples(), heavy=_carries_media)
+            await drain(feed, self.window, start, fatal=fatal, stop=self.usage.stop_feeding)
+            return
+        # rounds in a seeded order, each answered in full before the CI is checked
+        async for batch in self.early_stop.rounds(self.planned_samples, self.accumulators):
+            await drain(
+                Feed(iter(batch), heavy=_carries_media), self.window, start, fatal=fatal, stop=self.usage.stop_feeding
+            )
+            if self.usage.partial:
                 break
 
     def _corrupt(self, sample: Sample) -> tuple[Sample, ImageCorruption | None]:
@@ -486,9 +442,8 @@ class Engine:
             kind = ctx.kind
             requests = sent.options or sum(len(turn) for turn in turns)
             messages = sent_messages(kind, turns, refs)
-            wire = WIRE_FORMATS[kind]
             # a credential some proxies take in the body (extra_body.api_key) is masked here as in run.json
-            params = [redact(wire.settings(turn[0])) for turn in turns if turn]
+            params = [self._sent_params.of(turn[0]) for turn in turns if turn]
         self._sent.add(key, self.spec.dataset.name, sample.id, kind.value, requests, messages, prompt.tools, params)
         return key
 
@@ -516,3 +471,8 @@ class Engine:
             self.data_problems.note(record, sample)
         if self.progress is not None:
             self.progress(self.spec.id, model, scored)
+
+
+def _carries_media(sample: Sample) -> bool:
+    """Whether a sample holds audio or images (megabytes): its engine reads the data in small batches."""
+    return sample.audio is not None or bool(sample.images) or bool(sample.turns)
