@@ -110,3 +110,17 @@ def test_media_items_are_read_in_small_batches(heavy: bool) -> None:
     asyncio.run(drain(feed, 4, handle))
     assert len(ahead) == 3000
     assert (max(ahead) <= 8 + 8 + 4) is heavy  # a batch and a half at most ahead of the workers, with media
+
+
+def test_once_stop_says_so_no_item_is_taken_and_those_in_flight_finish() -> None:
+    started: list[int] = []
+    finished: list[int] = []
+
+    async def handle(item: int) -> None:
+        started.append(item)
+        await asyncio.sleep(0.005)
+        finished.append(item)
+
+    # the budget is spent once 20 items were taken: the 4 workers each finish what they hold, and take no more
+    asyncio.run(drain(Feed(iter(range(500)), first_batch=8, batch=16), 4, handle, stop=lambda: len(started) >= 20))
+    assert started == list(range(20)) and sorted(finished) == started
