@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs, model_entry, write_config
+from helpers import E2E_JUDGE_RULES, JUDGE_QA, judge_runspecs, model_entry, run, write_config
 
 from evalkit.cli.main import main
+from evalkit.run.merge import merge
+from evalkit.run.shard import Shard
 
 N = 30
 PRICE = {"input_per_million": 2.0, "output_per_million": 8.0, "cached_input_per_million": 0.5}
@@ -269,3 +271,18 @@ def test_the_dry_run_estimates_tokens_and_cost_against_the_budget(
     assert f"at most {N * 16:,} completion tokens (max_tokens)" in out
     assert "may exceed the budget of 100" in out
     assert _sent(server) == 0
+
+
+def test_a_merged_run_adds_its_shards_usage_up(tmp_path: Path, make_server: Any) -> None:
+    server = make_server({"usage": {"reasoning_tokens": REASONING, "cached_tokens": CACHED}})
+    config = _config(tmp_path, [model_entry("paid", server.base_url, price=PRICE)])
+    shards = [run(config, shard=Shard(k, 2)) for k in range(2)]
+    parts = [json.loads((s.run_dir / "results.json").read_text())["usage"] for s in shards]
+    merged = merge([s.run_dir for s in shards], tmp_path / "merged")
+    usage = json.loads((merged.run_dir / "results.json").read_text())["usage"]
+    paid = usage["models"]["paid"]
+    assert paid["requests"] == N == sum(p["models"]["paid"]["requests"] for p in parts)
+    assert (paid["prompt_tokens"], paid["completion_tokens"]) == (N * PROMPT, N * COMPLETION)
+    expected = sum(p["models"]["paid"]["cost_usd"] for p in parts)
+    assert paid["cost_usd"] == pytest.approx(expected) and usage["total"]["cost_usd"] == pytest.approx(expected)
+    assert usage["total"]["unpriced"] == []

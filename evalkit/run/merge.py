@@ -63,7 +63,7 @@ from evalkit.report.files import write_results
 from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
 from evalkit.run.corpus import fit_corpus
-from evalkit.run.cost.usage import summed_usage
+from evalkit.run.cost.usage import merged_run_usage, summed_usage
 from evalkit.run.engine_result import EngineResult, ModelResult
 from evalkit.run.manifest import (
     MANIFEST,
@@ -87,7 +87,7 @@ from evalkit.run.result_rows import rows_from_engines
 from evalkit.run.runner import build_metric
 from evalkit.run.scoring import metric_settings, summarize
 from evalkit.run.shard import Shard, plan_fingerprint
-from evalkit.run.stopping.at_ci import check_drawn, merged_partial, seeded_prefix
+from evalkit.run.stopping.at_ci import check_drawn, merged_partial, partial_summary, seeded_prefix
 from evalkit.util import jsonutil
 from evalkit.util.safe_names import safe_path
 
@@ -643,6 +643,17 @@ async def _write_merged(
         "servers": [],
         "merged": merged,
     }
+    judge = plan.config.judge_properties
+    usage = merged_run_usage(
+        [_shard_results(run) for run in shards],
+        {name: model.info.price for name, model in plan.models.items()},
+        judge.judge_price if judge is not None else None,
+    )
+    if usage is not None:  # what the shards' answers took, added up
+        meta["usage"] = usage
+    stopped = partial_summary(rows)  # rows over fewer samples than the plan's (stop_at_ci, a shard's budget)
+    if stopped is not None:
+        meta["partial"] = stopped
     write_results(run_dir, rows, meta)
     checksums = await asyncio.to_thread(folder_checksums, run_dir)
     took = time.perf_counter() - started

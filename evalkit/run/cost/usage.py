@@ -149,3 +149,44 @@ def summed_usage(found: list[Any], price: Price | None) -> dict[str, Any] | None
     for tally in tallies:
         total.merge(tally)
     return usage_dict(total, price)
+
+
+def merged_run_usage(
+    shards: list[Any], model_prices: dict[str, Price | None], judge_price: Price | None
+) -> dict[str, Any] | None:
+    """A merged run's ``usage``: each shard's results.json ``usage`` (untrusted) added up per model and judge, costed
+    at today's prices as :func:`run_usage` does; None when no shard counted usage (shards from before it was)."""
+    sums: dict[str, dict[str, Tally]] = {"models": {}, "judges": {}}
+    for payload in shards:
+        usage = payload.get("usage") if isinstance(payload, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        for part, tallies in sums.items():
+            found = usage.get(part)
+            for name, data in found.items() if isinstance(found, dict) else ():
+                tally = tally_from_dict(data)
+                if tally is not None:
+                    tallies.setdefault(str(name), Tally()).merge(tally)
+    if not sums["models"] and not sums["judges"]:
+        return None
+    out: dict[str, Any] = {"models": {}, "judges": {}}
+    total = Tally()
+    cost, unpriced, unknown = 0.0, [], False
+    for part, tallies in sums.items():
+        for name, tally in sorted(tallies.items()):
+            price = judge_price if part == "judges" else model_prices.get(name)
+            data = out[part][name] = usage_dict(tally, price)
+            total.merge(tally)
+            if not tally.requests:
+                continue
+            if price is None:
+                unpriced.append(name)
+            elif data["cost_usd"] is None:
+                unknown = True
+            else:
+                cost += float(data["cost_usd"])
+    summary = usage_dict(total, None)
+    summary["cost_usd"] = None if unknown or (unpriced and not cost) else round(cost, 6)
+    summary["unpriced"] = unpriced
+    out["total"] = summary
+    return out
