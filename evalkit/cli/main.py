@@ -305,7 +305,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from evalkit.plan import build_plan
 
     config = load_config(args.config)
-    plan = build_plan(config, source=args.config)  # also checks that local dataset paths exist
+    # also checks that local dataset paths exist, and every entry of the catalogue the config reads
+    plan = build_plan(config, source=args.config, check_catalog=True)
     if not plan.engines:
         raise ConfigError(f"{args.config}: no dataset-metric pair is left after the filters (filters.language?)")
     print(f"{args.config}: OK — {len(plan.engines)} engines x {len(plan.models)} models")
