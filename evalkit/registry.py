@@ -122,7 +122,8 @@ class Registry(Generic[T]):
         """The decorator a plugin registers its class (or function) with, under ``name`` and ``aliases``."""
 
         def decorator(obj: T) -> T:
-            self._claim(name, aliases, obj)
+            if not self._is_table_entry(name, aliases, obj):
+                self._claim(name, aliases, obj)
             if isinstance(obj, type) and getattr(obj, "name", None) == "":
                 setattr(obj, "name", name)  # noqa: B010 (a plugin class that left ``name`` blank gets its registered name)
             self._items[name] = obj
@@ -130,6 +131,17 @@ class Registry(Generic[T]):
             return obj
 
         return decorator
+
+    def _is_table_entry(self, name: str, aliases: Iterable[str], obj: T) -> bool:
+        """Whether a decorator registers exactly what the static table says (the class's module, once imported).
+
+        Built-in classes that keep their decorators (the preprocessors) then register themselves once
+        more when their module is imported for a lookup: the same name, aliases and object, not a clash.
+        """
+        target = self._lazy.get(name)
+        if target is None or target != f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}":
+            return False
+        return set(aliases) == {alias for alias, owner in self._aliases.items() if owner == name}
 
     def _resolve(self, name: str) -> T | None:
         """The object registered as ``name`` (a canonical name), importing a lazy entry's module once."""
