@@ -451,10 +451,16 @@ def _readable(specs: list[DatasetSpec], name: str, config: Config, where: str) -
     return kept
 
 
-def build_plan(config: Config, catalog: Catalog | None = None, source: str = "config") -> Plan:
-    """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem."""
+def build_plan(
+    config: Config, catalog: Catalog | None = None, source: str = "config", *, check_catalog: bool = False
+) -> Plan:
+    """Resolve every (name, metric) pair to engines; raises ConfigError on the first unfixable problem.
+
+    Only the catalogue entries the config selects are validated, so a broken entry it does not name does not
+    stop a run; ``check_catalog`` (``evalkit validate``) validates every entry of the catalogue it reads.
+    """
     import_plugin_modules(config.plugins, f"{source}: plugins", beside=config.base_dir)
-    catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir)
+    catalog = catalog or load_catalog(config.runspec_dirs, cwd=config.base_dir, check=check_catalog)
     models = _group_models(config)
     _check_names(config, catalog, source)
     _check_pair_names(config, catalog, source)

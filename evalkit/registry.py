@@ -1,8 +1,10 @@
 """Named registries for pluggable parts (metrics, preprocessors, postprocessors).
 
 A registry is a plain decorator; third-party packages add entries through the
-``evalkit.plugins`` entry-point group, whose entries are imported once on the
-first lookup (importing the module runs its ``@register`` decorators).
+``evalkit.plugins`` entry-point group, whose entries are imported once, on the
+first lookup of a name no built-in has or the first listing (importing the
+module runs its ``@register`` decorators): a run naming only built-ins never
+scans the installed packages, and a plugin cannot take a built-in's name.
 Built-in entries may instead be *lazy* ("module:attribute" from a static
 table), so looking one up imports only its own module.
 """
@@ -14,7 +16,6 @@ import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -31,6 +32,8 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
+    from importlib.metadata import entry_points  # with the scan: importing it is start-up time too
+
     for ep in entry_points(group="evalkit.plugins"):
         ep.load()
 
@@ -119,7 +122,8 @@ class Registry(Generic[T]):
         """The decorator a plugin registers its class (or function) with, under ``name`` and ``aliases``."""
 
         def decorator(obj: T) -> T:
-            self._claim(name, aliases, obj)
+            if not self._is_table_entry(name, aliases, obj):
+                self._claim(name, aliases, obj)
             if isinstance(obj, type) and getattr(obj, "name", None) == "":
                 setattr(obj, "name", name)  # noqa: B010 (a plugin class that left ``name`` blank gets its registered name)
             self._items[name] = obj
@@ -128,6 +132,17 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def _is_table_entry(self, name: str, aliases: Iterable[str], obj: T) -> bool:
+        """Whether a decorator registers exactly what the static table says (the class's module, once imported).
+
+        Built-in classes that keep their decorators (the preprocessors) then register themselves once
+        more when their module is imported for a lookup: the same name, aliases and object, not a clash.
+        """
+        target = self._lazy.get(name)
+        if target is None or target != f"{getattr(obj, '__module__', '')}:{getattr(obj, '__qualname__', '')}":
+            return False
+        return set(aliases) == {alias for alias, owner in self._aliases.items() if owner == name}
+
     def _resolve(self, name: str) -> T | None:
         """The object registered as ``name`` (a canonical name), importing a lazy entry's module once."""
         if name not in self._items and name in self._lazy:
@@ -135,31 +150,48 @@ class Registry(Generic[T]):
             self._items[name] = getattr(importlib.import_module(module), attribute)
         return self._items.get(name)
 
-    def _ensure_loaded(self) -> None:
+    def _ensure_builtins(self) -> None:
         if not self._builtins_loaded:
             self._builtins_loaded = True
             for module in self._builtin_modules:
                 importlib.import_module(module)
+
+    def _ensure_loaded(self) -> None:
+        """Built-ins and every installed plugin: what a listing or an unknown name needs."""
+        self._ensure_builtins()
         load_plugins()
+
+    def _ensure_has(self, name: str) -> None:
+        """The built-ins, and the installed plugins too when ``name`` is none of the built-ins' names or aliases.
+
+        Scanning the installed packages' entry points costs a run's start-up some 10-20 ms, and a name
+        among the built-ins never needs it: a plugin cannot take a built-in's name or alias (``_claim``).
+        """
+        self._ensure_builtins()
+        if name not in self._aliases and name not in self._known():
+            load_plugins()
 
     def canonical(self, name: str) -> str:
         """The canonical name of ``name`` (itself when it is no alias): the one place aliases are resolved."""
-        self._ensure_loaded()
+        self._ensure_has(name)
         return self._aliases.get(name, name)
 
     def __contains__(self, name: object) -> bool:
-        self._ensure_loaded()
-        return isinstance(name, str) and self.canonical(name) in self._known()
+        if not isinstance(name, str):
+            return False
+        self._ensure_has(name)
+        return self.canonical(name) in self._known()
 
     def _known(self) -> set[str]:
         return {*self._items, *self._lazy}
 
     def get(self, name: str, *, where: str = "") -> T:
         """Look a name up; an unknown name raises ConfigError naming ``where``."""
-        self._ensure_loaded()
+        self._ensure_has(name)
         key = self._aliases.get(name, name)
         found = self._resolve(key)
         if found is None:
+            self._ensure_loaded()  # the message lists every name, the plugins' too
             hint = did_you_mean(name, self.names())
             prefix = f"{where}: " if where else ""
             raise ConfigError(f"{prefix}unknown {self.kind} {name!r}{hint}. Known: {', '.join(sorted(self._known()))}")

@@ -75,7 +75,6 @@ def patched(catalog: Catalog) -> Catalog:
         categories=catalog.categories,
         roots=catalog.roots,
         aliases=catalog.aliases,
-        raw_entries=catalog.raw_entries,
         foreign={**catalog.foreign, "auharness": names.model_copy(update={"datasets": datasets})},
     )
     return copy

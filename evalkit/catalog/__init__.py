@@ -14,8 +14,9 @@ wheel carries them inside the package (``evalkit/runspecs/``, mapped in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from evalkit.catalog.specs import (
     TaskSpec,
     resolve_runspec_path,
 )
+from evalkit.catalog.table import DatasetTable, WrittenEntry, format_runspec_error
 from evalkit.errors import RunspecError, did_you_mean
 from evalkit.util.json_safe import load_json_file
 from evalkit.util.yaml_safe import shorten
@@ -41,6 +43,7 @@ __all__ = [
     "Catalog",
     "CheckedRecord",
     "DatasetSpec",
+    "DatasetTable",
     "ForeignDataset",
     "ForeignNames",
     "ForeignRequest",
@@ -56,24 +59,38 @@ __all__ = [
 
 @dataclass
 class Catalog:
-    datasets: dict[str, DatasetSpec] = field(default_factory=dict)
+    #: every dataset by name, each entry validated when it is first read (``DatasetTable``)
+    datasets: DatasetTable = field(default_factory=DatasetTable)
     tasks: dict[str, TaskSpec] = field(default_factory=dict)
     categories: dict[str, list[str]] = field(default_factory=dict)
     roots: list[Path] = field(default_factory=list)
     #: other names of datasets (alias -> dataset): the names LALMEval and KARMA users type, see dataset_aliases
     aliases: dict[str, str] = field(default_factory=dict)
-    #: each dataset's entry as written, to tell the same definition read twice from a conflicting one
-    raw_entries: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's
     foreign: dict[str, ForeignNames] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.datasets, DatasetTable):  # a Catalog built by hand, from a dict of specs
+            self.datasets = DatasetTable(self.datasets)
+
     def entries(self) -> dict[str, DatasetSpec]:
-        """The catalogue's own entries, by name: every dataset but other tools' variants of them.
+        """The catalogue's own entries, by name: every dataset but other tools' variants of them (all validated).
 
         A variant (``auharness:<name>``) is how another tool's name asks for an entry's data, not a dataset of
         its own, so listings, counts and checks of the catalogue go over these.
         """
-        return {name: spec for name, spec in self.datasets.items() if spec.variant_of is None}
+        table = self.datasets
+        return {name: table[name] for name in table if not table.is_made(name) and table[name].variant_of is None}
+
+    @property
+    def raw_entries(self) -> dict[str, dict[str, Any]]:
+        """Each entry as its runspec file wrote it, by name (another tool's variants are written in none)."""
+        table = self.datasets
+        return {name: written.entry for name in table if (written := table.written(name)) is not None}
+
+    def check(self) -> None:
+        """Validate every entry, as listings and ``evalkit validate`` do; a run validates only the ones it reads."""
+        self.datasets.check()
 
     def all_names(self) -> list[str]:
         """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
@@ -286,21 +303,6 @@ def _read_runspec(path: Path) -> dict[str, Any]:
     return data
 
 
-def _format_runspec_error(error: ValidationError, path: Path, name: str) -> str:
-    lines = []
-    known = list(DatasetSpec.model_fields) + ["additional_instruction_column"]
-    for item in error.errors():
-        loc = ".".join(str(p) for p in item["loc"])
-        if item["type"] == "extra_forbidden":
-            lines.append(f"{path}: {name}.{loc}: unknown key{did_you_mean(str(item['loc'][-1]), known)}")
-        elif item["type"] == "missing":
-            lines.append(f"{path}: {name}.{loc}: missing mandatory key")
-        else:
-            where = f"{name}.{loc}" if loc else name
-            lines.append(f"{path}: {where}: {item['msg'].removeprefix('Value error, ')}")
-    return "\n".join(lines)
-
-
 def default_roots(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None) -> list[Path]:
     roots: list[Path] = []
     for candidate in [SHIPPED_RUNSPECS, (cwd or Path.cwd()) / "runspecs", *map(Path, extra_dirs)]:
@@ -310,8 +312,15 @@ def default_roots(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None
     return roots
 
 
-def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None) -> Catalog:
-    """Read every runspec; ``extra_dirs`` must exist (they come from the user's config)."""
+def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None, *, check: bool = True) -> Catalog:
+    """Read every runspec; ``extra_dirs`` must exist (they come from the user's config).
+
+    Every file is read and its structure checked (JSON, ``_task``, names defined
+    twice) in any case. ``check`` validates every dataset entry too, so a broken
+    one stops here; without it an entry is validated when it is first read, so a
+    run pays only for the entries it names and a broken entry it does not name
+    does not stop it (``evalkit validate`` and the listings still report it).
+    """
     extra = [Path(d) for d in extra_dirs]
     for directory in extra:
         if not directory.is_dir():
@@ -326,9 +335,15 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None)
             _add_foreign(catalog, path)
     catalog.aliases = dataset_aliases(catalog)  # before the variants, which share their entries' repos
     for prefix, names in catalog.foreign.items():
-        for variant in list(variants(catalog.datasets, prefix, names)):
-            catalog.datasets[variant.name] = variant
+        for name, base, make in list(variants(catalog.datasets, prefix, names)):
+            catalog.datasets.add_made(name, partial(_made_from, catalog.datasets, base, make))
+    if check:
+        catalog.check()
     return catalog
+
+
+def _made_from(table: DatasetTable, base: str, make: Callable[[DatasetSpec], DatasetSpec]) -> DatasetSpec:
+    return make(table[base])
 
 
 def _add_foreign(catalog: Catalog, path: Path) -> None:
@@ -336,7 +351,7 @@ def _add_foreign(catalog: Catalog, path: Path) -> None:
     try:
         names = ForeignNames.model_validate(_read_runspec(path))
     except ValidationError as error:
-        raise RunspecError(_format_runspec_error(error, path, path.stem)) from None
+        raise RunspecError(format_runspec_error(error, path, path.stem)) from None
     known = catalog.foreign.get(path.stem)
     if known is not None and known != names:
         raise RunspecError(f"{path}: another table of {path.stem!r} names was read first, with other contents")
@@ -357,19 +372,21 @@ def dataset_aliases(catalog: Catalog) -> dict[str, str]:
     would share is left out rather than guessed.
     """
     taken = {*catalog.datasets, *catalog.tasks, *catalog.categories}
+    # read from the entries as written (validating every entry here would cost a run what it saves)
+    coordinates = {name: _hub_coordinates(catalog.datasets, name) for name in catalog.datasets}
     repo_users: dict[str, int] = {}
-    for spec in catalog.datasets.values():
-        if spec.hf_repo:
-            repo_users[spec.hf_repo] = repo_users.get(spec.hf_repo, 0) + 1
+    for hf_repo, _, _, _ in coordinates.values():
+        if hf_repo:
+            repo_users[hf_repo] = repo_users.get(hf_repo, 0) + 1
     candidates: dict[str, set[str]] = {}
-    for name, spec in catalog.datasets.items():
+    for name, (hf_repo, subset, split, modality) in coordinates.items():
         names = []
-        if spec.hf_repo:
+        if hf_repo:
             # the repo id even for an entry with a subset: KARMA names MedXpertQA or IndicVoices by repo alone;
             # a repo that several entries read gets no repo alias (below)
-            names += [spec.hf_repo, spec.hf_repo.rsplit("/", 1)[-1]]
-            if spec.subset and spec.split and spec.modality in ("audio", "text", "audio+text"):
-                names.append(f"{spec.subset}_{spec.split}_{'text' if spec.modality == 'text' else 'audio'}")
+            names += [hf_repo, hf_repo.rsplit("/", 1)[-1]]
+            if subset and split and modality in ("audio", "text", "audio+text"):
+                names.append(f"{subset}_{split}_{'text' if modality == 'text' else 'audio'}")
         for alias in names:
             candidates.setdefault(alias, set()).add(name)
     out = {}
@@ -377,16 +394,26 @@ def dataset_aliases(catalog: Catalog) -> dict[str, str]:
         if len(owners) > 1:
             # a subset-form name ("hi_test_audio") wanted by several entries goes to the one whose repo several
             # entries read: an entry whose repo is read once is named by its repo id already
-            shared = {o for o in owners if repo_users[str(catalog.datasets[o].hf_repo)] > 1}
+            shared = {o for o in owners if repo_users.get(str(coordinates[o][0]), 0) > 1}
             owners = shared if len(shared) == 1 else owners
         if alias in taken or len(owners) != 1:
             continue
         owner = next(iter(owners))
-        repo = catalog.datasets[owner].hf_repo
+        repo = coordinates[owner][0]
         if repo and alias in (repo, repo.rsplit("/", 1)[-1]) and repo_users[repo] != 1:
             continue
         out[alias] = owner
     return out
+
+
+def _hub_coordinates(table: DatasetTable, name: str) -> tuple[str | None, str | None, str | None, str | None]:
+    """An entry's hf_repo, subset, split and modality, with the schema's defaults; a value of another type: None."""
+
+    def text(key: str, default: str | None = None) -> str | None:
+        value = table.value(name, key, default)
+        return value if isinstance(value, str) else None
+
+    return text("hf_repo"), text("subset"), text("split", "test"), text("modality", "audio")
 
 
 def _add_file(catalog: Catalog, path: Path) -> None:
@@ -398,7 +425,7 @@ def _add_file(catalog: Catalog, path: Path) -> None:
     try:
         generation = GenerationSettings.model_validate(task_meta.get("generation") or {})
     except ValidationError as error:
-        raise RunspecError(_format_runspec_error(error, path, "_task.generation")) from None
+        raise RunspecError(format_runspec_error(error, path, "_task.generation")) from None
     task = catalog.tasks.get(task_name)
     if task is None:
         task = TaskSpec(
@@ -422,18 +449,12 @@ def _add_file(catalog: Catalog, path: Path) -> None:
         if not isinstance(entry, dict):
             raise RunspecError(f"{path}: {name}: expected an object of dataset properties")
         if name in catalog.datasets:
-            known = catalog.datasets[name]
-            if known.task == task_name and known.category == category and catalog.raw_entries.get(name) == entry:
+            known = catalog.datasets.written(name)
+            if known is not None and known.task == task_name and known.category == category and known.entry == entry:
                 continue  # the same definition read twice (installed catalogue and a checkout): not a conflict
+            where = known.file if known is not None else catalog.datasets[name].file
             raise RunspecError(
-                f"{path}: dataset {name!r} is already defined differently in {known.file}; dataset names must be unique"
+                f"{path}: dataset {name!r} is already defined differently in {where}; dataset names must be unique"
             )
-        try:
-            spec = DatasetSpec.model_validate(
-                {**entry, "name": name, "task": task_name, "category": category, "file": str(path)}
-            )
-        except ValidationError as error:
-            raise RunspecError(_format_runspec_error(error, path, name)) from None
-        catalog.datasets[name] = spec
-        catalog.raw_entries[name] = entry
+        catalog.datasets.add_written(WrittenEntry(name, entry, task_name, category, path))
         task.datasets.append(name)

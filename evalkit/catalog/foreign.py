@@ -8,7 +8,8 @@ catalogue is read.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,69 +99,80 @@ def variant_name(prefix: str, name: str) -> str:
     return f"{prefix}:{name}"
 
 
-def variants(datasets: Mapping[str, DatasetSpec], prefix: str, names: ForeignNames) -> Iterator[DatasetSpec]:
-    """One entry per tool dataset with a ``request``: the entry reading its data, asked what the tool asks.
+def variants(
+    datasets: Mapping[str, DatasetSpec], prefix: str, names: ForeignNames
+) -> Iterator[tuple[str, str, Callable[[DatasetSpec], DatasetSpec]]]:
+    """One variant per tool dataset with a ``request``: its name, the entry whose data it reads, and how to make it.
 
-    The variant is resolved here, once, so a run pays nothing per request for
-    it. It is kept out of the task lists: ``evalkit list`` and evalkit's own task
-    and category names select evalkit's entries, the tool's names its variants.
+    The variant is made from that entry once (the catalogue makes it when it is
+    first read), so a run pays nothing per request for it. It is kept out of the
+    task lists: ``evalkit list`` and evalkit's own task and category names select
+    evalkit's entries, the tool's names its variants. Only the names in
+    ``datasets`` are read here, never an entry.
     """
     for name, entry in names.datasets.items():
-        heard = datasets.get(entry.evalkit) if entry.transcription_prompt is not None and entry.evalkit else None
-        if heard is not None:
-            yield heard.model_copy(
-                update={
-                    "name": variant_name(prefix, name),
-                    "variant_of": heard.name,
-                    "instruction": entry.transcription_prompt,
-                    "system_prompt": None,
-                    "request_style": "karma",
-                }
-            )
+        if not entry.evalkit or entry.evalkit not in datasets:
             continue
-        request = entry.request
-        base = datasets.get(entry.evalkit) if entry.request is not None and entry.evalkit else None
-        if request is None or base is None:
-            continue
-        update: dict[str, Any] = {
+        if entry.transcription_prompt is not None:
+            yield variant_name(prefix, name), entry.evalkit, partial(_heard, prefix, name, entry)
+        elif entry.request is not None:
+            yield variant_name(prefix, name), entry.evalkit, partial(_asked, prefix, name, entry, entry.request)
+
+
+def _heard(prefix: str, name: str, entry: ForeignDataset, heard: DatasetSpec) -> DatasetSpec:
+    """A transcription variant: the file, the model and the tool's prompt, as KARMA's OpenAIASR sends them."""
+    return heard.model_copy(
+        update={
             "name": variant_name(prefix, name),
-            "variant_of": base.name,
-            "long_audio": request.long_audio,
+            "variant_of": heard.name,
+            "instruction": entry.transcription_prompt,
             "system_prompt": None,
-            "request_style": prefix if prefix == "auharness" else "evalkit",
-            "generation": GenerationSettings(
-                temperature=request.temperature,
-                max_tokens=request.max_completion_tokens,
-                token_key="max_completion_tokens",
-            ),
+            "request_style": "karma",
         }
-        if request.preprocessor in _JOINED_PREPROCESSORS:
-            appended = request.textual_input_column if request.modality == "text" else request.instruction_column
-            if entry.evalkit_reads is not None and entry.evalkit == name:
-                appended = None  # another upload: its columns are not the tool's (README: Coming from AU-Harness)
-            modality = "text" if request.modality == "text" else "audio+text" if appended else "audio"
-            update.update(
-                preprocessor="AuHarnessPreprocessor",
-                instruction=request.user_prompt,
-                instruction_column=None,
-                textual_input_column=appended,
-                choices_column=request.choices_column,
-                modality=modality,
-                prompt_pool=None,
-                prompt_choice=None,
-                in_context=None,
-            )
-        elif request.preprocessor in _SPOKEN_QUESTION_PREPROCESSORS:
-            update.update(
-                preprocessor=_SPOKEN_QUESTION_PREPROCESSORS[request.preprocessor],
-                instruction=request.user_prompt,
-                instruction_column=None,
-                textual_input_column=request.instruction_column if request.modality == "text" else None,
-                choices_column=None,
-                prompt_pool=None,
-                prompt_choice=None,
-                in_context=None,
-            )
-        elif request.preprocessor in _OWN_TURNS_PREPROCESSORS:
-            update["preprocessor"] = _OWN_TURNS_PREPROCESSORS[request.preprocessor]
-        yield base.model_copy(update=update)
+    )
+
+
+def _asked(prefix: str, name: str, entry: ForeignDataset, request: ForeignRequest, base: DatasetSpec) -> DatasetSpec:
+    """The entry asked what the tool asks (its ``request``)."""
+    update: dict[str, Any] = {
+        "name": variant_name(prefix, name),
+        "variant_of": base.name,
+        "long_audio": request.long_audio,
+        "system_prompt": None,
+        "request_style": prefix if prefix == "auharness" else "evalkit",
+        "generation": GenerationSettings(
+            temperature=request.temperature,
+            max_tokens=request.max_completion_tokens,
+            token_key="max_completion_tokens",
+        ),
+    }
+    if request.preprocessor in _JOINED_PREPROCESSORS:
+        appended = request.textual_input_column if request.modality == "text" else request.instruction_column
+        if entry.evalkit_reads is not None and entry.evalkit == name:
+            appended = None  # another upload: its columns are not the tool's (README: Coming from AU-Harness)
+        modality = "text" if request.modality == "text" else "audio+text" if appended else "audio"
+        update.update(
+            preprocessor="AuHarnessPreprocessor",
+            instruction=request.user_prompt,
+            instruction_column=None,
+            textual_input_column=appended,
+            choices_column=request.choices_column,
+            modality=modality,
+            prompt_pool=None,
+            prompt_choice=None,
+            in_context=None,
+        )
+    elif request.preprocessor in _SPOKEN_QUESTION_PREPROCESSORS:
+        update.update(
+            preprocessor=_SPOKEN_QUESTION_PREPROCESSORS[request.preprocessor],
+            instruction=request.user_prompt,
+            instruction_column=None,
+            textual_input_column=request.instruction_column if request.modality == "text" else None,
+            choices_column=None,
+            prompt_pool=None,
+            prompt_choice=None,
+            in_context=None,
+        )
+    elif request.preprocessor in _OWN_TURNS_PREPROCESSORS:
+        update["preprocessor"] = _OWN_TURNS_PREPROCESSORS[request.preprocessor]
+    return base.model_copy(update=update)

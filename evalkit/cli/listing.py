@@ -295,16 +295,25 @@ def import_config_plugins(config_path: str | None = None) -> None:
     path = Path(config_path) if config_path else Path("config.yaml")
     if not config_path and not path.is_file():
         return
-    from evalkit.config import load_config
     from evalkit.registry import import_plugin_modules
+    from evalkit.util.yaml_safe import load_yaml_file
 
     try:
+        if not config_path and not _names_plugins(load_yaml_file(path)):
+            return  # ./config.yaml has no plugins to list: validating all of it would only cost the listing time
+        from evalkit.config import load_config
+
         config = load_config(path)
         import_plugin_modules(config.plugins, f"{path}: plugins", beside=config.base_dir)
     except UserError as error:
         if config_path:
             raise
         logging.getLogger("evalkit").warning("%s: its plugins are not listed: %s", path, error)
+
+
+def _names_plugins(data: Any) -> bool:
+    """Whether a config tree may name plugin modules: a ``plugins`` key, or not a mapping (validation says what)."""
+    return not isinstance(data, dict) or "plugins" in data
 
 
 def model_rows(filters: Filters, config_path: str | None = None) -> list[dict[str, Any]]:

@@ -158,13 +158,16 @@ def _apply_run_flags(plan: Any, args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    shard = _shard(args)
-    output = None
-    if args.output is not None:
-        from evalkit.cli.results_file import check_target
+    from evalkit.util.pydantic_plugins import pydantic_plugins_skipped
 
-        output = check_target(args.output, args.force)  # before the plan: a bad name costs nothing
-    plan = _plan(args)
+    with pydantic_plugins_skipped():  # the plan's models need no pydantic plugin, and the scan is slow
+        shard = _shard(args)
+        output = None
+        if args.output is not None:
+            from evalkit.cli.results_file import check_target
+
+            output = check_target(args.output, args.force)  # before the plan: a bad name costs nothing
+        plan = _plan(args)
     _attach_log_file(plan.config.log_file)
     _apply_run_flags(plan, args)
     if args.verbose:
@@ -333,7 +336,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from evalkit.plan import build_plan
 
     config = load_config(args.config)
-    plan = build_plan(config, source=args.config)  # also checks that local dataset paths exist
+    # also checks that local dataset paths exist, and every entry of the catalogue the config reads
+    plan = build_plan(config, source=args.config, check_catalog=True)
     if not plan.engines:
         raise ConfigError(f"{args.config}: no dataset-metric pair is left after the filters (filters.language?)")
     print(f"{args.config}: OK — {len(plan.engines)} engines x {len(plan.models)} models")
@@ -358,11 +362,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     kinds = [k for k in LIST_KINDS if k != "all"] if args.what == "all" else [args.what]
     listing.import_config_plugins(args.config)  # the config's plugins: their metrics and processors are listed
     everything: dict[str, list[dict[str, Any]]] = {}
-    for kind in kinds:
-        if kind == "models":
-            everything[kind] = listing.model_rows(filters, args.config)
-        else:
-            everything[kind] = listing.ROW_FUNCTIONS[kind](filters, args.runspecs_dir)
+    from evalkit.util.pydantic_plugins import pydantic_plugins_skipped
+
+    with pydantic_plugins_skipped():  # the catalogue's models need no pydantic plugin, and the scan is slow
+        for kind in kinds:
+            if kind == "models":
+                everything[kind] = listing.model_rows(filters, args.config)
+            else:
+                everything[kind] = listing.ROW_FUNCTIONS[kind](filters, args.runspecs_dir)
     if args.what == "all" and args.format == "json":
         sys.stdout.write(json.dumps(everything, indent=2, ensure_ascii=False) + "\n")
     elif args.what == "all" and args.format == "csv":

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from evalkit.data.sample import Sample
+from evalkit.prompts.preprocessor_table import BUILTIN_PREPROCESSORS
 from evalkit.prompts.prompt import Prompt, PromptTurn
 from evalkit.registry import Registry
 
@@ -54,23 +55,9 @@ class Preprocessor:
         return prompt.turns[0], "" if reference is None else str(reference)
 
 
-PREPROCESSORS: Registry[type[Preprocessor]] = Registry(
-    "preprocessor",
-    builtin_modules=(
-        "evalkit.prompts.preprocessors",
-        "evalkit.prompts.auharness.general",
-        "evalkit.prompts.karma.sets",
-        "evalkit.prompts.chef.sets",
-        "evalkit.prompts.auharness.bfcl",
-        "evalkit.prompts.auharness.spider",
-        "evalkit.prompts.auharness.spokenwoz",
-        "evalkit.prompts.auharness.spoken_question",
-        "evalkit.prompts.auharness.multiturn",
-        "evalkit.prompts.chef.multiturn",
-        "evalkit.prompts.chef.questions",
-        "evalkit.prompts.karma.preprocessors",
-    ),
-)
+#: built-ins come lazily from their table (a lookup imports one family's module); plugins register with
+#: ``@PREPROCESSORS.register(name, *aliases)``, as the built-in classes still do (the table's own entries)
+PREPROCESSORS: Registry[type[Preprocessor]] = Registry("preprocessor", lazy=BUILTIN_PREPROCESSORS)
 
 
 def join_parts(*parts: str | None) -> str | None:

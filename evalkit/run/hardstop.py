@@ -1,6 +1,6 @@
 """The hard stop: after SIGTERM (or SIGINT, SIGHUP) a run ends within seconds, whatever it is doing.
 
-The first signal cancels the run (:func:`evalkit.serve.launch.stop_on_signals`):
+The first signal cancels the run (:func:`evalkit.serve.signals.stop_on_signals`):
 an orderly end that commits what is pending, stops launched servers and
 writes run.json. That end can hang where nothing can be cancelled: a commit
 waiting for another process's lock on the store (up to its busy timeout), a

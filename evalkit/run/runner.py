@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from evalkit.clients.endpoint import EndpointPool
 from evalkit.clients.judge import JudgeClient
@@ -70,6 +70,9 @@ from evalkit.util.redact import (
     secrets_filtered,
     secrets_of,
 )
+
+if TYPE_CHECKING:
+    from evalkit.serve.launch import LaunchedServers
 
 log = logging.getLogger("evalkit")
 
@@ -290,6 +293,27 @@ def _check_plan_unchanged(resumed: dict[str, Any], identity: str, run_dir: Path)
         )
 
 
+def _servers_started(plan: Plan, log_dir: Path) -> contextlib.AbstractAsyncContextManager[Any]:
+    """The ``launch:`` servers of the plan, started (:func:`evalkit.serve.launch.launched_servers`); None without.
+
+    A run whose config launches nothing never imports the launching code.
+    """
+    if not any(info.launch is not None for model in plan.models.values() for info in model.replicas):
+        return contextlib.nullcontext(None)
+    from evalkit.serve.launch import launched_servers
+
+    return launched_servers(plan, log_dir)
+
+
+def _launched(servers: list[Any] | None) -> TypeGuard[LaunchedServers]:
+    """Whether ``servers`` are the servers a run launched (a plain list, or None, needs no launching code)."""
+    if servers is None or type(servers) is list:
+        return False
+    from evalkit.serve.launch import LaunchedServers
+
+    return isinstance(servers, LaunchedServers)
+
+
 def _store_path(config: Config, output_dir: Path) -> Path:
     return Path(config.cache.path) if config.cache.path else output_dir / "responses.sqlite"
 
@@ -298,7 +322,7 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
     """Run the plan; servers named by ``launch:`` blocks are started first and always stopped."""
     from evalkit.data.audio.workers import shutdown_audio_workers
     from evalkit.data.hubcache import require_hub_or_stored
-    from evalkit.serve.launch import launched_servers, stop_on_signals
+    from evalkit.serve.signals import stop_on_signals
 
     # before any server or engine starts: hub data is stored or the hub answers (else one message, exit 2)
     await asyncio.to_thread(require_hub_or_stored, [spec.dataset for spec in plan.engines])
@@ -321,10 +345,10 @@ async def execute(plan: Plan, options: RunOptions) -> RunOutcome:
         try:
             with secrets_filtered(hidden) as secret_filter:
                 state["secret_filter"] = secret_filter
-                async with launched_servers(plan, output_dir / "server-logs") as servers:
+                async with _servers_started(plan, output_dir / "server-logs") as servers:
                     state["servers"] = servers
                     outcome = await _execute(plan, options, hidden, servers, state)
-                if servers or servers.replica_sets:
+                if servers is not None and (servers or servers.replica_sets):
                     # results.json was written while the servers ran: now it says how each of them ended
                     await asyncio.to_thread(_record_server_ends, outcome, servers.describe(), hidden, state)
                 return outcome
@@ -534,9 +558,7 @@ async def _execute(
         state["run_dir"] = run_dir
         clients = build_clients(plan, store, state.get("tokens"), hidden)
         refreshers = _keep_tokens_fresh(plan, clients, hidden, state.get("secret_filter"))
-        from evalkit.serve.launch import LaunchedServers  # here, as in execute(): a plain run needs none of it
-
-        if isinstance(servers, LaunchedServers):
+        if _launched(servers):
             servers.attach(clients)  # a server that is lost or joins mid-run reaches its model's client
             servers.move_logs(run_dir / "server-logs")  # a copied run folder holds its servers' logs
         judge = JudgeClient(config.judge_properties, store) if config.judge_properties is not None else None
@@ -610,9 +632,7 @@ async def _execute(
             "config": manifest["config"],
             "versions": package_versions(),
             "requests": {name: c.stats() for name, c in clients.items()},
-            "servers": servers.describe()
-            if isinstance(servers, LaunchedServers)
-            else [server.describe() for server in servers or []],
+            "servers": servers.describe() if _launched(servers) else [server.describe() for server in servers or []],
         }
         if shard is not None:  # results of a share of the plan, not of the plan: said where they are read
             meta["shard"] = manifest["shard"]

@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +73,7 @@ from evalkit.serve.server_setup import (
     masked_command,
     server_command,
 )
+from evalkit.serve.signals import signal_group, stop_on_signals
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.redact import StreamScrubber, scrub
 from evalkit.util.safe_names import safe_path
@@ -370,17 +371,6 @@ async def _start_ready(info: ModelInfo, log_dir: Path, servers: list[LaunchedSer
     raise AssertionError("unreachable")
 
 
-def _signal_group(server: LaunchedServer, sig: int) -> bool:
-    """Send ``sig`` to the server's process group; False when the group is gone."""
-    try:
-        os.killpg(server.pid, sig)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # the pgid now belongs to a stranger's group: ours is gone
-        return False
-
-
 def group_members(pgid: int) -> list[int] | None:
     """Live (not zombie) processes of process group ``pgid``, from /proc; None where there is no /proc."""
     proc = Path("/proc")
@@ -405,7 +395,7 @@ def _group_alive(server: LaunchedServer) -> bool:
     members = group_members(server.pid)
     if members is not None:  # zombies of orphaned workers are not "alive": they cannot be stopped anyway
         return bool(members)
-    return _signal_group(server, 0)
+    return signal_group(server, 0)
 
 
 def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE, why: str = "the run ended") -> None:
@@ -418,8 +408,8 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE, why: 
     begun = time.monotonic()
     for server in running:
         server.stop_reason = server.stop_reason or why
-        _signal_group(server, signal.SIGTERM)
-        _signal_group(server, signal.SIGCONT)
+        signal_group(server, signal.SIGTERM)
+        signal_group(server, signal.SIGCONT)
     try:
         deadline = begun + grace
         while time.monotonic() < deadline and any(_group_alive(s) for s in running):
@@ -435,7 +425,7 @@ def stop_servers(servers: list[LaunchedServer], grace: float = STOP_GRACE, why: 
                     server.pid,
                     grace,
                 )
-                _signal_group(server, signal.SIGKILL)
+                signal_group(server, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 server.process.wait(timeout=5)
             if server.pump is not None:
@@ -538,76 +528,6 @@ async def _lost(
         health.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await health
-
-
-@dataclass
-class _SignalWatch:
-    received: list[int]
-    servers: list[LaunchedServer]
-
-
-#: the watch installed by the outermost :func:`stop_on_signals` (a run), shared by nested ones
-_active_watch: _SignalWatch | None = None
-
-
-@contextlib.contextmanager
-def stop_on_signals(
-    servers: list[LaunchedServer] | None = None,
-    signals: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGHUP),
-) -> Iterator[list[int]]:
-    """While it is open, the signals cancel the current task (an orderly end) instead of killing evalkit outright.
-
-    Yields the list the received signal numbers are put in. A second signal
-    ends evalkit at once (exit 128 + signal), SIGKILLing the servers first, so
-    a stuck shutdown never keeps it alive. Nested uses share the outermost
-    watch (a run that starts servers watches SIGINT too). Only in the main
-    thread of a loop that supports signal handlers; elsewhere the defaults stay.
-    A signal that is ignored (``nohup``, a background job's SIGINT) stays ignored.
-    """
-    global _active_watch
-    if _active_watch is not None:
-        if servers is not None and servers is not _active_watch.servers:
-            _active_watch.servers = servers
-        yield _active_watch.received
-        return
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    watch = _SignalWatch(received, servers if servers is not None else [])
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    installed: dict[int, Any] = {}
-
-    def on_signal(signum: int) -> None:
-        if received:  # a second one: no orderly end, but no server left behind either
-            for server in watch.servers:
-                _signal_group(server, signal.SIGKILL)
-            os._exit(128 + signum)
-        received.append(signum)
-        if signum != signal.SIGINT:
-            log.warning("%s: stopping the run (and any server it started)", signal.Signals(signum).name)
-        if task is not None:
-            task.cancel()
-
-    for sig in signals:
-        previous = signal.getsignal(sig)
-        if previous is signal.SIG_IGN:  # nohup and friends: respect it
-            continue
-        try:
-            loop.add_signal_handler(sig, on_signal, int(sig))
-        except (NotImplementedError, RuntimeError, ValueError):
-            continue
-        installed[int(sig)] = previous
-    _active_watch = watch
-    try:
-        yield received
-    finally:
-        _active_watch = None
-        for signum, previous in installed.items():
-            with contextlib.suppress(Exception):
-                loop.remove_signal_handler(signum)
-                signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
 
 
 class LaunchedServers(list[LaunchedServer]):

@@ -30,11 +30,12 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from evalkit.data.sample import Audio
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SAMPLE_RATE = 16000
 #: the level used when a config names none (as for the image corruptions)
@@ -117,6 +118,8 @@ def choose_talkers(pool: list[Talker], sample_id: str, seed: int, own: Audio | N
     The pool is sorted by id first, so the draw depends on the seed and the pool's content, never on the
     order it was read in; a clip with the sample's id or the sample's own file is left out.
     """
+    import numpy as np
+
     own_path = own.path if own is not None and own.data is None else None
     candidates = sorted(
         (t for t in pool if t.sample_id != sample_id and (own_path is None or t.audio.path != own_path)),
@@ -130,6 +133,8 @@ def choose_talkers(pool: list[Talker], sample_id: str, seed: int, own: Audio | N
 
 
 def _rng(seed: int, place: int, stream: int = 0) -> np.random.Generator:
+    import numpy as np
+
     # place: the turn (0, 1, ...) or in-context example (negative) the clip belongs to
     return np.random.default_rng([seed, place + 2**20, stream])
 
@@ -139,6 +144,8 @@ def _rng(seed: int, place: int, stream: int = 0) -> np.random.Generator:
 
 def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
     """Gaussian noise whose power falls as 1/f: white noise shaped by 1/sqrt(f) in the frequency domain."""
+    import numpy as np
+
     spectrum = np.fft.rfft(rng.standard_normal(n))
     freqs = np.arange(spectrum.size, dtype=np.float64)
     freqs[0] = 1.0
@@ -148,6 +155,8 @@ def _pink(n: int, rng: np.random.Generator) -> np.ndarray:
 
 def _babble(n: int, talkers: list[np.ndarray], rng: np.random.Generator) -> np.ndarray:
     """The talkers at equal loudness, each looped to the clip's length from a seeded offset, summed."""
+    import numpy as np
+
     total = np.zeros(n, dtype=np.float64)
     for voice in talkers:
         power = float(np.mean(voice * voice)) if voice.size else 0.0
@@ -165,6 +174,8 @@ def add_at_snr(clean: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarra
     The gain is corrected on the rounded result (a few passes), so the SNR a server measures against the clean
     clip as sent is the target, rounding included. A silent clip has no SNR: it is sent as it is.
     """
+    import numpy as np
+
     signal_power = float(np.mean(clean * clean))
     noise_power = float(np.mean(noise * noise))
     if signal_power <= 0.0 or noise_power <= 0.0:
@@ -186,6 +197,8 @@ def add_at_snr(clean: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarra
 
 def snr_db(clean: np.ndarray, sent: np.ndarray) -> float:
     """The SNR of ``sent`` against ``clean`` (same length) in dB, as the noise corruptions define it."""
+    import numpy as np
+
     clean = np.asarray(clean, dtype=np.float64)
     error = np.asarray(sent, dtype=np.float64) - clean
     return float(10.0 * np.log10(np.sum(clean * clean) / np.sum(error * error)))
@@ -196,6 +209,8 @@ def snr_db(clean: np.ndarray, sent: np.ndarray) -> float:
 
 def room_impulse(rt60: float, rng: np.random.Generator) -> np.ndarray:
     """A synthetic room impulse response: the direct path, then Gaussian noise decaying 60 dB over ``rt60`` s."""
+    import numpy as np
+
     length = int(rt60 * SAMPLE_RATE)
     t = np.arange(length, dtype=np.float64) / SAMPLE_RATE
     tail = 0.05 * rng.standard_normal(length) * np.exp(-6.907755 * t / rt60)  # ln(1000): 60 dB of amplitude
@@ -204,6 +219,7 @@ def room_impulse(rt60: float, rng: np.random.Generator) -> np.ndarray:
 
 
 def _reverb(x: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
     from scipy.signal import fftconvolve
 
     wet = fftconvolve(x, room_impulse(RT60_SECONDS[level - 1], rng))[: x.size]
@@ -225,6 +241,8 @@ def wsola(x: np.ndarray, tempo: float) -> np.ndarray:
     shifted within the tolerance to where it best continues the previous frame's natural continuation
     (largest cross-correlation), so periods line up and no pitch changes.
     """
+    import numpy as np
+
     n_out = max(1, int(round(x.size / tempo)))
     frame, hop, tol = _WSOLA_FRAME, _WSOLA_HOP, _WSOLA_TOLERANCE
     window = np.hanning(frame + 1)[:frame]  # periodic Hann
@@ -254,6 +272,7 @@ def wsola(x: np.ndarray, tempo: float) -> np.ndarray:
 
 def _codec(x: np.ndarray, name: str, level: int) -> np.ndarray:
     """``x`` through MP3 or Opus at the level's bitrate and back, aligned to ``x`` and cut to its length."""
+    import numpy as np
     import soundfile as sf
 
     buffer = io.BytesIO()
@@ -288,6 +307,8 @@ def _codec(x: np.ndarray, name: str, level: int) -> np.ndarray:
 
 
 def _clipping(x: np.ndarray, level: int) -> np.ndarray:
+    import numpy as np
+
     magnitude = np.abs(x)
     peak = float(magnitude.max()) if x.size else 0.0
     k = int(np.ceil(CLIPPED_FRACTION[level - 1] * x.size))
@@ -305,6 +326,8 @@ def dropped_frames(n_samples: int, level: int, rng: np.random.Generator) -> np.n
 
 
 def _packet_loss(x: np.ndarray, level: int, rng: np.random.Generator) -> np.ndarray:
+    import numpy as np
+
     y = x.copy()
     for index in np.flatnonzero(dropped_frames(x.size, level, rng)):
         y[index * FRAME_SAMPLES : (index + 1) * FRAME_SAMPLES] = 0.0
@@ -327,6 +350,8 @@ def corrupt_pcm(pcm: bytes, corruption: AudioCorruption, place: int, talkers: li
     ``talkers`` is babble's other clips as the same PCM, in :attr:`AudioCorruption.talkers`' order; one equal
     to the clip itself is left out, and ValueError says so when none is left.
     """
+    import numpy as np
+
     check(corruption)
     name, level = corruption.name, corruption.severity
     clean = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
