@@ -67,3 +67,18 @@ def test_a_failed_run_keeps_its_exit_code(tmp_path: Path, make_server) -> None:
 
 def test_other_commands_and_in_process_calls_return() -> None:
     assert console(["--version"]) == 0  # only a finished run ends the process; this one returns
+
+
+def test_evalkit_cli_main_runs_in_process_and_the_command_ends_the_process(tmp_path: Path, make_server) -> None:
+    import tomllib
+
+    import evalkit.cli
+
+    # `from evalkit.cli import main` is what scripts and tests call: a run through it returns its code
+    assert evalkit.cli.main is sys.modules["evalkit.cli.main"].main
+    server = make_server()
+    config = config_for(tmp_path, text_set(tmp_path, 3), [model_entry("m", server.base_url)])
+    assert evalkit.cli.main(["run", str(config), "--quiet"]) == 0  # this process goes on
+    # the installed command is the one that ends at once after a run
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["evalkit"] == "evalkit.cli.entry:console"

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from helpers import ROOT, config_for, model_entry, text_set
+from test_view import _js_data, make_run
 
 from evalkit.catalog import load_catalog
 from evalkit.cli.main import _plan
@@ -46,6 +47,7 @@ CHECKED = {
     "http://127.0.0.1:8000/v1": "test_the_model_url_example_runs",
     "--shard $SLURM_ARRAY_TASK_ID/8": "test_the_shard_example_runs_in_a_shell",
     "en, english, fr-en": "test_the_language_examples_each_list_datasets",
+    "'failure=any' or 'model=gpt-4o&max=0.5'": "test_the_view_filter_examples_each_export_what_they_select",
 }
 #: an "e.g." that describes what to give rather than showing a value: nothing to run
 PROSE = {"a local dataset's folder"}
@@ -295,3 +297,22 @@ def test_karma_judge_option_names_point_at_judge_properties() -> None:
     for metric in ("rubric_evaluation", "llm_judge_binary"):
         with pytest.raises(ConfigError, match="judge_properties.judge_model"):
             METRICS.get(metric)(provider_to_use="openai", model_id="gpt-4o-mini")
+
+
+def test_the_view_filter_examples_each_export_what_they_select(tmp_path: Path) -> None:
+    example = next(e for e in CHECKED if e.startswith("'failure="))
+    queries = [part.strip("'") for part in example.split(" or ")]
+    runs = tmp_path / "runs"
+    make_run(runs)
+    for i, query in enumerate(queries):
+        # the run's models are alpha and beta: the second example's model is the user's own
+        query = query.replace("gpt-4o", "beta")
+        done = evalkit(["view", str(runs), "--export", str(tmp_path / f"site{i}"), "--filter", query], tmp_path)
+        assert done.returncode == 0, done.stderr
+        pair = next((tmp_path / f"site{i}").rglob("speech__word_error_rate"))
+        rows = _js_data(pair / "rows" / "0001.js")
+        chosen = {r["row"] for r in rows if r["model"] == "beta"}
+        if query == "failure=any":  # beta timed out on samples 3 and 7
+            assert chosen == {3, 7}, chosen
+        else:  # beta's records scored at most 0.5, failures having no score
+            assert chosen and all(r["score"] is not None and r["score"] <= 0.5 for r in rows if r["model"] == "beta")

@@ -1,9 +1,10 @@
 """The ``evalkit`` command line: the argument parser and commands (main), listings, and ``evalkit info``.
 
-``evalkit.cli:main`` is the console script's entry point (:func:`evalkit.cli.entry.console`: a finished run ends
-the process at once); in-process callers use :func:`evalkit.cli.main.main`.
+``evalkit.cli.main`` runs a command in-process and returns its exit code, whoever calls it (tests, the API,
+scripts). The console script and ``python -m evalkit`` go through :func:`evalkit.cli.entry.console`, which
+ends the process at once after a finished run.
 """
 
-from evalkit.cli.entry import console as main
+from evalkit.cli.main import main
 
 __all__ = ["main"]

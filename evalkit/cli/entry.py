@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import os
 import sys
+import threading
 from typing import NoReturn
 
 from evalkit.cli.main import main
@@ -35,6 +36,10 @@ def console(argv: list[str] | None = None) -> int:
 def end_process(code: int) -> NoReturn:
     """Run the exit handlers, flush the standard streams and end the process with ``code``, without teardown."""
     _flush()
+    # first what the interpreter does first: the executors' own exit hooks (they tell a process pool's workers
+    # to stop) and the join of non-daemon threads; without it multiprocessing's exit handler below waits
+    # forever for pool workers nobody told to stop (a dry run's media workers)
+    threading._shutdown()  # type: ignore[attr-defined]
     atexit._run_exitfuncs()
     _flush()  # what an exit handler printed
     os._exit(code)

@@ -426,8 +426,8 @@ def _view_parser(sub: argparse._SubParsersAction) -> None:
     view.add_argument(
         "--filter",
         metavar="QUERY",
-        help="with --export: only the samples with a record matching QUERY, the samples page's own query, "
-        "e.g. 'failure=any' or 'model=gpt-4o&max=0.5' (keys model, min, max, failure, group, q)",
+        help="with --export: only the samples with a record matching QUERY, the samples page's own query "
+        "(keys model, min, max, failure, group, q; e.g. 'failure=any' or 'model=gpt-4o&max=0.5')",
     )
     view.add_argument(
         "--media-samples",
