@@ -211,3 +211,13 @@ def test_the_changed_samples_listing_pages_through_every_change_in_its_order(tmp
     assert paged == whole["rows"]
     found = viewer.compare(f"{RUN_A}:m1", f"{RUN_A}:m2", "speech/word_error_rate", limit=5, offset=10)
     assert found["rows"] == whole["rows"][10:15] and found["changed"] == len(expected)
+
+
+def test_sides_without_a_sample_in_common_say_so_as_the_report_does(tmp_path: Path) -> None:
+    records = [_record(f"s{i}", "m1", i, 0.5, metric="word_error_rate", stats=[1, 2]) for i in range(10)]
+    records += [_record(f"s{i}", "m2", i, 0.25, metric="word_error_rate", stats=[1, 4]) for i in range(10, 25)]
+    records.append(_record("s3", "m1", 3, 0.0, metric="word_error_rate", stats=[0, 2]))  # a repeat
+    _write_run(tmp_path, RUN_A, "word_error_rate", records, ["m1", "m2"])
+    found, expected = _viewer_and_reference(tmp_path, RUN_A, RUN_A, "word_error_rate", "m1", "m2")
+    assert found == expected
+    assert (found["n_paired"], found["only_in_a"], found["only_in_b"]) == (0, 10, 15) and found["diff"] is None

@@ -91,27 +91,31 @@ def _pairs(a: IndexState, model_a: str, b: IndexState, model_b: str) -> _Pairs:
         other = "main" if same else "b"
         if not same:
             attach(db, b.db, "b")
-        counts = [
-            db.execute(
-                f"SELECT count(*), count(DISTINCT sample_id) FROM {name}.rec WHERE model = ?", (model,)
-            ).fetchone()
-            for name, model in (("main", model_a), (other, model_b))
+        sides = (("main", model_a), (other, model_b))
+        records = [
+            db.execute(f"SELECT count(*) FROM {name}.rec WHERE model = ?", (m,)).fetchone()[0] for name, m in sides
         ]
+        # each side's sample count comes with every row (the grouped sides are made once for the whole statement)
         found = db.execute(
             f"""WITH x AS (SELECT sample_id, min(id) AS id FROM main.rec WHERE model = ? GROUP BY sample_id),
                      y AS (SELECT sample_id, min(id) AS id FROM {other}.rec WHERE model = ? GROUP BY sample_id)
-                SELECT ra.off, ra.len, rb.off, rb.len, x.sample_id
+                SELECT ra.off, ra.len, rb.off, rb.len, x.sample_id, (SELECT count(*) FROM x), (SELECT count(*) FROM y)
                 FROM x JOIN y ON y.sample_id = x.sample_id
                        JOIN main.rec ra ON ra.id = x.id JOIN {other}.rec rb ON rb.id = y.id
                 ORDER BY coalesce(ra.row, rb.row) IS NULL, coalesce(ra.row, rb.row), x.sample_id""",
             (model_a, model_b),
         )
-        pairs = _Pairs(array("q"), array("q"), array("q"), array("q"), array("q"), *counts[0], *counts[1])
-        columns = (pairs.off_a, pairs.len_a, pairs.off_b, pairs.len_b)
+        pairs = _Pairs(array("q"), array("q"), array("q"), array("q"), array("q"), records[0], 0, records[1], 0)
+        columns = (pairs.off_a, pairs.len_a, pairs.off_b, pairs.len_b, pairs.ids)
         while rows := found.fetchmany(_STEP):
+            pairs.samples_a, pairs.samples_b = rows[0][5], rows[0][6]
             for column, values in zip(columns, zip(*rows)):
-                column.extend(values)
-            pairs.ids.extend(hash(sample_id) for *_, sample_id in rows)
+                column.extend(values if column is not pairs.ids else map(hash, values))
+        if not pairs.ids:  # no sample in both: counted apart
+            pairs.samples_a, pairs.samples_b = (
+                db.execute(f"SELECT count(DISTINCT sample_id) FROM {name}.rec WHERE model = ?", (m,)).fetchone()[0]
+                for name, m in sides
+            )
     finally:
         db.close()
     return pairs
@@ -122,7 +126,7 @@ def _read(state: IndexState, model: str, off: array[int], length: array[int], id
     import numpy as np
 
     n = len(off)
-    out = _Read(np.zeros(n, dtype=np.bool_), np.zeros(n, dtype=np.float64), np.zeros(n, dtype=np.int32), None)
+    filling = _Filling(n, width)
     offsets = np.frombuffer(off, dtype=np.int64)
     lengths = np.frombuffer(length, dtype=np.int64)
     expected = np.frombuffer(ids, dtype=np.int64)
@@ -143,30 +147,50 @@ def _read(state: IndexState, model: str, off: array[int], length: array[int], id
                     or hash(text(record.get("sample_id"))) != sample_hash
                 ):
                     raise Mismatch(f"{state.source.name}: the record at byte {at} is not the one its index names")
-                width = _one(out, pos, record, width)
-    return out
+                filling.put(pos, record)
+    return filling.arrays()
 
 
-def _one(out: _Read, pos: int, record: Mapping[str, Any], width: int) -> int:
-    """Put one record in ``out`` as :func:`evalkit.report.paired.side_samples` reads it; the stats width kept."""
-    import numpy as np
+class _Filling:
+    """One side's arrays while its records are read (the array module's: a number set in place, no object each)."""
 
-    score = record.get("score")
-    number = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
-    if record.get("failure") is not None or number is None or not math.isfinite(number):
-        return width
-    out.scored[pos] = True
-    out.score[pos] = number
-    raw = record.get("stats")
-    if isinstance(raw, (list, tuple)) and raw and all(isinstance(v, (int, float)) for v in raw):
-        out.width[pos] = len(raw)
-        if not width:
-            width = len(raw)
-        if len(raw) == width:
-            if out.stats is None:
-                out.stats = np.zeros((len(out.score), width), dtype=np.float64)
-            out.stats[pos] = [float(v) for v in raw]
-    return width
+    def __init__(self, n: int, width: int) -> None:
+        self.n = n
+        self.scored = bytearray(n)
+        self.score = array("d", bytes(8 * n))
+        self.width = array("i", bytes(4 * n))
+        #: the stats rows' width kept (the first met unless given) and the rows, flat; allocated at the first row
+        self.kept = width
+        self.stats: array[float] | None = None
+
+    def put(self, pos: int, record: Mapping[str, Any]) -> None:
+        """One record as :func:`evalkit.report.paired.side_samples` reads it: scored or not, score, stats row."""
+        score = record.get("score")
+        number = float(score) if isinstance(score, (int, float)) and not isinstance(score, bool) else None
+        if record.get("failure") is not None or number is None or not math.isfinite(number):
+            return
+        self.scored[pos] = 1
+        self.score[pos] = number
+        raw = record.get("stats")
+        if isinstance(raw, (list, tuple)) and raw and all(isinstance(v, (int, float)) for v in raw):
+            size = self.width[pos] = len(raw)
+            if not self.kept:
+                self.kept = size
+            if size == self.kept:
+                if self.stats is None:
+                    self.stats = array("d", bytes(8 * self.n * size))
+                self.stats[pos * size : (pos + 1) * size] = array("d", [float(v) for v in raw])
+
+    def arrays(self) -> _Read:
+        import numpy as np
+
+        stats = None if self.stats is None else np.frombuffer(self.stats, dtype=np.float64).reshape(self.n, self.kept)
+        return _Read(
+            np.frombuffer(self.scored, dtype=np.bool_),
+            np.frombuffer(self.score, dtype=np.float64),
+            np.frombuffer(self.width, dtype=np.int32),
+            stats,
+        )
 
 
 def _first_dataset(state: IndexState, model: str) -> str:
