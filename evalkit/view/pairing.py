@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["Mismatch", "indexed_statistics"]
 
 #: records read back per step (their offsets as Python numbers at most this many at once)
-_STEP = 65_536
+_STEP = 8_192
 #: comparisons kept (a page of the changed samples, another page, a reload: the test is not made again)
 _KEEP = 16
 #: bytes read ahead from the records file (the records read back are in file order: most are in the buffer)
