@@ -38,8 +38,10 @@ of every checkout are compared: they must be the same.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -169,6 +171,7 @@ def compare(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
             env["EVALKIT_CACHE_DIR"] = str(work / "c")
             subprocess.run([sys.executable, "-c", _INDEX, str(run_dir)], env=env, check=True, capture_output=True)
         out: dict[str, Any] = {"loadavg_before": os.getloadavg(), "comparison": side}
+        out["date"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         found: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
         for _ in range(rounds):
             for name, checkout in checkouts.items():
@@ -199,6 +202,52 @@ def compare(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
             for fa, fb in zip(found[a], found[b])
         ]
     return out
+
+
+def compare_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
+    """The summary's rows of a ``compare`` run of two checkouts (A the last stop, B this one): medians of the rounds."""
+    import statistics
+
+    from benchmarks.common import machine
+
+    m = machine()
+    a, b = (result["rounds"][k] for k in ("a", "b"))
+
+    def median(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    ratios = {k: statistics.median(r[k] for r in result["ratios_b_over_a"]) for k in result["ratios_b_over_a"][0]}
+    mib = 2**20
+    pairs = result["statistics"]["n_paired"]
+    same = "the same figures" if result["same_statistics"] else "FIGURES DIFFER"
+    took_b, took_a = median(b, "compare_s"), median(a, "compare_s")
+    peak_b, peak_a = median(b, "compare_peak_rss") / mib, median(a, "compare_peak_rss") / mib
+    again_b, again_a = median(b, "compare_again_s"), median(a, "compare_again_s")
+    rows = [
+        {
+            "figure": "(v) viewer, 1,000,000 records: one model-vs-model comparison (333,333 samples a side)",
+            "measured": f"**{took_b:.1f} s**, peak RSS **{peak_b:.0f} MiB** vs the last stop {took_a:.1f} s, "
+            f"{peak_a:.0f} MiB in the same rounds = **{ratios['compare_s']:.2f}x** time, "
+            f"**{ratios['compare_peak_rss']:.2f}x** memory (paired test on {pairs:,} samples: {same})",
+            "target": "memory bounded (issue 45)",
+            "met": None,
+        },
+        {
+            "figure": "(v) viewer, 1,000,000 records: the same comparison again (another page of changes, a reload)",
+            "measured": f"**{again_b:.2f} s** vs the last stop {again_a:.1f} s = **{ratios['compare_again_s']:.2f}x**",
+            "target": "-",
+            "met": None,
+        },
+    ]
+    return {
+        "date": result["date"],
+        "command": command,
+        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
+        "loadavg_before": list(result["loadavg_before"]),
+        "loadavg_after": list(result["loadavg_after"]),
+        "rows": rows,
+        "figures": result,
+    }
 
 
 def _served(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
@@ -317,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", type=Path, help="export: keep the site here")
+    parser.add_argument("--results", help="compare with --a: keep the summary rows as benchmarks/results/NAME")
     args, extra = parser.parse_known_args(argv)
     if args.what == "make":
         t0 = time.perf_counter()
@@ -324,7 +374,13 @@ def main(argv: list[str] | None = None) -> int:
         size = sum(p.stat().st_size for p in (run_dir / "records").rglob("*.jsonl"))
         print(json.dumps({"run": str(run_dir), "bytes": size, "seconds": round(time.perf_counter() - t0, 1)}))
     elif args.what == "compare":
-        print(json.dumps(compare({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds), indent=1))
+        result = compare({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
+        print(json.dumps(result, indent=1))
+        if args.results and args.a:
+            from benchmarks import summary
+
+            command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
+            summary.write_entry(args.results, compare_entry(result, command))
     elif args.what == "export":
         print(json.dumps(export(args.out, extra), indent=1))
     else:
