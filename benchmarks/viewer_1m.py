@@ -24,13 +24,24 @@ machine), each in its own process with a fresh ``EVALKIT_CACHE_DIR``:
 
 The export is measured by ``python -m benchmarks.viewer_1m export [DIR]``
 (one checkout: the one on PYTHONPATH).
+
+``python -m benchmarks.viewer_1m compare [--a A] [--b B] [--rounds N]`` measures
+one comparison of two models of the pair (333,333 samples a side), as the
+comparison page and ``view --export`` make it: per checkout, in its own process
+over the run folder's index (built once, before the rounds), ``compare_s`` and
+``compare_peak_rss`` (the process's high-water mark; ``rss_before`` is the
+process after its imports), then ``compare_again_s`` (the same comparison again:
+a page of the changed samples further on, a reload). The paired test's figures
+of every checkout are compared: they must be the same.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,6 +129,125 @@ size = sum(os.path.getsize(s.db) for s in states)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"index_s": took, "index_bytes": size, "index_peak_rss": peak, "index_where": where}))
 """
+
+
+#: one comparison of two models of the fixture's pair, in a fresh process (the checkout on PYTHONPATH)
+_COMPARE = """
+import json, resource, sys, time
+from pathlib import Path
+from evalkit.view.viewer import Viewer
+def rss():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+viewer = Viewer([Path(sys.argv[1])])
+a, b, pair = sys.argv[2:5]
+before = rss()
+t0 = time.perf_counter()
+found = viewer.compare(a, b, pair)
+took = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+t0 = time.perf_counter()
+again = viewer.compare(a, b, pair, offset=200)
+took_again = time.perf_counter() - t0
+print(json.dumps({"compare_s": took, "compare_again_s": took_again, "compare_peak_rss": peak, "rss_before": before,
+                  "changed": found["changed"], "rows": len(found["rows"]), "rows_again": len(again["rows"]),
+                  "statistics": found["statistics"]}))
+"""
+
+
+def compare(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
+    """Each round: every checkout in turn makes one comparison of model-a and model-b over the run's index."""
+    from benchmarks.common import child_env
+
+    run_dir = fixture()
+    home = Path.cwd()
+    side = [f"{RUN_ID}:{MODELS[0]}", f"{RUN_ID}:{MODELS[1]}", f"{PAIR[0]}/{PAIR[1]}"]
+    work = Path(tempfile.mkdtemp(prefix="viewer-1m-compare-"))
+    try:
+        os.chdir(work)
+        if not (run_dir / "index").is_dir():  # the index the run writes at its end (the same for every checkout)
+            env = {**child_env(), "PYTHONPATH": str(list(checkouts.values())[-1].resolve())}
+            env["EVALKIT_CACHE_DIR"] = str(work / "c")
+            subprocess.run([sys.executable, "-c", _INDEX, str(run_dir)], env=env, check=True, capture_output=True)
+        out: dict[str, Any] = {"loadavg_before": os.getloadavg(), "comparison": side}
+        out["date"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        found: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
+        for _ in range(rounds):
+            for name, checkout in checkouts.items():
+                env = {**child_env(), "PYTHONPATH": str(checkout.resolve()), "EVALKIT_CACHE_DIR": str(work / name)}
+                done = subprocess.run(
+                    [sys.executable, "-c", _COMPARE, str(run_dir.parent), *side],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                found[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        out["loadavg_after"] = os.getloadavg()
+    finally:
+        os.chdir(home)
+        shutil.rmtree(work, ignore_errors=True)
+    figures = [f["statistics"] for rows in found.values() for f in rows]
+    out["same_statistics"] = all(f == figures[0] for f in figures)
+    out["statistics"] = figures[0]
+    for rows in found.values():
+        for f in rows:
+            del f["statistics"]
+    out["rounds"] = found
+    if len(checkouts) == 2:
+        a, b = found
+        out["ratios_b_over_a"] = [
+            {key: fb[key] / fa[key] for key in ("compare_s", "compare_again_s", "compare_peak_rss") if fa[key]}
+            for fa, fb in zip(found[a], found[b])
+        ]
+    return out
+
+
+def compare_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
+    """The summary's rows of a ``compare`` run of two checkouts (A the last stop, B this one): medians of the rounds."""
+    import statistics
+
+    from benchmarks.common import machine
+
+    m = machine()
+    a, b = (result["rounds"][k] for k in ("a", "b"))
+
+    def median(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    ratios = {k: statistics.median(r[k] for r in result["ratios_b_over_a"]) for k in result["ratios_b_over_a"][0]}
+    mib = 2**20
+    pairs = result["statistics"]["n_paired"]
+    same = "the same figures" if result["same_statistics"] else "FIGURES DIFFER"
+    took_b, took_a = median(b, "compare_s"), median(a, "compare_s")
+    peak_b, peak_a = median(b, "compare_peak_rss") / mib, median(a, "compare_peak_rss") / mib
+    again_b, again_a = median(b, "compare_again_s"), median(a, "compare_again_s")
+    rows = [
+        {
+            "figure": "(v) viewer, 1,000,000 records: one model-vs-model comparison (333,333 samples a side)",
+            "measured": f"**{took_b:.1f} s**, peak RSS **{peak_b:.0f} MiB** vs the last stop {took_a:.1f} s, "
+            f"{peak_a:.0f} MiB in the same rounds = **{ratios['compare_s']:.2f}x** time, "
+            f"**{ratios['compare_peak_rss']:.2f}x** memory (paired test on {pairs:,} samples: {same})",
+            "target": "memory bounded (issue 45)",
+            "met": None,
+        },
+        {
+            "figure": "(v) viewer, 1,000,000 records: the same comparison again (another page of changes, a reload)",
+            "measured": f"**{again_b:.2f} s** vs the last stop {again_a:.1f} s = **{ratios['compare_again_s']:.2f}x**",
+            "target": "-",
+            "met": None,
+        },
+    ]
+    return {
+        "date": result["date"],
+        "command": command,
+        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
+        "loadavg_before": list(result["loadavg_before"]),
+        "loadavg_after": list(result["loadavg_after"]),
+        "rows": rows,
+        "figures": result,
+    }
 
 
 def _served(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
@@ -231,17 +361,26 @@ def export(out_dir: Path | None, extra: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.viewer_1m")
-    parser.add_argument("what", nargs="?", default="measure", choices=["make", "measure", "export"])
+    parser.add_argument("what", nargs="?", default="measure", choices=["make", "measure", "export", "compare"])
     parser.add_argument("--a", type=Path, help="checkout A (e.g. the last stop); measured in turn with B")
     parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", type=Path, help="export: keep the site here")
+    parser.add_argument("--results", help="compare with --a: keep the summary rows as benchmarks/results/NAME")
     args, extra = parser.parse_known_args(argv)
     if args.what == "make":
         t0 = time.perf_counter()
         run_dir = fixture()
         size = sum(p.stat().st_size for p in (run_dir / "records").rglob("*.jsonl"))
         print(json.dumps({"run": str(run_dir), "bytes": size, "seconds": round(time.perf_counter() - t0, 1)}))
+    elif args.what == "compare":
+        result = compare({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
+        print(json.dumps(result, indent=1))
+        if args.results and args.a:
+            from benchmarks import summary
+
+            command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
+            summary.write_entry(args.results, compare_entry(result, command))
     elif args.what == "export":
         print(json.dumps(export(args.out, extra), indent=1))
     else:

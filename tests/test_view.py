@@ -604,6 +604,26 @@ def test_compare_two_runs_lists_the_samples_whose_score_changed(tmp_path: Path, 
     assert server.page("/compare/")  # an empty form
 
 
+def test_the_compare_page_pages_through_the_changed_samples(tmp_path: Path, served: Any) -> None:
+    make_run(tmp_path / "runs", n=300)
+    server = served(tmp_path / "runs")
+    params = {"a": f"{RUN}:alpha", "b": f"{RUN}:beta", "pair": "speech/word_error_rate"}
+    first = server.api(f"/api/compare/?{urlencode(params)}")
+    rest = server.api(f"/api/compare/?{urlencode({**params, 'offset': '200'})}")
+    assert first["changed"] == rest["changed"] > 200 and len(first["rows"]) == 200
+    ids = [r["sample_id"] for r in first["rows"] + rest["rows"]]
+    assert len(ids) == len(set(ids)) == first["changed"]  # every change once, in the order of one long list
+    assert first["statistics"] == rest["statistics"]
+    page = server.page(f"/compare/?{urlencode(params)}")
+    assert f"changes 1-200 of {first['changed']}" in page
+    assert 'offset=200">next ' in page.replace("&amp;", "&")
+    later = server.page(f"/compare/?{urlencode({**params, 'offset': '200'})}").replace("&amp;", "&")
+    assert 'offset=0">previous 200' in later and rest["rows"][0]["sample_id"] in later
+    for bad in ("-1", "x", "1e3", "99999999999"):
+        assert "offset=" in server.api(f"/api/compare/?{urlencode({**params, 'offset': bad})}", 400)["error"]
+        server.page(f"/compare/?{urlencode({**params, 'offset': bad})}", 400)
+
+
 def test_the_compare_form_offers_the_runs_and_pairs_one_model_runs_of_other_names(tmp_path: Path, served: Any) -> None:
     make_run(tmp_path / "runs", "run-small", models=("small",))
     make_run(tmp_path / "runs", "run-large", models=("large",), shift=4)

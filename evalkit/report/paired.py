@@ -534,6 +534,53 @@ def paired_comparison(
     )
 
 
+def new_comparison(
+    metric: str | Metric,
+    *,
+    options: Mapping[str, Any] | None,
+    dataset: str,
+    models: tuple[str, str],
+    repeats: tuple[int, int],
+    seed: int,
+    n_resamples: int,
+) -> tuple[PairedComparison, Any]:
+    """The comparison before any sample is paired (every figure NaN), and the metric whose ``corpus`` it tests.
+
+    One start for the comparison of records held as objects (:func:`compare_sides`) and of the viewer's,
+    read from the pair's index into arrays: the same notes in the same order.
+    """
+    notes: list[str] = []
+    if isinstance(metric, Metric):
+        built: Any = metric
+        name = metric.name or type(metric).__name__
+    else:
+        name = metric
+        built, notes = build_metric(name, options)
+    for label, count in zip("AB", repeats):
+        if count:
+            notes.append(f"{count} repeated sample id(s) in {label}: the first record of each is used")
+    higher_is_better = None if built is None else bool(getattr(built, "higher_is_better", True))
+    result = PairedComparison(
+        dataset=dataset,
+        metric=name,
+        model_a=models[0],
+        model_b=models[1],
+        statistic="corpus",
+        n_paired=0,
+        score_a=math.nan,
+        score_b=math.nan,
+        diff=math.nan,
+        ci_low=math.nan,
+        ci_high=math.nan,
+        p_bootstrap=math.nan,
+        n_resamples=n_resamples,
+        seed=seed,
+        higher_is_better=higher_is_better,
+        notes=notes,
+    )
+    return result, built
+
+
 def compare_sides(
     a_side: Side,
     b_side: Side,
@@ -545,42 +592,23 @@ def compare_sides(
 ) -> PairedComparison:
     """:func:`paired_comparison` of two sides already read (``split_by_model`` reads a file's models at once)."""
     side_a, side_b = a_side.samples, b_side.samples
-    notes: list[str] = []
-    if isinstance(metric, Metric):
-        built: Any = metric
-        name = metric.name or type(metric).__name__
-    else:
-        name = metric
-        built, notes = build_metric(name, options)
-    for label, count in (("A", a_side.repeats), ("B", b_side.repeats)):
-        if count:
-            notes.append(f"{count} repeated sample id(s) in {label}: the first record of each is used")
-    higher_is_better = None if built is None else bool(getattr(built, "higher_is_better", True))
+    result, built = new_comparison(
+        metric,
+        options=options,
+        dataset=a_side.dataset or b_side.dataset,
+        models=(a_side.model, b_side.model),
+        repeats=(a_side.repeats, b_side.repeats),
+        seed=seed,
+        n_resamples=n_resamples,
+    )
     both = sorted(
         ((sid, a, side_b[sid]) for sid, a in side_a.items() if sid in side_b),
         key=_order_key,
     )
     paired = [(sid, a, b) for sid, a, b in both if a.scored and b.scored]
-    result = PairedComparison(
-        dataset=a_side.dataset or b_side.dataset,
-        metric=name,
-        model_a=a_side.model,
-        model_b=b_side.model,
-        statistic="corpus",
-        n_paired=len(paired),
-        score_a=math.nan,
-        score_b=math.nan,
-        diff=math.nan,
-        ci_low=math.nan,
-        ci_high=math.nan,
-        p_bootstrap=math.nan,
-        n_resamples=n_resamples,
-        seed=seed,
-        higher_is_better=higher_is_better,
-        only_in_a=sum(1 for sid in side_a if sid not in side_b),
-        only_in_b=sum(1 for sid in side_b if sid not in side_a),
-        notes=notes,
-    )
+    result.n_paired = len(paired)
+    result.only_in_a = sum(1 for sid in side_a if sid not in side_b)
+    result.only_in_b = sum(1 for sid in side_b if sid not in side_a)
     for sid, a, b in both:
         if a.scored and not b.scored:
             result.failed_only_b.append(
@@ -599,19 +627,27 @@ def compare_sides(
     return result
 
 
-def _test(result: PairedComparison, metric: Any, paired: list[tuple[str, SideSample, SideSample]]) -> None:
-    """Fill in the statistics, the McNemar test and the changed samples of ``result`` from its paired samples."""
+def fill_test(
+    result: PairedComparison,
+    metric: Any,
+    scores_a: np.ndarray,
+    scores_b: np.ndarray,
+    stats: tuple[np.ndarray, np.ndarray] | str,
+) -> bool:
+    """Fill in the statistics and the McNemar test of ``result`` from its paired samples' scores, in pairing order.
+
+    ``stats`` is the two sides' per-sample stats rows (one width), or why they cannot be used: "missing" (a
+    record without them) or "widths" (rows of different lengths). False when the metric's corpus raised (said
+    in the notes): the changed samples are then not listed either. Records held as objects
+    (:func:`compare_sides`) and the viewer's arrays read from a pair's index come here alike, so both give the
+    same figures for the same samples.
+    """
     import numpy as np
 
-    scores_a = np.array([a.score for _, a, _ in paired], dtype=np.float64)
-    scores_b = np.array([b.score for _, _, b in paired], dtype=np.float64)
-    with_stats = all(a.stats is not None and b.stats is not None for _, a, b in paired)
-    widths = {len(s.stats) for _, a, b in paired for s in (a, b) if s.stats is not None}
-    if metric is not None and with_stats and len(widths) == 1:
-        stats_a = np.array([a.stats for _, a, _ in paired], dtype=np.float64)
-        stats_b = np.array([b.stats for _, _, b in paired], dtype=np.float64)
+    if metric is not None and not isinstance(stats, str):
+        stats_a, stats_b = stats
     else:
-        if metric is not None and not with_stats:
+        if metric is not None and stats == "missing":
             result.notes.append(
                 "records without per-sample stats (made before records carried them): compared by the mean "
                 "of the per-sample scores"
@@ -625,14 +661,15 @@ def _test(result: PairedComparison, metric: Any, paired: list[tuple[str, SideSam
         metric = _Mean()
         stats_a = np.column_stack([scores_a, np.ones_like(scores_a)])
         stats_b = np.column_stack([scores_b, np.ones_like(scores_b)])
+    paired = len(scores_a)
     try:
         result.score_a = corpus_value(metric, stats_a.sum(axis=0))
         result.score_b = corpus_value(metric, stats_b.sum(axis=0))
         # one pair resamples to itself every time: a zero-width interval that would read as certainty
-        diffs = paired_bootstrap(metric, stats_a, stats_b, result.n_resamples, result.seed) if len(paired) > 1 else None
+        diffs = paired_bootstrap(metric, stats_a, stats_b, result.n_resamples, result.seed) if paired > 1 else None
     except Exception as error:
         result.notes.append(f"the metric's corpus() raised {type(error).__name__}: {error}")
-        return
+        return False
     result.diff = result.score_b - result.score_a
     if diffs is None:
         result.notes.append("one sample scored in both: no interval or bootstrap p-value")
@@ -648,6 +685,40 @@ def _test(result: PairedComparison, metric: Any, paired: list[tuple[str, SideSam
                 f"scores are 0/1 but {result.metric}'s corpus statistic is not their mean: the paired bootstrap "
                 f"gives the verdict (McNemar's p on the per-sample scores: {result.mcnemar.p_value:.3g})"
             )
+    return True
+
+
+def change_counts(scores_a: np.ndarray, scores_b: np.ndarray, higher_is_better: bool | None) -> tuple[int, int, int]:
+    """(changed, improved, worsened) among paired scores: what the list of changed samples counts."""
+    import numpy as np
+
+    differ = scores_a != scores_b
+    changed = int(np.count_nonzero(differ))
+    if higher_is_better is None:
+        return changed, 0, 0
+    up = scores_b > scores_a
+    improved = int(np.count_nonzero(differ & (up == higher_is_better)))
+    return changed, improved, changed - improved
+
+
+def _test(result: PairedComparison, metric: Any, paired: list[tuple[str, SideSample, SideSample]]) -> None:
+    """Fill in the statistics, the McNemar test and the changed samples of ``result`` from its paired samples."""
+    import numpy as np
+
+    scores_a = np.array([a.score for _, a, _ in paired], dtype=np.float64)
+    scores_b = np.array([b.score for _, _, b in paired], dtype=np.float64)
+    with_stats = all(a.stats is not None and b.stats is not None for _, a, b in paired)
+    widths = {len(s.stats) for _, a, b in paired for s in (a, b) if s.stats is not None}
+    stats: tuple[np.ndarray, np.ndarray] | str
+    if metric is not None and with_stats and len(widths) == 1:
+        stats = (
+            np.array([a.stats for _, a, _ in paired], dtype=np.float64),
+            np.array([b.stats for _, _, b in paired], dtype=np.float64),
+        )
+    else:
+        stats = "widths" if with_stats else "missing"
+    if not fill_test(result, metric, scores_a, scores_b, stats):
+        return
     changed = []
     for sid, a, b in paired:
         if a.score == b.score:

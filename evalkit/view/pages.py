@@ -678,9 +678,26 @@ def compare_page(
                 f"<td>{e(r['reference'])}</td></tr>"
             )
         body += _table(["sample", "A", "B", "answer A", "answer B", "reference"], rows, "changes")
-        if data["changed"] > len(data["rows"]) + data["offset"]:
-            body += f'<p class="note">the first {len(data["rows"])} of {e(data["changed"])} changes, biggest first</p>'
+        body += _change_pages(data, params, links)
     return layout("compare", body, links, [("compare", None)])
+
+
+def _change_pages(data: dict[str, Any], params: dict[str, str], links: Links) -> str:
+    """Which changes the list shows, and (with the server) links to the pages before and after it."""
+    shown, offset, total = len(data["rows"]), int(data["offset"]), int(data["changed"])
+    if not offset and shown >= total:
+        return ""
+    if links.export or (not offset and not shown):
+        return f'<p class="note">the first {shown} of {e(total)} changes, biggest first</p>' if shown < total else ""
+    around = []
+    if offset:
+        before = links.compare({**params, "offset": str(max(0, offset - int(data["limit"])))})
+        around.append(f'<a href="{e(before)}">previous {e(data["limit"])}</a>')
+    if offset + shown < total:
+        after = links.compare({**params, "offset": str(offset + shown)})
+        around.append(f'<a href="{e(after)}">next {e(min(int(data["limit"]), total - offset - shown))}</a>')
+    where = f"changes {offset + 1:,}-{offset + shown:,} of {total:,}" if shown else f"no change past {offset:,}"
+    return f'<p class="note">{e(where)}, biggest first {" · ".join(around)}</p>'
 
 
 def error_page(status: int, message: str, links: Links) -> str:

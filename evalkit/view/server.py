@@ -138,13 +138,27 @@ async def sample_page(request: web.Request) -> web.Response:
     return _html(pages.sample_page(data, LINKS))
 
 
+#: changed samples a comparison page lists, and the furthest its page may start
+CHANGES_PAGE = 200
+MAX_OFFSET = 10**9
+
+
+def _offset(request: web.Request) -> int:
+    """Where the page of changed samples starts (``?offset=``, 0 when absent)."""
+    value = request.query.get("offset", "0")
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_OFFSET:
+        raise BadQuery(f"offset={value[:40]!r}: expected a whole number from 0 to {MAX_OFFSET:,}")
+    return int(value)
+
+
 async def compare_page(request: web.Request) -> web.Response:
     params = {k: request.query.get(k, "") for k in ("a", "b", "pair")}
     runs = await _call(_viewer(request).compare_choices)
     if not all(params.values()):
         return _html(pages.compare_page(None, params, LINKS, runs=runs))
     try:
-        data = await _call(_viewer(request).compare, params["a"], params["b"], params["pair"])
+        offset = _offset(request)
+        data = await _call(_viewer(request).compare, params["a"], params["b"], params["pair"], CHANGES_PAGE, offset)
     except (NotFound, BadQuery) as error:
         status = 404 if isinstance(error, NotFound) else 400
         return _html(pages.compare_page(None, params, LINKS, str(error), runs), status)
@@ -207,7 +221,7 @@ async def api_compare(request: web.Request) -> web.Response:
         raise BadQuery(
             f"compare needs {', '.join(missing)} (a=<run>[:<model>]&b=<run>[:<model>]&pair=<dataset>/<metric>)"
         )
-    return _json(await _call(_viewer(request).compare, q["a"], q["b"], q["pair"]))
+    return _json(await _call(_viewer(request).compare, q["a"], q["b"], q["pair"], CHANGES_PAGE, _offset(request)))
 
 
 def make_app(viewer: Viewer, key: str | None = None) -> web.Application:

@@ -23,6 +23,7 @@ from evalkit.util import jsonutil
 from evalkit.util.confine import Roots, capped_lines, too_long
 from evalkit.view import index, media, scan
 from evalkit.view.index import IndexState
+from evalkit.view.pairing import indexed_statistics
 from evalkit.view.queries import (
     BadQuery,
     PairFilter,
@@ -437,23 +438,44 @@ class Viewer:
             "b": {"run_id": run_b.run_id, "model": model_b},
             "dataset": dataset,
             "metric": metric,
-            "statistics": paired_statistics((run_a, pair_a, model_a), (run_b, pair_b, model_b), metric),
+            "statistics": self._statistics((run_a, pair_a, src_a, model_a), (run_b, pair_b, src_b, model_b), metric),
             "problems": src_a.problems + [p for p in src_b.problems if p not in src_a.problems],
             **answer,
         }
 
+    def _statistics(
+        self, a: tuple[RunInfo, Pair, Sources, str], b: tuple[RunInfo, Pair, Sources, str], metric: str
+    ) -> dict[str, Any] | None:
+        """The paired test of evalkit.report.paired (bootstrap of the corpus statistic, McNemar for 0/1 scores).
 
-def paired_statistics(a: tuple[RunInfo, Pair, str], b: tuple[RunInfo, Pair, str], metric: str) -> dict[str, Any] | None:
-    """The paired test of evalkit.report.paired (bootstrap of the corpus statistic, McNemar for 0/1 scores).
+        Paired through the pairs' indexes, held as arrays (:mod:`evalkit.view.pairing`); an index that does
+        not describe its file is set aside and the test made from the files, as the report makes it. The
+        per-sample lists are counted, not listed (the page lists a page of the changed samples itself); a test
+        that cannot be computed here is said in ``error``, never raised.
+        """
+        from evalkit.report.compare import metric_options
 
-    The per-sample lists are left out (the page lists the changed samples itself); a test that cannot be
-    computed here is said in ``error``, never raised.
-    """
-    from evalkit.report.compare import metric_options
+        (run_a, pair_a, src_a, model_a), (_, pair_b, src_b, model_b) = a, b
+        try:
+            options = metric_options(_manifest(run_a), pair_a.dataset, metric)
+            return indexed_statistics(src_a.index, model_a, src_b.index, model_b, metric, options)
+        except sqlite3.DatabaseError:
+            self._damaged(src_a)
+            self._damaged(src_b)
+        except Exception as error:
+            return {"error": f"{type(error).__name__}: {error}"}
+        return streamed_statistics((pair_a, model_a), (pair_b, model_b), metric, options)
+
+
+def streamed_statistics(
+    a: tuple[Pair, str], b: tuple[Pair, str], metric: str, options: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The paired test made from the records files themselves, every record held as an object: for a pair whose
+    index does not describe its file (the indexed test needs memory in proportion to the samples, this one
+    several hundred bytes a record)."""
     from evalkit.report.paired import paired_comparison
 
-    (run_a, pair_a, model_a), (_, pair_b, model_b) = a, b
-    manifest = _manifest(run_a)
+    (pair_a, model_a), (pair_b, model_b) = a, b
     try:
         result = paired_comparison(
             _records(pair_a.records),
@@ -461,7 +483,7 @@ def paired_statistics(a: tuple[RunInfo, Pair, str], b: tuple[RunInfo, Pair, str]
             metric,
             model_a=model_a,
             model_b=model_b,
-            options=metric_options(manifest, pair_a.dataset, metric),
+            options=options,
         )
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}"}
