@@ -43,8 +43,11 @@ def _project(root: Path, url: str) -> Path:
 
 
 def _results(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Every number of results.json per pair and model, but the timing and usage: which of two pairs sends a
+    request they share and which takes its answer is a matter of timing (as in test_shard_merge)."""
     rows = json.loads((run_dir / "results.json").read_text())["results"]
-    return {(r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k != "seconds"} for r in rows}
+    how = ("seconds", "usage", "judge_usage")
+    return {(r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k not in how} for r in rows}
 
 
 def _plan_of(run_dir: Path) -> str:

@@ -80,7 +80,12 @@ def cluster() -> Iterator[dict[str, Any]]:
 
 def _results(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     rows = json.loads((run_dir / "results.json").read_text())["results"]
-    return {(r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k != "seconds"} for r in rows}
+    return {
+        (r["dataset"], r["metric"], r["model"]): {
+            k: v for k, v in r.items() if k not in ("seconds", "usage", "judge_usage")
+        }
+        for r in rows
+    }
 
 
 def _attempts(shards_dir: Path, index: int) -> list[dict[str, Any]]:

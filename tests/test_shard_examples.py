@@ -65,7 +65,12 @@ print(f"{job};cluster" if "parsable" in options else f"Submitted batch job {job}
 
 def _results(run_dir: Path) -> dict[tuple[str, str, str], dict[str, Any]]:
     rows = json.loads((run_dir / "results.json").read_text())["results"]
-    return {(r["dataset"], r["metric"], r["model"]): {k: v for k, v in r.items() if k != "seconds"} for r in rows}
+    return {
+        (r["dataset"], r["metric"], r["model"]): {
+            k: v for k, v in r.items() if k not in ("seconds", "usage", "judge_usage")
+        }
+        for r in rows
+    }
 
 
 @pytest.fixture(scope="module")
