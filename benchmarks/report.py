@@ -484,18 +484,10 @@ def _details(results: dict[str, Any]) -> list[str]:
 
 def suite_entry(results: dict[str, Any]) -> dict[str, Any]:
     """This run's summary rows as a result file of benchmarks/results/ (see benchmarks/summary.py)."""
-    m = results["machine"]
-    return {
-        "date": results["date"],
-        "command": results["command"],
-        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
-        "loadavg_before": list(m["loadavg"]),
-        "loadavg_after": list(results["loadavg_after"]),
-        "rows": [
-            {"figure": fig, "measured": val, "target": target, "met": ok}
-            for fig, val, target, ok in summary_rows(results)
-        ],
-    }
+    rows = [
+        {"figure": fig, "measured": val, "target": target, "met": ok} for fig, val, target, ok in summary_rows(results)
+    ]
+    return summary.entry(results, rows)
 
 
 def render(results: dict[str, Any], analysis: str, entries: list[tuple[str, dict[str, Any]]] | None = None) -> str:

@@ -96,7 +96,6 @@ def measure(rows: int, shards: int, rounds: int) -> dict[str, Any]:
 
 
 def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
-    m = result["machine"]
     rows = []
     for fmt in ("parquet", "jsonl"):
         f = result[fmt]
@@ -111,12 +110,7 @@ def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
             }
         )
     return {
-        "date": result["date"],
-        "command": result["command"],
-        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
-        "loadavg_before": list(m["loadavg"]),
-        "loadavg_after": list(result["loadavg_after"]),
-        "rows": rows,
+        **summary.entry(result, rows),
         "figures": {k: result[k] for k in ("rows", "shards", "rounds", "parquet", "jsonl")},
     }
 

@@ -178,7 +178,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
     """The rows this run gives BENCHMARKS.md's summary (checkout ``b``, against ``a`` when there is one)."""
-    m = result["machine"]
     rows = []
     labels = {"compiled": "compiled bytecode", "source": "compiled at start (PYTHONDONTWRITEBYTECODE)"}
     for mode, figures in result["modes"].items():
@@ -207,12 +206,7 @@ def summary_entry(result: dict[str, Any]) -> dict[str, Any]:
         }
     )
     return {
-        "date": result["date"],
-        "command": result["command"],
-        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
-        "loadavg_before": list(m["loadavg"]),
-        "loadavg_after": list(result["loadavg_after"]),
-        "rows": rows,
+        **summary.entry(result, rows),
         "figures": {k: result[k] for k in ("rounds", "requests", "modes", "list_datasets", "checkouts")},
     }
 

@@ -119,6 +119,26 @@ def replace_block(text: str, block: str) -> str:
     return text[:start] + block + text[end + len(END) :]
 
 
+def entry(
+    result: dict[str, Any],
+    rows: list[dict[str, Any]],
+    before: Any = None,
+    command: str | None = None,
+    machine: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A result file's body: the run's date, command, machine and load (``before``: the load when it began, if
+    not the machine's own reading) beside its summary rows; the caller adds its ``figures``."""
+    m = machine if machine is not None else result["machine"]
+    return {
+        "date": result["date"],
+        "command": command if command is not None else result["command"],
+        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
+        "loadavg_before": list(m["loadavg"] if before is None else before),
+        "loadavg_after": list(result["loadavg_after"]),
+        "rows": rows,
+    }
+
+
 def write_entry(name: str, entry: dict[str, Any], folder: Path = RESULTS) -> Path:
     """Keep one run's figures as a result file (the suite and the single benchmarks call this)."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks import summary
 from benchmarks.memory import cache_dir
 from benchmarks.viewer import MODELS, _dumps, _write_pair
 
@@ -240,12 +241,7 @@ def compare_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
         },
     ]
     return {
-        "date": result["date"],
-        "command": command,
-        "machine": f"{m['cpu_count']} CPUs ({m['cpus_usable']} usable), {m['cpu_model']}; Python {m['python']}",
-        "loadavg_before": list(result["loadavg_before"]),
-        "loadavg_after": list(result["loadavg_after"]),
-        "rows": rows,
+        **summary.entry(result, rows, before=result["loadavg_before"], command=command, machine=m),
         "figures": result,
     }
 
@@ -377,8 +373,6 @@ def main(argv: list[str] | None = None) -> int:
         result = compare({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
         print(json.dumps(result, indent=1))
         if args.results and args.a:
-            from benchmarks import summary
-
             command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
             summary.write_entry(args.results, compare_entry(result, command))
     elif args.what == "export":

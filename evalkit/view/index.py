@@ -488,6 +488,20 @@ def attach(db: sqlite3.Connection, path: Path, name: str) -> None:
     db.execute(f"ATTACH DATABASE ? AS {name}", (indexcheck.uri(path),))
 
 
+def connect_pair(a: Path, b: Path) -> tuple[sqlite3.Connection, str]:
+    """A connection to ``a`` with ``b`` read-only beside it, and the schema name ``b``'s tables go by there
+    (``main`` when both sides are one index: two models of one run); the caller closes it."""
+    db = connect(a)
+    if a == b:
+        return db, "main"
+    try:
+        attach(db, b, "b")
+    except BaseException:
+        db.close()
+        raise
+    return db, "b"
+
+
 @contextlib.contextmanager
 def opened(db: Path) -> Iterator[sqlite3.Connection]:
     """A connection closed on leaving (sqlite3's own context manager only commits)."""

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from evalkit.report.paired import change_counts, fill_test, new_comparison
 from evalkit.util import jsonutil
 from evalkit.util.confine import MAX_LINE_BYTES
-from evalkit.view.index import IndexState, attach, connect, read_lines
+from evalkit.view.index import IndexState, connect, connect_pair, read_lines
 from evalkit.view.indexrows import text
 
 if TYPE_CHECKING:
@@ -85,12 +85,8 @@ class _Read:
 
 def _pairs(a: IndexState, model_a: str, b: IndexState, model_b: str) -> _Pairs:
     """The samples both sides have, each side's first record of them, in the report's order (row, then id)."""
-    same = a.db == b.db
-    db = connect(a.db)
+    db, other = connect_pair(a.db, b.db)
     try:
-        other = "main" if same else "b"
-        if not same:
-            attach(db, b.db, "b")
         sides = (("main", model_a), (other, model_b))
         records = [
             db.execute(f"SELECT count(*) FROM {name}.rec WHERE model = ?", (m,)).fetchone()[0] for name, m in sides

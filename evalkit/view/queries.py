@@ -16,7 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalkit.view.index import IndexState, attach, connect, count_facets, opened, read_lines, stored_facets
+from evalkit.view.index import (
+    IndexState,
+    attach,
+    connect_pair,
+    count_facets,
+    opened,
+    read_lines,
+    stored_facets,
+)
 
 SORTS = ("row", "score", "-score", "id")
 #: the shortest text the text search's index finds (shorter ones are searched by reading every text)
@@ -304,12 +312,8 @@ def changed_samples(
     a: IndexState, model_a: str, b: IndexState, model_b: str, limit: int = 200, offset: int = 0
 ) -> dict[str, Any]:
     """The samples both sides have whose score differs (a failure on one side counts), biggest change first."""
-    same = a.db == b.db
-    db = connect(a.db)
+    db, other = connect_pair(a.db, b.db)
     try:
-        other = "main" if same else "b"
-        if not same:
-            attach(db, b.db, "b")
         join = f"FROM rec x JOIN {other}.rec y ON y.sample_id = x.sample_id AND y.model = ? WHERE x.model = ?"
         both, higher, lower, total = db.execute(
             f"SELECT count(*), sum(y.score > x.score), sum(y.score < x.score), sum(NOT (x.score IS y.score)) {join}",
