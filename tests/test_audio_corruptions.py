@@ -206,6 +206,10 @@ def test_a_chunked_clip_is_corrupted_whole_then_cut_and_remade_from_its_source()
     assert remake_audio(Audio(data=data), note) == whole.wav
     with pytest.raises(ValueError, match="sha256 mismatch"):
         remake_audio(Audio(data=_speech(2)[1][2]), note)
+    # a sent entry comes from a run folder: one naming more clips than babble mixes is refused before any is read
+    many = {**note, "name": "babble", "talkers": [{"sample_id": str(i)} for i in range(5000)]}
+    with pytest.raises(ValueError, match="at most 4 other clips"):
+        remake_audio(Audio(data=data), many, [Audio(data=data)] * 5000)
 
 
 # --------------------------------------------------------------------------- end to end against the test server
@@ -305,7 +309,7 @@ def test_a_sweep_runs_a_pair_per_level_and_the_server_receives_the_tables_snr(tm
 
 def test_every_corruption_reaches_chat_and_transcription_and_chunks_and_is_remade(tmp_path: Path, make_server) -> None:
     from evalkit.util.confine import Roots
-    from evalkit.view.media import MediaPart, audio_wav
+    from evalkit.view.media import MediaMissing, MediaPart, audio_wav
 
     received = tmp_path / "received"
     server = _server(make_server, received)
@@ -346,6 +350,12 @@ def test_every_corruption_reaches_chat_and_transcription_and_chunks_and_is_remad
             assert _wav_pcm(shown) == _wav_pcm(whole)[: len(_wav_pcm(shown))]
             clean = audio_wav(part, clean=True)
             assert _wav_pcm(clean) == _wav_pcm(sources[record["sample_id"]])
+    # a run folder is untrusted: a sent entry naming thousands of babble clips is refused before one is read
+    (babble,) = _audio_refs(sent[_records(outcome.run_dir, "espeak_en_asr@babble-2")[0]["sent"]])
+    many = babble["corruption"]["talkers"] * 2000
+    hostile = {**babble, "corruption": {**babble["corruption"], "talkers": many}}
+    with pytest.raises(MediaMissing, match="more than the 4 other clips"):
+        audio_wav(MediaPart(0, "audio", hostile, 0, "espeak_en_asr@babble-2", roots))
     # the sample page plays the clean clip beside the corrupted one, both through the viewer's media parts
     from evalkit.view.links import Links
     from evalkit.view.pages import sample_page

@@ -304,7 +304,11 @@ def _corrupted_clip(part: MediaPart, corruption: dict[str, Any], start: float, e
         found = _source(ref, part.dataset, part.roots)
         return Audio(path=found) if isinstance(found, str) else Audio(data=found)
 
+    from evalkit.data.audio.corrupt import BABBLE_TALKERS
+
     talkers = corruption.get("talkers") or []
+    if not isinstance(talkers, list) or len(talkers) > BABBLE_TALKERS:  # read from a run folder: untrusted
+        raise MediaMissing(f"the corrupted clip names more than the {BABBLE_TALKERS} other clips babble mixes")
     try:
         whole = remake_audio(audio(part.ref), corruption, [audio(t) for t in talkers if isinstance(t, dict)])
     except OSError as error:

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from evalkit.data.audio.corrupt import AudioCorruption, Talker, corrupt_pcm, note
+from evalkit.data.audio.corrupt import BABBLE_TALKERS, AudioCorruption, Talker, corrupt_pcm, note
 from evalkit.data.audio.direct import direct_pcm16
 from evalkit.data.audio.pcm import ALL_ENCODINGS, PreparedAudio, Shape, pcm16_of, wav_from_pcm16
 from evalkit.data.sample import Audio
@@ -105,6 +105,8 @@ def remake_audio(source: Audio, reference: dict[str, Any], talkers: Sequence[Aud
     look-alike as what the model heard.
     """
     named = reference.get("talkers") or []
+    if not isinstance(named, list) or len(named) > BABBLE_TALKERS:  # a sent entry is read from a run folder
+        raise ValueError(f"babble mixes at most {BABBLE_TALKERS} other clips")
     if len(talkers) != len(named):
         raise ValueError(f"the clip mixed {len(named)} other clips; {len(talkers)} were given")
     corruption = AudioCorruption(
