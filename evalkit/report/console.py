@@ -49,22 +49,23 @@ def failure_lines(rows: list[ResultRow]) -> list[str]:
 
 def print_failures(rows: list[ResultRow], console: Console | None = None) -> None:
     """The failure reasons behind the table's `failed` column, with one example message each."""
-    lines = failure_lines(rows)
-    if not lines:
-        return
-    console = console or _console()
-    console.print("Failed samples by model and reason (one example each; every message is in the records):")
-    for line in lines:
-        console.print(Text("  " + line), soft_wrap=True)
+    title = "Failed samples by model and reason (one example each; every message is in the records):"
+    _print_block(title, failure_lines(rows), console)
 
 
 def print_usage(meta: dict[str, Any], console: Console | None = None) -> None:
     """The table's footer: tokens and cost per model, judge and run, the budget, and whether the results are partial."""
-    lines = usage_lines(meta)
+    _print_block(
+        "Usage (tokens as the servers reported them; cost from each model's price):", usage_lines(meta), console
+    )
+
+
+def _print_block(title: str, lines: list[str], console: Console | None) -> None:
+    """A footer under the table: its title, then its lines indented and wrapped as the terminal allows."""
     if not lines:
         return
     console = console or _console()
-    console.print("Usage (tokens as the servers reported them; cost from each model's price):")
+    console.print(title)
     for line in lines:
         console.print(Text("  " + line), soft_wrap=True)
 
