@@ -297,13 +297,17 @@ def test_a_killed_run_resumed_stops_where_an_uninterrupted_one_does(tmp_path: Pa
     """kill -9 half way to the stop, then `--resume`: same samples, same score and CI, nothing asked twice."""
     from evalkit.testing import start_test_server
 
-    server = start_test_server({"latency_ms": 15, "request_log": str(tmp_path / "requests.jsonl")})
+    # The uninterrupted run asks a quick server; the killed one a slow one with the same answers, so
+    # that half its requests take seconds and the kill lands mid-run however loaded the machine is.
+    quick = start_test_server({"latency_ms": 15})
+    server = start_test_server({"latency_ms": 120, "request_log": str(tmp_path / "requests.jsonl")})
     try:
         runspecs = text_set(tmp_path / "data", N, words=3)
         pairs = [["synth_qa", "exact_match", {"stop_at_ci": H}]]
-        models = [model_entry("m", server.base_url, batch_size=8)]
-        whole = run(config_for(tmp_path / "whole", runspecs, models, pairs=pairs), no_cache=True)
+        whole_models = [model_entry("m", quick.base_url, batch_size=8)]
+        whole = run(config_for(tmp_path / "whole", runspecs, whole_models, pairs=pairs), no_cache=True)
         expected = _results(whole.run_dir)[("synth_qa", "exact_match", "m")]
+        models = [model_entry("m", server.base_url, batch_size=8)]
         config = config_for(tmp_path / "killed", runspecs, models, pairs=pairs)
         before = len(server.log_events("completed"))
         env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -320,7 +324,8 @@ def test_a_killed_run_resumed_stops_where_an_uninterrupted_one_does(tmp_path: Pa
                 assert proc.poll() is None and time.monotonic() < give_up
                 time.sleep(0.005)
         finally:
-            os.kill(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
         run_dir = next(p for p in (tmp_path / "killed" / "runs").iterdir() if p.is_dir())
         assert json.loads((run_dir / "run.json").read_text())["status"] == "running"  # killed, not finished
@@ -329,6 +334,7 @@ def test_a_killed_run_resumed_stops_where_an_uninterrupted_one_does(tmp_path: Pa
         assert resumed.returncode == 0, resumed.stderr
     finally:
         server.stop()
+        quick.stop()
     got = _results(run_dir)[("synth_qa", "exact_match", "m")]
     for field in ("score", "ci_low", "ci_high", "n", "partial"):
         assert got[field] == expected[field], field
