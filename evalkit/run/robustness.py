@@ -14,7 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from evalkit.report.paired import paired_comparison
 from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
 from evalkit.run.engine_result import EngineResult
@@ -67,6 +66,8 @@ def _paired(clean: EngineResult, variant: EngineResult, model: str) -> dict[str,
         return None
     if not (clean.records_path.is_file() and variant.records_path.is_file()):
         return None
+    from evalkit.report.paired import paired_comparison  # only a run with corrupted variants needs the test
+
     reader = RecordReader(clean.records_path.parent)
     try:
         result = paired_comparison(

@@ -206,7 +206,11 @@ def _insert_records(db: sqlite3.Connection, batch: Batch, cache: dict[tuple[str,
         texts.append((line_id, record_text(rec)))
         found = rec.get("groups")
         if isinstance(found, dict):
-            groups += [(_group_ids(db, cache, str(k), text(v)), line_id) for k, v in found.items() if v is not None]
+            for k, v in found.items():
+                if v is not None:
+                    key = (str(k), text(v))
+                    number = cache.get(key)
+                    groups.append((_group_ids(db, cache, *key) if number is None else number, line_id))
     db.executemany("INSERT INTO rec VALUES (?,?,?,?,?,?,?,?,?)", rows)
     db.executemany("INSERT INTO txt VALUES (?,?)", texts)
     if groups:
@@ -368,27 +372,6 @@ def _head_hash(source: Path, upto: int) -> str:
     with source.open("rb") as handle:
         digest.update(handle.read(min(upto, _HEAD)))
     return digest.hexdigest()
-
-
-#: what :func:`_lines` gives for a line too long to read (told by identity: no line read is this object)
-TOO_LONG = b"\0(a line too long to read)\0"
-
-
-def _lines(source: Path, start: int, first_id: int) -> Iterator[tuple[int, int, int, bytes | None]]:
-    """(line id, offset, size, the line without its newline) from ``start``; a last piece with no newline gives
-    None, a line longer than the limit :data:`TOO_LONG` (never read whole)."""
-    with source.open("rb") as handle:
-        handle.seek(start)
-        line_id = first_id
-        for off, size, line in capped_lines(handle):
-            if line is None:
-                yield line_id, off, size, TOO_LONG
-            elif not line.endswith(b"\n"):
-                yield line_id, off, size, None
-                return
-            else:
-                yield line_id, off, size, line[:-1]
-            line_id += 1
 
 
 def status(source: Path, kind: str) -> str:
@@ -643,31 +626,36 @@ def _read_into(
     offset = start
     next_id = int(meta.get("next", 1))
     batch: list[tuple[int, int, int, dict[str, Any]]] = []
-    for line_id, off, size, line in _lines(source, start, next_id):
-        if line is None:
-            break
-        offset = off + size
-        next_id = line_id + 1
-        if line is TOO_LONG:
-            long += 1
-            first_long = first_long or line_id
-            continue
-        try:
-            value = jsonutil.loads(line) if line.strip() else None
-        except ValueError:
-            value = None
-        if not isinstance(value, dict):
-            if line.strip():
-                bad += 1
-                first_bad = first_bad or line_id
-            continue
-        lines += 1
-        batch.append((line_id, off, len(line), value))
-        if len(batch) >= _BATCH:
-            insert(db, batch, cache)
-            batch = []
-            if progress is not None:
-                progress(offset)
+    loads = jsonutil.loads
+    with source.open("rb") as handle:
+        handle.seek(start)
+        line_id = next_id
+        # one loop, no generator between: a records file may have millions of lines
+        for off, size, line in capped_lines(handle):
+            if line is None:
+                long += 1
+                first_long = first_long or line_id
+            elif line[-1:] != b"\n":
+                break  # a last piece with no newline: left for the next refresh
+            else:
+                try:
+                    value = loads(line)  # the newline (and any other white space around the JSON) is allowed
+                except ValueError:
+                    value = None
+                if type(value) is dict:
+                    lines += 1
+                    batch.append((line_id, off, size - 1, value))
+                    if len(batch) >= _BATCH:
+                        insert(db, batch, cache)
+                        batch = []
+                        if progress is not None:
+                            progress(off + size)
+                elif line.strip():
+                    bad += 1
+                    first_bad = first_bad or line_id
+            offset = off + size
+            line_id += 1
+            next_id = line_id
     if batch:
         insert(db, batch, cache)
     db.execute(KINDS[kind].fill, (mark,))

@@ -15,6 +15,8 @@ from evalkit.util import jsonutil
 #: characters of an answer or reference kept for text search (longer texts are searched in this prefix)
 TEXT_LIMIT = 4000
 
+_INF = float("inf")
+
 #: a record's columns in the index, in the order of the ``rec`` table after (id, off, len)
 RecordRow = tuple[str, str, int | None, float | None, str | None, str | None]
 
@@ -22,7 +24,7 @@ RecordRow = tuple[str, str, int | None, float | None, str | None, str | None]
 def text(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, str):
+    if type(value) is str or isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
         return "\n".join(text(v) for v in value)
@@ -32,15 +34,25 @@ def text(value: Any) -> str:
 def search_text(*values: Any) -> str:
     """The texts searched, case-folded, each kept once: one held inside another (an answer and its prediction,
     often the same) adds nothing a search could find, only bytes."""
-    texts = [text(v)[:TEXT_LIMIT].casefold() for v in values]
+    texts: list[str] = []
+    for value in values:
+        found = value if type(value) is str else text(value)
+        if found:
+            found = found[:TEXT_LIMIT].casefold()
+            if found not in texts:  # an exact repeat (an answer and its prediction) is held inside the first
+                texts.append(found)
+    if len(texts) < 2:  # most records: one text, or all the same
+        return texts[0] if texts else ""
     kept: list[str] = []
     for found in sorted(texts, key=len, reverse=True):
-        if found and not any(found in other for other in kept):
+        if not any(found in other for other in kept):
             kept.append(found)
     return "\n".join(kept)
 
 
 def score(value: Any) -> float | None:
+    if type(value) is float:  # a record's usual score
+        return value if value == value and abs(value) != _INF else None
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
@@ -50,14 +62,16 @@ def score(value: Any) -> float | None:
 
 def record_row(rec: dict[str, Any]) -> RecordRow:
     """(sample_id, model, row, score, failure, sent) as the index keeps them."""
-    row = rec.get("row")
-    sent = rec.get("sent")
+    get = rec.get
+    row = get("row")
+    sent = get("sent")
+    failure = get("failure")
     return (
-        text(rec.get("sample_id")),
-        text(rec.get("model")),
-        row if isinstance(row, int) and not isinstance(row, bool) else None,
-        score(rec.get("score")),
-        text(rec.get("failure")) or None,
+        text(get("sample_id")),
+        text(get("model")),
+        row if type(row) is int or (isinstance(row, int) and not isinstance(row, bool)) else None,
+        score(get("score")),
+        None if failure is None else text(failure) or None,
         sent if isinstance(sent, str) else None,
     )
 
