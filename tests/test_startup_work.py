@@ -109,6 +109,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.prompts.chef.questions",
         "evalkit.prompts.auharness.general",
         "evalkit.config.foreign.auharness",  # AU-Harness's config translator: the config is in evalkit's format
+        "evalkit.metrics.references.standard",  # the reference tables: for `evalkit info` and listings
+        "evalkit.metrics.references.auharness",
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
