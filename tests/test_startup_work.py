@@ -111,6 +111,7 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.config.foreign.auharness",  # AU-Harness's config translator: the config is in evalkit's format
         "evalkit.metrics.references.standard",  # the reference tables: for `evalkit info` and listings
         "evalkit.metrics.references.auharness",
+        "evalkit.prompts.image_similarity",  # the image embedder of topk_img in-context examples
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
