@@ -112,6 +112,7 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.metrics.references.standard",  # the reference tables: for `evalkit info` and listings
         "evalkit.metrics.references.auharness",
         "evalkit.prompts.image_similarity",  # the image embedder of topk_img in-context examples
+        "difflib",  # "did you mean": every name the config gives is known
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
