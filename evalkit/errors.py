@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -110,6 +109,8 @@ def human_bytes(n: int) -> str:
 
 def did_you_mean(word: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' (did you mean "x"?)' when a close match exists, else ''."""
+    import difflib  # only a mistyped name gets here: a run that names nothing wrong never loads it
+
     # a name may be offered twice (a dataset that is also another tool's name): each is suggested once
     matches = difflib.get_close_matches(str(word), list(dict.fromkeys(choices)), n=n, cutoff=0.6)
     if not matches:

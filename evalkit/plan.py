@@ -16,7 +16,7 @@ from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec, GenerationSettings, load_catalog
 from evalkit.config import Config, ModelInfo, RequestKind, aggregate_entry
-from evalkit.config.foreign.auharness import metric_for_pair as auharness_metric_for_pair
+from evalkit.config.foreign.auharness_names import metric_for_pair as auharness_metric_for_pair
 from evalkit.config.foreign.karma import metric_for_pair
 from evalkit.config.foreign.reporting import ReportedAs, reported_as
 from evalkit.config.stopping import StopRule, split_stop

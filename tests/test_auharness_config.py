@@ -23,7 +23,7 @@ from evalkit.catalog import load_catalog
 from evalkit.cli.info import dataset_info
 from evalkit.cli.main import main
 from evalkit.config import GEMINI_OPENAI_URL, load_config, parse_config
-from evalkit.config.foreign.auharness import is_auharness
+from evalkit.config.foreign.auharness_names import is_auharness
 from evalkit.errors import ConfigError, RunspecError
 from evalkit.metrics import METRICS
 from evalkit.plan import build_plan

@@ -108,9 +108,15 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.prompts.karma.sets",  # preprocessor families the dataset does not use
         "evalkit.prompts.chef.questions",
         "evalkit.prompts.auharness.general",
+        "evalkit.config.foreign.auharness",  # AU-Harness's config translator: the config is in evalkit's format
+        "evalkit.metrics.references.standard",  # the reference tables: for `evalkit info` and listings
+        "evalkit.metrics.references.auharness",
+        "evalkit.prompts.image_similarity",  # the image embedder of topk_img in-context examples
+        "difflib",  # "did you mean": every name the config gives is known
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
+    assert "evalkit.config.foreign.auharness_names" in modules  # what tells the two config formats apart
     # the one entry the config names, of the whole catalogue (shipped and the test's own)
     assert seen["validated"] == ["sums"]
     assert seen["plugins_scanned"] is False  # every name was a built-in's

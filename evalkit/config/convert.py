@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from evalkit.config.foreign.auharness import convert_text, is_auharness
+from evalkit.config.foreign.auharness import convert_text
+from evalkit.config.foreign.auharness_names import is_auharness
 from evalkit.config.load import parse_config
 from evalkit.config.models import blank_urls_allowed
 from evalkit.config.schema import Config

@@ -8,16 +8,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from evalkit.config.envvars import expand_tree
-from evalkit.config.foreign.auharness import is_auharness, translate
+from evalkit.config.foreign.auharness_names import is_auharness
 from evalkit.config.messages import format_validation_error
 from evalkit.config.schema import Config
 from evalkit.errors import ConfigError
 from evalkit.util.yaml_safe import load_yaml_file
+
+if TYPE_CHECKING:
+    from evalkit.config.foreign.auharness import Translation
 
 
 def parse_config(
@@ -34,7 +37,11 @@ def parse_config(
         )
     foreign = is_auharness(data)
     data = expand_tree(data, os.environ if env is None else env, source)
-    translation = translate(data, source, Config.model_fields, base_dir=base_dir) if foreign else None
+    translation: Translation | None = None
+    if foreign:
+        from evalkit.config.foreign.auharness import translate  # the translator: only for a config in its format
+
+        translation = translate(data, source, Config.model_fields, base_dir=base_dir)
     try:
         config = Config.model_validate(translation.data if translation is not None else data)
     except ValidationError as error:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from evalkit.data.sample import Sample
 from evalkit.data.sample import reference_strings as reference_strings  # its home before samples had one
 from evalkit.errors import ConfigError, did_you_mean
-from evalkit.metrics.references import Reference
+from evalkit.metrics.references.reference import Reference
 from evalkit.processing.processors import ProcessorChain, build_processors
 
 #: the option every metric takes: text processors applied to prediction and reference before scoring

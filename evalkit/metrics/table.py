@@ -19,7 +19,7 @@ import inspect
 from dataclasses import dataclass
 
 from evalkit.metrics.base import Metric, ci_method_used
-from evalkit.metrics.references import Reference, reference_of
+from evalkit.metrics.references.reference import Reference
 from evalkit.registry import Registry
 
 
@@ -37,8 +37,19 @@ class MetricInfo:
     needs_judge: bool = False
     #: one line for listings (the class docstring's first line)
     summary: str = ""
-    #: the implementation whose value the metric equals (evalkit/metrics/references/; a plugin's class attribute)
-    reference: Reference | None = None
+    #: a plugin's reference (its class attribute); a built-in's is read from evalkit/metrics/references/
+    plugin_reference: Reference | None = None
+    #: a row of the static table below, whose reference evalkit/metrics/references/ holds
+    builtin: bool = False
+
+    @property
+    def reference(self) -> Reference | None:
+        """The implementation whose value the metric equals: read on demand, as a run never needs the tables."""
+        if self.builtin:
+            from evalkit.metrics.references import reference_of
+
+            return reference_of(self.name)
+        return self.plugin_reference
 
     @property
     def module(self) -> str:
@@ -48,7 +59,7 @@ class MetricInfo:
 def _m(
     name: str, target: str, *aliases: str, lower: bool = False, ci: str = "normal", judge: bool = False, summary: str
 ) -> MetricInfo:
-    return MetricInfo(name, target, tuple(sorted(aliases)), not lower, ci, judge, summary, reference_of(name))
+    return MetricInfo(name, target, tuple(sorted(aliases)), not lower, ci, judge, summary, builtin=True)
 
 
 BUILTIN_METRICS: tuple[MetricInfo, ...] = (

@@ -31,10 +31,11 @@ from evalkit.catalog import DatasetSpec, resolve_runspec_path
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
 from evalkit.errors import RunspecError
-from evalkit.prompts import image_similarity
 
-if TYPE_CHECKING:  # numpy is imported where it is used: a run that needs none starts without it
+if TYPE_CHECKING:  # numpy and the image embedder are imported where used, so a run needing neither starts without them
     import numpy as np
+
+    from evalkit.prompts import image_similarity
 
 _KEYS = {"split", "path", "k", "choice", "pool_size", "embedding_model"}
 #: choice -> the name records carry; topk_text is ChEF's name for the similarity retriever
@@ -115,6 +116,8 @@ def check_in_context(spec: DatasetSpec) -> None:
 
 def load_pool(spec: DatasetSpec) -> ExamplePool:
     """The example pool (blocking: call it in a worker thread)."""
+    from evalkit.prompts import image_similarity  # the image embedder: for topk_img only
+
     settings = _settings(spec)
     size = int(settings.get("pool_size", 100))
     if "path" in settings:
@@ -144,6 +147,8 @@ def needs_query_vector(spec: DatasetSpec) -> bool:
 
 def query_vector(pool: ExamplePool, sample: Sample) -> np.ndarray | None:
     """The sample's image vector for ``topk_img`` (blocking: the engine calls it in a worker thread)."""
+    from evalkit.prompts import image_similarity  # the image embedder: for topk_img only
+
     if pool.embedder is None:
         pool.embedder = image_similarity.make_embedder(None)
     return image_similarity.embed_sample(pool.embedder, sample)
@@ -185,6 +190,8 @@ def _similar(pool: ExamplePool, sample: Sample, k: int) -> list[Sample]:
 
 
 def _nearest_images(pool: ExamplePool, sample: Sample, k: int, query: np.ndarray | None) -> list[Sample]:
+    from evalkit.prompts import image_similarity  # the image embedder: for topk_img only
+
     if pool.vectors is None:
         pool.embedder = pool.embedder or image_similarity.make_embedder(None)
         pool.vectors = [image_similarity.embed_sample(pool.embedder, example) for example in pool]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.catalog import Catalog, DatasetSpec
-from evalkit.config.foreign.auharness import SAME_NAME_OTHER_COMPUTATION, is_auharness_name
+from evalkit.config.foreign.auharness_names import SAME_NAME_OTHER_COMPUTATION, is_auharness_name
 from evalkit.errors import UserError
 
 #: the config key's values: whose names and scale results use

@@ -24,10 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalkit.catalog import DatasetSpec
-from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS
 from evalkit.data.image.corrupt import DEFAULT_SEVERITY, IMAGE_CORRUPTIONS
 from evalkit.errors import ConfigError
-from evalkit.prompts.corrupt_text import TEXT_CORRUPTIONS, canonical_corruption, known_corruptions
 
 RECIPE_OPTIONS = (
     "circular",
@@ -63,6 +61,19 @@ def _whole(value: Any, key: str, where: str, low: int, high: int | None = None) 
     return value
 
 
+def _corruptions_of_kind(switch: str) -> tuple[str, ...]:
+    """Every corruption a ChEF switch (``img_crp``, ``text_crp``, evalkit's ``audio_crp``) turns on."""
+    if switch == "img_crp":
+        return tuple(IMAGE_CORRUPTIONS)
+    if switch == "text_crp":
+        from evalkit.prompts.corrupt_text import TEXT_CORRUPTIONS
+
+        return tuple(TEXT_CORRUPTIONS)
+    from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS
+
+    return tuple(AUDIO_CORRUPTIONS)
+
+
 def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], Recipe]:
     """The metric's own options, and the recipe the pair's other options ask for (ConfigError on a bad one)."""
     metric_options = {k: v for k, v in options.items() if k not in RECIPE_OPTIONS}
@@ -74,14 +85,16 @@ def split_recipe(options: dict[str, Any], where: str) -> tuple[dict[str, Any], R
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(name, str) for name in raw):
         raise ConfigError(f"{where}: option 'corruptions': expected a list of corruption names, got {raw!r}")
-    switches = (("img_crp", IMAGE_CORRUPTIONS), ("text_crp", TEXT_CORRUPTIONS), ("audio_crp", AUDIO_CORRUPTIONS))
-    for key, group in switches:  # ChEF's switches (and evalkit's audio one): all of a kind
+    switches = ("img_crp", "text_crp", "audio_crp")
+    for key in switches:  # ChEF's switches (and evalkit's audio one): all of a kind
         flag = options.get(key, False)
         if not isinstance(flag, bool):
             raise ConfigError(f"{where}: option {key!r}: expected true or false, got {flag!r}")
         if flag:
-            raw = [*raw, *group]
+            raw = [*raw, *_corruptions_of_kind(key)]
     names: list[str] = []
+    if raw:  # the corruption tables (audio, text) are read only for a pair that asks for a corruption
+        from evalkit.prompts.corrupt_text import canonical_corruption, known_corruptions
     for name in raw:
         canonical = canonical_corruption(name)
         if canonical is None:
@@ -133,6 +146,8 @@ def recipe_datasets(spec: DatasetSpec, recipe: Recipe, where: str) -> list[Datas
     if recipe.circular:
         clean = _circular(clean, where)
     out = [clean]
+    if recipe.corruptions:
+        from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS
     for name in recipe.corruptions:
         if name in IMAGE_CORRUPTIONS and not spec.image_column:
             raise ConfigError(
