@@ -5,9 +5,10 @@ For those, the general path (decode to float32, mix, resample, scale back to
 int16 in a worker process, then ship the WAV and its base64 back through a
 pipe) does work whose result is the input: a WAV's ``data`` chunk *is* the
 PCM, and a 16-bit FLAC decodes straight to int16. This module finds that PCM
-with a header parse (WAV) or libsndfile's int16 read (FLAC and other 16-bit
-PCM containers), so the caller can cut, hash and base64 it in a thread:
-file reads, libsndfile (through cffi) and sha256 run without the GIL.
+with a header parse (WAV), dr_flac where miniaudio is installed (FLAC,
+:mod:`evalkit.data.audio.flac`) or libsndfile's int16 read (FLAC and other
+16-bit PCM containers), so the caller can cut, hash and base64 it in a thread:
+file reads, the decoders (through cffi) and sha256 run without the GIL.
 
 The PCM is bit-identical to :func:`evalkit.data.audio.pcm.pcm16_of`'s
 (int16 -> float32 -> x * 32768 is exact), so the WAV pieces, their sha256 and
@@ -22,6 +23,8 @@ import os
 import struct
 from collections.abc import Iterable
 
+from evalkit.data.audio.flac import available as flac_available
+from evalkit.data.audio.flac import flac_pcm16
 from evalkit.data.audio.pcm import ALL_ENCODINGS, SAMPLE_RATE, PreparedAudio, Shape
 from evalkit.data.sample import Audio
 
@@ -108,6 +111,15 @@ def _sndfile_pcm16(source: str | bytes) -> bytes | None:
     return samples.astype("<i2", copy=False).tobytes()
 
 
+def _flac_file_pcm16(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return flac_pcm16(data) or _sndfile_pcm16(data)
+
+
 def direct_pcm16(audio: Audio) -> bytes | None:
     """16 kHz mono int16 PCM of ``audio`` when it is stored in that form (blocking); None: decode it the general way."""
     if audio.data is not None:
@@ -116,6 +128,8 @@ def direct_pcm16(audio: Audio) -> bytes | None:
             return None
         if data[:4] == b"RIFF":
             return wav_pcm16(data)
+        if data[:4] == b"fLaC":
+            return flac_pcm16(data) or _sndfile_pcm16(data)
         return _sndfile_pcm16(data)
     if audio.path is not None:
         path = os.fspath(audio.path)
@@ -124,7 +138,11 @@ def direct_pcm16(audio: Audio) -> bytes | None:
                 magic = handle.read(4)
         except OSError:
             return None
-        return _wav_file_pcm16(path) if magic == b"RIFF" else _sndfile_pcm16(path)
+        if magic == b"RIFF":
+            return _wav_file_pcm16(path)
+        if magic == b"fLaC" and flac_available():
+            return _flac_file_pcm16(path)
+        return _sndfile_pcm16(path)
     return None
 
 
