@@ -24,7 +24,7 @@ from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
 from evalkit.data.audio import flac
 from evalkit.data.audio.direct import direct_pcm16, prepare_turn_audio_direct
-from evalkit.data.audio.pcm import pcm16_of, prepare_turn_audio
+from evalkit.data.audio.pcm import WAV_HEADER_BYTES, pcm16_of, prepare_turn_audio, wav_from_pcm16
 from evalkit.data.sample import Audio
 
 needs_dr_flac = pytest.mark.skipif(not flac.available(), reason="miniaudio (the 'fast' extra) is not installed")
@@ -73,7 +73,9 @@ def clips() -> dict[str, bytes]:
 @pytest.mark.parametrize("name", sorted(clips()))
 def test_dr_flac_gives_libsndfiles_samples(name: str) -> None:
     data = clips()[name]
-    assert flac.flac_pcm16(data) == sndfile_pcm16(data) == pcm16_of(Audio(data=data))
+    wav = flac.flac_wav16(data)
+    assert wav is not None and wav == wav_from_pcm16(pcm16_of(Audio(data=data)))
+    assert wav[WAV_HEADER_BYTES:] == sndfile_pcm16(data)
 
 
 @needs_dr_flac
@@ -130,7 +132,7 @@ def damaged() -> dict[str, bytes]:
 def test_a_damaged_flac_keeps_libsndfiles_verdict(name: str) -> None:
     """dr_flac skips a bad frame or stops at a cut where libsndfile refuses the file: the refusal stands."""
     data = damaged()[name]
-    assert flac.flac_pcm16(data) is None
+    assert flac.flac_wav16(data) is None
     with pytest.raises(RuntimeError):
         sndfile_pcm16(data)
     assert direct_pcm16(Audio(data=data)) is None  # then the worker pool's decode words the error, as before
@@ -146,9 +148,9 @@ def _with_streaminfo_total(data: bytes, total: int) -> bytes:
 def test_a_header_announcing_other_than_the_stream_holds_is_left_to_libsndfile() -> None:
     data = clips()["tone"]
     frames = len(sndfile_pcm16(data) or b"") // 2
-    assert flac.flac_pcm16(data) is not None
+    assert flac.flac_wav16(data) is not None
     for total in (frames - 1, frames + 1, 0, (1 << 36) - 1):  # the last is never allocated for
-        assert flac.flac_pcm16(_with_streaminfo_total(data, total)) is None
+        assert flac.flac_wav16(_with_streaminfo_total(data, total)) is None
 
 
 @pytest.mark.parametrize(
@@ -162,4 +164,4 @@ def test_a_header_announcing_other_than_the_stream_holds_is_left_to_libsndfile()
     ],
 )
 def test_anything_but_16khz_mono_16bit_flac_is_not_read_by_dr_flac(data: bytes) -> None:
-    assert flac.flac_pcm16(data) is None
+    assert flac.flac_wav16(data) is None

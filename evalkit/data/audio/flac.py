@@ -23,9 +23,12 @@ which keeps its verdict on damaged files and its error messages.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
-__all__ = ["flac_pcm16"]
+from evalkit.data.audio.pcm import WAV_HEADER_BYTES, wav_header
+
+__all__ = ["available", "flac_wav16"]
 
 #: the STREAMINFO fields evalkit sends as they are: 16 kHz, one channel, 16 bits
 _RATE, _CHANNELS, _BITS = 16000, 1, 16
@@ -35,7 +38,12 @@ _INVALID_BLOCK_TYPE = 127
 #: per 8 bytes of file is not believed (and never allocated for)
 _MAX_SAMPLES_PER_8_BYTES = 65536
 
+#: a decode buffer kept per media thread up to this size (a 4-minute clip): a fresh one per clip costs the
+#: kernel a zeroed page for every 4 KiB written, as much again as the decode itself
+_SCRATCH_LIMIT = 8 * 2**20
+
 _binding: tuple[Any, Any, str] | None | bool = False  # False: not looked for yet; None: not installed
+_scratch = threading.local()
 
 
 def _dr_flac() -> tuple[Any, Any, str] | None:
@@ -88,8 +96,19 @@ def _frames_if_sent_as_is(data: bytes) -> int | None:
     return frames
 
 
-def flac_pcm16(data: bytes) -> bytes | None:
-    """Little-endian int16 PCM of a whole 16 kHz mono 16-bit FLAC held in ``data``; None: let libsndfile read it.
+def _buffer(size: int) -> bytearray:
+    """This thread's decode buffer, at least ``size`` bytes (a fresh one past :data:`_SCRATCH_LIMIT`)."""
+    if size > _SCRATCH_LIMIT:
+        return bytearray(size)
+    buffer: bytearray | None = getattr(_scratch, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _scratch.buffer = bytearray(max(size, 2**19))
+    return buffer
+
+
+def flac_wav16(data: bytes) -> bytes | None:
+    """The canonical WAV (:func:`~evalkit.data.audio.pcm.wav_header`, then little-endian int16 PCM) of a whole
+    16 kHz mono 16-bit FLAC held in ``data``; None: let libsndfile read it.
 
     Blocking, and without the GIL while dr_flac runs (cffi releases it), so
     it belongs in the media threads.
@@ -108,14 +127,16 @@ def flac_pcm16(data: bytes) -> bytes | None:
             return None
         if decoder.totalPCMFrameCount != frames:
             return None
-        read_s16 = getattr(lib, prefix + "read_pcm_frames_s16")
-        pcm = bytearray(2 * frames + 2)  # one sample more, to see whether the stream holds more than announced
-        read = read_s16(decoder, frames + 1, ffi.from_buffer("short[]", pcm))
+        size = WAV_HEADER_BYTES + 2 * frames
+        buffer = _buffer(size + 2)  # one sample more, to see whether the stream holds more than announced
+        view = memoryview(buffer)
+        samples = ffi.from_buffer("short[]", view[WAV_HEADER_BYTES:])
+        read = getattr(lib, prefix + "read_pcm_frames_s16")(decoder, frames + 1, samples)
     finally:
         getattr(lib, prefix + "close")(decoder)
     if read != frames:
         # fewer: a frame failed its checksum, or the stream is cut short; more: the header is wrong.
         # libsndfile's verdict stands on both.
         return None
-    del pcm[-2:]
-    return bytes(pcm)
+    view[:WAV_HEADER_BYTES] = wav_header(2 * frames)
+    return bytes(view[:size])
