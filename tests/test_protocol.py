@@ -207,7 +207,7 @@ def test_a_chat_body_with_audio_is_the_plain_json_encoding_byte_for_byte(message
     )
     plain = jsonutil.dumps_bytes(chat_body(request))
     body = ChatWire().json_body(request)
-    assert body == plain
+    assert body == plain and b"".join(ChatWire().json_pieces(request)) == plain
     assert json.loads(body)["messages"] == json.loads(plain)["messages"]
     sent = [p for m in json.loads(body)["messages"] if isinstance(m["content"], list) for p in m["content"]]
     asked = [p for m in messages if isinstance(m["content"], list) for p in m["content"]]

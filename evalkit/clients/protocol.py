@@ -110,29 +110,31 @@ _AUDIO_MARK = "evalkit-audio-" + os.urandom(16).hex()
 _AUDIO_MARK_BYTES = _AUDIO_MARK.encode("ascii")
 
 
-def chat_json(request: ModelRequest) -> bytes:
-    """:func:`chat_body` encoded, byte for byte, with each clip's base64 joined in rather than encoded as JSON.
+def chat_json(request: ModelRequest) -> tuple[bytes, ...]:
+    """:func:`chat_body` encoded, in pieces whose concatenation is its JSON byte for byte: each clip's base64 is
+    a piece of its own, between the JSON before and after it.
 
     A 10 s clip's base64 is ~427 KB: as a JSON string it was scanned and
     copied into an encoder buffer grown several times over, fresh memory the
-    kernel zeroes page by page, for every request. Base64 holds no character
-    JSON escapes, so its bytes between quotes are exactly what the encoder wrote.
+    kernel zeroes page by page, for every request; the lean client writes
+    the pieces as they are. Base64 holds no character JSON escapes, so its
+    bytes between quotes are exactly what the encoder wrote.
     """
     if not request.audio:
-        return jsonutil.dumps_bytes(chat_body(request))
+        return (jsonutil.dumps_bytes(chat_body(request)),)
     clips: list[bytes] = []
 
     def mark(audio: AudioPart) -> str:
         clips.append(audio.b64_data)
         return _AUDIO_MARK
 
-    pieces = jsonutil.dumps_bytes(_chat_body(request, mark)).split(_AUDIO_MARK_BYTES)
-    if len(pieces) != len(clips) + 1:  # a text of the request holds the mark
-        return jsonutil.dumps_bytes(chat_body(request))
-    joined = [pieces[0]]
-    for clip, piece in zip(clips, pieces[1:]):
-        joined += (clip, piece)
-    return b"".join(joined)
+    around = jsonutil.dumps_bytes(_chat_body(request, mark)).split(_AUDIO_MARK_BYTES)
+    if len(around) != len(clips) + 1:  # a text of the request holds the mark
+        return (jsonutil.dumps_bytes(chat_body(request)),)
+    pieces = [around[0]]
+    for clip, after in zip(clips, around[1:]):
+        pieces += (clip, after)
+    return tuple(pieces)
 
 
 def _with_media(
@@ -247,6 +249,10 @@ class WireFormat:
         """The request's JSON body, encoded."""
         raise NotImplementedError
 
+    def json_pieces(self, request: ModelRequest) -> tuple[bytes, ...]:
+        """:meth:`json_body` as pieces to write one after the other (the lean client never joins them)."""
+        return (self.json_body(request),)
+
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """Keyword arguments for ``aiohttp.ClientSession.post`` (``data`` and, where needed, ``headers``)."""
         return {"data": self.json_body(request), "headers": _JSON_HEADERS}
@@ -275,6 +281,9 @@ class ChatWire(WireFormat):
     path = "chat/completions"
 
     def json_body(self, request: ModelRequest) -> bytes:
+        return b"".join(chat_json(request))
+
+    def json_pieces(self, request: ModelRequest) -> tuple[bytes, ...]:
         return chat_json(request)
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
