@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from evalkit.data.sample import Audio
@@ -120,7 +120,7 @@ class PreparedAudio:
 
     __slots__ = ("pcm_by_turn", "seconds", "_parts", "_pieces", "_wavs")
 
-    def __init__(self, pcm_by_turn: dict[int, bytes] | dict[int, bytes | memoryview]) -> None:
+    def __init__(self, pcm_by_turn: Mapping[int, bytes | memoryview]) -> None:
         self.pcm_by_turn: dict[int, bytes | memoryview] = dict(pcm_by_turn)
         self.seconds = {key: len(pcm) / _BYTES_PER_SECOND for key, pcm in self.pcm_by_turn.items()}
         self._parts: dict[tuple[int, float | None, str], list[AudioPart]] = {}
