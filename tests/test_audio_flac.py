@@ -11,12 +11,16 @@ from __future__ import annotations
 import array
 import hashlib
 import io
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
+from helpers import ROOT, model_entry, write_config
 
 import evalkit.data.audio.direct as direct
 from evalkit.clients.protocol import ChatWire
@@ -165,3 +169,29 @@ def test_a_header_announcing_other_than_the_stream_holds_is_left_to_libsndfile()
 )
 def test_anything_but_16khz_mono_16bit_flac_is_not_read_by_dr_flac(data: bytes) -> None:
     assert flac.flac_wav16(data) is None
+
+
+_MODULES_AFTER_RUN = r"""
+import sys
+from evalkit.cli.main import main
+code = main(sys.argv[1:])
+print("modules", code, "soundfile" in sys.modules, "soxr" in sys.modules, "_miniaudio" in sys.modules)
+"""
+
+
+@needs_dr_flac
+def test_a_run_of_clips_that_dr_flac_reads_never_loads_soundfile_or_soxr(tmp_path: Path, make_server) -> None:  # type: ignore[no-untyped-def]
+    server = make_server(default_answer="hello world")
+    config = write_config(
+        tmp_path / "config.yaml",
+        {
+            "dataset_metric": [["espeak_en_asr", "word_error_rate"]],
+            "models": [model_entry("m", server.base_url)],
+            "filters": {"num_samples": 3},
+            "output_dir": str(tmp_path / "runs"),
+        },
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = [sys.executable, "-c", _MODULES_AFTER_RUN, "run", str(config), "--no-cache", "--quiet"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.splitlines()[-1] == "modules 0 False False True", done.stderr[-2000:]
