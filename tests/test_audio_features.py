@@ -269,20 +269,20 @@ def test_audio_is_decoded_once_per_sample_not_per_model(tmp_path: Path, make_ser
     import evalkit.data.audio.pcm as rb
 
     calls: Counter[int] = Counter()
-    original, original_direct = rb.pcm16_of, direct.direct_pcm16
+    original, original_direct = rb.pcm16_of, direct.direct_wav16
 
     def counting(audio):  # type: ignore[no-untyped-def]
         calls[len(audio.data or b"")] += 1
         return original(audio)
 
     def counting_direct(audio):  # type: ignore[no-untyped-def]
-        found = original_direct(audio)  # the shipped 16 kHz 16-bit FLAC is read straight to PCM, not decoded
+        found = original_direct(audio)  # the shipped 16 kHz 16-bit FLAC is read straight to a WAV, not decoded
         if found is not None:
             calls[len(audio.data or b"")] += 1
         return found
 
     monkeypatch.setattr(rb, "pcm16_of", counting)
-    monkeypatch.setattr(direct, "direct_pcm16", counting_direct)
+    monkeypatch.setattr(direct, "direct_wav16", counting_direct)
     monkeypatch.setenv("EVALKIT_AUDIO_WORKERS", "0")  # threads, so the counter sees every decode
     server = make_server()
     _, records = run(

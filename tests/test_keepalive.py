@@ -11,8 +11,10 @@ is also asked through aiohttp, and both transports must fail it the same way.
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import gzip
+import json
 import os
 import re
 import warnings
@@ -26,9 +28,10 @@ from helpers import closed_port
 
 from evalkit.clients.endpoint import Attempt, EndpointPool
 from evalkit.clients.keepalive import KeepAlivePool, request_head
-from evalkit.clients.protocol import EndpointProtocol
+from evalkit.clients.protocol import ChatWire, EndpointProtocol
 from evalkit.clients.request import ModelRequest
 from evalkit.config import RequestKind
+from evalkit.data.audio.pcm import AudioPart, wav_from_pcm16
 from evalkit.testing.hostile import HOSTILE_KINDS
 
 TOKEN = "sk-lean-secret-token-1234"
@@ -177,6 +180,32 @@ def test_content_length_answers_reuse_one_connection_and_send_prebuilt_bytes(loo
             assert f"Authorization: Bearer {TOKEN}".encode() in head and b"Content-Type: application/json" in head
             assert b"\r\nHost: 127.0.0.1:" in head
             assert b'"content":"q0"' in body.replace(b" ", b"")
+
+    run(main, loop)
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_chat_body_with_audio_arrives_whole_though_written_in_pieces(loop: str) -> None:
+    """The clip's base64 goes as its own buffer: the server reads one body, as long as Content-Length says."""
+    wav = wav_from_pcm16(bytes(range(256)) * 2000)  # ~0.5 MB: more than one socket write
+    clip = AudioPart.from_wav(wav)
+    messages = [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"audio_index": 0}}]}]
+    request = ModelRequest(kind=RequestKind.CHAT, model="m", messages=messages, audio=[clip], params={})
+    assert len(ChatWire().json_pieces(request)) == 3
+
+    async def main() -> None:
+        async with RawServer(always(ok())) as server:
+            pool = endpoint(server.url)
+            try:
+                attempts = [await pool.attempt(request) for _ in range(2)]
+            finally:
+                await pool.close()
+            assert [a.text for a in attempts] == ["hello"] * 2 and server.connections == 1
+            for sent in server.requests:
+                head, _, body = sent.partition(b"\r\n\r\n")
+                assert f"Content-Length: {len(body)}".encode() in head
+                assert body == ChatWire().json_body(request)
+                assert base64.b64decode(json.loads(body)["messages"][0]["content"][0]["input_audio"]["data"]) == wav
 
     run(main, loop)
 

@@ -188,14 +188,14 @@ def test_a_store_written_by_the_general_path_answers_the_direct_path(
         patch.setattr(media, "prepare_turn_audio_direct", lambda *args: None)  # today's path: decode everything
         before = _run(config)
     taken: list[int] = []
-    original = direct.direct_pcm16
+    original = direct.direct_wav16
 
     def counting(audio: Audio) -> bytes | None:
         found = original(audio)
         taken.append(found is not None)
         return found
 
-    monkeypatch.setattr(direct, "direct_pcm16", counting)
+    monkeypatch.setattr(direct, "direct_wav16", counting)
     after = _run(config)
     assert before.requests_sent > 0 and taken and all(taken)
     assert after.requests_sent == 0 and after.store_hits == before.requests_sent

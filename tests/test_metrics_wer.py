@@ -139,3 +139,23 @@ def test_options_are_checked() -> None:
     assert METRICS.get("wer")(language="en", level="character").level == "character"
     metric = METRICS.get("wer")
     assert metric.higher_is_better is False and metric.ci_method == "bootstrap"
+
+
+@pytest.mark.parametrize(("language", "kind"), [("en", "auto"), ("fr", "auto"), ("hi", "auto"), ("zh", "auto")])
+def test_a_normalizer_that_remembers_texts_answers_as_the_library_does(language: str, kind: str) -> None:
+    """Asked again, or with a text too long to keep, it gives what whisper-normalizer gives for that text."""
+    from whisper_normalizer.basic import BasicTextNormalizer
+    from whisper_normalizer.english import EnglishTextNormalizer
+
+    name, norm = asr_normalizer(language, kind)
+    library = {
+        "whisper-english": lambda: EnglishTextNormalizer(),
+        "whisper-basic": lambda: BasicTextNormalizer(split_letters=False),
+        "whisper-basic-marks": lambda: BasicTextNormalizer(split_letters=False, preserve_marks=True),
+    }[name.removesuffix("-nospace")]()
+    texts = ["Mr. Smith paid $20.", "ok", "It's 5 o'clock; twenty-five [noise] dollars!", "नमस्ते दुनिया", "你好，世界。"]
+    texts += ["Colour, 1,000 (sic) times. " * 100]  # over the remembered length
+    for _ in range(2):
+        for text in texts:
+            expected = library(text)
+            assert norm(text) == ("".join(expected.split()) if name.endswith("-nospace") else expected)

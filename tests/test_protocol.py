@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from helpers import FIXTURES, write_config
 
-from evalkit.clients.protocol import EndpointProtocol
+from evalkit.clients import protocol
+from evalkit.clients.protocol import ChatWire, EndpointProtocol, chat_body
+from evalkit.clients.request import ModelRequest
+from evalkit.config import RequestKind
+from evalkit.data.audio.pcm import AudioPart, wav_from_pcm16
+from evalkit.util import jsonutil
 
 
 @pytest.mark.parametrize(
@@ -152,3 +161,55 @@ def test_api_version_on_a_non_openai_entry_is_ignored_with_a_warning(
     assert f"this entry is {inference_type}" in proc.stderr
     results = json.loads(next((tmp_path / "runs").glob("*/results.json")).read_text())
     assert results["results"][0]["n_failed"] == 0
+
+
+def _clip(seconds: float, seed: int) -> AudioPart:
+    rng = np.random.default_rng(seed)
+    pcm = rng.integers(-3000, 3000, int(16000 * seconds), dtype=np.int16).astype("<i2").tobytes()
+    part = AudioPart.from_wav(wav_from_pcm16(pcm))
+    part.encode(frozenset({"b64"}))
+    return part
+
+
+def _audio(index: int) -> dict[str, Any]:
+    return {"type": "input_audio", "input_audio": {"audio_index": index}}
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        pytest.param(
+            [{"role": "user", "content": [{"type": "text", "text": "Transcribe."}, _audio(0)]}], id="one-clip"
+        ),
+        pytest.param(
+            [
+                {"role": "system", "content": 'Answer in «French», "quoted" \\ and \u2028 escaped.'},
+                {"role": "user", "content": [_audio(1), {"type": "text", "text": "and"}, _audio(0), _audio(1)]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": [_audio(2)]},
+            ],
+            id="clips-in-several-turns-one-twice",
+        ),
+        pytest.param(
+            [{"role": "user", "content": [{"type": "text", "text": f"say {protocol._AUDIO_MARK}"}, _audio(0)]}],
+            id="a-text-holding-the-mark",
+        ),
+    ],
+)
+def test_a_chat_body_with_audio_is_the_plain_json_encoding_byte_for_byte(messages: list[dict[str, Any]]) -> None:
+    """The base64 is joined in, not encoded as a JSON string: what goes out must not change by a byte."""
+    request = ModelRequest(
+        kind=RequestKind.CHAT,
+        model="m",
+        messages=messages,
+        audio=[_clip(1.0, 1), _clip(0.5, 2), _clip(0.01, 3)],
+        params={"temperature": 0.0, "max_tokens": 64, "extra": {"nested": [1, "two"]}},
+    )
+    plain = jsonutil.dumps_bytes(chat_body(request))
+    body = ChatWire().json_body(request)
+    assert body == plain and b"".join(ChatWire().json_pieces(request)) == plain
+    assert json.loads(body)["messages"] == json.loads(plain)["messages"]
+    sent = [p for m in json.loads(body)["messages"] if isinstance(m["content"], list) for p in m["content"]]
+    asked = [p for m in messages if isinstance(m["content"], list) for p in m["content"]]
+    clips = [hashlib.sha256(base64.b64decode(p["input_audio"]["data"])).hexdigest() for p in sent if "input_audio" in p]
+    assert clips == [request.audio[p["input_audio"]["audio_index"]].sha256 for p in asked if "input_audio" in p]

@@ -175,7 +175,7 @@ class EndpointPool:
         try:
             head = self._heads.get(request.kind)
             if head is not None and self._lean is not None:
-                reply = await self._lean.post(head, wire.json_body(request), limit)
+                reply = await self._lean.post(head, wire.json_pieces(request), limit)
             else:
                 # a function, not the arguments: a redirect followed needs a fresh multipart form
                 reply = await self._general().post(

@@ -50,6 +50,8 @@ from evalkit.failures import FailureReason
 
 #: seconds an idle connection is kept (the aiohttp transport's keepalive_timeout)
 IDLE_TIMEOUT = 60.0
+#: a request body: bytes, or pieces written one after the other (a chat body with each clip's base64 apart)
+Body = bytes | tuple[bytes, ...]
 #: seconds close() waits for the sockets to be closed by the loop
 _CLOSE_WAIT = 2.0
 _NO_HEADERS: dict[str, str] = {}
@@ -124,7 +126,7 @@ class KeepAlivePool:
     def idle_connections(self) -> int:
         return len(self._idle)
 
-    async def post(self, head: bytes, body: bytes, limit: float) -> Reply:
+    async def post(self, head: bytes, body: Body, limit: float) -> Reply:
         """Send ``head`` (:func:`request_head`) and ``body``; the answer within ``limit`` s, or TransportFailure.
 
         A 3xx is never handed back: it is followed (a same-origin 307/308 when
@@ -148,7 +150,7 @@ class KeepAlivePool:
         return yarl.URL.build(scheme="http", host=self.host, port=self.port).join(yarl.URL(target))
 
     async def _exchange(
-        self, loop: asyncio.AbstractEventLoop, head: bytes, body: bytes, deadline: float, limit: float
+        self, loop: asyncio.AbstractEventLoop, head: bytes, body: Body, deadline: float, limit: float
     ) -> Reply:
         """One request and its answer on one connection (twice if a reused one was found closed)."""
         retried = False
@@ -346,7 +348,7 @@ class _Connection(asyncio.Protocol):
 
     # -- the exchange, driven by KeepAlivePool.post ------------------------------------------------
 
-    def send(self, head: bytes, body: bytes) -> asyncio.Future[Reply]:
+    def send(self, head: bytes, body: Body) -> asyncio.Future[Reply]:
         """Write the request; the future is the answer (or a TransportFailure)."""
         if self._answer is not None:  # a reused connection: a fresh exchange
             self._answer = None
@@ -361,7 +363,10 @@ class _Connection(asyncio.Protocol):
             self._fail(_Unanswered())
         else:
             # one buffer list: uvloop sends it with one writev and no copy of the body (asyncio joins it)
-            transport.writelines((head, b"%d\r\n\r\n" % len(body), body))
+            if isinstance(body, bytes):
+                transport.writelines((head, b"%d\r\n\r\n" % len(body), body))
+            else:
+                transport.writelines((head, b"%d\r\n\r\n" % sum(map(len, body)), *body))
         return waiter
 
     @property

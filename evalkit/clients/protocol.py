@@ -9,6 +9,8 @@ answer is read), so no other module asks "chat or transcription?".
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +20,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.tool_calls import ToolCallError, tool_calls_answer
 from evalkit.config import RequestKind
+from evalkit.data.audio.pcm import AudioPart
 from evalkit.failures import FailureReason
 from evalkit.util import jsonutil
 
@@ -85,15 +88,58 @@ class EndpointProtocol:
 
 def chat_body(request: ModelRequest) -> dict[str, Any]:
     """The JSON body of a chat request, audio substituted as base64 WAV, images as ``data:image/...`` URIs."""
+    return _chat_body(request, _base64_text)
+
+
+def _base64_text(audio: AudioPart) -> str:
+    return audio.base64
+
+
+def _chat_body(request: ModelRequest, audio_text: Callable[[AudioPart], str]) -> dict[str, Any]:
     messages = request.messages
     if request.audio or request.images:
-        messages = [_with_media(message, request) for message in messages]
+        messages = [_with_media(message, request, audio_text) for message in messages]
     body: dict[str, Any] = {"model": request.model, "messages": messages}
     body.update(request.params)
     return body
 
 
-def _with_media(message: dict[str, Any], request: ModelRequest) -> dict[str, Any]:
+#: what stands for each clip's base64 in a chat body's JSON until the clip's own bytes are put in its place: random
+#: per process, so no text of a request holds it (if one did, the body is encoded the plain way)
+_AUDIO_MARK = "evalkit-audio-" + os.urandom(16).hex()
+_AUDIO_MARK_BYTES = _AUDIO_MARK.encode("ascii")
+
+
+def chat_json(request: ModelRequest) -> tuple[bytes, ...]:
+    """:func:`chat_body` encoded, in pieces whose concatenation is its JSON byte for byte: each clip's base64 is
+    a piece of its own, between the JSON before and after it.
+
+    A 10 s clip's base64 is ~427 KB: as a JSON string it was scanned and
+    copied into an encoder buffer grown several times over, fresh memory the
+    kernel zeroes page by page, for every request; the lean client writes
+    the pieces as they are. Base64 holds no character JSON escapes, so its
+    bytes between quotes are exactly what the encoder wrote.
+    """
+    if not request.audio:
+        return (jsonutil.dumps_bytes(chat_body(request)),)
+    clips: list[bytes] = []
+
+    def mark(audio: AudioPart) -> str:
+        clips.append(audio.b64_data)
+        return _AUDIO_MARK
+
+    around = jsonutil.dumps_bytes(_chat_body(request, mark)).split(_AUDIO_MARK_BYTES)
+    if len(around) != len(clips) + 1:  # a text of the request holds the mark
+        return (jsonutil.dumps_bytes(chat_body(request)),)
+    pieces = [around[0]]
+    for clip, after in zip(clips, around[1:]):
+        pieces += (clip, after)
+    return tuple(pieces)
+
+
+def _with_media(
+    message: dict[str, Any], request: ModelRequest, audio_text: Callable[[AudioPart], str]
+) -> dict[str, Any]:
     content = message.get("content")
     if not isinstance(content, list):
         return message
@@ -102,7 +148,7 @@ def _with_media(message: dict[str, Any], request: ModelRequest) -> dict[str, Any
         kind = part.get("type")
         if kind == "input_audio" and "audio_index" in part.get("input_audio", {}):
             audio = request.audio[part["input_audio"]["audio_index"]]
-            part = {"type": "input_audio", "input_audio": {"data": audio.base64, "format": "wav"}}
+            part = {"type": "input_audio", "input_audio": {"data": audio_text(audio), "format": "wav"}}
         elif kind == "image_url" and "image_index" in part.get("image_url", {}):
             part = {"type": "image_url", "image_url": {"url": request.images[part["image_url"]["image_index"]].url}}
         parts.append(part)
@@ -203,6 +249,10 @@ class WireFormat:
         """The request's JSON body, encoded."""
         raise NotImplementedError
 
+    def json_pieces(self, request: ModelRequest) -> tuple[bytes, ...]:
+        """:meth:`json_body` as pieces to write one after the other (the lean client never joins them)."""
+        return (self.json_body(request),)
+
     def post_arguments(self, request: ModelRequest) -> dict[str, Any]:
         """Keyword arguments for ``aiohttp.ClientSession.post`` (``data`` and, where needed, ``headers``)."""
         return {"data": self.json_body(request), "headers": _JSON_HEADERS}
@@ -231,7 +281,10 @@ class ChatWire(WireFormat):
     path = "chat/completions"
 
     def json_body(self, request: ModelRequest) -> bytes:
-        return jsonutil.dumps_bytes(chat_body(request))
+        return b"".join(chat_json(request))
+
+    def json_pieces(self, request: ModelRequest) -> tuple[bytes, ...]:
+        return chat_json(request)
 
     def parse(self, payload: Any) -> tuple[str, dict[str, Any]]:
         return extract_chat_answer(payload)

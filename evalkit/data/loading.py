@@ -216,8 +216,7 @@ def _audio_value(value: Any, base_dir: Path, meta: dict[str, Any], where: str) -
     """
     if value is None:
         return None
-    # here, not at the top: the decoders bring numpy, soundfile and soxr, which a text run never needs
-    from evalkit.data.audio.decode import AudioDecodeError, audio_from_value
+    from evalkit.data.audio.values import AudioDecodeError, audio_from_value
 
     try:
         return audio_from_value(value, base_dir)

@@ -15,14 +15,16 @@ behind most published ASR numbers) so scores are comparable:
   by CER and spaces in them are arbitrary segmentation.
 
 Each normalizer is built once per setting and shared (the English one loads a
-spelling table).
+spelling table), and remembers the texts it last normalized: a reference is
+normalized for every model and metric that scores it, short answers repeat,
+and the English one costs 50-250 µs a text.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from functools import cache
+from functools import cache, lru_cache
 
 from evalkit.languages import is_spaceless, target_language
 
@@ -35,16 +37,30 @@ MARK_SCRIPTS: frozenset[str] = frozenset(
 
 NORMALIZER_KINDS = ("auto", "english", "basic", "none")
 
+#: texts remembered per normalizer, each at most this long: a few MB at most
+_REMEMBERED = 4096
+_REMEMBERED_CHARS = 2000
+
 
 def _identity(text: str) -> str:
     return " ".join(text.split())
+
+
+def _remembering(normalizer: Normalizer) -> Normalizer:
+    """``normalizer`` with its last :data:`_REMEMBERED` short texts' results kept (a pure function of the text)."""
+    remembered = lru_cache(maxsize=_REMEMBERED)(normalizer)
+
+    def normalize(text: str) -> str:
+        return remembered(text) if len(text) <= _REMEMBERED_CHARS else normalizer(text)
+
+    return normalize
 
 
 @cache
 def _english() -> Normalizer:
     from whisper_normalizer.english import EnglishTextNormalizer
 
-    return EnglishTextNormalizer()
+    return _remembering(EnglishTextNormalizer())
 
 
 @cache
@@ -52,8 +68,8 @@ def _basic(preserve_marks: bool) -> tuple[str, Normalizer]:
     from whisper_normalizer.basic import BasicTextNormalizer
 
     if preserve_marks and "preserve_marks" in inspect.signature(BasicTextNormalizer).parameters:
-        return "whisper-basic-marks", BasicTextNormalizer(split_letters=False, preserve_marks=True)
-    return "whisper-basic", BasicTextNormalizer(split_letters=False)
+        return "whisper-basic-marks", _remembering(BasicTextNormalizer(split_letters=False, preserve_marks=True))
+    return "whisper-basic", _remembering(BasicTextNormalizer(split_letters=False))
 
 
 def _spaceless(inner: Normalizer) -> Normalizer:

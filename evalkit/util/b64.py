@@ -18,14 +18,22 @@ def _stdlib_encode(data: bytes) -> str:
 
 
 _encode: Callable[[bytes], str]
+_encode_bytes: Callable[[bytes], bytes]
 try:
     import pybase64
 
     _encode = pybase64.b64encode_as_string
+    _encode_bytes = pybase64.b64encode
 except ImportError:  # pragma: no cover - exercised only without the dependency
     _encode = _stdlib_encode
+    _encode_bytes = base64.b64encode
 
 
 def b64_text(data: bytes) -> str:
     """Standard base64 (with padding, no newlines) of ``data`` as an ASCII ``str``."""
     return _encode(data)
+
+
+def b64_bytes(data: bytes) -> bytes:
+    """:func:`b64_text` as ASCII bytes, which a JSON body takes as they are (no second copy to encode the text)."""
+    return _encode_bytes(data)

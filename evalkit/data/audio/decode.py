@@ -22,13 +22,13 @@ from __future__ import annotations
 import base64
 import io
 import os
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import soundfile as sf
 import soxr
 
+from evalkit.data.audio.values import AudioDecodeError, audio_from_value
 from evalkit.data.sample import Audio
 
 __all__ = [
@@ -50,10 +50,6 @@ TARGET_SR = 16000
 # soundfile raises LibsndfileError (a RuntimeError) for unreadable data and
 # TypeError/ValueError for a few malformed arguments or headers.
 _SOUNDFILE_ERRORS = (RuntimeError, TypeError, ValueError, EOFError)
-
-
-class AudioDecodeError(ValueError):
-    """Audio that cannot be read: a per-sample failure, not a crash of the run."""
 
 
 # --------------------------------------------------------------------------- decoding
@@ -226,56 +222,3 @@ def wav_bytes(array: np.ndarray, sr: int = TARGET_SR) -> bytes:
 def wav_base64(array: np.ndarray, sr: int = TARGET_SR) -> str:
     """:func:`wav_bytes` as ASCII base64, as JSON request bodies carry audio."""
     return base64.b64encode(wav_bytes(array, sr)).decode("ascii")
-
-
-# --------------------------------------------------------------------------- dataset values
-
-
-def _resolve(path: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None) -> str:
-    p = os.path.expanduser(os.fspath(path))
-    if base_dir is not None and not os.path.isabs(p):
-        p = os.path.join(os.fspath(base_dir), p)
-    return p
-
-
-def audio_from_value(value: Any, base_dir: str | os.PathLike[str] | None = None) -> Audio:
-    """Turn what a dataset row holds in its audio column into an :class:`Audio`.
-
-    Accepted: ``{"bytes": b, "path": p}`` (raw ``datasets`` storage; ``bytes``
-    may be None, then ``path`` is read), ``{"array": a, "sampling_rate": sr}``
-    (decoded form), a path string, raw bytes, or an ``Audio``. Relative paths
-    are resolved against ``base_dir`` (the dataset's directory). Nothing is
-    decoded here, so this is cheap to call on the event loop.
-    """
-    if isinstance(value, Audio):
-        if value.path is not None and value.data is None and value.array is None:
-            return Audio(path=_resolve(value.path, base_dir))
-        return value
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        if len(value) == 0:
-            raise AudioDecodeError("audio value is an empty byte string")
-        return Audio(data=bytes(value))
-    if isinstance(value, (str, os.PathLike)):
-        if not os.fspath(value):
-            raise AudioDecodeError("audio value is an empty path")
-        return Audio(path=_resolve(value, base_dir))
-    if isinstance(value, Mapping):
-        data = value.get("bytes")
-        if data is not None and len(data) > 0:
-            return Audio(data=bytes(data))
-        array = value.get("array")
-        if array is not None:
-            sr = value.get("sampling_rate")
-            if not sr:
-                raise AudioDecodeError("audio value has an 'array' but no 'sampling_rate'")
-            return Audio(array=array, sampling_rate=int(sr))
-        path = value.get("path")
-        if path:
-            return Audio(path=_resolve(path, base_dir))
-        raise AudioDecodeError(f"audio value has neither bytes, array nor path (keys: {sorted(map(str, value))})")
-    if value is None:
-        raise AudioDecodeError("audio value is missing (None)")
-    raise AudioDecodeError(
-        f"audio value of type {type(value).__name__} is not understood; expected "
-        "{'bytes', 'path'}, {'array', 'sampling_rate'}, a path or bytes"
-    )

@@ -5,9 +5,10 @@ For those, the general path (decode to float32, mix, resample, scale back to
 int16 in a worker process, then ship the WAV and its base64 back through a
 pipe) does work whose result is the input: a WAV's ``data`` chunk *is* the
 PCM, and a 16-bit FLAC decodes straight to int16. This module finds that PCM
-with a header parse (WAV) or libsndfile's int16 read (FLAC and other 16-bit
-PCM containers), so the caller can cut, hash and base64 it in a thread:
-file reads, libsndfile (through cffi) and sha256 run without the GIL.
+with a header parse (WAV), dr_flac where miniaudio is installed (FLAC,
+:mod:`evalkit.data.audio.flac`) or libsndfile's int16 read (FLAC and other
+16-bit PCM containers), so the caller can cut, hash and base64 it in a thread:
+file reads, the decoders (through cffi) and sha256 run without the GIL.
 
 The PCM is bit-identical to :func:`evalkit.data.audio.pcm.pcm16_of`'s
 (int16 -> float32 -> x * 32768 is exact), so the WAV pieces, their sha256 and
@@ -22,10 +23,27 @@ import os
 import struct
 from collections.abc import Iterable
 
-from evalkit.data.audio.pcm import ALL_ENCODINGS, SAMPLE_RATE, PreparedAudio, Shape
+from evalkit.data.audio.flac import available as flac_available
+from evalkit.data.audio.flac import flac_wav16
+from evalkit.data.audio.pcm import (
+    ALL_ENCODINGS,
+    SAMPLE_RATE,
+    WAV_HEADER_BYTES,
+    PreparedAudio,
+    Shape,
+    wav_from_pcm16,
+    wav_header,
+)
 from evalkit.data.sample import Audio
 
-__all__ = ["direct_pcm16", "prepare_example_audio_direct", "prepare_turn_audio_direct", "wav_pcm16"]
+__all__ = [
+    "direct_pcm16",
+    "direct_wav16",
+    "prepare_example_audio_direct",
+    "prepare_turn_audio_direct",
+    "wav_as_sent",
+    "wav_pcm16",
+]
 
 #: how much of a WAV file is read to find its fmt and data chunks before the rest is read
 _HEADER_BYTES = 4096
@@ -69,7 +87,20 @@ def wav_pcm16(data: bytes) -> bytes | None:
     return data[offset : offset + length]
 
 
-def _wav_file_pcm16(path: str) -> bytes | None:
+def wav_as_sent(data: bytes) -> bytes | None:
+    """The canonical WAV of a whole 16 kHz mono 16-bit WAV held in ``data``: ``data`` itself when it is one."""
+    span = _wav_data_span(data[:_HEADER_BYTES])
+    if span is None:
+        return None
+    offset, length = span
+    if length == 0 or length % 2 or offset + length > len(data):
+        return None
+    if offset == WAV_HEADER_BYTES and len(data) == offset + length and data[:offset] == wav_header(length):
+        return data
+    return wav_from_pcm16(memoryview(data)[offset : offset + length])
+
+
+def _wav_file_as_sent(path: str) -> bytes | None:
     try:
         with open(path, "rb") as handle:
             head = handle.read(_HEADER_BYTES)
@@ -77,13 +108,18 @@ def _wav_file_pcm16(path: str) -> bytes | None:
             if span is None:
                 return None
             offset, length = span
-            if length == 0 or length % 2 or offset + length > os.fstat(handle.fileno()).st_size:
+            size = os.fstat(handle.fileno()).st_size
+            if length == 0 or length % 2 or offset + length > size:
                 return None
+            if offset == WAV_HEADER_BYTES and size == offset + length and head[:offset] == wav_header(length):
+                handle.seek(0)
+                whole = handle.read(size)
+                return whole if len(whole) == size else None
             handle.seek(offset)
             pcm = handle.read(length)
     except OSError:
         return None
-    return pcm if len(pcm) == length else None
+    return wav_from_pcm16(pcm) if len(pcm) == length else None
 
 
 def _sndfile_pcm16(source: str | bytes) -> bytes | None:
@@ -108,44 +144,69 @@ def _sndfile_pcm16(source: str | bytes) -> bytes | None:
     return samples.astype("<i2", copy=False).tobytes()
 
 
-def direct_pcm16(audio: Audio) -> bytes | None:
-    """16 kHz mono int16 PCM of ``audio`` when it is stored in that form (blocking); None: decode it the general way."""
+def _flac_as_sent(data: bytes) -> bytes | None:
+    found = flac_wav16(data)
+    if found is not None:
+        return found
+    pcm = _sndfile_pcm16(data)
+    return None if pcm is None else wav_from_pcm16(pcm)
+
+
+def direct_wav16(audio: Audio) -> bytes | None:
+    """The canonical 16 kHz mono 16-bit WAV of ``audio`` (:func:`~evalkit.data.audio.pcm.wav_header`, then its
+    PCM) when it is stored in that form (blocking); None: decode it the general way."""
     if audio.data is not None:
         data = bytes(audio.data)
         if not data:
             return None
         if data[:4] == b"RIFF":
-            return wav_pcm16(data)
-        return _sndfile_pcm16(data)
-    if audio.path is not None:
+            return wav_as_sent(data)
+        if data[:4] == b"fLaC":
+            return _flac_as_sent(data)
+        pcm = _sndfile_pcm16(data)
+    elif audio.path is not None:
         path = os.fspath(audio.path)
         try:
             with open(path, "rb") as handle:
                 magic = handle.read(4)
+                data = handle.read() if magic == b"fLaC" and flac_available() else b""
         except OSError:
             return None
-        return _wav_file_pcm16(path) if magic == b"RIFF" else _sndfile_pcm16(path)
-    return None
+        if magic == b"RIFF":
+            return _wav_file_as_sent(path)
+        if data:
+            return _flac_as_sent(magic + data)
+        pcm = _sndfile_pcm16(path)
+    else:
+        return None
+    return None if pcm is None else wav_from_pcm16(pcm)
+
+
+def direct_pcm16(audio: Audio) -> bytes | None:
+    """16 kHz mono int16 PCM of ``audio`` when it is stored in that form (blocking); None: decode it the general way."""
+    wav = direct_wav16(audio)
+    return None if wav is None else wav[WAV_HEADER_BYTES:]
 
 
 def prepare_turn_audio_direct(
     audio_by_turn: dict[int, Audio], shapes: list[Shape], encodings: frozenset[str] = ALL_ENCODINGS
 ) -> PreparedAudio | None:
     """:func:`~evalkit.data.audio.pcm.prepare_turn_audio` when every clip is in the form sent, else None (blocking)."""
-    pcm_by_turn = {}
+    wav_by_turn = {}
     for index, audio in audio_by_turn.items():
-        pcm = direct_pcm16(audio)
-        if pcm is None:
+        wav = direct_wav16(audio)
+        if wav is None:
             return None
-        pcm_by_turn[index] = pcm
-    return PreparedAudio(pcm_by_turn).build(shapes, encodings=encodings)
+        wav_by_turn[index] = wav
+    return PreparedAudio.from_wavs(wav_by_turn).build(shapes, encodings=encodings)
 
 
 def prepare_example_audio_direct(
     audio: Audio, shapes: Iterable[Shape], encodings: frozenset[str] = ALL_ENCODINGS
 ) -> PreparedAudio | None:
     """:func:`~evalkit.data.audio.pcm.prepare_example_audio` for a clip in the form sent, else None (blocking)."""
-    pcm = direct_pcm16(audio)
-    if pcm is None:
+    wav = direct_wav16(audio)
+    if wav is None:
         return None
-    return PreparedAudio({-1: pcm}).build([(chunk_size, "truncate") for chunk_size, _ in shapes], encodings=encodings)
+    truncated = [(chunk_size, "truncate") for chunk_size, _ in shapes]
+    return PreparedAudio.from_wavs({-1: wav}).build(truncated, encodings=encodings)

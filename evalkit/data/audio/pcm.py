@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from evalkit.data.sample import Audio
-from evalkit.util.b64 import b64_text
+from evalkit.util.b64 import b64_bytes
 
 SAMPLE_RATE = 16000
 _BYTES_PER_SECOND = SAMPLE_RATE * 2
+#: the canonical header's length: a WAV made here is these bytes, then its PCM
+WAV_HEADER_BYTES = 44
 
 #: how a model wants its audio cut: (chunk_size seconds or None, "chunk" | "truncate")
 Shape = tuple[float | None, str]
@@ -31,33 +33,39 @@ ALL_ENCODINGS = frozenset({"wav", "b64"})
 class AudioPart:
     """One piece of audio for requests: its content hash, and the encodings the models need.
 
-    ``wav`` feeds transcription uploads, ``b64`` (base64 of the WAV) chat
-    ``input_audio`` parts. Both are made off the event loop, where the audio
-    is cut (base64 of a 10 s clip on the loop measurably delays other
-    requests); a piece keeps only the encodings some model of the engine uses.
+    ``wav`` feeds transcription uploads, ``b64`` (base64 of the WAV, ASCII
+    bytes that a chat body takes as they are) chat ``input_audio`` parts.
+    Both are made off the event loop, where the audio is cut (base64 of a
+    10 s clip on the loop measurably delays other requests); a piece keeps
+    only the encodings some model of the engine uses.
     """
 
     wav: bytes | None
     sha256: str
-    b64: str | None = None
+    b64: bytes | None = None
 
     @classmethod
     def from_wav(cls, wav: bytes) -> AudioPart:
         return cls(wav=wav, sha256=hashlib.sha256(wav).hexdigest())
 
     def encode(self, encodings: frozenset[str]) -> None:
-        """Keep only ``encodings`` ("wav", "b64"), making the base64 text if asked for."""
+        """Keep only ``encodings`` ("wav", "b64"), making the base64 if asked for."""
         if "b64" in encodings and self.b64 is None and self.wav is not None:
-            self.b64 = b64_text(self.wav)
+            self.b64 = b64_bytes(self.wav)
         if "wav" not in encodings and self.b64 is not None:
             self.wav = None
 
     @property
-    def base64(self) -> str:
+    def b64_data(self) -> bytes:
+        """The base64 of the WAV as ASCII bytes (made on first use where the piece was not built with it)."""
         if self.b64 is None:
             assert self.wav is not None
-            self.b64 = b64_text(self.wav)
+            self.b64 = b64_bytes(self.wav)
         return self.b64
+
+    @property
+    def base64(self) -> str:
+        return self.b64_data.decode("ascii")
 
 
 def pcm16_of(audio: Audio) -> bytes:
@@ -71,11 +79,15 @@ def pcm16_of(audio: Audio) -> bytes:
     return np.clip(np.rint(array * 32768.0), -32768, 32767).astype("<i2").tobytes()
 
 
-def wav_from_pcm16(pcm: bytes) -> bytes:
-    header = b"RIFF" + struct.pack("<I", 36 + len(pcm)) + b"WAVE"
+def wav_header(pcm_bytes: int) -> bytes:
+    """The 44-byte header of a 16 kHz mono 16-bit PCM WAV whose data chunk holds ``pcm_bytes`` bytes."""
+    header = b"RIFF" + struct.pack("<I", 36 + pcm_bytes) + b"WAVE"
     header += b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, SAMPLE_RATE, _BYTES_PER_SECOND, 2, 16)
-    header += b"data" + struct.pack("<I", len(pcm))
-    return header + pcm
+    return header + b"data" + struct.pack("<I", pcm_bytes)
+
+
+def wav_from_pcm16(pcm: bytes | memoryview) -> bytes:
+    return wav_header(len(pcm)) + pcm
 
 
 def piece_bounds(n_bytes: int, chunk_size: float | None, mode: str) -> list[tuple[int, int]]:
@@ -102,15 +114,26 @@ class PreparedAudio:
     the loop (WAV header, copy and sha256 are CPU work) and then lets the raw
     PCM go, so a sample in flight holds its audio once, not twice; a piece
     that two shapes share (a clip shorter than both chunk sizes) is one object.
+    Audio that arrives as a canonical WAV (:meth:`from_wavs`) is its own
+    whole piece: no second copy of a 10 s clip is made to put a header on it.
     """
 
-    __slots__ = ("pcm_by_turn", "seconds", "_parts", "_pieces")
+    __slots__ = ("pcm_by_turn", "seconds", "_parts", "_pieces", "_wavs")
 
-    def __init__(self, pcm_by_turn: dict[int, bytes]) -> None:
-        self.pcm_by_turn = dict(pcm_by_turn)
+    def __init__(self, pcm_by_turn: Mapping[int, bytes | memoryview]) -> None:
+        self.pcm_by_turn: dict[int, bytes | memoryview] = dict(pcm_by_turn)
         self.seconds = {key: len(pcm) / _BYTES_PER_SECOND for key, pcm in self.pcm_by_turn.items()}
         self._parts: dict[tuple[int, float | None, str], list[AudioPart]] = {}
         self._pieces: dict[tuple[int, int, int], AudioPart] = {}
+        #: the canonical WAV (:func:`wav_header` + PCM) a key's PCM lies in, where the audio came as one
+        self._wavs: dict[int, bytes] = {}
+
+    @classmethod
+    def from_wavs(cls, wav_by_turn: dict[int, bytes]) -> PreparedAudio:
+        """Audio given as canonical WAVs (each :func:`wav_header` of its PCM, then the PCM), used as they are."""
+        prepared = cls({key: memoryview(wav)[WAV_HEADER_BYTES:] for key, wav in wav_by_turn.items()})
+        prepared._wavs = dict(wav_by_turn)
+        return prepared
 
     def __contains__(self, key: object) -> bool:
         return key in self.seconds
@@ -129,7 +152,9 @@ class PreparedAudio:
             for start, stop in piece_bounds(len(pcm), chunk_size, mode):
                 piece = self._pieces.get((key, start, stop))
                 if piece is None:
-                    piece = self._pieces[(key, start, stop)] = AudioPart.from_wav(wav_from_pcm16(pcm[start:stop]))
+                    whole = self._wavs.get(key) if (start, stop) == (0, len(pcm)) else None
+                    wav = whole if whole is not None else wav_from_pcm16(pcm[start:stop])
+                    piece = self._pieces[(key, start, stop)] = AudioPart.from_wav(wav)
                 found.append(piece)
             self._parts[cache_key] = found
         return found
@@ -146,6 +171,7 @@ class PreparedAudio:
         if release_pcm:
             self.pcm_by_turn = {}
             self._pieces = {}
+            self._wavs = {}
         return self
 
     def adopt(self, key: int, other: PreparedAudio, other_key: int) -> None:
@@ -153,6 +179,8 @@ class PreparedAudio:
         self.seconds[key] = other.seconds[other_key]
         if other_key in other.pcm_by_turn:
             self.pcm_by_turn[key] = other.pcm_by_turn[other_key]
+            if other_key in other._wavs:
+                self._wavs[key] = other._wavs[other_key]
         for (source, chunk_size, mode), parts in other._parts.items():
             if source == other_key:
                 self._parts[(key, chunk_size, mode)] = parts
