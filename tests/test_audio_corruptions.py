@@ -307,6 +307,7 @@ def test_a_sweep_runs_a_pair_per_level_and_the_server_receives_the_tables_snr(tm
         assert "m, level 5: 1; paired test p = " in html and "espeak_en_asr × word_error_rate: babble" in html
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_every_corruption_reaches_chat_and_transcription_and_chunks_and_is_remade(tmp_path: Path, make_server) -> None:
     from evalkit.util.confine import Roots
     from evalkit.view.media import MediaMissing, MediaPart, audio_wav

@@ -473,6 +473,7 @@ def test_unreadable_audio_fails_its_own_sample_only(tmp_path: Path, make_server)
     assert row.n == 1 and row.n_failed == 3 and row.error is None
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_audio_workers_end_when_evalkit_is_killed(tmp_path: Path, make_server) -> None:
     """kill -9 of evalkit must not leave its audio worker processes (or their forkserver) behind."""
     import os

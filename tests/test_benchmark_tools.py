@@ -70,6 +70,7 @@ async def _ask(url: str, n: int) -> list[dict[str, Any]]:
     return [r.json() for r in replies]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_ideal_server_answers_in_full_batches_each_taking_the_seconds_it_was_given(ideal_server: str) -> None:
     assert httpx.post(ideal_server + "/_batch_seconds", json={"seconds": 0.3}).json() == {"seconds": 0.3}
     answers = asyncio.run(_ask(ideal_server, 8))

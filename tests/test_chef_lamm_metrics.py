@@ -67,6 +67,7 @@ def test_caption_corpus_equals_chefs() -> None:
     assert figures["BLEU4"] > 0 and figures["Rouge"] > figures["BLEU4"]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.usefixtures("with_nltk_data")
 def test_lamm_classification_equals_chefs_class() -> None:
     pytest.importorskip("punkt.data.english", reason=PUNKT)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from helpers import ROOT, write_config
 
 
@@ -64,6 +65,7 @@ def test_info_mistakes_exit_2_with_a_message(tmp_path: Path) -> None:
     assert nameless.returncode == 2 and "give the dataset's name" in nameless.stderr
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_list_all_lists_every_kind(tmp_path: Path) -> None:
     proc = _evalkit(["list", "all", "--format", "json"], tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -19,6 +19,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from helpers import ROOT
 
@@ -184,6 +185,7 @@ def _mutation(rng: random.Random) -> tuple[str, str]:
     return text, "; ".join(steps)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_200_seeded_config_mutations_exit_0_or_2_with_a_short_message(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("EVALKIT_FUZZ_UNSET_VARIABLE", raising=False)

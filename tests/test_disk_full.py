@@ -76,6 +76,7 @@ def _stored(store: Path) -> int:
         return int(db.execute("SELECT count(*) FROM responses").fetchone()[0])
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize("full", ["output", "store"])
 def test_a_full_disk_stops_with_one_message_and_resume_finishes_with_clean_results(
     full: str, small_disk: Path, tmp_path: Path, make_server

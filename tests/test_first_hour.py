@@ -192,6 +192,7 @@ def expected_scores() -> dict[str, float]:
 # -- the journey --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_quick_start_runs_the_default_config(venv_bin: Path, tmp_path: Path) -> None:
     """README's quick start: `bash evaluate.sh` runs config.yaml (PocketSphinx behind evalkit serve), offline."""
     pytest.importorskip("pocketsphinx")
@@ -212,6 +213,7 @@ def test_the_quick_start_runs_the_default_config(venv_bin: Path, tmp_path: Path)
     assert (run_dir_of(ran.stdout) / "report.html").is_file()
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_new_users_first_hour(venv_bin: Path, tmp_path: Path, model_server: tuple[str, Path]) -> None:
     url, request_log = model_server
     folder = tmp_path / "my_eval"

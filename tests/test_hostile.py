@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import config_for, model_entry, run_measured, text_set
 
 N = 12
@@ -33,6 +34,7 @@ def _records(config: Path) -> dict[str, dict[str, Any]]:
     return {record["sample_id"]: record for record in map(json.loads, lines)}
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_each_hostile_answer_fails_with_its_reason_and_memory_stays_bounded(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, N)
     model = {"batch_size": 4, "timeout": 2, "retry_attempts": 1, "max_response_bytes": 1024 * 1024}

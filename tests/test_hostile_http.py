@@ -141,6 +141,7 @@ def models(url: str) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize("scheme", ["http", "https"])
 def test_each_hostile_answer_fails_its_sample_through_both_transports(
     scheme: str, tmp_path: Path, make_server: Any, tls: tuple[Path, Path]

@@ -86,6 +86,7 @@ def _score(run_dir: Path) -> tuple[float, int]:
     return row["score"], row["n"]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_rerun_and_a_resume_work_offline_from_the_rows_read(tmp_path: Path, server: Any) -> None:
     repo, config, env = _setup(tmp_path, server)
     offline = {**env, "HF_HUB_OFFLINE": "1"}
@@ -112,6 +113,7 @@ def test_a_rerun_and_a_resume_work_offline_from_the_rows_read(tmp_path: Path, se
     assert _score(second) == (0.8, 5)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_fetch_stores_a_split_ahead_and_a_partial_copy_says_what_is_missing(tmp_path: Path, server: Any) -> None:
     repo, config, env = _setup(tmp_path, server)
     fetched = _evalkit(

@@ -152,6 +152,7 @@ def _endpoints(kind: str, listener: Listener, busy_hub: Any) -> tuple[str, str]:
     }[kind]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize("kind", ["refused", "blackhole", "503"])
 @pytest.mark.parametrize("dry", [False, True], ids=["run", "dry-run"])
 def test_an_unreachable_hub_stops_the_run_at_once_with_one_message(

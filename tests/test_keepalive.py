@@ -682,6 +682,7 @@ def _hostile_attempts(url: str, lean: bool, monkeypatch: pytest.MonkeyPatch) -> 
     return run(main)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_hostile_answers_fail_the_same_way_through_both_transports(
     make_server, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -228,6 +228,7 @@ def _wait_mid_run(config: Path, run: _Run, timeout: float = 90) -> dict[str, Any
 # ------------------------------------------------------------------ tests
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_grammar_mode_is_exact_and_free_mode_is_real_and_stable(tmp_path: Path) -> None:
     grammar = _grammar(tmp_path / "grammar.txt")
     models = [_asr_model("ps-grammar", "--grammar", str(grammar)), _asr_model("ps-free")]
@@ -259,6 +260,7 @@ def test_grammar_mode_is_exact_and_free_mode_is_real_and_stable(tmp_path: Path) 
     assert _row(_results(first), "ps-free")["score"] == _row(_results(second), "ps-free")["score"]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_free_mode_transcript_does_not_depend_on_what_the_server_decoded_before(tmp_path: Path) -> None:
     """Two runs (or two orders of concurrent requests) give the same transcripts only if each clip is decoded afresh."""
     # three short clips; decoding either of the others in between changed the first one's transcript
@@ -304,6 +306,7 @@ def test_free_mode_transcript_does_not_depend_on_what_the_server_decoded_before(
         server.wait(30)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_queue_full_503s_are_retried_until_every_sample_is_scored(tmp_path: Path) -> None:
     # One clip decoded at a time and one waiting: four sent at once means 503 + Retry-After for
     # the other two, again and again while the first clips (3.6-5.8 s of speech, over a second to
@@ -326,6 +329,7 @@ def test_queue_full_503s_are_retried_until_every_sample_is_scored(tmp_path: Path
     _assert_gone(server)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupted_run_stops_its_server(tmp_path: Path, signum: int, code: int) -> None:
     grammar = _grammar(tmp_path / "grammar.txt")
@@ -345,6 +349,7 @@ def test_interrupted_run_stops_its_server(tmp_path: Path, signum: int, code: int
     assert not list(_output_dir(config).glob("*/results.json"))  # the run did not pretend to finish
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_killed_evalkit_takes_its_server_along(tmp_path: Path) -> None:
     """SIGKILL leaves evalkit no chance to clean up: the server's parent-death signal stops it."""
     config = _config(tmp_path, [_asr_model("ps", batch_size=2)], num_samples=20)
@@ -361,6 +366,7 @@ def test_killed_evalkit_takes_its_server_along(tmp_path: Path) -> None:
     assert _mentioning([server["command"][server["command"].index("--port-file") + 1]]) == []
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_server_that_cannot_start_fails_the_run_with_its_output(tmp_path: Path) -> None:
     not_a_model = tmp_path / "not-a-model"
     not_a_model.mkdir()

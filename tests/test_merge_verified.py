@@ -143,6 +143,7 @@ def test_deleted_and_duplicated_lines_are_refused_also_under_recomputed_checksum
     _refused(_merge_cli(shards, tmp_path / "out"), str(path), "no record of sample")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_shard_without_checksums_needs_trust_unverified(runs: dict[str, Any], tmp_path: Path) -> None:
     shards = _copy(runs, tmp_path)
     manifest = json.loads((shards[1] / "run.json").read_text())
@@ -181,6 +182,7 @@ def test_a_records_file_that_is_a_link_or_not_listed_is_refused(runs: dict[str, 
     _refused(_merge_cli(shards, tmp_path / "out"), str(manifest), "symbolic link")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_an_output_holding_links_or_foreign_files_is_never_written_through(
     runs: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -205,6 +207,7 @@ def test_an_output_holding_links_or_foreign_files_is_never_written_through(
     assert sorted(p.name for p in elsewhere.iterdir()) == ["keep.txt"]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_merge_killed_while_writing_leaves_the_earlier_merge_whole(runs: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert _merge_cli(runs["shards"], out).returncode == 0
@@ -236,6 +239,7 @@ def test_a_merge_killed_while_writing_leaves_the_earlier_merge_whole(runs: dict[
     assert _results(out) == _results(runs["whole"])
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_shard_over_max_failure_rate_is_refused_unless_allowed(tmp_path: Path, make_server) -> None:  # type: ignore[no-untyped-def]
     server = make_server({"answers": [{"match": "re:^question \\d*[05] ", "answer": "", "fault": "400"}]})
     runspecs = text_set(tmp_path, 40)

@@ -212,6 +212,7 @@ def test_a_plugin_that_raises_fails_only_its_own_pair(tmp_path: Path, server: An
     assert "engine qa__raises_in_corpus failed: metric 'raises_in_corpus': corpus() raised KeyError" in flat
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_plugin_beside_the_config_is_found_and_listed(tmp_path: Path, server: Any) -> None:
     code = readme_example()
     config = _project(tmp_path, ["word_recall"], {"word_recall": code}, server)

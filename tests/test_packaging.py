@@ -79,6 +79,7 @@ def test_the_wheel_carries_the_catalogue_its_data_and_the_prompts(installed: Pat
     assert {"espeak_en_asr", "basic_qa", "librispeech_test_clean"} <= names
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_installed_package_validates_and_runs_the_default_config(installed: Path, tmp_path: Path) -> None:
     pytest.importorskip("pocketsphinx")
     for name in ("sample_config.yaml", "config.yaml"):
@@ -209,6 +210,7 @@ def _modules(requirements: list[str]) -> set[str]:
     return {_MODULE_OF.get(n, n.replace("-", "_")) for n in names}
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_every_main_dependency_is_imported_by_the_package_and_test_only_ones_are_not() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]

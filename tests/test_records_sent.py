@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import soundfile as sf
 from helpers import config_for, model_entry, run, text_set
 
@@ -351,6 +352,7 @@ def test_a_rescored_record_keeps_what_was_sent_and_gains_stats(tmp_path: Path, m
     assert {r["sent"] for r in after} <= set(sent_of(outcome.run_dir, "synth_qa"))
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_hub_audio_is_named_by_repo_split_revision_and_row(tmp_path: Path, make_server) -> None:
     """A hub dataset (a local folder laid out like a hub repository, read through evalkit's real hub path)."""
     import io

@@ -216,6 +216,7 @@ def test_wder_equals_diarizationlm_per_sample_and_for_the_corpus(seed: int, dlm_
     assert float(metric.corpus(np.sum(stats, axis=0))) == pytest.approx(corpus["WDER"], rel=1e-12)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_alignment_and_the_normalisation_are_diarizationlm_s(dlm_metrics: Any) -> None:
     from diarizationlm import levenshtein  # the package's own Python implementation (the C++ one is used by metrics)
     from diarizationlm.utils import normalize_text

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from helpers import closed_port, config_for, model_entry, run, text_set
 
 from evalkit.clients.circuit import Circuit
@@ -40,6 +41,7 @@ def row(outcome, model: str, metric: str = "exact_match") -> Any:  # type: ignor
 # -- the fault mix -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_fault_mix_2000_samples_every_sample_scored_or_failed_and_predictions_match_clean(
     tmp_path: Path, make_server
 ) -> None:
@@ -85,6 +87,7 @@ def test_fault_mix_2000_samples_every_sample_scored_or_failed_and_predictions_ma
     assert sorted(stored) == sorted(scored.values())
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_dead_endpoint_1000_samples_fail_fast_as_endpoint_unavailable_and_a_dead_replica_takes_no_work(
     tmp_path: Path, make_server
 ) -> None:
@@ -328,6 +331,7 @@ def test_deadline_bounds_a_request_over_all_its_attempts(make_server) -> None:
 # -- pacing --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_requests_per_minute_delay_and_tokens_per_minute(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, 12, words=100)  # 100-word questions echoed back: usage.total_tokens = 200 each
     server = make_server(request_log=True)

@@ -72,6 +72,7 @@ def _wait_for(condition: Any, process: subprocess.Popen[str], what: str) -> Any:
     raise AssertionError(f"never: {what}")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_hung_replica_is_taken_out_its_requests_finish_elsewhere_and_it_is_replaced(tmp_path: Path) -> None:
     project = tmp_path / "project"
     runspecs = text_set(project, N)

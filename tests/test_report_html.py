@@ -285,6 +285,7 @@ def _png_rows(data: bytes, max_rows: int) -> tuple[int, int, list[bytes]]:
     return width, bpp, rows
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
 def test_chromium_renders_the_charts(run_dir: Path, tmp_path: Path) -> None:
     browser = _chromium()

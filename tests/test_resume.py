@@ -128,6 +128,7 @@ def setup(tmp_path: Path, make_server) -> dict[str, Any]:  # type: ignore[no-unt
     return {"clean": _scores(clean.run_dir / "results.json"), "server": server, "config": config}
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_kill_9_then_the_same_command_resends_nothing_recorded_and_scores_equal(setup: dict[str, Any]) -> None:
     server, config = setup["server"], setup["config"]
     killed = _start_and_kill(config, server, config.parent)
@@ -199,6 +200,7 @@ def test_resume_refuses_a_changed_config_or_a_folder_that_is_no_run(tmp_path: Pa
         plan_for_resume(tmp_path / "nope")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_resumed_plan_gets_its_secrets_back_from_the_config_file(
     tmp_path: Path, speech_runspecs, monkeypatch
 ) -> None:  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from helpers import evalkit_cli, run, text_set, write_config
 
@@ -55,6 +56,7 @@ def _results(run_dir: Path) -> list[dict[str, Any]]:
     return [{k: v for k, v in row.items() if k not in ("seconds", "usage", "judge_usage")} for row in rows]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_run_that_lost_its_server_is_incomplete_and_its_resume_follows_the_new_url(tmp_path: Path) -> None:
     from evalkit.testing import start_test_server
 

@@ -80,6 +80,7 @@ def _manifest(run_dir: Path) -> dict[str, object]:
     return json.loads((run_dir / "run.json").read_text())
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_store_that_fails_ends_the_run_with_one_line_and_exit_1(
     tmp_path: Path, make_server, locked_store: Path
 ) -> None:
@@ -102,6 +103,7 @@ def test_a_store_that_fails_ends_the_run_with_one_line_and_exit_1(
     assert f"cannot write {locked_store} (OperationalError: database is locked)" in str(manifest["error"])
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_sigterm_ends_a_run_stuck_in_a_commit_within_5_s_and_the_resume_finishes(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, N)
     server = make_server(request_log=True)

@@ -36,6 +36,7 @@ def _run_dir(output: Path) -> Path:
 # ---------------------------------------------------------------- 1 + 2: exit codes and reasons
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_too_many_failures_exit_3_and_an_absent_endpoint_exit_5_after_writing_everything(
     tmp_path: Path, make_server
 ) -> None:
@@ -93,6 +94,7 @@ def test_too_many_failures_exit_3_and_an_absent_endpoint_exit_5_after_writing_ev
     assert only_good.returncode == 0 and "Failed samples" not in only_good.stdout
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_max_failure_rate_from_the_config_and_flag_mistakes_name_the_flag(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, 6)
     flaky = make_server({"model": "m", "faults": {"seed": 2, "rates": {"500": 0.4}}})
@@ -171,6 +173,7 @@ def _wait_until_asked(server: Any, output: Path, proc: subprocess.Popen[str], ti
     raise AssertionError("no request arrived in time")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_is_clean_marks_the_run_and_prints_the_resume_command(
     tmp_path: Path, make_server, speech_runspecs: dict[str, Any], sig: int, code: int
@@ -294,6 +297,7 @@ def test_progress_summary_and_report_count_requests_samples_and_stored_answers_a
 # ---------------------------------------------------------------- 6: a dry run checks what it can
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_dry_run_checks_local_files_and_what_each_endpoint_serves(tmp_path: Path, make_server) -> None:
     from helpers import tone_wav
 

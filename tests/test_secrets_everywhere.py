@@ -95,6 +95,7 @@ def _evalkit(config: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the launched server's process group is read from /proc"
 )
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_no_planted_secret_reaches_a_file_or_the_console(tmp_path: Path, make_server) -> None:
     runspecs = text_set(tmp_path, N)
     server = make_server(require_auth="the-only-accepted-key-0000", echo_auth=True)

@@ -344,6 +344,7 @@ def test_concurrent_requests_are_batched(servers: dict[str, ServeProcess], speec
     assert after["max_batch_size_seen"] <= 8
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_full_queue_answers_503_with_retry_after(servers: dict[str, ServeProcess], speech: Path) -> None:
     url = servers["free"].url  # --max-queue 1 --max-batch-size 1, free decoding takes a while
     # several seconds of speech, so one decode outlasts the arrival of all 16 requests even on a loaded machine

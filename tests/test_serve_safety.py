@@ -166,6 +166,7 @@ def test_listening_beyond_loopback_without_a_key_warns(monkeypatch: pytest.Monke
         assert "warning" not in keyed.stderr() and KEY not in keyed.stderr()
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_launched_evalkit_serve_requires_the_entrys_auth_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -241,6 +242,7 @@ def _upload(url: str, results: list[RawAnswer], lock: threading.Lock) -> None:
         results.append(answer)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_body_budget_bounds_memory_and_answers_503(server: ServeProcess) -> None:
     process = psutil.Process(server.proc.pid)
     baseline = process.memory_info().rss
@@ -282,6 +284,7 @@ def test_the_body_budget_bounds_memory_and_answers_503(server: ServeProcess) -> 
         assert client.get("/v1/models", headers=AUTH).status_code == 200
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_slow_sender_is_cut_off_at_the_body_timeout(server: ServeProcess) -> None:
     with socket.create_connection(_address(server.url), timeout=30) as sock:
         sock.sendall(_head("/v1/chat/completions", 1000))

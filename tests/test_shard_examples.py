@@ -111,6 +111,7 @@ def test_slurm_scripts_are_valid_bash_and_agree_on_the_shard_count() -> None:
     assert '--dependency="afterany:$array"' in (SLURM / "submit.sh").read_text()
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_slurm_array_then_merge_equals_one_run(plan: dict[str, Any], tmp_path: Path) -> None:
     env = {**plan["env"], "EVALKIT_SHARDS": "4", "FAKE_SBATCH_LOG": str(tmp_path / "sbatch.log")}
     out = tmp_path / "sharded"
@@ -152,6 +153,7 @@ def test_slurm_array_then_merge_equals_one_run(plan: dict[str, Any], tmp_path: P
     assert wide.returncode == 2 and "use --array=0-3" in wide.stderr
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_slurm_task_whose_server_moved_runs_again_against_the_new_address(
     plan: dict[str, Any], tmp_path: Path
 ) -> None:

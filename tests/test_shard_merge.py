@@ -208,6 +208,7 @@ def _timeless(record: dict[str, Any]) -> str:
     return json.dumps({k: v for k, v in record.items() if k not in how}, sort_keys=True)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_merge_refuses_a_missing_shard_a_duplicate_and_another_plan(runs: dict[str, Any], tmp_path: Path) -> None:
     shards = [str(d) for d in runs["shards"]]
     missing = evalkit_cli(["merge", *shards[:2], shards[3]], tmp_path)
@@ -295,6 +296,7 @@ def test_merge_on_the_command_line(runs: dict[str, Any], tmp_path: Path) -> None
     assert taken.returncode == 2 and "one of the shards' folders" in taken.stderr
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_shard_resumes_as_its_shard_and_merges(runs: dict[str, Any], tmp_path: Path) -> None:
     import shutil
 

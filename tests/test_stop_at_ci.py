@@ -293,6 +293,7 @@ def test_the_same_config_again_stops_at_the_same_sample_from_the_store(stopped: 
             assert second[key][field] == row[field], (key, field)
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_a_killed_run_resumed_stops_where_an_uninterrupted_one_does(tmp_path: Path) -> None:
     """kill -9 half way to the stop, then `--resume`: same samples, same score and CI, nothing asked twice."""
     from evalkit.testing import start_test_server

@@ -81,6 +81,7 @@ def _clean_run(tmp_path: Path, server: Any) -> tuple[Path, Path, dict[str, Any]]
     return config, tmp_path / "runs" / "responses.sqlite", _score(first.stdout)[0]
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 @pytest.mark.parametrize("kind", [TABLE_LEAF, INDEX_LEAF], ids=["table-page", "index-page"])
 def test_a_damaged_store_is_set_aside_untouched_and_the_run_scores_as_a_clean_one(
     tmp_path: Path, make_server, kind: int

@@ -226,6 +226,7 @@ def check_media(driver: Any) -> None:
     assert audio["error"] is None and audio["duration"] > 0, audio
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_filter_open_a_sample_hear_its_audio_and_see_its_image(
     real_run: Path, browser: Any, shots: Path, tmp_path: Path
 ) -> None:

@@ -305,6 +305,7 @@ def _big_records(path: Path, n: int) -> None:
             handle.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
 
+@pytest.mark.slow  # an end-to-end test: run once by .ci/run, not in every quick-start venv
 def test_the_index_cache_is_private_small_and_leaves_no_temporary_files(tmp_path: Path) -> None:
     run = tmp_path / "runs" / RUN
     records = run / "records" / "qa__exact_match.jsonl"
