@@ -121,7 +121,7 @@ except ImportError:  # an evalkit that indexes on first view, in its cache folde
     states = [index.refresh(records, "records"), index.refresh(sent, "sent")]
     where = "cache, first view"
 else:
-    index_run(run)
+    index_run(run, min_bytes=0)
     from evalkit.view import index
     states = [index.refresh(records, "records"), index.refresh(sent, "sent")]
     where = "run folder, end of run"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -280,7 +281,12 @@ def test_shard_of_is_stable_and_spreads() -> None:
 
 
 def test_merge_on_the_command_line(runs: dict[str, Any], tmp_path: Path) -> None:
-    done = evalkit_cli(["merge", *map(str, reversed(runs["shards"])), "--output", str(tmp_path / "m")], tmp_path)
+    # the index is written as a merge ends for a run of any size when the threshold is 0 (the default leaves these
+    # few records to the viewer)
+    env = {**os.environ, "EVALKIT_VIEW_INDEX_MIN_BYTES": "0"}
+    done = evalkit_cli(
+        ["merge", *map(str, reversed(runs["shards"])), "--output", str(tmp_path / "m")], tmp_path, env=env
+    )
     assert done.returncode == 0, done.stderr
     # the results table's title wraps where the terminal is narrow: compare its words, not its lines
     assert "merged from 4 shards" in " ".join(done.stdout.split())

@@ -25,7 +25,7 @@ from evalkit.view import index as view_index
 from evalkit.view import scan
 from evalkit.view.indexcheck import folder_index
 from evalkit.view.queries import PairFilter, Sources, samples_page
-from evalkit.view.runindex import index_run
+from evalkit.view.runindex import EAGER_BYTES, EAGER_BYTES_ENV, eager_bytes, index_run
 from evalkit.view.runs import find_pair
 from evalkit.view.viewer import Viewer
 
@@ -112,7 +112,7 @@ def _sources(viewer: Viewer) -> tuple[Any, Any]:
 
 def test_the_index_a_run_wrote_is_used_as_it_is_and_answers_as_a_scan_does(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "runs")
-    assert index_run(run_dir) == 4  # two records files, two sent files
+    assert index_run(run_dir, min_bytes=0) == 4  # two records files, two sent files
     viewer = Viewer([tmp_path / "runs"])
     run, pair = _sources(viewer)
     sources = viewer.sources(run, pair)
@@ -126,7 +126,7 @@ def test_the_index_a_run_wrote_is_used_as_it_is_and_answers_as_a_scan_does(tmp_p
         assert from_run == scan.samples_page(pair.records, pair.sent, f), query
         assert from_run == samples_page(own, f), query
     assert samples_page(sources, PairFilter.parse({"q": "transcribe"}))["total"] > 0  # a prompt's text is searched
-    assert index_run(run_dir) == 0  # current already: left as it is
+    assert index_run(run_dir, min_bytes=0) == 0  # current already: left as it is
 
 
 def _edit_middle(path: Path) -> None:
@@ -147,7 +147,7 @@ def _damage(case: str, run_dir: Path, db: Path, records: Path, tmp_path: Path) -
         shutil.copyfile(db.with_name("pics__exact_match.jsonl.sqlite"), db)
     elif case == "another run's index":
         other = make_run(tmp_path / "other", shift=4)
-        index_run(other)
+        index_run(other, min_bytes=0)
         shutil.copyfile(folder_index(other / "records" / records.name, "records")[0], db)  # type: ignore[index]
     elif case == "garbage pages":
         data = bytearray(db.read_bytes())
@@ -201,7 +201,7 @@ def _damage(case: str, run_dir: Path, db: Path, records: Path, tmp_path: Path) -
 )
 def test_a_run_folders_index_that_does_not_match_is_not_used_nor_touched(tmp_path: Path, case: str) -> None:
     run_dir = make_run(tmp_path / "runs")
-    index_run(run_dir)
+    index_run(run_dir, min_bytes=0)
     records = run_dir / "records" / "speech__word_error_rate.jsonl"
     db = folder_index(records, "records")[0]  # type: ignore[index]
     _damage(case, run_dir, db, records, tmp_path)
@@ -222,7 +222,7 @@ def test_a_damaged_index_found_by_a_query_is_set_aside_and_the_page_still_answer
     """Damage the checks before use cannot see (pages no check reads): the query that meets it says so, and the
     page is answered from the file while the viewer builds its own index."""
     run_dir = make_run(tmp_path / "runs", n=400)
-    index_run(run_dir)
+    index_run(run_dir, min_bytes=0)
     viewer = Viewer([tmp_path / "runs"])
     run, pair = _sources(viewer)
     state = view_index.refresh(pair.records, "records")
@@ -245,7 +245,7 @@ def test_a_damaged_index_found_by_a_query_is_set_aside_and_the_page_still_answer
 
 def test_filter_choices_an_index_carries_are_taken_only_in_the_shape_a_build_writes(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "runs")
-    index_run(run_dir)
+    index_run(run_dir, min_bytes=0)
     records = run_dir / "records" / "speech__word_error_rate.jsonl"
     db = folder_index(records, "records")[0]  # type: ignore[index]
     conn = sqlite3.connect(db)
@@ -269,7 +269,8 @@ def test_evalkit_run_writes_the_index_the_viewer_then_takes(tmp_path: Path) -> N
     server = start_test_server({})
     try:
         config = config_for(tmp_path, runspecs, [model_entry("m", server.base_url)], [["synth_qa", "exact_match"]])
-        done = evalkit_cli(["run", str(config), "--quiet"], tmp_path)
+        # 12 records are under the size a run is indexed at as it ends: 0 asks for every run's index
+        done = evalkit_cli(["run", str(config), "--quiet"], tmp_path, env={**os.environ, EAGER_BYTES_ENV: "0"})
     finally:
         server.stop()
     assert done.returncode == 0, done.stderr
@@ -283,3 +284,50 @@ def test_evalkit_run_writes_the_index_the_viewer_then_takes(tmp_path: Path) -> N
     found = viewer.pair(run_dir.name, "synth_qa", "exact_match", {"q": "question 1"})
     assert found["indexed"] and found["total"] == 3  # questions 1, 10 and 11
     assert not list((tmp_path / "cache").rglob("*.sqlite"))  # the viewer built nothing of its own
+
+
+def test_a_small_run_is_left_to_the_viewer_which_indexes_it_on_first_view(tmp_path: Path) -> None:
+    from helpers import config_for, evalkit_cli, model_entry, text_set
+
+    from evalkit.testing import start_test_server
+
+    runspecs = text_set(tmp_path, 12)
+    server = start_test_server({})
+    try:
+        config = config_for(tmp_path, runspecs, [model_entry("m", server.base_url)], [["synth_qa", "exact_match"]])
+        env = {k: v for k, v in os.environ.items() if k != EAGER_BYTES_ENV}
+        done = evalkit_cli(["run", str(config), "--quiet"], tmp_path, env=env)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    assert not (run_dir / "index").exists()  # a few KB: indexing it as the run ends would only cost the run
+    viewer = Viewer([tmp_path / "runs"])
+    found = viewer.pair(run_dir.name, "synth_qa", "exact_match", {"q": "question 1"})
+    # questions 1, 10 and 11, as from a run folder's own index: read from the file until the viewer's own index
+    # (built in the background by `evalkit view`, in its cache folder) is ready
+    assert found["total"] == 3 and not found["indexed"]
+
+
+def test_the_threshold_is_read_from_the_environment_and_a_mistake_keeps_the_default(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    assert eager_bytes({}) == EAGER_BYTES
+    assert eager_bytes({EAGER_BYTES_ENV: "0"}) == 0
+    assert eager_bytes({EAGER_BYTES_ENV: " 1048576 "}) == 1 << 20
+    for wrong in ("-1", "16MB", "1.5"):
+        with caplog.at_level("WARNING", logger="evalkit.view"):
+            assert eager_bytes({EAGER_BYTES_ENV: wrong}) == EAGER_BYTES
+        assert EAGER_BYTES_ENV in caplog.text and "whole number of bytes" in caplog.text
+        caplog.clear()
+
+
+def test_a_run_at_the_threshold_is_indexed_as_it_ends_and_one_under_it_is_not(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (run_dir / "records" / "sent").mkdir(parents=True)
+    records = run_dir / "records" / "p__m.jsonl"
+    records.write_text("".join(json.dumps({"sample_id": str(i), "model": "m", "score": 1.0}) + "\n" for i in range(50)))
+    size = records.stat().st_size
+    assert index_run(run_dir, min_bytes=size + 1) == 0 and not (run_dir / "index").exists()
+    assert index_run(run_dir, min_bytes=size) == 1
+    assert (run_dir / "index" / "p__m.jsonl.sqlite").is_file()
