@@ -817,6 +817,14 @@ def _plugin_info(name: str, cls: type[Metric]) -> MetricInfo:
     )
 
 
+def builtin_info(name: str) -> MetricInfo | None:
+    """A built-in metric's row by canonical name, read from the static table alone (no plugin is looked for)."""
+    return _BUILTIN_BY_NAME.get(name)
+
+
+_BUILTIN_BY_NAME = {info.name: info for info in BUILTIN_METRICS}
+
+
 def metric_infos() -> dict[str, MetricInfo]:
     """Every metric by canonical name: the static table, then the plugins' metrics from the registry.
 
