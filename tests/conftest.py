@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,12 @@ import pytest
 from helpers import tone_wav
 
 from evalkit.testing import audio_fingerprint, start_test_server
+
+# A suite started in the background by a non-interactive shell (`bash script.sh &`, nohup) inherits Ctrl-C
+# ignored, and every evalkit it starts would ignore it too, as evalkit rightly does for nohup: the tests that
+# interrupt a run would then see it finish. A Python handler here becomes the default again in each child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ASR_CLIPS = [
     ("clip1", "hello world", 220.0, 1.0),
