@@ -151,15 +151,20 @@ def test_records_without_stats_or_with_two_widths_fall_back_to_the_mean_as_the_r
     assert found == expected and found["statistic"] == "mean"
 
 
-def test_an_index_that_names_other_records_is_set_aside_and_the_files_give_the_figures(tmp_path: Path) -> None:
-    rng = random.Random(11)
-    _write_run(tmp_path, RUN_A, "word_error_rate", _wer_records(rng, ["m1", "m2"], 80, shift=0.3), ["m1", "m2"])
+def _speech_index(tmp_path: Path) -> tuple[Viewer, Any]:
+    """A viewer over ``tmp_path`` and the index state of RUN_A's speech x word_error_rate pair."""
     viewer = Viewer([tmp_path])
     run = viewer.catalog.get(RUN_A)
     assert run is not None
     pair = find_pair(run, "speech", "word_error_rate")
     assert pair is not None
-    state = viewer.sources(run, pair).index
+    return viewer, viewer.sources(run, pair).index
+
+
+def test_an_index_that_names_other_records_is_set_aside_and_the_files_give_the_figures(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    _write_run(tmp_path, RUN_A, "word_error_rate", _wer_records(rng, ["m1", "m2"], 80, shift=0.3), ["m1", "m2"])
+    _, state = _speech_index(tmp_path)
     with sqlite3.connect(state.db) as db:  # the cache's index, edited: m1's rows point at m2's lines
         db.execute("UPDATE rec SET off = (SELECT off FROM rec r WHERE r.id = rec.id + 1) WHERE model = 'm1'")
     db.close()
@@ -193,12 +198,7 @@ def test_the_changed_samples_listing_pages_through_every_change_in_its_order(tmp
     rng = random.Random(2)
     records = _wer_records(rng, ["m1", "m2"], 150, shift=0.5)
     _write_run(tmp_path, RUN_A, "word_error_rate", records, ["m1", "m2"])
-    viewer = Viewer([tmp_path])
-    run = viewer.catalog.get(RUN_A)
-    assert run is not None
-    pair = find_pair(run, "speech", "word_error_rate")
-    assert pair is not None
-    state = viewer.sources(run, pair).index
+    viewer, state = _speech_index(tmp_path)
     whole = changed_samples(state, "m1", state, "m2", limit=1000)
     expected = _changes_by_hand(records, "m1", "m2")
     assert [(r["sample_id"], r["score_a"], r["score_b"]) for r in whole["rows"]] == expected
