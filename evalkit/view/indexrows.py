@@ -24,7 +24,7 @@ RecordRow = tuple[str, str, int | None, float | None, str | None, str | None]
 def text(value: Any) -> str:
     if value is None:
         return ""
-    if type(value) is str or isinstance(value, str):
+    if isinstance(value, str):
         return value
     if isinstance(value, (list, tuple)):
         return "\n".join(text(v) for v in value)
