@@ -269,12 +269,13 @@ def test_a_close_mid_body_fails_as_connection_and_is_never_retried(sent: bytes, 
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_keep_alive_race_a_reused_connection_closed_unanswered_is_retried_once_on_a_fresh_one(loop: str) -> None:
     """The server answers the first request of each connection, then closes on the next without a byte."""
-    per_connection: dict[int, int] = {}
+    # keyed by the writer itself, never id(writer): a closed connection's writer, once freed, may
+    # leave its id to the next one, which then counts as reused and is closed on its first request
+    per_connection: dict[asyncio.StreamWriter, int] = {}
 
     async def answer(index: int, request: bytes, writer: asyncio.StreamWriter) -> bool:
-        key = id(writer)
-        per_connection[key] = per_connection.get(key, 0) + 1
-        if per_connection[key] > 1:
+        per_connection[writer] = per_connection.get(writer, 0) + 1
+        if per_connection[writer] > 1:
             return False  # closed as if by its idle timeout, just as the request came
         writer.write(ok())
         return True
