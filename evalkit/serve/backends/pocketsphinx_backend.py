@@ -4,13 +4,14 @@ It needs no download (the en-us acoustic model, dictionary and language model
 ship inside the ``pocketsphinx`` wheel), which makes it the backend for tests
 and for trying ``evalkit serve`` on any machine. With ``grammar=FILE`` the
 search is limited to the sentences in FILE, so a test can expect exact text.
+Utterances are decoded in a child process (:mod:`pocketsphinx_process`), whose
+GIL the decoder may hold as long as it likes: the server keeps answering.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ import pocketsphinx
 
 from evalkit.errors import UserError
 from evalkit.serve.backends.base import Backend, ChatInput, Generated, InputError
+from evalkit.serve.backends.pocketsphinx_process import DecoderProcess
 
 SAMPLE_RATE = 16000
 
@@ -75,18 +77,17 @@ class PocketsphinxBackend(Backend):
                     f"--model {model_path}: not a directory (expected a pocketsphinx acoustic model folder)"
                 )
             config["hmm"] = os.fspath(model_path)
-        self._decoder = pocketsphinx.Decoder(**config)
-        # The decoder is not thread-safe; the server calls from one worker thread,
-        # the lock keeps any other caller (tests, scripts) safe as well.
-        self._lock = threading.Lock()
         self._sentences: dict[tuple[str, ...], str] = {}
+        jsgf = None
         if self.grammar_path is not None:
-            self._use_grammar(self.grammar_path)
+            # a decoder here only to check the grammar's words: utterances are decoded in a child process
+            jsgf = self._use_grammar(self.grammar_path, pocketsphinx.Decoder(**config))
+        self._process: DecoderProcess | None = DecoderProcess(config, jsgf)
 
     # ------------------------------------------------------------------ grammar
 
-    def _use_grammar(self, path: str) -> None:
-        """Limit recognition to the sentences of ``path`` (one per line, '#' starts a comment)."""
+    def _use_grammar(self, path: str, decoder: pocketsphinx.Decoder) -> str:
+        """The JSGF grammar that limits recognition to the sentences of ``path`` (one per line, '#' a comment)."""
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
@@ -100,7 +101,7 @@ class PocketsphinxBackend(Backend):
             if not words:
                 raise UserError(f"--grammar {path} line {number}: {line!r} has no words")
             for word in words:
-                if self._decoder.lookup_word(word) is None:
+                if decoder.lookup_word(word) is None:
                     unknown.append(f"{word!r} (line {number})")
             self._sentences.setdefault(tuple(words), line)
         if unknown:
@@ -114,23 +115,18 @@ class PocketsphinxBackend(Backend):
         alternatives = " | ".join(f"( {' '.join(words)} )" for words in self._sentences)
         jsgf = f"#JSGF V1.0;\ngrammar evalkit;\npublic <sentence> = {alternatives} ;\n"
         try:
-            self._decoder.add_jsgf_string("evalkit_grammar", jsgf)
+            decoder.add_jsgf_string("evalkit_grammar", jsgf)
         except ValueError as exc:
             raise UserError(f"--grammar {path}: pocketsphinx rejected the grammar ({exc})") from None
-        self._decoder.activate_search("evalkit_grammar")
+        return jsgf
 
     # ------------------------------------------------------------------ recognition
 
     def _recognize(self, audio: np.ndarray) -> str:
-        with self._lock:
-            # fresh feature state (noise estimate, CMN) per utterance: a transcript must not
-            # depend on which clips the server happened to decode before it
-            self._decoder.reinit_feat()
-            self._decoder.start_utt()
-            self._decoder.process_raw(_to_pcm16(audio), no_search=False, full_utt=True)
-            self._decoder.end_utt()
-            hyp = self._decoder.hyp()
-        text = hyp.hypstr.strip() if hyp is not None else ""
+        process = self._process
+        if process is None:
+            raise RuntimeError("the pocketsphinx backend is closed")
+        text = process.decode(_to_pcm16(audio))
         if self._sentences:
             # give back the sentence as the grammar file wrote it (case, punctuation)
             return self._sentences.get(tuple(text.split()), text)
@@ -154,9 +150,14 @@ class PocketsphinxBackend(Backend):
             answers.append(Generated(" ".join(kept), completion_tokens=len(kept)))
         return answers
 
+    def failure(self) -> str | None:
+        process = self._process
+        return process.failure if process is not None else None
+
     def close(self) -> None:
-        with self._lock:
-            self._decoder = None
+        process, self._process = self._process, None
+        if process is not None:
+            process.close()
 
 
 def _last_user_audio(messages: list[dict[str, Any]]) -> list[np.ndarray]:

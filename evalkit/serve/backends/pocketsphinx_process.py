@@ -1,0 +1,145 @@
+"""PocketSphinx's decoder in a child process of its own.
+
+Its Python binding holds the GIL for the whole of an utterance's decode (about
+a second per clip, several on a crowded machine). Run in the server's own
+process, every step of the event loop (accepting a connection, reading a
+request, writing an answer) then waits for a whole decode: ``/health`` went
+unanswered for more than ``launch.health_interval`` while a batch was being
+decoded, and the launcher took a working server for a hung one. In a child
+process the decode holds only the child's GIL, and the server answers at once.
+
+The child runs this file as a script, not as a multiprocessing worker:
+multiprocessing's ``spawn`` runs the parent's main script again in the child,
+which breaks a script without a ``__main__`` guard or ``python -`` (and
+``fork`` is unsafe beside the server's threads). The file imports nothing of
+evalkit, so the child loads only pocketsphinx, wherever evalkit was imported
+from. It ignores SIGINT (a Ctrl-C reaches the whole process group; the server
+decides) and ends when the server closes the pipe, even if the server was
+killed.
+
+The pipe carries frames: a 4-byte big-endian length, then the bytes. The
+parent sends the decoder's settings (JSON) first and gets ``ready``; then each
+utterance (16 kHz mono 16-bit PCM) is answered with its transcript (UTF-8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from typing import IO, Any
+
+_LENGTH = struct.Struct(">I")
+
+
+def _read_frame(stream: IO[bytes]) -> bytes | None:
+    """One frame, or None at the end of the stream (the other side is gone)."""
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        return None
+    (length,) = _LENGTH.unpack(head)
+    body = stream.read(length)
+    return body if len(body) == length else None
+
+
+def _write_frame(stream: IO[bytes], body: bytes) -> None:
+    stream.write(_LENGTH.pack(len(body)) + body)
+    stream.flush()
+
+
+class DecoderProcess:
+    """One child process holding one decoder; utterances are decoded there, one at a time."""
+
+    def __init__(self, config: dict[str, Any], jsgf: str | None) -> None:
+        #: why the child can decode nothing more (it died), for GET /health
+        self.failure: str | None = None
+        self._lock = threading.Lock()
+        self._child = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        # settings now, and wait for the decoder: a child that cannot start fails the backend's start
+        answer = self._exchange(json.dumps({"config": config, "jsgf": jsgf}).encode())
+        if answer != "ready":
+            raise RuntimeError(f"the pocketsphinx decoder process did not start ({answer!r})")
+
+    def decode(self, pcm16: bytes) -> str:
+        """The transcript of one utterance of 16 kHz mono 16-bit PCM."""
+        return self._exchange(pcm16)
+
+    def _exchange(self, body: bytes) -> str:
+        with self._lock:
+            if self.failure is not None:
+                raise RuntimeError(self.failure)
+            stdin, stdout = self._child.stdin, self._child.stdout
+            assert stdin is not None and stdout is not None
+            try:
+                _write_frame(stdin, body)
+                answer = _read_frame(stdout)
+            except (BrokenPipeError, OSError, ValueError):
+                answer = None
+            if answer is None:
+                code = self._child.poll()
+                self.failure = "the pocketsphinx decoder process ended unexpectedly" + (
+                    f" (exit code {code})" if code is not None else ""
+                )
+                raise RuntimeError(self.failure)
+            return answer.decode("utf-8")
+
+    def close(self) -> None:
+        with self._lock:
+            if self.failure is None:
+                self.failure = "the pocketsphinx backend is closed"
+            if self._child.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._child.stdin.close()  # end of input: the child exits
+            try:
+                self._child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+            if self._child.stdout is not None:
+                self._child.stdout.close()
+
+
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    """In the child: settings, then one transcript per utterance, until the parent closes the pipe."""
+    import pocketsphinx
+
+    settings = _read_frame(requests)
+    if settings is None:
+        return
+    options = json.loads(settings)
+    decoder = pocketsphinx.Decoder(**options["config"])
+    if options["jsgf"] is not None:
+        decoder.add_jsgf_string("evalkit_grammar", options["jsgf"])
+        decoder.activate_search("evalkit_grammar")
+    _write_frame(answers, b"ready")
+    while (pcm16 := _read_frame(requests)) is not None:
+        # fresh feature state (noise estimate, CMN) per utterance: a transcript must not
+        # depend on which clips the server happened to decode before it
+        decoder.reinit_feat()
+        decoder.start_utt()
+        decoder.process_raw(pcm16, no_search=False, full_utt=True)
+        decoder.end_utt()
+        hyp = decoder.hyp()
+        _write_frame(answers, (hyp.hypstr.strip() if hyp is not None else "").encode("utf-8"))
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # the pipe is the protocol's alone: anything the library prints goes to stderr instead
+    answers = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    _serve(sys.stdin.buffer, answers)
+
+
+if __name__ == "__main__":
+    main()
