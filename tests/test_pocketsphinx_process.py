@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import ServeProcess
 
 pocketsphinx = pytest.importorskip("pocketsphinx")
 sf = pytest.importorskip("soundfile")
@@ -90,11 +91,32 @@ def test_a_decoder_process_that_dies_is_named_and_fails_what_follows() -> None:
         assert made._process is not None
         os.kill(made._process._child.pid, signal.SIGKILL)
         made._process._child.wait()
-        with pytest.raises(RuntimeError, match="decoder process ended unexpectedly"):
+        reason = "the pocketsphinx decoder process was killed by signal 9; restart evalkit serve"
+        assert made.failure() == reason  # GET /health says so before any request finds out
+        with pytest.raises(RuntimeError, match="killed by signal 9"):
             made.transcribe_batch(clips(1))
-        assert "decoder process ended unexpectedly" in (made.failure() or "")
     finally:
         made.close()
+
+
+def test_a_killed_decoder_process_ends_the_server_with_code_1_naming_the_signal() -> None:
+    server = ServeProcess("--backend", "pocketsphinx", "--port", "0", own_session=True)
+    try:
+        server.wait_listening()
+        children = Path(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children").read_text().split()
+        assert len(children) == 1, children  # the decoder process
+        os.kill(int(children[0]), signal.SIGKILL)
+        code = server.wait(60)
+        stderr = server.stderr()
+        assert code == 1, stderr
+        errors = [line for line in stderr.splitlines() if line.startswith("evalkit serve: error: ")]
+        assert errors == [
+            "evalkit serve: error: the pocketsphinx decoder process was killed by signal 9; restart evalkit serve"
+        ], stderr
+        assert "Traceback" not in stderr
+    finally:
+        if server.proc.poll() is None:
+            server.terminate()
 
 
 def test_a_script_without_a_main_guard_or_file_can_use_the_backend(tmp_path: Path) -> None:
@@ -125,3 +147,5 @@ def test_closing_ends_the_child() -> None:
     made.close()
     assert child.poll() == 0
     assert made.failure() is None  # closed on purpose: nothing to report
+    with pytest.raises(RuntimeError, match="closed"):
+        made.transcribe_batch(clips(1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,11 @@ class PocketsphinxBackend(Backend):
     def failure(self) -> str | None:
         process = self._process
         return process.failure if process is not None else None
+
+    def watch(self, on_exit: Callable[[str], None]) -> None:
+        """Call ``on_exit(reason)`` if the decoder process ends before :meth:`close` (evalkit serve then exits 1)."""
+        if self._process is not None:
+            self._process.watch(on_exit)
 
     def close(self) -> None:
         process, self._process = self._process, None

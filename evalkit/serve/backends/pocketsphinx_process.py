@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any
 
 _LENGTH = struct.Struct(">I")
@@ -56,8 +57,8 @@ class DecoderProcess:
     """One child process holding one decoder; utterances are decoded there, one at a time."""
 
     def __init__(self, config: dict[str, Any], jsgf: str | None) -> None:
-        #: why the child can decode nothing more (it died), for GET /health
-        self.failure: str | None = None
+        self._failure: str | None = None
+        self._closing = False
         self._lock = threading.Lock()
         self._child = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__)],
@@ -66,9 +67,37 @@ class DecoderProcess:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         # settings now, and wait for the decoder: a child that cannot start fails the backend's start
-        answer = self._exchange(json.dumps({"config": config, "jsgf": jsgf}).encode())
+        try:
+            answer = self._exchange(json.dumps({"config": config, "jsgf": jsgf}).encode())
+        except BaseException:
+            self.close()
+            raise
         if answer != "ready":
+            self.close()
             raise RuntimeError(f"the pocketsphinx decoder process did not start ({answer!r})")
+
+    @property
+    def failure(self) -> str | None:
+        """Why the child can decode nothing more (it ended, not closed by us), for GET /health; else None."""
+        if self._failure is None and not self._closing and self._child.poll() is not None:
+            self._ended()
+        return self._failure
+
+    def _ended(self) -> str:
+        code = self._child.wait()
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        self._failure = f"the pocketsphinx decoder process {how}; restart evalkit serve"
+        return self._failure
+
+    def watch(self, on_exit: Callable[[str], None]) -> None:
+        """Call ``on_exit(reason)`` from a daemon thread if the child ends before :meth:`close`."""
+
+        def wait() -> None:
+            self._child.wait()
+            if not self._closing:
+                on_exit(self.failure or "the pocketsphinx decoder process ended")
+
+        threading.Thread(target=wait, name="evalkit-pocketsphinx-watch", daemon=True).start()
 
     def decode(self, pcm16: bytes) -> str:
         """The transcript of one utterance of 16 kHz mono 16-bit PCM."""
@@ -76,30 +105,28 @@ class DecoderProcess:
 
     def _exchange(self, body: bytes) -> str:
         with self._lock:
-            if self.failure is not None:
-                raise RuntimeError(self.failure)
+            if self._closing:
+                raise RuntimeError("the pocketsphinx backend is closed")
+            if self._failure is not None:
+                raise RuntimeError(self._failure)
             stdin, stdout = self._child.stdin, self._child.stdout
             assert stdin is not None and stdout is not None
             try:
                 _write_frame(stdin, body)
                 answer = _read_frame(stdout)
-            except (BrokenPipeError, OSError, ValueError):
+            except (OSError, ValueError):  # a broken pipe: it has ended
                 answer = None
             if answer is None:
-                code = self._child.poll()
-                self.failure = "the pocketsphinx decoder process ended unexpectedly" + (
-                    f" (exit code {code})" if code is not None else ""
-                )
-                raise RuntimeError(self.failure)
+                raise RuntimeError(self._ended())
             return answer.decode("utf-8")
 
     def close(self) -> None:
+        """End the child: it sees the end of its input once its decode is done (killed after 10 s)."""
+        self._closing = True
         with self._lock:
-            if self.failure is None:
-                self.failure = "the pocketsphinx backend is closed"
             if self._child.stdin is not None:
                 with contextlib.suppress(OSError):
-                    self._child.stdin.close()  # end of input: the child exits
+                    self._child.stdin.close()
             try:
                 self._child.wait(timeout=10)
             except subprocess.TimeoutExpired:
