@@ -572,7 +572,10 @@ class ModelClient:
                 usage=attempt.usage or {},
                 tokens=tokens,
             )
-            await self._deliver(job, outcome)
+            if self.store is not None:
+                await self._deliver(job, outcome)
+            elif not job.future.done():  # nothing to commit first (no store): no coroutine per answer for it
+                job.future.set_result(outcome)
             return True
         if attempt.endpoint_fault:
             self._last_fault = attempt

@@ -56,7 +56,7 @@ class ModelRequest:
                 "kind": self.kind,
                 "model": self.model,
                 "messages": self.messages,
-                "audio": [a.sha256 for a in self.audio],
+                "audio": [a.sha256 for a in self.audio] if self.audio else [],
                 "params": self.params,
                 "prompt": self.prompt,
                 "language": self.language,

@@ -23,6 +23,8 @@ POSTPROCESSORS: Registry[type[Postprocessor]] = Registry(
 
 def strip_thinking(text: str) -> str:
     """Drop reasoning blocks: complete <think>...</think> and a dangling prefix ending in </think>."""
+    if "<" not in text:  # both patterns start or end with a tag: most answers hold none, and skip two scans
+        return text
     text = _THINK.sub("", text)
     if "</think>" in text.lower():
         text = _OPEN_THINK.sub("", text)

@@ -120,7 +120,7 @@ class Asker:
         ctx = self.request_contexts[model.name]
         history: list[dict[str, Any]] = []
         history_audio: list = []
-        outcome = Outcome(text="")
+        outcome: Outcome | None = None  # made per turn; a prompt without turns answers ""
         total_latency, attempts, cached = 0.0, 0, True
         n_turns = len(prompt.turns)
         if ctx.kind == RequestKind.TRANSCRIPTION and not all(turn in prepared for turn in range(n_turns)):
@@ -180,7 +180,7 @@ class Asker:
                 history, history_audio = history_after(
                     prompt, turn, history, history_audio, prepared, ctx, text, images=images
                 )
-        return outcome
+        return outcome if outcome is not None else Outcome(text="")
 
     async def _likelihood_reasoning(
         self, model: ModelPlan, prompt: Prompt, sent: Sent

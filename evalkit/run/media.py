@@ -72,6 +72,9 @@ class MediaPreparer:
         self, prompt: Prompt, examples: list[Sample], corruption: ImageCorruption | AudioCorruption | None = None
     ) -> Prepared | Outcome:
         """Decode the sample's audio once and cut it for every model, and ready its images, in a worker process."""
+        turns = prompt.turns
+        if len(turns) == 1 and turns[0].audio is None and not turns[0].images and not prompt.examples:
+            return PreparedAudio({}), NO_IMAGES  # a text prompt (most of them): nothing to decode or ready
         audio = {index: turn.audio for index, turn in enumerate(prompt.turns) if turn.audio is not None}
         try:
             if isinstance(corruption, AudioCorruption):  # a robustness variant: corrupted in the worker pool

@@ -135,7 +135,7 @@ class PreparedImages:
         self._parts: dict[tuple[int, ImageLimit], list[ImagePart]] = {}
 
     def __contains__(self, key: object) -> bool:
-        return any(k == key for k, _ in self._parts)
+        return bool(self._parts) and any(k == key for k, _ in self._parts)
 
     def parts(self, key: int, limit: ImageLimit) -> list[ImagePart]:
         """The images of ``key`` as a model with ``limit`` sends them; [] when ``key`` has none."""
