@@ -26,9 +26,12 @@ machine), each in its own process with a fresh ``EVALKIT_CACHE_DIR``:
 the run folder without its index alone (a hard-linked copy of the fixture with no
 ``index/``, so the fixture's own index stays put): per checkout, a fresh viewer
 with an empty cache serves ``first_page_s`` (the samples page, HTML),
-``first_api_s`` (its JSON), ``filter_s``, ``search_s`` and ``page2_s`` (the second
+``first_api_s`` (its JSON), ``filter_s``, ``search_s``, ``page2_s`` (the second
 page), each with what the answer says of itself (``total``, ``indexed``, and
-``partial`` where the checkout has it), and ``viewer_peak_rss``.
+``partial`` where the checkout has it), ``sample_s`` (one sample's page, 90% into
+the file), ``filter_whole_s`` (the filter asked again until its answer is whole,
+as the page reloads itself: seconds and requests, from after the requests above)
+and ``viewer_peak_rss``.
 
 The export is measured by ``python -m benchmarks.viewer_1m export [DIR]``
 (one checkout: the one on PYTHONPATH).
@@ -336,6 +339,16 @@ def _unindexed_only(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]
         said("search", body)
         out["page2_s"], body = viewer.get("/api" + pair, {"page": "2"})
         said("page2", body)
+        out["sample_s"], _ = viewer.get(f"/run/{RUN_ID}/sample/{PAIR[0]}/{PAIR[1]}/{PAIR[0]}-300000")
+        # the filter asked again and again (as the page reloads itself) until its answer is whole
+        t0, asked = time.perf_counter(), 0
+        while asked < 200:
+            asked += 1
+            answer = json.loads(viewer.get("/api" + pair, FILTER)[1])
+            if not answer.get("partial"):
+                break
+        out["filter_whole_s"], out["filter_whole_requests"] = time.perf_counter() - t0, asked
+        out["filter_whole_total"], out["filter_whole_indexed"] = answer["total"], answer.get("indexed")
         out["viewer_peak_rss"] = max(viewer.high_water_mark(), viewer.peak_sampled)
     finally:
         viewer.stop()
@@ -439,7 +452,9 @@ def export(out_dir: Path | None, extra: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.viewer_1m")
-    parser.add_argument("what", nargs="?", default="measure", choices=["make", "measure", "export", "compare", "unindexed"])
+    parser.add_argument(
+        "what", nargs="?", default="measure", choices=["make", "measure", "export", "compare", "unindexed"]
+    )
     parser.add_argument("--a", type=Path, help="checkout A (e.g. the last stop); measured in turn with B")
     parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
     parser.add_argument("--rounds", type=int, default=1)

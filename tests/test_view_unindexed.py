@@ -152,3 +152,22 @@ def test_a_small_file_is_answered_whole_at_once(tmp_path: Path, monkeypatch: pyt
     assert data["indexed"] is False and data["partial"] is None and data["total"] > 0
     html = pages.pair_page(data, Links())
     assert f"page 1 of {data['pages']}" in html and "Still reading" not in html and "http-equiv" not in html
+
+
+def test_a_sample_and_what_was_sent_are_found_in_the_file_as_the_index_finds_them(tmp_path: Path) -> None:
+    """The sample page without an index looks for the id's bytes in the mapped file: the same records, the same
+    line numbers and the same sent entries as the index gives, hostile ids included."""
+    from test_view import EVIL_IDS
+
+    from evalkit.view import queries
+
+    make_run(tmp_path / "runs", n=60)
+    viewer = Viewer([tmp_path / "runs"])
+    run, pair = _pair(viewer)
+    sources = viewer.sources(run, pair)
+    for sample_id in ["utt000", "utt031", "utt059", *EVIL_IDS, "utt0", "nothing"]:
+        indexed = queries.sample_records(sources, sample_id)
+        assert scan.sample_records(pair.records, sample_id) == indexed, sample_id
+        keys = list(dict.fromkeys(str(r["sent"]) for _, r in indexed))
+        assert scan.sent_entries(pair.sent, keys) == queries.sent_entries(sources.sent, keys), sample_id
+        assert bool(indexed) == (sample_id not in ("utt0", "nothing"))

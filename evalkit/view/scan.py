@@ -453,7 +453,8 @@ class _Scan:
             for mm, base, first, end in _windows(handle, self.pos):
                 for checked, start in enumerate(_mapped_starts(mm, self.needles, first, end), start=1):
                     stop = mm.find(b"\n", start, end)
-                    self.parse(mm[start:stop], base + start)
+                    if stop - start <= MAX_LINE_BYTES:  # (a longer one the index leaves out, unread)
+                        self.parse(mm[start:stop], base + start)
                     if checked % 64 == 0 and clock.spent(base + stop + 1):
                         self.pos = base + stop + 1
                         return False
@@ -720,20 +721,37 @@ class _Reversed:
         return other.key < self.key
 
 
+def _mapped_lines(path: Path, needles: tuple[bytes, ...]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of the whole lines holding one of ``needles``, found in the file mapped a window at a time
+    (the lines between cost no Python work); a line longer than the limit is left out, as the index leaves it."""
+    with path.open("rb") as handle:
+        for mm, base, first, end in _windows(handle):
+            for start in _mapped_starts(mm, needles, first, end):
+                stop = mm.find(b"\n", start, end)
+                if stop - start <= MAX_LINE_BYTES:
+                    yield base + start, mm[start:stop]
+
+
 def sample_records(records: Path, sample_id: str) -> list[tuple[int, dict[str, Any]]]:
     """Every record of one sample with its line number, by one pass (lines without the id's bytes are skipped)."""
     quick = _spellings("sample_id", sample_id)
-    out = []
-    for number, _, line in _lines(records):
-        if quick is not None and quick[0] not in line and quick[1] not in line:
-            continue
+    found: list[tuple[int, dict[str, Any]]] = []
+    lines: Iterator[tuple[int, int, bytes]]
+    if quick is None:
+        lines = _lines(records)
+    else:  # the lines holding the id's bytes, found without reading the others; numbered once found
+        lines = ((off, off, line) for off, line in _mapped_lines(records, quick))
+    for number, _, line in lines:
         try:
             rec = jsonutil.loads(line)
         except ValueError:
             continue
         if isinstance(rec, dict) and _text(rec.get("sample_id")) == sample_id:
-            out.append((number, rec))
-    return out
+            found.append((number, rec))
+    if quick is not None:
+        numbers = _line_numbers(records, [(0, 1)], [off for off, _ in found])
+        found = [(numbers[off], rec) for off, rec in found]
+    return found
 
 
 def record_on_line(records: Path, wanted: int) -> dict[str, Any] | None:
@@ -755,7 +773,12 @@ def sent_entries(sent: Path | None, keys: list[str]) -> dict[str, dict[str, Any]
     wanted = set(keys)
     quick = [s for key in keys for s in (_spellings("key", key) or (b"",))]
     found: dict[str, dict[str, Any]] = {}
-    for _, _, line in _lines(sent):
+    lines: Iterator[tuple[int, bytes]]
+    if b"" in quick:  # a key whose bytes are not certain: every line is read
+        lines = ((off, line) for _, off, line in _lines(sent))
+    else:  # the lines holding a key's bytes, found without reading the others
+        lines = _mapped_lines(sent, tuple(quick))
+    for _, line in lines:
         if not any(q in line for q in quick):
             continue
         try:
