@@ -168,6 +168,26 @@ def test_a_sample_and_what_was_sent_are_found_in_the_file_as_the_index_finds_the
     for sample_id in ["utt000", "utt031", "utt059", *EVIL_IDS, "utt0", "nothing"]:
         indexed = queries.sample_records(sources, sample_id)
         assert scan.sample_records(pair.records, sample_id) == indexed, sample_id
+        assert scan.sample_records(pair.records, sample_id, numbered=False) == [(0, r) for _, r in indexed]
         keys = list(dict.fromkeys(str(r["sent"]) for _, r in indexed))
         assert scan.sent_entries(pair.sent, keys) == queries.sent_entries(sources.sent, keys), sample_id
         assert bool(indexed) == (sample_id not in ("utt0", "nothing"))
+
+
+def test_a_sample_page_read_from_the_file_is_the_indexed_one(tmp_path: Path) -> None:
+    make_run(tmp_path / "runs", n=60)
+    viewer = Viewer([tmp_path / "runs"])
+    asked = [(name, sample_id) for name in (("speech", "word_error_rate"), ("pics", "exact_match")) for sample_id in
+             ("utt000", "utt033")]  # fmt: skip
+    read = {key: viewer.sample(RUN, *key[0], key[1]) for key in asked}  # no index yet: its build only starts here
+    run = viewer.catalog.get(RUN)
+    assert run is not None
+    for (name, sample_id), page in read.items():
+        pair = find_pair(run, *name)
+        assert pair is not None and page["records"]
+        viewer.sources(run, pair)  # the index, built
+        indexed = viewer.sample(RUN, *name, sample_id)
+        notes, _ = page.pop("problems"), indexed.pop("problems")
+        if sample_id == "utt000":  # the pair's first request: its index was not there (the build started then)
+            assert any("indexing this pair" in note for note in notes)
+        assert indexed == page

@@ -732,15 +732,22 @@ def _mapped_lines(path: Path, needles: tuple[bytes, ...]) -> Iterator[tuple[int,
                     yield base + start, mm[start:stop]
 
 
-def sample_records(records: Path, sample_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every record of one sample with its line number, by one pass (lines without the id's bytes are skipped)."""
+def sample_records(records: Path, sample_id: str, numbered: bool = True) -> list[tuple[int, dict[str, Any]]]:
+    """Every record of one sample with its line number, by one pass (lines without the id's bytes are skipped).
+
+    ``numbered`` False leaves every number 0 and saves counting the lines before them (the sample's page needs
+    them only for a run that kept no sent file).
+    """
     quick = _spellings("sample_id", sample_id)
     found: list[tuple[int, dict[str, Any]]] = []
     lines: Iterator[tuple[int, int, bytes]]
     if quick is None:
         lines = _lines(records)
-    else:  # the lines holding the id's bytes, found without reading the others; numbered once found
-        lines = ((off, off, line) for off, line in _mapped_lines(records, quick))
+    else:  # the lines holding the quoted id, found without reading the others (one search for both spellings)
+        quoted = (quick[0][quick[0].index(b":") + 1 :],)
+        lines = (
+            (off, off, line) for off, line in _mapped_lines(records, quoted) if quick[0] in line or quick[1] in line
+        )
     for number, _, line in lines:
         try:
             rec = jsonutil.loads(line)
@@ -749,8 +756,8 @@ def sample_records(records: Path, sample_id: str) -> list[tuple[int, dict[str, A
         if isinstance(rec, dict) and _text(rec.get("sample_id")) == sample_id:
             found.append((number, rec))
     if quick is not None:
-        numbers = _line_numbers(records, [(0, 1)], [off for off, _ in found])
-        found = [(numbers[off], rec) for off, rec in found]
+        numbers = _line_numbers(records, [(0, 1)], [off for off, _ in found]) if numbered else {}
+        found = [(numbers.get(off, 0), rec) for off, rec in found]
     return found
 
 

@@ -310,7 +310,7 @@ class Viewer:
             self._damaged(sources)
             sources, numbered = self.sources(run, pair, wait=False), None
         if numbered is None or sources.records is None:
-            numbered = scan.sample_records(pair.records, sample_id)
+            numbered = scan.sample_records(pair.records, sample_id, numbered=not pair.has_sent)
         records = [r for _, r in numbered]
         lines = {id(r): n for n, r in numbered}
         if not records:
@@ -348,6 +348,11 @@ class Viewer:
             with_images = next((r for r in records if media.record_parts(r, roots)), None)
             if with_images is not None:
                 line = lines[id(with_images)]
+                if not line and sources.records is None:  # read without its line numbers: they are wanted now
+                    wanted = records.index(with_images)
+                    again = scan.sample_records(pair.records, sample_id)
+                    again.sort(key=lambda n_r: order.get(str(n_r[1].get("model")), len(order)))
+                    line = again[wanted][0] if len(again) == len(records) else 0
                 if line:
                     conversations.append(
                         {
