@@ -100,7 +100,7 @@ def prompt_keys(sent: Path | None, needle: str) -> set[str]:
     if sent is None or not sent.is_file():
         return set()
     prompts = _Prompts(sent, needle)
-    prompts.read(WHOLE)
+    prompts.read(_Clock(WHOLE))
     return prompts.keys
 
 
@@ -277,13 +277,20 @@ WHOLE = Budget()
 
 
 class _Clock:
-    """One request's share of a :class:`Budget`, from where its reading started."""
+    """One request's share of a :class:`Budget`: its time from now, its bytes from where the reading of a file
+    starts (:meth:`at`)."""
 
-    __slots__ = ("deadline", "limit")
+    __slots__ = ("deadline", "limit", "max_bytes")
 
-    def __init__(self, budget: Budget, start: int) -> None:
+    def __init__(self, budget: Budget) -> None:
         self.deadline = None if budget.seconds is None else time.perf_counter() + budget.seconds
-        self.limit = None if budget.max_bytes is None else start + budget.max_bytes
+        self.max_bytes = budget.max_bytes
+        self.limit: int | None = None
+
+    def at(self, start: int) -> _Clock:
+        """The clock for reading a file from ``start`` on."""
+        self.limit = None if self.max_bytes is None else start + self.max_bytes
+        return self
 
     def spent(self, pos: int) -> bool:
         """True once the reading has got to ``pos`` and may stop there."""
@@ -407,8 +414,9 @@ class _Scan:
 
     def read(self, budget: Budget) -> None:
         """Read on from where the last request stopped, within ``budget``; set ``answer`` once the file is read."""
+        clock = _Clock(budget)  # one request's time for the prompts and the records alike
         if self.prompts is not None and not self.prompts.done:
-            self.prompts.read(budget)
+            self.prompts.read(clock.at(self.prompts.pos))
             if not self.prompts.done:
                 return
         if self.keep is None:  # the prompts that hold the search text are all known now
@@ -416,7 +424,7 @@ class _Scan:
             self.keep = _matcher(self.f, self.keys)
             self._choose_needles()
         self.size = os.path.getsize(self.records)
-        clock = _Clock(budget, self.pos)
+        clock.at(self.pos)
         if self.needles and not self.lower and not self.lean:
             done = self._read_mapped(clock)
         else:
@@ -584,8 +592,7 @@ class _Prompts:
         self.size = _size(sent)
         self.done = False
 
-    def read(self, budget: Budget) -> None:
-        clock = _Clock(budget, self.pos)
+    def read(self, clock: _Clock) -> None:
         for base, whole in _blocks(self.sent, self.pos):
             starts = _all_starts(whole) if self.quick is None else _starts(whole, (self.quick,), lower=True)
             for start in starts:
