@@ -257,6 +257,52 @@ def compare_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
     }
 
 
+def unindexed_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
+    """The summary's rows of an ``unindexed`` run of two checkouts (A the last stop, B this one): medians of rounds."""
+    import statistics
+
+    from benchmarks.common import machine
+
+    a, b = (result["rounds"][k] for k in ("a", "b"))
+
+    def median(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    def read(rows: list[dict[str, Any]], key: str) -> str:
+        shares = [r[key]["bytes_read"] / r[key]["bytes"] for r in rows if r.get(key)]
+        return f"{min(shares):.0%}-{max(shares):.0%} of the file read, said so" if shares else "whole"
+
+    figure = "(v) viewer, 1,000,000 records, run folder with no index yet"
+    rows = [
+        {
+            "figure": f"{figure}: first samples page",
+            "measured": f"**{median(b, 'first_page_s'):.2f} s** ({read(b, 'first_partial')}) vs the last stop "
+            f"{median(a, 'first_page_s'):.1f} s (whole file) in the same rounds",
+            "target": "< 1 s (issue 45)",
+            "met": median(b, "first_page_s") < 1,
+        },
+        {
+            "figure": f"{figure}: a filter, a text search",
+            "measured": f"filter **{median(b, 'filter_s'):.2f} s**, search **{median(b, 'search_s'):.2f} s** "
+            f"(the matches among the records read so far, said so) vs the last stop {median(a, 'filter_s'):.1f} s, "
+            f"{median(a, 'search_s'):.1f} s; the filter whole after {median(b, 'filter_whole_requests'):.0f} "
+            f"requests ({median(b, 'filter_whole_s'):.1f} s), {b[0]['filter_whole_total']:,} records as the index",
+            "target": "< 1 s (issue 45)",
+            "met": max(median(b, "filter_s"), median(b, "search_s")) < 1,
+        },
+        {
+            "figure": f"{figure}: one sample's page",
+            "measured": f"**{median(b, 'sample_s'):.2f} s** vs the last stop {median(a, 'sample_s'):.1f} s",
+            "target": "-",
+            "met": None,
+        },
+    ]
+    return {
+        **summary.entry(result, rows, before=result["loadavg_before"], command=command, machine=machine()),
+        "figures": result,
+    }
+
+
 def _served(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
     """A fresh `evalkit view` of ``checkout``: the pair's first page, a filter, a search of answers and prompts."""
     from benchmarks import common
@@ -459,7 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", type=Path, help="export: keep the site here")
-    parser.add_argument("--results", help="compare with --a: keep the summary rows as benchmarks/results/NAME")
+    parser.add_argument(
+        "--results", help="compare or unindexed with --a: keep the summary rows as benchmarks/results/NAME"
+    )
     args, extra = parser.parse_known_args(argv)
     if args.what == "make":
         t0 = time.perf_counter()
@@ -473,7 +521,11 @@ def main(argv: list[str] | None = None) -> int:
             command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
             summary.write_entry(args.results, compare_entry(result, command))
     elif args.what == "unindexed":
-        print(json.dumps(unindexed({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds), indent=1))
+        result = unindexed({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
+        print(json.dumps(result, indent=1))
+        if args.results and args.a:
+            command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
+            summary.write_entry(args.results, unindexed_entry(result, command))
     elif args.what == "export":
         print(json.dumps(export(args.out, extra), indent=1))
     else:
