@@ -191,3 +191,26 @@ def test_a_sample_page_read_from_the_file_is_the_indexed_one(tmp_path: Path) -> 
         if sample_id == "utt000":  # the pair's first request: its index was not there (the build started then)
             assert any("indexing this pair" in note for note in notes)
         assert indexed == page
+
+
+def test_the_scans_kept_between_requests_stay_within_their_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Older scans under way are let go past a number of records held in all; the latest is kept, so it reads on."""
+    make_run(tmp_path / "runs", n=60)
+    viewer = Viewer([tmp_path / "runs"])
+    _, pair = _pair(viewer)
+    monkeypatch.setattr(scan, "_scans", type(scan._scans)())
+    monkeypatch.setattr(scan, "_KEPT_ITEMS", 5)
+    asked = [PairFilter.parse({"model": m, "per": "7"}) for m in ("alpha", "beta")] + [PairFilter.parse({"per": "9"})]
+    for f in asked:
+        for _ in range(40):  # far enough in for each page to hold its 7 or 9 records
+            scan.samples_page(pair.records, pair.sent, f, STEP)
+    kept = list(scan._scans.values())
+    assert len(kept) == 1 and kept[0].f == asked[-1] and kept[0].weight() > 5
+    before = kept[0].pos
+    scan.samples_page(pair.records, pair.sent, asked[-1], STEP)
+    assert kept[0].pos > before  # read on from where it was, not from the start
+    while "partial" in scan.samples_page(pair.records, pair.sent, asked[-1], STEP):
+        pass
+    assert kept[0].answer is not None and kept[0].weight() == 0  # a whole answer keeps its rows alone

@@ -333,14 +333,14 @@ def samples_page(records: Path, sent: Path | None, f: PairFilter, budget: Budget
 
 
 def _keep(key: tuple[Any, ...], scan: _Scan) -> None:
-    """Keep a scan for the next request (a whole answer, or how far it got), within :data:`_KEPT_ITEMS` in all."""
+    """Keep a scan for the next request (a whole answer, or how far it got): the older ones within
+    :data:`_KEPT_ITEMS` in all, the latest whatever it holds (no more than its one request held anyway, so a far
+    page or a search of a common word still gets further with each request)."""
     with _scans_lock:
         _scans[key] = scan
         _scans.move_to_end(key)
         while len(_scans) > _ANSWERS or (len(_scans) > 1 and sum(s.weight() for s in _scans.values()) > _KEPT_ITEMS):
             _scans.popitem(last=False)
-        if scan.weight() > _KEPT_ITEMS:  # too much to hold between requests (a far page): the next one starts over
-            _scans.pop(key, None)
 
 
 def _samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, Any]:
@@ -431,6 +431,8 @@ class _Scan:
             done = self._read_blocks(clock)
         if done:
             self.answer = self._answer(None)
+            # the answer is all that is kept of a whole scan: its page so far and the prompts' keys are let go
+            self.page.best, self.prompts, self.keys, self.keep = [], None, set(), None
 
     def _choose_needles(self) -> None:
         if self.quick_text is not None and not self.keys:
