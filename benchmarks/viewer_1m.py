@@ -22,6 +22,17 @@ machine), each in its own process with a fresh ``EVALKIT_CACHE_DIR``:
 * ``unindexed_first_page_s``: the first page of the same run folder without its
   index (an old run folder), while the viewer indexes it in the background.
 
+``python -m benchmarks.viewer_1m unindexed [--a A] [--b B] [--rounds N]`` measures
+the run folder without its index alone (a hard-linked copy of the fixture with no
+``index/``, so the fixture's own index stays put): per checkout, a fresh viewer
+with an empty cache serves ``first_page_s`` (the samples page, HTML),
+``first_api_s`` (its JSON), ``filter_s``, ``search_s``, ``page2_s`` (the second
+page), each with what the answer says of itself (``total``, ``indexed``, and
+``partial`` where the checkout has it), ``sample_s`` (one sample's page, 90% into
+the file), ``filter_whole_s`` (the filter asked again until its answer is whole,
+as the page reloads itself: seconds and requests, from after the requests above)
+and ``viewer_peak_rss``.
+
 The export is measured by ``python -m benchmarks.viewer_1m export [DIR]``
 (one checkout: the one on PYTHONPATH).
 
@@ -246,6 +257,52 @@ def compare_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
     }
 
 
+def unindexed_entry(result: dict[str, Any], command: str) -> dict[str, Any]:
+    """The summary's rows of an ``unindexed`` run of two checkouts (A the last stop, B this one): medians of rounds."""
+    import statistics
+
+    from benchmarks.common import machine
+
+    a, b = (result["rounds"][k] for k in ("a", "b"))
+
+    def median(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    def read(rows: list[dict[str, Any]], key: str) -> str:
+        shares = [r[key]["bytes_read"] / r[key]["bytes"] for r in rows if r.get(key)]
+        return f"{min(shares):.0%}-{max(shares):.0%} of the file read, said so" if shares else "whole"
+
+    figure = "(v) viewer, 1,000,000 records, run folder with no index yet"
+    rows = [
+        {
+            "figure": f"{figure}: first samples page",
+            "measured": f"**{median(b, 'first_page_s'):.2f} s** ({read(b, 'first_partial')}) vs the last stop "
+            f"{median(a, 'first_page_s'):.1f} s (whole file) in the same rounds",
+            "target": "< 1 s (issue 45)",
+            "met": median(b, "first_page_s") < 1,
+        },
+        {
+            "figure": f"{figure}: a filter, a text search",
+            "measured": f"filter **{median(b, 'filter_s'):.2f} s**, search **{median(b, 'search_s'):.2f} s** "
+            f"(the matches among the records read so far, said so) vs the last stop {median(a, 'filter_s'):.1f} s, "
+            f"{median(a, 'search_s'):.1f} s; the filter whole after {median(b, 'filter_whole_requests'):.0f} "
+            f"requests ({median(b, 'filter_whole_s'):.1f} s), {b[0]['filter_whole_total']:,} records as the index",
+            "target": "< 1 s (issue 45)",
+            "met": max(median(b, "filter_s"), median(b, "search_s")) < 1,
+        },
+        {
+            "figure": f"{figure}: one sample's page",
+            "measured": f"**{median(b, 'sample_s'):.2f} s** vs the last stop {median(a, 'sample_s'):.1f} s",
+            "target": "-",
+            "met": None,
+        },
+    ]
+    return {
+        **summary.entry(result, rows, before=result["loadavg_before"], command=command, machine=machine()),
+        "figures": result,
+    }
+
+
 def _served(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
     """A fresh `evalkit view` of ``checkout``: the pair's first page, a filter, a search of answers and prompts."""
     from benchmarks import common
@@ -285,6 +342,90 @@ def _unindexed(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
     finally:
         viewer.stop()
     return {"unindexed_first_page_s": first, "unindexed_filter_s": filtered, "unindexed_filter_indexed": indexed}
+
+
+def _linked_copy(run_dir: Path, parent: Path) -> Path:
+    """The fixture run under ``parent`` without its index: run.json and results.json copied, records hard-linked."""
+    copy = parent / run_dir.name
+    (copy / "records" / "sent").mkdir(parents=True)
+    for name in ("run.json", "results.json"):
+        shutil.copy2(run_dir / name, copy / name)
+    for path in (run_dir / "records").rglob("*.jsonl"):
+        target = copy / path.relative_to(run_dir)
+        try:
+            os.link(path, target)
+        except OSError:  # another file system: a copy
+            shutil.copy2(path, target)
+    return copy
+
+
+def _unindexed_only(checkout: Path, parent: Path, cache: Path) -> dict[str, Any]:
+    """A fresh viewer of a run folder with no index: the first page, its JSON, a filter, a search, page 2."""
+    from benchmarks import common
+    from benchmarks.viewer import _Viewer
+
+    common.ROOT = checkout.resolve()
+    viewer = _Viewer([parent], cache)
+    pair = f"/run/{RUN_ID}/pair/{PAIR[0]}/{PAIR[1]}/"
+    out: dict[str, Any] = {}
+
+    def said(name: str, body: bytes) -> None:
+        answer = json.loads(body)
+        out[f"{name}_total"], out[f"{name}_indexed"] = answer.get("total"), answer.get("indexed")
+        if "partial" in answer:
+            out[f"{name}_partial"] = answer["partial"]
+
+    try:
+        out["first_page_s"], _ = viewer.get(pair)
+        out["first_api_s"], body = viewer.get("/api" + pair)
+        said("first", body)
+        out["filter_s"], body = viewer.get("/api" + pair, FILTER)
+        said("filter", body)
+        out["search_s"], body = viewer.get("/api" + pair, SEARCH)
+        said("search", body)
+        out["page2_s"], body = viewer.get("/api" + pair, {"page": "2"})
+        said("page2", body)
+        out["sample_s"], _ = viewer.get(f"/run/{RUN_ID}/sample/{PAIR[0]}/{PAIR[1]}/{PAIR[0]}-300000")
+        # the filter asked again and again (as the page reloads itself) until its answer is whole
+        t0, asked = time.perf_counter(), 0
+        while asked < 200:
+            asked += 1
+            answer = json.loads(viewer.get("/api" + pair, FILTER)[1])
+            if not answer.get("partial"):
+                break
+        out["filter_whole_s"], out["filter_whole_requests"] = time.perf_counter() - t0, asked
+        out["filter_whole_total"], out["filter_whole_indexed"] = answer["total"], answer.get("indexed")
+        out["viewer_peak_rss"] = max(viewer.high_water_mark(), viewer.peak_sampled)
+    finally:
+        viewer.stop()
+    return out
+
+
+def unindexed(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
+    """Each round: every checkout in turn serves the fixture's run folder without an index, in a fresh viewer."""
+    run_dir = fixture()
+    found: dict[str, list[dict[str, Any]]] = {name: [] for name in checkouts}
+    out: dict[str, Any] = {"loadavg_before": os.getloadavg()}
+    out["date"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    home = Path.cwd()
+    links = Path(tempfile.mkdtemp(prefix="viewer-1m-unindexed-", dir=run_dir.parent.parent))
+    try:
+        parent = links / "runs"
+        _linked_copy(run_dir, parent)
+        for _ in range(rounds):
+            for name, checkout in checkouts.items():
+                work = Path(tempfile.mkdtemp(prefix=f"viewer-1m-{name}-"))
+                try:
+                    os.chdir(work)
+                    found[name].append(_unindexed_only(checkout, parent, work / "c"))
+                finally:
+                    os.chdir(home)
+                    shutil.rmtree(work, ignore_errors=True)
+    finally:
+        shutil.rmtree(links, ignore_errors=True)
+    out["loadavg_after"] = os.getloadavg()
+    out["rounds"] = found
+    return out
 
 
 def measure(checkouts: dict[str, Path], rounds: int) -> dict[str, Any]:
@@ -357,12 +498,16 @@ def export(out_dir: Path | None, extra: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.viewer_1m")
-    parser.add_argument("what", nargs="?", default="measure", choices=["make", "measure", "export", "compare"])
+    parser.add_argument(
+        "what", nargs="?", default="measure", choices=["make", "measure", "export", "compare", "unindexed"]
+    )
     parser.add_argument("--a", type=Path, help="checkout A (e.g. the last stop); measured in turn with B")
     parser.add_argument("--b", type=Path, default=Path(__file__).resolve().parent.parent, help="checkout B")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--out", type=Path, help="export: keep the site here")
-    parser.add_argument("--results", help="compare with --a: keep the summary rows as benchmarks/results/NAME")
+    parser.add_argument(
+        "--results", help="compare or unindexed with --a: keep the summary rows as benchmarks/results/NAME"
+    )
     args, extra = parser.parse_known_args(argv)
     if args.what == "make":
         t0 = time.perf_counter()
@@ -375,6 +520,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.results and args.a:
             command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
             summary.write_entry(args.results, compare_entry(result, command))
+    elif args.what == "unindexed":
+        result = unindexed({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
+        print(json.dumps(result, indent=1))
+        if args.results and args.a:
+            command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
+            summary.write_entry(args.results, unindexed_entry(result, command))
     elif args.what == "export":
         print(json.dumps(export(args.out, extra), indent=1))
     else:

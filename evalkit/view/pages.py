@@ -49,12 +49,19 @@ def seconds(value: Any) -> str:
 
 
 def layout(
-    title: str, body: str, links: Links, crumbs: Iterable[tuple[str, str | None]] = (), scripts: Iterable[str] = ()
+    title: str,
+    body: str,
+    links: Links,
+    crumbs: Iterable[tuple[str, str | None]] = (),
+    scripts: Iterable[str] = (),
+    reload_s: int | None = None,
 ) -> str:
+    """The page around ``body``; ``reload_s``: the browser loads the page again after so many seconds (no script)."""
     trail = " › ".join(f'<a href="{e(href)}">{e(text)}</a>' if href else e(text) for text, href in crumbs)
     tags = "".join(f'<script src="{e(src)}"></script>' for src in scripts)
+    again = f'<meta http-equiv="refresh" content="{int(reload_s)}">' if reload_s else ""
     return (
-        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8">{again}'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f'<title>{e(title)} · evalkit view</title><link rel="stylesheet" href="{e(links.static("view.css"))}">'
         f'</head><body><nav><a href="{e(links.runs())}">evalkit view</a>{" › " + trail if trail else ""}</nav>'
@@ -266,6 +273,11 @@ def filter_form(data: dict[str, Any], links: Links, action: str) -> str:
     group = f'<label>group <select name="group"><option value="">all</option>{groups_opts}</select></label>'
     low, high = facets["score_min"], facets["score_max"]
     span = f"{number(low)} to {number(high)}" if low is not None else "no scores"
+    if facets.get("from_results") and low is None:
+        span = "not counted yet"
+    records = f"{e(facets['records'])} records"
+    if facets.get("from_results"):  # no index yet: what results.json says, not a count of the file
+        records += " by results.json"
     return (
         f'<form class="filters" id="filters" method="get" action="{e(action)}">'
         + _select("model", models, f.get("model"))
@@ -281,7 +293,7 @@ def filter_form(data: dict[str, Any], links: Links, action: str) -> str:
         )
         + _select("per", [(str(n), f"{n} a page") for n in (20, 50, 100, 200)], f.get("per", "50"))
         + '<button type="submit">filter</button>'
-        + f'<span class="note">scores {span}; {e(facets["records"])} records</span></form>'
+        + f'<span class="note">scores {span}; {records}</span></form>'
     )
 
 
@@ -308,7 +320,13 @@ def pair_page(data: dict[str, Any], links: Links) -> str:
     body = f"<h1>{e(ds)} × {e(metric)}</h1>" + problems(data["problems"])
     body += filter_form(data, links, here)
     rows = [sample_row(r, links.sample(rid, ds, metric, r["sample_id"])) for r in data["rows"]]
-    body += f'<p class="meta">{e(data["total"])} matching records · page {e(data["page"])} of {e(data["pages"])}</p>'
+    partial = data.get("partial")
+    if partial:
+        body += reading_note(partial)
+        body += f'<p class="meta">{e(data["total"])} matching records so far · page {e(data["page"])}</p>'
+    else:
+        count = f"{e(data['total'])} matching records · page {e(data['page'])} of {e(data['pages'])}"
+        body += f'<p class="meta">{count}</p>'
     body += _table(SAMPLE_HEADERS, rows, "samples")
     pager = []
     f = data["filter"]
@@ -323,7 +341,37 @@ def pair_page(data: dict[str, Any], links: Links) -> str:
         )
     body += f'<p class="pager">{" ".join(pager)}</p>'
     crumbs = [(f"run {rid}", links.run(rid)), (f"{ds} × {metric}", None)]
-    return layout(f"{ds} × {metric}", body, links, crumbs)
+    return layout(f"{ds} × {metric}", body, links, crumbs, reload_s=READING_RELOAD_S if partial else None)
+
+
+#: seconds before a page answered from part of a file loads again (each load reads on; see evalkit.view.scan)
+READING_RELOAD_S = 2
+
+
+def reading_note(partial: dict[str, Any]) -> str:
+    """How far an answer read from the file (no index yet) got: never a count of part shown as the whole."""
+    if partial.get("reading") == "prompts":
+        done = _share(partial.get("sent_bytes_read"), partial.get("sent_bytes"))
+        text = (
+            f"Still reading: searching the prompts that were sent ({done} read) before the records; "
+            "no record has been read yet."
+        )
+    else:
+        about = partial.get("records_about")
+        of = f"of about {about:,} " if isinstance(about, int) and about else ""
+        read = int(partial.get("records_read") or 0)
+        done = _share(partial.get("bytes_read"), partial.get("bytes"))
+        text = (
+            f"Still reading: {read:,} records read {of}({done} of the file) while this pair is indexed. "
+            "The rows and the count below are the matches among the records read so far; more may follow."
+        )
+    return f'<p class="reading">{e(text)} This page reloads itself until the answer is whole.</p>'
+
+
+def _share(part: Any, whole: Any) -> str:
+    if not isinstance(part, int) or not isinstance(whole, int) or whole <= 0:
+        return "part"
+    return f"{min(99, 100 * part // whole)}%"
 
 
 def export_pair_page(data: dict[str, Any], links: Links) -> str:

@@ -21,7 +21,14 @@ one, which has no newline and is left out; a cut line followed by another,
 which the index would count as unreadable, could only be taken for a record
 here if it happened to end with ``}``.) And an answer is kept
 (keyed by the files' size and modification time), so the same question asked
-again while the index is still being built is not read again. A line longer
+again while the index is still being built is not read again.
+
+A file of a million records still takes seconds to read, and a page must
+come back in well under one. So the viewer reads with a :class:`Budget`: a
+request reads for a fraction of a second, answers with the matches among the
+records read so far and says how far it got (the answer's ``partial``), and
+the next request for the same question (the page reloads itself) reads on
+from where the last one stopped, until the answer is whole. A line longer
 than :data:`~evalkit.util.confine.MAX_LINE_BYTES` is passed over in pieces,
 never held or parsed (the index counts it, and the page says so).
 """
@@ -34,8 +41,10 @@ import mmap
 import os
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -90,26 +99,27 @@ def prompt_keys(sent: Path | None, needle: str) -> set[str]:
     """The keys of the sent entries whose text parts contain ``needle`` (case-folded)."""
     if sent is None or not sent.is_file():
         return set()
-    folded = needle.casefold()
-    quick = folded.encode() if folded.isascii() and _plain(folded) else None
-    keys: set[str] = set()
-    found = ((off, line) for _, off, line in _lines(sent)) if quick is None else _candidates(sent, (quick,), lower=True)
-    for _, line in found:
-        try:
-            entry = jsonutil.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        texts = []
-        for message in entry.get("messages") or []:
-            content = message.get("content") if isinstance(message, dict) else None
-            for part in content if isinstance(content, list) else []:
-                if isinstance(part, dict) and part.get("type") == "text":
-                    texts.append(str(part.get("text")))
-        if folded in "\n".join(texts).casefold():
-            keys.add(str(entry.get("key")))
-    return keys
+    prompts = _Prompts(sent, needle)
+    prompts.read(_Clock(WHOLE))
+    return prompts.keys
+
+
+def _prompt_key(line: bytes, folded: str, keys: set[str]) -> None:
+    """Add the key of the sent entry on ``line`` to ``keys`` when its text parts contain ``folded``."""
+    try:
+        entry = jsonutil.loads(line)
+    except ValueError:
+        return
+    if not isinstance(entry, dict):
+        return
+    texts = []
+    for message in entry.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text")))
+    if folded in "\n".join(texts).casefold():
+        keys.add(str(entry.get("key")))
 
 
 def _matcher(f: PairFilter, keys: set[str]) -> Callable[[dict[str, Any]], bool]:
@@ -167,11 +177,13 @@ def _sort_key(sort: str, line: int, rec: dict[str, Any]) -> tuple[Any, ...]:
     return (row is not None, row or 0, line)
 
 
-def _blocks(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(offset, block) of large blocks of whole lines; a cut last line is left out, and so is a line longer than
-    the limit: the block holding its end starts with a blank line in its place (line numbers still count it)."""
+def _blocks(path: Path, start: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(offset, block) of large blocks of whole lines from ``start`` (where a line starts); a cut last line is
+    left out, and so is a line longer than the limit: the block holding its end starts with a blank line in its
+    place (line numbers still count it)."""
     with path.open("rb") as handle:
-        base = 0
+        handle.seek(start)
+        base = start
         rest = b""
         skipping = False
         while True:
@@ -226,13 +238,6 @@ def _all_starts(whole: bytes) -> list[int]:
     return starts
 
 
-def _candidates(path: Path, needles: tuple[bytes, ...], lower: bool) -> Iterator[tuple[int, bytes]]:
-    """(offset, line) of the whole lines holding one of ``needles`` (see :func:`_starts`)."""
-    for base, whole in _blocks(path):
-        for start in _starts(whole, needles, lower):
-            yield base + start, whole[start : whole.index(b"\n", start)]
-
-
 def _rarest(path: Path, musts: list[tuple[bytes, bytes]]) -> int:
     """Which needle to search the file for: the one seen least often in the file's first block."""
     with path.open("rb") as handle:
@@ -248,31 +253,102 @@ _ENGINE_HEAD = re.compile(
 )
 
 
-def samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, Any]:
-    """:func:`evalkit.view.queries.samples_page` by one pass over the file (no index).
+@dataclass(frozen=True)
+class Budget:
+    """How much one request may read before it answers with what it has read so far.
 
-    The same question about the same bytes gets the answer it got before
-    (a small cache keyed by the files' size and modification time), so a
-    user paging back, or the page asked again, does not read the file twice.
+    A question about a file of a million records takes seconds to answer by
+    reading it; a page must come back in well under one. So a request reads
+    for ``seconds`` (or ``max_bytes``, whichever ends first; None: no limit),
+    answers with the matches among the records read so far and says so
+    (``partial``), and the next request for the same question reads on from
+    there. Every request reads at least one line, so each one gets further.
+    """
+
+    seconds: float | None = None
+    max_bytes: int | None = None
+
+    def unlimited(self) -> bool:
+        return self.seconds is None and self.max_bytes is None
+
+
+#: a scan without limits: the whole file in one request
+WHOLE = Budget()
+
+
+class _Clock:
+    """One request's share of a :class:`Budget`: its time from now, its bytes from where the reading of a file
+    starts (:meth:`at`)."""
+
+    __slots__ = ("deadline", "limit", "max_bytes")
+
+    def __init__(self, budget: Budget) -> None:
+        self.deadline = None if budget.seconds is None else time.perf_counter() + budget.seconds
+        self.max_bytes = budget.max_bytes
+        self.limit: int | None = None
+
+    def at(self, start: int) -> _Clock:
+        """The clock for reading a file from ``start`` on."""
+        self.limit = None if self.max_bytes is None else start + self.max_bytes
+        return self
+
+    def spent(self, pos: int) -> bool:
+        """True once the reading has got to ``pos`` and may stop there."""
+        if self.limit is not None and pos >= self.limit:
+            return True
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+
+def samples_page(records: Path, sent: Path | None, f: PairFilter, budget: Budget = WHOLE) -> dict[str, Any]:
+    """:func:`evalkit.view.queries.samples_page` by reading the file (no index).
+
+    With a ``budget``, a question that needs more reading than the budget
+    allows is answered with the matches among the records read so far, the
+    answer's ``partial`` saying how far the reading got (``total`` is then
+    the matches so far, not the pair's); the same question asked again reads
+    on from there, until the answer is whole. A whole answer is kept (keyed
+    by the files' size and modification time), so a user paging back, or the
+    page asked again, does not read the file again.
     """
     try:
         stamp = _stamp(records) + (_stamp(sent) if sent is not None else ())
     except OSError:
         stamp = None
-    cache_key = (str(records), str(sent), stamp, f)
+    key = (str(records), str(sent), stamp, f)
+    scan: _Scan | None = None
     if stamp is not None:
-        with _answers_lock:
-            found = _answers.get(cache_key)
-            if found is not None:
-                _answers.move_to_end(cache_key)
-                return found
-    answer = _samples_page(records, sent, f)
+        with _scans_lock:
+            scan = _scans.get(key)
+            if scan is not None:
+                _scans.move_to_end(key)
+    if scan is None:
+        scan = _Scan(records, sent, f)
+    with scan.lock:
+        if scan.answer is None:
+            scan.read(budget)
+        answer = scan.answer or scan.partial_answer()
     if stamp is not None:
-        with _answers_lock:
-            _answers[cache_key] = answer
-            while len(_answers) > _ANSWERS:
-                _answers.popitem(last=False)
+        _keep(key, scan)
     return answer
+
+
+def _keep(key: tuple[Any, ...], scan: _Scan) -> None:
+    """Keep a scan for the next request (a whole answer, or how far it got): the older ones within
+    :data:`_KEPT_ITEMS` in all, the latest whatever it holds (no more than its one request held anyway, so a far
+    page or a search of a common word still gets further with each request)."""
+    with _scans_lock:
+        _scans[key] = scan
+        _scans.move_to_end(key)
+        while len(_scans) > _ANSWERS or (len(_scans) > 1 and sum(s.weight() for s in _scans.values()) > _KEPT_ITEMS):
+            _scans.popitem(last=False)
+
+
+def _samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, Any]:
+    """The whole answer by one pass (no budget, nothing kept)."""
+    scan = _Scan(records, sent, f)
+    scan.read(WHOLE)
+    assert scan.answer is not None
+    return scan.answer
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -280,127 +356,254 @@ def _stamp(path: Path) -> tuple[int, int]:
     return st.st_size, st.st_mtime_ns
 
 
-#: answers kept by samples_page (a page's rows: a few KB each)
+#: questions kept by samples_page (a whole answer: a page's rows, a few KB; a scan under way: its page so far)
 _ANSWERS = 32
-_answers: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-_answers_lock = threading.Lock()
+#: records (a scan's page so far) and prompt keys that the kept scans may hold in all (a few hundred bytes each)
+_KEPT_ITEMS = 200_000
+_scans: OrderedDict[tuple[Any, ...], _Scan] = OrderedDict()
+_scans_lock = threading.Lock()
 
 
-def _samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, Any]:
-    musts: list[tuple[bytes, bytes]] = []
-    for name, value in (("model", f.model), ("failure", f.failure if f.failure not in ("any", "none") else None)):
-        if value:
-            found = _spellings(name, value)
+class _Scan:
+    """One question read from the file, as far as the requests so far have read it.
+
+    First, for a text search, the sent file's prompts (which keys hold the
+    text), then the records file from its start; ``pos`` is where the next
+    unread line starts. The page holds the best ``page * per`` records met so
+    far, so the answer at any point is exact for the records read.
+    """
+
+    def __init__(self, records: Path, sent: Path | None, f: PairFilter) -> None:
+        self.records, self.f = records, f
+        self.lock = threading.Lock()
+        self.answer: dict[str, Any] | None = None
+        musts: list[tuple[bytes, bytes]] = []
+        for name, value in (("model", f.model), ("failure", f.failure if f.failure not in ("any", "none") else None)):
+            if value:
+                found = _spellings(name, value)
+                if found:
+                    musts.append(found)
+        if f.failure == "any":  # a failed record names its reason (the engine writes a string)
+            musts.append((b'"failure":"', b'"failure": "'))
+        if f.group:
+            found = _spellings(*f.group)
             if found:
                 musts.append(found)
-    if f.failure == "any":  # a failed record names its reason (the engine writes a string)
-        musts.append((b'"failure":"', b'"failure": "'))
-    if f.group:
-        found = _spellings(*f.group)
-        if found:
-            musts.append(found)
-    keys = prompt_keys(sent, f.q) if f.q else set()
-    folded = f.q.casefold() if f.q else None
-    quick_text = folded.encode() if folded and folded.isascii() and _plain(folded) else None
-    keep = _matcher(f, keys)
-    # a record whose line begins as the engine writes it is kept or dropped, and placed, without parsing it
-    # when the question is only about its model and the order is by row or id
-    lean = f.min is None and f.max is None and not f.failure and not f.group and not f.q and f.sort in ("row", "id")
-    model = f.model.encode() if f.model else None
-    page = _Page(f.page * f.per)
-    # the block search looks for the rarest needle (in the file's first block), else the search text
-    needles: tuple[bytes, ...] = ()
-    lower = False
-    if quick_text is not None and not keys:
-        needles, lower = (quick_text,), True
-    elif musts:
-        needles = musts.pop(_rarest(records, musts))
+        self.prompts = _Prompts(sent, f.q) if f.q and sent is not None and sent.is_file() else None
+        folded = f.q.casefold() if f.q else None
+        self.quick_text = folded.encode() if folded and folded.isascii() and _plain(folded) else None
+        # a record whose line begins as the engine writes it is kept or dropped, and placed, without parsing it
+        # when the question is only about its model and the order is by row or id
+        self.lean = not (f.min is not None or f.max is not None or f.failure or f.group or f.q)
+        self.lean = self.lean and f.sort in ("row", "id")
+        self.model = f.model.encode() if f.model else None
+        self.page = _Page(f.page * f.per)
+        # the block search looks for the rarest needle (in the file's first block), else the search text
+        self.needles: tuple[bytes, ...] = ()
+        self.lower = False
+        self.musts = musts
+        self.pos = 0
+        self.size = 0
+        #: (offset, line number) of lines whose number is known: line numbers are counted on from the nearest
+        self.anchors: list[tuple[int, int]] = [(0, 1)]
+        self.keys: set[str] = set()
+        self.keep: Callable[[dict[str, Any]], bool] | None = None
 
-    def parse(line: bytes, off: int) -> None:
+    def weight(self) -> int:
+        return len(self.page.best) + (len(self.prompts.keys) if self.prompts is not None else 0)
+
+    def read(self, budget: Budget) -> None:
+        """Read on from where the last request stopped, within ``budget``; set ``answer`` once the file is read."""
+        clock = _Clock(budget)  # one request's time for the prompts and the records alike
+        if self.prompts is not None and not self.prompts.done:
+            self.prompts.read(clock.at(self.prompts.pos))
+            if not self.prompts.done:
+                return
+        if self.keep is None:  # the prompts that hold the search text are all known now
+            self.keys = self.prompts.keys if self.prompts is not None else set()
+            self.keep = _matcher(self.f, self.keys)
+            self._choose_needles()
+        self.size = os.path.getsize(self.records)
+        clock.at(self.pos)
+        if self.needles and not self.lower and not self.lean:
+            done = self._read_mapped(clock)
+        else:
+            done = self._read_blocks(clock)
+        if done:
+            self.answer = self._answer(None)
+            # the answer is all that is kept of a whole scan: its page so far and the prompts' keys are let go
+            self.page.best, self.prompts, self.keys, self.keep = [], None, set(), None
+
+    def _choose_needles(self) -> None:
+        if self.quick_text is not None and not self.keys:
+            self.needles, self.lower = (self.quick_text,), True
+        elif self.musts:
+            self.needles = self.musts.pop(_rarest(self.records, self.musts))
+
+    def parse(self, line: bytes, off: int) -> None:
         """The exact test of one line: the byte checks that never drop a match, then the record itself."""
-        if musts and any(a not in line and b not in line for a, b in musts):
+        if self.musts and any(a not in line and b not in line for a, b in self.musts):
             return
+        quick_text = self.quick_text
         # (a line with other than ASCII, raw or \u-escaped, is parsed anyway: "ß" case-folds to "ss")
         if quick_text is not None and _ascii(line) and quick_text not in line.lower():
             found_key = _SENT_KEY.search(line)
-            if not keys or found_key is None or found_key.group(1).decode() not in keys:
+            if not self.keys or found_key is None or found_key.group(1).decode() not in self.keys:
                 return
         try:
             rec = jsonutil.loads(line)
         except ValueError:
             return
-        if isinstance(rec, dict) and keep(rec):
-            page.add(_sort_key(f.sort, off, rec), off, len(line))
+        if isinstance(rec, dict) and self.keep is not None and self.keep(rec):
+            self.page.add(_sort_key(self.f.sort, off, rec), off, len(line))
 
-    def parse_lines(whole: bytes, base: int, start: int, stop: int) -> None:
-        while start < stop:
-            end = whole.index(b"\n", start)
-            parse(whole[start:end], base + start)
-            start = end + 1
+    def _read_mapped(self, clock: _Clock) -> bool:
+        """The needle searched in the file mapped into memory, a window at a time: no block is read or copied."""
+        with self.records.open("rb") as handle:
+            for mm, base, first, end in _windows(handle, self.pos):
+                for checked, start in enumerate(_mapped_starts(mm, self.needles, first, end), start=1):
+                    stop = mm.find(b"\n", start, end)
+                    if stop - start <= MAX_LINE_BYTES:  # (a longer one the index leaves out, unread)
+                        self.parse(mm[start:stop], base + start)
+                    if checked % 64 == 0 and clock.spent(base + stop + 1):
+                        self.pos = base + stop + 1
+                        return False
+                self.pos = base + end
+                if clock.spent(self.pos):
+                    return self.pos >= self.size
+        return True
 
-    starts_of: list[tuple[int, int]] = []  # (offset, line number) of each block: line numbers found at the end
-    number = 1
-    if needles and not lower and not lean:
-        # the needle is searched in the file mapped into memory, a window at a time: no block is read or copied
-        starts_of.append((0, 1))
-        with records.open("rb") as handle:
-            for mm, base, first, end in _windows(handle):
-                for start in _mapped_starts(mm, needles, first, end):
-                    parse(mm[start : mm.find(b"\n", start, end)], base + start)
-    for base, whole in _blocks(records) if not starts_of else ():
-        starts_of.append((base, number))
-        if lean:
-            # each line written as the engine writes records is placed by its head alone, unparsed
-            pieces = whole.split(b"\n")
-            pieces.pop()
-            number += len(pieces)
-            at = base
-            for line in pieces:
-                off, at = at, at + len(line) + 1
-                head = _ENGINE_HEAD.match(line) if line.endswith(b"}") else None
-                if head is None:
-                    parse(line, off)
-                elif model is None or head.group(2) == model:
-                    key = _head_key(f.sort, head, off)
-                    if key is None:
-                        parse(line, off)
-                    elif page.full and not key < page.best[0][0].key:
-                        page.total += 1
-                    else:
-                        page.add(key, off, len(line))
-            continue
-        number += whole.count(b"\n")
-        if needles:
-            for start in _starts(whole, needles, lower):
-                parse(whole[start : whole.index(b"\n", start)], base + start)
-        else:
-            parse_lines(whole, base, 0, len(whole))
-    total, best = page.total, page.best
-    chosen = sorted(best, key=lambda item: item[0].key)[(f.page - 1) * f.per :]
-    from evalkit.view.index import read_lines
+    def _read_blocks(self, clock: _Clock) -> bool:
+        number = self.anchors[-1][1] if self.anchors[-1][0] == self.pos else None
+        page, model, sort = self.page, self.model, self.f.sort
+        for base, whole in _blocks(self.records, self.pos):
+            if self.lean:
+                # each line written as the engine writes records is placed by its head alone, unparsed
+                pieces = whole.split(b"\n")
+                pieces.pop()
+                at = base
+                for line in pieces:
+                    off, at = at, at + len(line) + 1
+                    head = _ENGINE_HEAD.match(line) if line.endswith(b"}") else None
+                    if head is None:
+                        self.parse(line, off)
+                    elif model is None or head.group(2) == model:
+                        key = _head_key(sort, head, off)
+                        if key is None:
+                            self.parse(line, off)
+                        elif page.full and not key < page.best[0][0].key:
+                            page.total += 1
+                        else:
+                            page.add(key, off, len(line))
+                lines = len(pieces)
+            elif self.needles:
+                for start in _starts(whole, self.needles, self.lower):
+                    self.parse(whole[start : whole.index(b"\n", start)], base + start)
+                lines = -1
+            else:
+                start = 0
+                while start < len(whole):
+                    end = whole.index(b"\n", start)
+                    self.parse(whole[start:end], base + start)
+                    start = end + 1
+                lines = -1
+            self.pos = base + len(whole)
+            if number is not None:  # the line numbers of every block: none to count again for the page's rows
+                number += lines if lines >= 0 else whole.count(b"\n")
+                self.anchors.append((self.pos, number))
+            if clock.spent(self.pos):
+                return self.pos >= self.size  # (the last block read: whole, but for a line cut at the end)
+        return True
 
-    spans_chosen = [(off, length) for _, off, length in chosen]
-    recs = read_lines(records, spans_chosen)
-    numbers = _line_numbers(records, starts_of, [off for off, _ in spans_chosen])
-    rows = []
-    for (off, _), rec in zip(spans_chosen, recs):
-        rec = rec or {}
-        answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
-        row = rec.get("row")
-        rows.append(
-            {
-                "line": numbers[off],
-                "sample_id": _text(rec.get("sample_id")),
-                "model": _text(rec.get("model")),
-                "row": row if isinstance(row, int) and not isinstance(row, bool) else None,
-                "score": _score(rec.get("score")),
-                "failure": _text(rec.get("failure")) or None,
-                "error": excerpt(rec.get("error")),
-                "answer": excerpt(answer),
-                "reference": excerpt(rec.get("reference")),
-            }
-        )
-    return {"total": total, "page": f.page, "pages": max(1, -(-total // f.per)), "per": f.per, "rows": rows}
+    def _lines_read(self) -> int:
+        """The lines read so far (counted on from the last known line number: each byte counted once)."""
+        return _line_numbers(self.records, self.anchors, [self.pos])[self.pos] - 1
+
+    def partial_answer(self) -> dict[str, Any]:
+        """The answer among the records read so far, and how far that is."""
+        if self.prompts is not None and not self.prompts.done:
+            size = self.prompts.size
+            return self._answer(
+                {"reading": "prompts", "records_read": 0, "bytes_read": 0, "bytes": self.size or _size(self.records),
+                 "records_about": None, "sent_bytes_read": self.prompts.pos, "sent_bytes": size}
+            )  # fmt: skip
+        read = self._lines_read()
+        about = _about(read * self.size / self.pos) if self.pos and read else None
+        return self._answer(
+            {"reading": "records", "records_read": read, "bytes_read": self.pos, "bytes": self.size,
+             "records_about": about}
+        )  # fmt: skip
+
+    def _answer(self, partial: dict[str, Any] | None) -> dict[str, Any]:
+        f = self.f
+        chosen = sorted(self.page.best, key=lambda item: item[0].key)[(f.page - 1) * f.per :]
+        from evalkit.view.index import read_lines
+
+        spans_chosen = [(off, length) for _, off, length in chosen]
+        recs = read_lines(self.records, spans_chosen)
+        numbers = _line_numbers(self.records, self.anchors, [off for off, _ in spans_chosen])
+        rows = []
+        for (off, _), rec in zip(spans_chosen, recs):
+            rec = rec or {}
+            answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
+            row = rec.get("row")
+            rows.append(
+                {
+                    "line": numbers[off],
+                    "sample_id": _text(rec.get("sample_id")),
+                    "model": _text(rec.get("model")),
+                    "row": row if isinstance(row, int) and not isinstance(row, bool) else None,
+                    "score": _score(rec.get("score")),
+                    "failure": _text(rec.get("failure")) or None,
+                    "error": excerpt(rec.get("error")),
+                    "answer": excerpt(answer),
+                    "reference": excerpt(rec.get("reference")),
+                }
+            )
+        total = self.page.total
+        out = {"total": total, "page": f.page, "pages": max(1, -(-total // f.per)), "per": f.per, "rows": rows}
+        if partial is not None:
+            out["partial"] = partial
+        return out
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _about(n: float) -> int:
+    """``n`` to two significant figures: an estimate is never shown as if it were a count."""
+    if n < 100:
+        return round(n)
+    digits = len(str(int(n))) - 2
+    return round(n / 10**digits) * 10**digits
+
+
+class _Prompts:
+    """Which sent entries' prompts hold a search text, read in budgeted steps like the records (see _Scan)."""
+
+    def __init__(self, sent: Path, needle: str) -> None:
+        self.sent = sent
+        self.folded = needle.casefold()
+        self.quick = self.folded.encode() if self.folded.isascii() and _plain(self.folded) else None
+        self.keys: set[str] = set()
+        self.pos = 0
+        self.size = _size(sent)
+        self.done = False
+
+    def read(self, clock: _Clock) -> None:
+        for base, whole in _blocks(self.sent, self.pos):
+            starts = _all_starts(whole) if self.quick is None else _starts(whole, (self.quick,), lower=True)
+            for start in starts:
+                _prompt_key(whole[start : whole.index(b"\n", start)], self.folded, self.keys)
+            self.pos = base + len(whole)
+            if clock.spent(self.pos):
+                self.done = self.pos >= self.size
+                return
+        self.done = True
 
 
 def _head_key(sort: str, head: re.Match[bytes], off: int) -> tuple[Any, ...] | None:
@@ -416,9 +619,11 @@ def _head_key(sort: str, head: re.Match[bytes], off: int) -> tuple[Any, ...] | N
 
 def _line_numbers(path: Path, anchors: list[tuple[int, int]], offsets: list[int]) -> dict[int, int]:
     """The line number (from 1) of each line offset, counted from the nearest known (offset, line number) before it,
-    reading on in pieces of bounded size."""
+    reading on in pieces of bounded size. What it counts joins ``anchors`` (kept in order, one a piece), so a scan
+    answered again by later requests never counts the same bytes twice."""
     out: dict[int, int] = {}
     bases = [base for base, _ in anchors]
+    known = set(bases)
     pos, number = -1, 0
     with path.open("rb") as handle:
         for off in sorted(set(offsets)):
@@ -427,11 +632,14 @@ def _line_numbers(path: Path, anchors: list[tuple[int, int]], offsets: list[int]
                 pos, number = base, first
             handle.seek(pos)
             while pos < off:
-                data = handle.read(min(4 * _READ, off - pos))
+                data = handle.read(min(_READ, off - pos))
                 if not data:
                     break
                 number += data.count(b"\n")
                 pos += len(data)
+                if pos not in known:
+                    known.add(pos)
+                    bisect.insort(anchors, (pos, number))
             out[off] = number
     return out
 
@@ -440,12 +648,12 @@ def _line_numbers(path: Path, anchors: list[tuple[int, int]], offsets: list[int]
 _WINDOW = 16 << 20
 
 
-def _windows(handle: BinaryIO) -> Iterator[tuple[mmap.mmap, int, int, int]]:
-    """(map, its offset in the file, first, end): windows of the file mapped read-only, one at a time; each holds
-    the whole lines from ``first`` to ``end`` in it (a line longer than a window gets a larger one). A last line
-    without its newline (cut, or being written) is left out."""
+def _windows(handle: BinaryIO, start: int = 0) -> Iterator[tuple[mmap.mmap, int, int, int]]:
+    """(map, its offset in the file, first, end): windows of the file mapped read-only, one at a time, from
+    ``start`` (where a line starts); each holds the whole lines from ``first`` to ``end`` in it (a line longer
+    than a window gets a larger one). A last line without its newline (cut, or being written) is left out."""
     size = os.fstat(handle.fileno()).st_size
-    pos = 0  # where the next line starts
+    pos = start  # where the next line starts
     while pos < size:
         base = pos - pos % mmap.ALLOCATIONGRANULARITY
         length = min(size - base, _WINDOW)
@@ -522,20 +730,44 @@ class _Reversed:
         return other.key < self.key
 
 
-def sample_records(records: Path, sample_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """Every record of one sample with its line number, by one pass (lines without the id's bytes are skipped)."""
+def _mapped_lines(path: Path, needles: tuple[bytes, ...]) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of the whole lines holding one of ``needles``, found in the file mapped a window at a time
+    (the lines between cost no Python work); a line longer than the limit is left out, as the index leaves it."""
+    with path.open("rb") as handle:
+        for mm, base, first, end in _windows(handle):
+            for start in _mapped_starts(mm, needles, first, end):
+                stop = mm.find(b"\n", start, end)
+                if stop - start <= MAX_LINE_BYTES:
+                    yield base + start, mm[start:stop]
+
+
+def sample_records(records: Path, sample_id: str, numbered: bool = True) -> list[tuple[int, dict[str, Any]]]:
+    """Every record of one sample with its line number, by one pass (lines without the id's bytes are skipped).
+
+    ``numbered`` False leaves every number 0 and saves counting the lines before them (the sample's page needs
+    them only for a run that kept no sent file).
+    """
     quick = _spellings("sample_id", sample_id)
-    out = []
-    for number, _, line in _lines(records):
-        if quick is not None and quick[0] not in line and quick[1] not in line:
-            continue
+    found: list[tuple[int, dict[str, Any]]] = []
+    lines: Iterator[tuple[int, int, bytes]]
+    if quick is None:
+        lines = _lines(records)
+    else:  # the lines holding the quoted id, found without reading the others (one search for both spellings)
+        quoted = (quick[0][quick[0].index(b":") + 1 :],)
+        lines = (
+            (off, off, line) for off, line in _mapped_lines(records, quoted) if quick[0] in line or quick[1] in line
+        )
+    for number, _, line in lines:
         try:
             rec = jsonutil.loads(line)
         except ValueError:
             continue
         if isinstance(rec, dict) and _text(rec.get("sample_id")) == sample_id:
-            out.append((number, rec))
-    return out
+            found.append((number, rec))
+    if quick is not None:
+        numbers = _line_numbers(records, [(0, 1)], [off for off, _ in found]) if numbered else {}
+        found = [(numbers.get(off, 0), rec) for off, rec in found]
+    return found
 
 
 def record_on_line(records: Path, wanted: int) -> dict[str, Any] | None:
@@ -557,7 +789,12 @@ def sent_entries(sent: Path | None, keys: list[str]) -> dict[str, dict[str, Any]
     wanted = set(keys)
     quick = [s for key in keys for s in (_spellings("key", key) or (b"",))]
     found: dict[str, dict[str, Any]] = {}
-    for _, _, line in _lines(sent):
+    lines: Iterator[tuple[int, bytes]]
+    if b"" in quick:  # a key whose bytes are not certain: every line is read
+        lines = ((off, line) for _, off, line in _lines(sent))
+    else:  # the lines holding a key's bytes, found without reading the others
+        lines = _mapped_lines(sent, tuple(quick))
+    for _, line in lines:
         if not any(q in line for q in quick):
             continue
         try:

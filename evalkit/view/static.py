@@ -37,6 +37,7 @@ pre.error { color: #9b1c1c; }
 .status.finished { background: #dcfce7; } .status.running { background: #dbeafe; }
 .status.failed, .status.interrupted { background: #fee2e2; }
 ul.problems { background: #fff7ed; border: 1px solid #fed7aa; padding: 6px 8px 6px 26px; margin: 8px 0; }
+p.reading { background: #eff6ff; border: 1px solid #bfdbfe; padding: 6px 8px; margin: 8px 0; }
 form.filters { display: flex; flex-wrap: wrap; gap: 8px 14px; align-items: center; background: #f5f5f7;
                padding: 8px 10px; border-radius: 6px; margin: 8px 0; }
 form.filters label { font-size: 12px; color: #333; }

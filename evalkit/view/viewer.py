@@ -47,6 +47,11 @@ INDEXING = (
     "indexing this pair in the background: this page was read from the file; filters offer what results.json names"
 )
 
+#: seconds of reading a records file one request may spend before it answers with what it has read (the page
+#: says how far it got and reloads itself to read on): a page comes back in well under a second at any size
+SCAN_SECONDS = 0.3
+SCAN_BUDGET = scan.Budget(seconds=SCAN_SECONDS)
+
 
 class NotFound(LookupError):
     """A run, pair, sample or media part that is not there; the message names it."""
@@ -65,10 +70,18 @@ class Viewer:
     of a page any site could try to read names no folder of this machine).
     """
 
-    def __init__(self, roots: list[Path], media_roots: list[Path] | None = None, show_paths: bool = False) -> None:
+    def __init__(
+        self,
+        roots: list[Path],
+        media_roots: list[Path] | None = None,
+        show_paths: bool = False,
+        scan_budget: scan.Budget = SCAN_BUDGET,
+    ) -> None:
         self.catalog = RunCatalog(roots)
         self.media_roots = Roots([*(media_roots or []), Path(evalkit.__file__).parent])
         self.show_paths = show_paths
+        #: how much a samples page reads of a file without its index before it answers (see evalkit.view.scan)
+        self.scan_budget = scan_budget
 
     def roots(self, run: RunInfo) -> Roots:
         """The folders a file this run names may be read from."""
@@ -266,7 +279,7 @@ class Viewer:
                 self._damaged(sources)
                 sources = self.sources(run, pair, wait=False)
         if found is None or sources.records is None:
-            found = scan.samples_page(pair.records, pair.sent if pair.has_sent else None, f)
+            found = scan.samples_page(pair.records, pair.sent if pair.has_sent else None, f, self.scan_budget)
             choices = _facets_from_results(run, pair)
         return {
             "run_id": run.run_id,
@@ -277,6 +290,8 @@ class Viewer:
             "filter": f.params(),
             "facets": choices,
             "problems": sources.problems,
+            # None: the answer is whole; else how far the file was read (total: the matches so far)
+            "partial": None,
             **found,
         }
 
@@ -295,7 +310,7 @@ class Viewer:
             self._damaged(sources)
             sources, numbered = self.sources(run, pair, wait=False), None
         if numbered is None or sources.records is None:
-            numbered = scan.sample_records(pair.records, sample_id)
+            numbered = scan.sample_records(pair.records, sample_id, numbered=not pair.has_sent)
         records = [r for _, r in numbered]
         lines = {id(r): n for n, r in numbered}
         if not records:
@@ -333,6 +348,11 @@ class Viewer:
             with_images = next((r for r in records if media.record_parts(r, roots)), None)
             if with_images is not None:
                 line = lines[id(with_images)]
+                if not line and sources.records is None:  # read without its line numbers: they are wanted now
+                    wanted = records.index(with_images)
+                    again = scan.sample_records(pair.records, sample_id)
+                    again.sort(key=lambda n_r: order.get(str(n_r[1].get("model")), len(order)))
+                    line = again[wanted][0] if len(again) == len(records) else 0
                 if line:
                     conversations.append(
                         {
@@ -549,4 +569,6 @@ def _facets_from_results(run: RunInfo, pair: Pair) -> dict[str, Any]:
         "score_max": None,
         "scored": sum(r.n for r in mine),
         "records": sum(r.n + r.n_failed for r in mine),
+        # the counts above are what results.json says, not the file's (until the index has counted it)
+        "from_results": True,
     }
