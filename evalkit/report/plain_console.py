@@ -6,8 +6,8 @@ its table is box characters and spaces, which this module draws the same,
 character for character (tests/test_plain_console.py holds it to rich's own
 output). It takes only what it can draw exactly: a table no wider than the 120
 columns rich is given at least, cells of plain text (ASCII and a few one-cell
-signs), a title whose words each fit the table's width (rich wraps it there, at
-spaces, centred), no markup-like title. Anything else, and every terminal, is
+signs), a title (rich wraps it to the table's width, at spaces, a longer word
+cut, and centres each line), no markup-like title. Anything else, and every terminal, is
 rich's (:func:`plain_stdout` says which).
 """
 
@@ -58,24 +58,28 @@ def soft_line(text: str) -> str | None:
     return None if "\t" in text else text.translate(_STRIPPED) + "\n"
 
 
-def _title_lines(title: str, width: int) -> list[str] | None:
-    """rich's title over a table ``width`` wide: wrapped at spaces, each line centred; None when a word is wider."""
-    lines: list[str] = []
-    start = offset = 0
+def _title_lines(title: str, width: int) -> list[str]:
+    """rich's title over a table ``width`` wide: wrapped at spaces (a longer word cut), each line centred."""
+    breaks: list[int] = []
+    offset = 0
     for match in _WORD.finditer(title):
-        word = match.group()
+        start, word = match.start(), match.group()
         length = len(word.rstrip())
-        if length > width:
-            return None  # rich folds the word inside: left to rich
         if width - offset >= length:
             offset += len(word)
-        elif offset and match.start():
-            lines.append(title[start : match.start()])
-            start, offset = match.start(), len(word)
-    lines.append(title[start:])
+        elif length > width:  # a word no line holds: cut into lines of ``width``, from a line of its own
+            chunks = [word[at : at + width] for at in range(0, len(word), width)]
+            for chunk in chunks:
+                if start:
+                    breaks.append(start)
+                start += len(chunk)
+            offset = len(chunks[-1])
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
     out = []
-    for line in lines:
-        line = line.rstrip()[:width]
+    for begin, end in zip([0, *breaks], [*breaks, len(title)]):
+        line = title[begin:end].rstrip()[:width]
         left = (width - len(line)) // 2
         out.append(" " * left + line + " " * (width - len(line) - left))
     return out
@@ -85,7 +89,7 @@ def table_text(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
     """rich's ``Table(title=title)`` of these cells (columns named in ``right`` right-justified), or None.
 
     None: something rich would draw differently from the plain case (a cell it measures otherwise, a table
-    wider than :data:`MIN_WIDTH`, a title rich would parse as markup or fold).
+    wider than :data:`MIN_WIDTH`, a title rich would parse as markup).
     """
     cells = [*headers, *(c for row in rows for c in row)]
     if not all(_drawable(c) for c in cells) or not _drawable(title) or "[" in title or ":" in title:
@@ -95,8 +99,6 @@ def table_text(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
     if width > MIN_WIDTH:
         return None
     titled = _title_lines(title, width) if title else []
-    if titled is None:
-        return None
 
     def line(cells: Sequence[str], edge: str) -> str:
         padded = (c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(cells, widths, headers))
