@@ -525,9 +525,12 @@ class ScoreAccumulator:
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
         for name, stored in self._group_codes.items():
+            by_code: dict[int, list[int]] = {}  # each value's rows in sorted order, from one pass
+            for i in perm:
+                by_code.setdefault(stored[i] if i < len(stored) else -1, []).append(i)
             per_value: dict[str, dict[str, float | int]] = {}
             for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
-                rows = [i for i in perm if i < len(stored) and stored[i] == code]
+                rows = by_code.get(code, [])
                 g_value, g_low, g_high = summary(rows)
                 per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": len(rows)}
             groups[name] = per_value
