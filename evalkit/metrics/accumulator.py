@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 from array import array
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -419,6 +420,12 @@ class ScoreAccumulator:
         The metric's own code (``corpus``, ``corpus_details``, ``describe``) raising is one
         :class:`MetricCrashed` naming the method, for the pair's error.
         """
+        # numpy's import costs more than this run's sums in Python; once loaded (by another pair) it is the cheaper path
+        plain = self.plain_result() if "numpy" not in sys.modules else None
+        return plain if plain is not None else self.numpy_result(seed, n_resamples)
+
+    def numpy_result(self, seed: int = 0, n_resamples: int = 1000) -> MetricResult:
+        """:meth:`result` computed with numpy whatever the metric and the number of samples."""
         rows, scores, members, perm = self._in_order()
         n = self._n
         if members is not None:
@@ -468,6 +475,80 @@ class ScoreAccumulator:
         if self._subscores:
             details["subscores"] = self._subscore_results()
         return MetricResult(value, low, high, n, self.ci_method, details)
+
+    def plain_result(self) -> MetricResult | None:
+        """:meth:`result` without numpy for a mean with the normal interval (see evalkit/metrics/plain_mean.py).
+
+        None when the metric computes anything of its own from the rows (``corpus``, ``corpus_details``, groups of
+        samples, rows' statistics) or the run is large: :meth:`result` then takes the numpy path, which gives the
+        same numbers.
+        """
+        from evalkit.metrics import plain_mean
+        from evalkit.metrics.ci import clip_to
+
+        metric = type(self.metric)
+        k = self._k or 0
+        if (
+            not 0 < self._n <= plain_mean.MAX_ROWS
+            or k < 2
+            or self.ci_method != "normal"
+            or self.grouped
+            or metric.corpus is not Metric.corpus
+            or metric.corpus_details is not Metric.corpus_details
+            or getattr(self.metric, "corpus_rows", None) is not None
+            or hasattr(self.metric, "corpus_rows_details")
+        ):
+            return None
+        # numpy's stable argsort: by order, NaN last, ties in arrival order
+        order = self._order
+        if any(map(math.isnan, order)):
+            perm = sorted(range(self._n), key=lambda i: (math.isnan(order[i]), order[i]))
+        else:
+            perm = sorted(range(self._n), key=order.__getitem__)
+        stats, scores = self._stats, self._scores
+        bounds = self.metric.bounds
+
+        def summary(rows: list[int]) -> tuple[float, float, float]:
+            if not rows:
+                return math.nan, math.nan, math.nan
+            totals = plain_mean.column_sums(stats, k, rows)
+            low, high = plain_mean.normal_ci([scores[i] for i in rows])
+            return plain_mean.divide(totals[0], totals[1]), clip_to(low, bounds), clip_to(high, bounds)
+
+        value, low, high = summary(perm)
+        details: dict[str, Any] = dict(self._call("describe"))
+        details["ci_method"] = self.ci_method
+        processors = getattr(self.metric, "processors", None)
+        if processors:
+            details["processors"] = processors.describe()
+        details["n_failed"] = self.n_failed
+        details["failure_reasons"] = dict(sorted(self.failures.items()))
+        groups: dict[str, dict[str, dict[str, float | int]]] = {}
+        for name, stored in self._group_codes.items():
+            by_code: dict[int, list[int]] = {}  # each value's rows in sorted order, from one pass
+            for i in perm:
+                by_code.setdefault(stored[i] if i < len(stored) else -1, []).append(i)
+            per_value: dict[str, dict[str, float | int]] = {}
+            for label, code in sorted(self._group_values[name].items(), key=lambda kv: _natural_key(kv[0])):
+                rows = by_code.get(code, [])
+                g_value, g_low, g_high = summary(rows)
+                per_value[label] = {"score": g_value, "ci_low": g_low, "ci_high": g_high, "n": len(rows)}
+            groups[name] = per_value
+        details["groups"] = groups
+        if self._subscores:
+            subscore_bounds = getattr(self.metric, "subscore_bounds", bounds)
+            out: dict[str, dict[str, float | int]] = {}
+            for name in sorted(self._subscores, key=_natural_key):
+                finite = [x for x in self._subscores[name] if math.isfinite(x)]
+                sub_low, sub_high = plain_mean.normal_ci(finite)
+                out[name] = {
+                    "score": clip_to(plain_mean.mean(finite), subscore_bounds),
+                    "ci_low": clip_to(sub_low, subscore_bounds),
+                    "ci_high": clip_to(sub_high, subscore_bounds),
+                    "n": len(finite),
+                }
+            details["subscores"] = out
+        return MetricResult(value, low, high, self._n, self.ci_method, details)
 
     def _call(self, method: str, *args: Any) -> Any:
         """``metric.<method>(*args)``; an exception becomes :class:`MetricCrashed` naming the method."""

@@ -1,36 +1,86 @@
-"""The results table printed at the end of a run and by `evalkit report`, with the failures behind it."""
+"""The results table printed at the end of a run and by `evalkit report`, with the failures behind it.
+
+rich draws it; written where rich adds no colour (a file, a pipe), the same text is drawn without importing
+rich when :mod:`evalkit.report.plain_console` can draw all of it exactly.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
+from evalkit.report import plain_console
 from evalkit.report.results import ResultRow, failures_by_model
 from evalkit.report.tables import headers, partial_note, table_rows
 from evalkit.report.usage import usage_lines
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+#: the columns whose cells are right-justified
+_RIGHT = ("score", "n", "failed")
+
 #: longest example message shown per failure reason (the records hold the whole text)
 _EXAMPLE_CHARS = 240
+_FAILURES_TITLE = "Failed samples by model and reason (one example each; every message is in the records):"
+_USAGE_TITLE = "Usage (tokens as the servers reported them; cost from each model's price):"
 
 
 def _console() -> Console:
-    return Console(width=max(120, Console().width), highlight=False)
+    from rich.console import Console
+
+    return Console(width=max(plain_console.MIN_WIDTH, Console().width), highlight=False)
 
 
 def print_table(rows: list[ResultRow], title: str, console: Console | None = None) -> None:
+    if console is None and plain_console.plain_stdout():
+        text = _plain_table(rows, title)
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from rich.table import Table
+    from rich.text import Text
+
     console = console or _console()
     table = Table(title=title)
     for header in headers(rows):
-        table.add_column(header, justify="right" if header in ("score", "n", "failed") else "left")
+        table.add_column(header, justify="right" if header in _RIGHT else "left")
     for cells in table_rows(rows):
         table.add_row(*(Text(c) for c in cells))
     console.print(table)
     note = partial_note(rows)
     if note:
         console.print(Text(note), soft_wrap=True)
+
+
+def _plain_table(rows: list[ResultRow], title: str) -> str | None:
+    """:func:`print_table`'s output without rich, or None when rich must draw it."""
+    text = plain_console.table_text(title, headers(rows), table_rows(rows), _RIGHT)
+    note = partial_note(rows)
+    under = plain_console.soft_line(note) if note else ""
+    return None if text is None or under is None else text + under
+
+
+def _plain_block(title: str, lines: list[str]) -> str | None:
+    """:func:`_print_block`'s output without rich, or None when rich must print it."""
+    if not lines:
+        return ""
+    parts = [plain_console.block_title(title), *(plain_console.soft_line("  " + line) for line in lines)]
+    return None if None in parts else "".join(parts)  # type: ignore[arg-type]
+
+
+def _plain_results(outcome: Any) -> str | None:
+    """:func:`print_results`'s output without rich, or None when any part of it must be rich's."""
+    if any(engine.error for engine in outcome.engines):
+        return None  # printed wrapped at the console's width, which only rich knows
+    parts = [
+        _plain_table(outcome.rows, f"evalkit results — {outcome.run_dir}"),
+        _plain_block(_FAILURES_TITLE, failure_lines(outcome.rows)),
+        plain_console.soft_line(summary_line(outcome)),
+        _plain_block(_USAGE_TITLE, usage_lines(getattr(outcome, "meta", None) or {})),
+        plain_console.soft_line(f"Records: {outcome.run_dir / 'records'}  Report: {outcome.run_dir / 'report.html'}"),
+    ]
+    return None if any(part is None for part in parts) else "".join(parts)  # type: ignore[arg-type]
 
 
 def _one_line(text: str) -> str:
@@ -49,21 +99,25 @@ def failure_lines(rows: list[ResultRow]) -> list[str]:
 
 def print_failures(rows: list[ResultRow], console: Console | None = None) -> None:
     """The failure reasons behind the table's `failed` column, with one example message each."""
-    title = "Failed samples by model and reason (one example each; every message is in the records):"
-    _print_block(title, failure_lines(rows), console)
+    _print_block(_FAILURES_TITLE, failure_lines(rows), console)
 
 
 def print_usage(meta: dict[str, Any], console: Console | None = None) -> None:
     """The table's footer: tokens and cost per model, judge and run, the budget, and whether the results are partial."""
-    _print_block(
-        "Usage (tokens as the servers reported them; cost from each model's price):", usage_lines(meta), console
-    )
+    _print_block(_USAGE_TITLE, usage_lines(meta), console)
 
 
 def _print_block(title: str, lines: list[str], console: Console | None) -> None:
     """A footer under the table: its title, then its lines indented and wrapped as the terminal allows."""
     if not lines:
         return
+    if console is None and plain_console.plain_stdout():
+        text = _plain_block(title, lines)
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from rich.text import Text
+
     console = console or _console()
     console.print(title)
     for line in lines:
@@ -97,6 +151,13 @@ def summary_line(outcome: Any) -> str:
 
 def print_results(outcome: Any, console: Console | None = None) -> None:
     """The table of a finished run (a RunOutcome), its failures, engine errors, and where everything was written."""
+    if console is None and plain_console.plain_stdout():
+        text = _plain_results(outcome)
+        if text is not None:
+            sys.stdout.write(text)
+            return
+    from rich.text import Text
+
     console = console or _console()
     print_table(outcome.rows, f"evalkit results — {outcome.run_dir}", console)
     print_failures(outcome.rows, console)

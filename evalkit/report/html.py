@@ -21,7 +21,6 @@ from typing import Any
 
 from evalkit.report.records import RecordReader
 from evalkit.report.results import ResultRow
-from evalkit.report.robustness import robustness_section
 from evalkit.report.samples import SampleLists, failed_samples_section, viewer_note, worst_samples_section
 from evalkit.report.svg import Point, bar_chart, histograms
 from evalkit.report.tables import EVALKIT_COLUMN, cut_short, evalkit_name, fmt_shown, n_cell, partial_note, reported
@@ -477,7 +476,11 @@ def render_html(rows: list[ResultRow], meta: dict[str, Any], records_dir: Path |
         header += f", config <code>{escape(str(meta['config_file']))}</code>"
     header += "</p>"
     body = header + results_section(rows) + usage_html(rows, meta) + metric_charts(rows) + group_charts(rows)
-    body += robustness_section(row.as_dict() for row in rows if row.kind == "dataset")
+    swept = [row.as_dict() for row in rows if row.kind == "dataset" and "robustness" in (row.details or {})]
+    if swept:  # a run with corruption variants: the drawing code loads only then
+        from evalkit.report.robustness import robustness_section
+
+        body += robustness_section(swept)
     if records_dir is not None and not records_dir.is_dir():
         body += latency_section(records_dir, meta) + failure_section(rows)
         body += f"<h2>Samples</h2><p class='note'>No records folder at <code>{escape(str(records_dir))}</code>.</p>"

@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from evalkit.view import index, indexcheck
-
 log = logging.getLogger("evalkit.view")
 
 #: a records file at least this large is announced on stderr while it is indexed (small ones are done at once)
@@ -83,6 +81,8 @@ def index_run(run_dir: Path, say: Callable[[str], None] | None = None, min_bytes
     threshold = eager_bytes() if min_bytes is None else min_bytes
     if threshold > 0 and _total_bytes(files) < threshold:
         return 0  # small: the viewer indexes it on first view
+    from evalkit.view import index, indexcheck  # here: a small run's end never loads the indexing code
+
     written = 0
     for source, kind in files:
         where = indexcheck.folder_index(source, kind)
