@@ -160,14 +160,13 @@ def generation_params(
 
 
 def _check_names(config: Config, catalog: Catalog, source: str) -> None:
-    known_targets = {*catalog.all_names()}
     names = {e.info.name for e in config.models} | {e.info.model for e in config.models}
     for section in ("temperature_overrides", "generation_overrides"):
         for i, rule in enumerate(getattr(config, section)):
-            if rule.task is not None and rule.task not in known_targets:
+            if rule.task is not None and not catalog.knows(rule.task):
                 raise ConfigError(
                     f"{source}: {section}[{i}].task: {rule.task!r} is not a task, dataset or "
-                    f"category{did_you_mean(rule.task, known_targets)}"
+                    f"category{did_you_mean(rule.task, catalog.all_names())}"
                 )
             if rule.model is not None and rule.model not in names:
                 raise ConfigError(
@@ -516,7 +515,7 @@ def build_plan(
                     continue
             if spec.path is not None:
                 require_local_source(spec)
-            check_prompt_choice(spec, library.pools)
+            check_prompt_choice(spec, library.pools if spec.prompt_pool is not None else None)  # pools read if named
             check_in_context(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")
