@@ -106,6 +106,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
     unused = {
         "numpy",  # no image or audio corruption, no CI yet, no in-context examples
         "aiosqlite",  # --no-cache
+        "sqlite3",  # --no-cache: the store's code is not loaded either
+        "evalkit.clients.store",
         "rich",  # the console table is drawn after the run
         "evalkit.serve.launch",  # the config launches no server
         "evalkit.prompts.karma.sets",  # preprocessor families the dataset does not use
