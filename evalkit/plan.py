@@ -22,7 +22,6 @@ from evalkit.config.foreign.reporting import ReportedAs, reported_as
 from evalkit.config.stopping import StopRule, split_stop
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
-from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
 from evalkit.errors import ConfigError, RunspecError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
@@ -386,6 +385,8 @@ def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSp
     ``path`` (one file) or ``path`` + ``data_files`` (several), so every reader of local data (rows, counts,
     fingerprints, the viewer) reads them as it reads any local dataset.
     """
+    from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy  # only a run with a local copy of hub data
+
     path = _given_path(spec, config)
     key = f"dataset_paths.{_path_key(spec)}"
     try:
@@ -407,6 +408,8 @@ def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSp
 
 def _local_examples(spec: DatasetSpec, path: Path) -> dict[str, Any] | None:
     """The entry's in-context block with its example split read from the copy too (one file of it)."""
+    from evalkit.data.local_copy import LocalCopyError, find_copy
+
     settings = spec.in_context
     if not settings or "split" not in settings or "path" in settings:
         return settings

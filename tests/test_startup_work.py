@@ -118,6 +118,7 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.metrics.references.auharness",
         "evalkit.prompts.image_similarity",  # the image embedder of topk_img in-context examples
         "difflib",  # "did you mean": every name the config gives is known
+        "evalkit.data.local_copy",  # a local copy of hub data: the dataset is a local file of its own
         "evalkit.catalog.foreign",  # other tools' name tables (runspecs/_names): the dataset is the catalogue's name
     }
     assert modules & unused == set()
