@@ -4,8 +4,8 @@ The start-up benchmark (benchmarks/startup.py) measures the time; these tests ke
 process runs `evalkit run` of a config naming one local text dataset against the test server, and at its first
 connection to the server writes down what it had imported and done: no numpy, no launching code, no rich,
 no preprocessor family it does not use, no scan of installed packages for plugins, one catalogue entry
-validated (the one named) of the ~600, no other tool's name table and no
-shipped prompt file read, and pydantic's plugin switch taken away again. And a broken
+validated (the one named) of the ~600, no other tool's name table or shipped prompt file read, no alias of
+the entries derived, and pydantic's plugin switch taken away again. And a broken
 catalogue entry the config does not name no longer stops the run, while `evalkit validate` still reports it.
 """
 
@@ -35,6 +35,10 @@ def counting(self):
     validated.append(self.name)
     return validate(self)
 table.WrittenEntry.validate = counting
+import evalkit.catalog as catalog
+derived = []
+aliases = catalog.dataset_aliases
+catalog.dataset_aliases = lambda *args: derived.append(1) or aliases(*args)
 out, port = sys.argv[1], int(sys.argv[2])
 def at_first_request(event, args):
     if event == "socket.connect" and isinstance(args[1], tuple) and args[1][1] == port:
@@ -46,6 +50,7 @@ def at_first_request(event, args):
             "plugins_scanned": registry._plugins_loaded,
             "pydantic_switch": os.environ.get("PYDANTIC_DISABLE_PLUGINS"),
             "prompt_files_read": library._load.cache_info().currsize,
+            "aliases_derived": len(derived),
         }
         with open(out, "w") as handle:
             json.dump(seen, handle)
@@ -128,6 +133,7 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
     assert seen["validated"] == ["sums"]
     assert seen["plugins_scanned"] is False  # every name was a built-in's
     assert seen["pydantic_switch"] is None  # set while the plan was built, and taken away again
+    assert seen["aliases_derived"] == 0  # the dataset's own name was found: no other name of any entry was needed
     assert seen["prompt_files_read"] == 0  # the package's add-ons, system prompts and pools: none was named
 
 

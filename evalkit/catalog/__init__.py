@@ -31,7 +31,7 @@ from evalkit.catalog.specs import (
     TaskSpec,
     resolve_runspec_path,
 )
-from evalkit.catalog.table import DatasetTable, ForeignTables, Once, WrittenEntry, format_runspec_error
+from evalkit.catalog.table import DatasetTable, Deferred, Once, WrittenEntry, format_runspec_error
 from evalkit.errors import RunspecError, did_you_mean
 from evalkit.util.json_safe import load_json_file
 from evalkit.util.yaml_safe import shorten
@@ -70,7 +70,7 @@ class Catalog:
     categories: dict[str, list[str]] = field(default_factory=dict)
     roots: list[Path] = field(default_factory=list)
     #: other names of datasets (alias -> dataset): the names LALMEval and KARMA users type, see dataset_aliases
-    aliases: dict[str, str] = field(default_factory=dict)
+    aliases: MutableMapping[str, str] = field(default_factory=dict)
     #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's (load_catalog's
     #: reads them when first asked for)
     foreign: MutableMapping[str, ForeignNames] = field(default_factory=dict)
@@ -351,15 +351,22 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None,
             for path in found:  # read in the order they always were, so the first problem found is the same
                 _add_foreign(catalog, path)
         tables += found
-    catalog.aliases = dataset_aliases(catalog)  # before the variants, which share their entries' repos
     if check:
+        catalog.aliases = dataset_aliases(catalog)
         _add_variants(catalog)
         catalog.check()
         return catalog
+    # what a name the catalogue's entries do not have needs: derived or read when first asked for
+    aliases: Deferred[str] = Deferred(Once(partial(_fill_aliases, catalog)))
+    catalog.aliases = aliases
     complete = Once(partial(_read_tables, catalog, tables))
-    catalog.foreign = ForeignTables(complete)
+    catalog.foreign = Deferred(complete)
     catalog.datasets.defer(complete)
     return catalog
+
+
+def _fill_aliases(catalog: Catalog) -> None:
+    catalog.aliases.update(dataset_aliases(catalog))
 
 
 def _read_tables(catalog: Catalog, tables: list[Path]) -> None:

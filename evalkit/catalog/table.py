@@ -16,15 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from evalkit.catalog.specs import DatasetSpec
 from evalkit.errors import RunspecError, did_you_mean
-
-if TYPE_CHECKING:
-    from evalkit.catalog.foreign import ForeignNames
 
 
 @dataclass(frozen=True)
@@ -171,42 +168,46 @@ class DatasetTable(MutableMapping[str, DatasetSpec]):
             self[name]
 
 
-class ForeignTables(MutableMapping[str, "ForeignNames"]):
-    """Other tools' name tables by prefix (``runspecs/_names/<prefix>.json``), read when first asked for.
+V = TypeVar("V")
 
-    AU-Harness's table alone is some 260 KB of JSON: a run whose every name is the catalogue's own never reads it.
+
+class Deferred(MutableMapping[str, V]):
+    """A mapping filled by a step run when it is first read: other tools' name tables, the aliases of datasets.
+
+    AU-Harness's name table alone is some 260 KB of JSON, and the aliases are derived from every entry: a run
+    whose every name is the catalogue's own reads neither. Storing into it (what the step does) runs nothing.
     """
 
-    def __init__(self, complete: Once) -> None:
-        self._tables: dict[str, ForeignNames] = {}
-        self._pending: Once | None = complete
+    def __init__(self, fill: Once) -> None:
+        self._items: dict[str, V] = {}
+        self._pending: Once | None = fill
 
     def _settle(self) -> None:
         if self._pending is not None:
             pending, self._pending = self._pending, None
             pending()
 
-    def __getitem__(self, prefix: str) -> ForeignNames:
+    def __getitem__(self, key: str) -> V:
         self._settle()
-        return self._tables[prefix]
+        return self._items[key]
 
-    def __setitem__(self, prefix: str, names: ForeignNames) -> None:
-        self._tables[prefix] = names  # what reading the tables does: no settling here
+    def __setitem__(self, key: str, value: V) -> None:
+        self._items[key] = value
 
-    def __delitem__(self, prefix: str) -> None:
+    def __delitem__(self, key: str) -> None:
         self._settle()
-        del self._tables[prefix]
+        del self._items[key]
 
     def __iter__(self) -> Iterator[str]:
         self._settle()
-        return iter(self._tables)
+        return iter(self._items)
 
     def __len__(self) -> int:
         self._settle()
-        return len(self._tables)
+        return len(self._items)
 
     def __repr__(self) -> str:
-        return f"ForeignTables({'unread' if self._pending is not None else sorted(self._tables)})"
+        return f"Deferred({'unread' if self._pending is not None else sorted(self._items)})"
 
 
 def format_runspec_error(error: ValidationError, path: Path, name: str) -> str:
