@@ -176,3 +176,28 @@ def test_a_broken_name_table_stops_only_the_runs_whose_names_need_it(tmp_path: P
     for stopped in (named, checked):
         assert stopped.returncode == 2 and said in stopped.stderr, stopped.stderr
         assert "Traceback" not in stopped.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "c.yaml", "--no-cache", "--quiet"],
+        ["run", "--dataset", "sums,other", "--model-url", "http://h/v1", "--model-name", "m", "--shard", "1/2"],
+        ["run", "--help"],
+        ["run", "--no-such-flag"],
+    ],
+)
+def test_the_run_command_alone_reads_a_run_as_the_whole_grammar_does(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evalkit run` builds only the run command's parser: the same values, help and messages as the whole one's."""
+    from evalkit.cli.parser import build_parser
+
+    read = []
+    for parser in (build_parser(), build_parser(only_run=True)):
+        try:
+            read.append(vars(parser.parse_args(argv)))
+        except SystemExit as stop:
+            read.append({"exit": stop.code})
+        read.append(capsys.readouterr())
+    assert read[0] == read[2] and read[1] == read[3]
