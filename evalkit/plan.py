@@ -22,7 +22,6 @@ from evalkit.config.foreign.reporting import ReportedAs, reported_as
 from evalkit.config.stopping import StopRule, split_stop
 from evalkit.data.files import require_local_source
 from evalkit.data.hubcache import hub_offline, require_stored
-from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy
 from evalkit.errors import ConfigError, RunspecError, UserError, did_you_mean
 from evalkit.languages import normalize_language, split_pair, target_language
 from evalkit.metrics import METRICS
@@ -160,14 +159,13 @@ def generation_params(
 
 
 def _check_names(config: Config, catalog: Catalog, source: str) -> None:
-    known_targets = {*catalog.all_names()}
     names = {e.info.name for e in config.models} | {e.info.model for e in config.models}
     for section in ("temperature_overrides", "generation_overrides"):
         for i, rule in enumerate(getattr(config, section)):
-            if rule.task is not None and rule.task not in known_targets:
+            if rule.task is not None and not catalog.knows(rule.task):
                 raise ConfigError(
                     f"{source}: {section}[{i}].task: {rule.task!r} is not a task, dataset or "
-                    f"category{did_you_mean(rule.task, known_targets)}"
+                    f"category{did_you_mean(rule.task, catalog.all_names())}"
                 )
             if rule.model is not None and rule.model not in names:
                 raise ConfigError(
@@ -387,6 +385,8 @@ def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSp
     ``path`` (one file) or ``path`` + ``data_files`` (several), so every reader of local data (rows, counts,
     fingerprints, the viewer) reads them as it reads any local dataset.
     """
+    from evalkit.data.local_copy import LAYOUTS, LocalCopyError, find_copy  # only a run with a local copy of hub data
+
     path = _given_path(spec, config)
     key = f"dataset_paths.{_path_key(spec)}"
     try:
@@ -408,6 +408,8 @@ def _with_local_copy(spec: DatasetSpec, config: Config, where: str) -> DatasetSp
 
 def _local_examples(spec: DatasetSpec, path: Path) -> dict[str, Any] | None:
     """The entry's in-context block with its example split read from the copy too (one file of it)."""
+    from evalkit.data.local_copy import LocalCopyError, find_copy
+
     settings = spec.in_context
     if not settings or "split" not in settings or "path" in settings:
         return settings
@@ -516,7 +518,7 @@ def build_plan(
                     continue
             if spec.path is not None:
                 require_local_source(spec)
-            check_prompt_choice(spec, library.pools)
+            check_prompt_choice(spec, library.pools if spec.prompt_pool is not None else None)  # pools read if named
             check_in_context(spec)
             PREPROCESSORS.get(spec.preprocessor, where=f"{spec.file}: {spec.name}.preprocessor")
             POSTPROCESSORS.get(spec.postprocessor, where=f"{spec.file}: {spec.name}.postprocessor")

@@ -4,7 +4,8 @@ The start-up benchmark (benchmarks/startup.py) measures the time; these tests ke
 process runs `evalkit run` of a config naming one local text dataset against the test server, and at its first
 connection to the server writes down what it had imported and done: no numpy, no launching code, no rich,
 no preprocessor family it does not use, no scan of installed packages for plugins, one catalogue entry
-validated (the one named) of the ~600, and pydantic's plugin switch taken away again. And a broken
+validated (the one named) of the ~600, no other tool's name table or shipped prompt file read, no alias of
+the entries derived, and pydantic's plugin switch taken away again. And a broken
 catalogue entry the config does not name no longer stops the run, while `evalkit validate` still reports it.
 """
 
@@ -34,15 +35,22 @@ def counting(self):
     validated.append(self.name)
     return validate(self)
 table.WrittenEntry.validate = counting
+import evalkit.catalog as catalog
+derived = []
+aliases = catalog.dataset_aliases
+catalog.dataset_aliases = lambda *args: derived.append(1) or aliases(*args)
 out, port = sys.argv[1], int(sys.argv[2])
 def at_first_request(event, args):
     if event == "socket.connect" and isinstance(args[1], tuple) and args[1][1] == port:
         from evalkit import registry
+        from evalkit.prompts import library
         seen = {
             "modules": sorted(sys.modules),
             "validated": validated,
             "plugins_scanned": registry._plugins_loaded,
             "pydantic_switch": os.environ.get("PYDANTIC_DISABLE_PLUGINS"),
+            "prompt_files_read": library._load.cache_info().currsize,
+            "aliases_derived": len(derived),
         }
         with open(out, "w") as handle:
             json.dump(seen, handle)
@@ -103,6 +111,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
     unused = {
         "numpy",  # no image or audio corruption, no CI yet, no in-context examples
         "aiosqlite",  # --no-cache
+        "sqlite3",  # --no-cache: the store's code is not loaded either
+        "evalkit.clients.store",
         "rich",  # the console table is drawn after the run
         "evalkit.serve.launch",  # the config launches no server
         "evalkit.prompts.karma.sets",  # preprocessor families the dataset does not use
@@ -113,6 +123,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "evalkit.metrics.references.auharness",
         "evalkit.prompts.image_similarity",  # the image embedder of topk_img in-context examples
         "difflib",  # "did you mean": every name the config gives is known
+        "evalkit.data.local_copy",  # a local copy of hub data: the dataset is a local file of its own
+        "evalkit.catalog.foreign",  # other tools' name tables (runspecs/_names): the dataset is the catalogue's name
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
@@ -121,6 +133,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
     assert seen["validated"] == ["sums"]
     assert seen["plugins_scanned"] is False  # every name was a built-in's
     assert seen["pydantic_switch"] is None  # set while the plan was built, and taken away again
+    assert seen["aliases_derived"] == 0  # the dataset's own name was found: no other name of any entry was needed
+    assert seen["prompt_files_read"] == 0  # the package's add-ons, system prompts and pools: none was named
 
 
 def test_a_broken_entry_the_config_does_not_name_stops_no_run_and_validate_reports_it(
@@ -147,3 +161,43 @@ def test_a_broken_entry_the_config_names_stops_the_run_naming_file_and_key(tmp_p
     assert ran.returncode == 2
     assert f"{runspecs / 'bench' / 'other.json'}: noisy.colour: unknown key" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_a_broken_name_table_stops_only_the_runs_whose_names_need_it(tmp_path: Path, server: TestServer) -> None:
+    runspecs = _runspecs(tmp_path)
+    table = runspecs / "_names" / "other.json"
+    table.parent.mkdir()
+    table.write_text(json.dumps({"tool": "Other", "datasets": {"theirs": {"evalkit": "sums", "colour": 1}}}))
+    ran = evalkit_cli(["run", str(_config(tmp_path, server, runspecs)), "--no-cache", "--quiet"], tmp_path)
+    assert ran.returncode == 0, ran.stderr  # "sums" is the catalogue's own name: the table is never read
+    said = f"{table}: other.datasets.theirs.colour: unknown key"
+    named = evalkit_cli(["run", str(_config(tmp_path, server, runspecs, "other:theirs")), "--no-cache"], tmp_path)
+    checked = evalkit_cli(["validate", str(_config(tmp_path, server, runspecs))], tmp_path)
+    for stopped in (named, checked):
+        assert stopped.returncode == 2 and said in stopped.stderr, stopped.stderr
+        assert "Traceback" not in stopped.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "c.yaml", "--no-cache", "--quiet"],
+        ["run", "--dataset", "sums,other", "--model-url", "http://h/v1", "--model-name", "m", "--shard", "1/2"],
+        ["run", "--help"],
+        ["run", "--no-such-flag"],
+    ],
+)
+def test_the_run_command_alone_reads_a_run_as_the_whole_grammar_does(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evalkit run` builds only the run command's parser: the same values, help and messages as the whole one's."""
+    from evalkit.cli.parser import build_parser
+
+    read = []
+    for parser in (build_parser(), build_parser(only_run=True)):
+        try:
+            read.append(vars(parser.parse_args(argv)))
+        except SystemExit as stop:
+            read.append({"exit": stop.code})
+        read.append(capsys.readouterr())
+    assert read[0] == read[2] and read[1] == read[3]

@@ -14,15 +14,14 @@ wheel carries them inside the package (``evalkit/runspecs/``, mapped in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, MutableMapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from evalkit.catalog.foreign import ForeignDataset, ForeignNames, ForeignRequest, variant_name, variants
 from evalkit.catalog.specs import (
     PACKAGE_PATH_PREFIX,
     SHIPPED_RUNSPECS,
@@ -32,10 +31,16 @@ from evalkit.catalog.specs import (
     TaskSpec,
     resolve_runspec_path,
 )
-from evalkit.catalog.table import DatasetTable, WrittenEntry, format_runspec_error
+from evalkit.catalog.table import DatasetTable, Deferred, Once, WrittenEntry, format_runspec_error
 from evalkit.errors import RunspecError, did_you_mean
 from evalkit.util.json_safe import load_json_file
 from evalkit.util.yaml_safe import shorten
+
+if TYPE_CHECKING:
+    from evalkit.catalog.foreign import ForeignDataset, ForeignNames, ForeignRequest, variant_name
+
+#: what evalkit.catalog.foreign gives, named here as well; imported when first asked for (other tools' names only)
+_FROM_FOREIGN = ("ForeignDataset", "ForeignNames", "ForeignRequest", "variant_name")
 
 __all__ = [
     "PACKAGE_PATH_PREFIX",
@@ -65,9 +70,10 @@ class Catalog:
     categories: dict[str, list[str]] = field(default_factory=dict)
     roots: list[Path] = field(default_factory=list)
     #: other names of datasets (alias -> dataset): the names LALMEval and KARMA users type, see dataset_aliases
-    aliases: dict[str, str] = field(default_factory=dict)
-    #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's
-    foreign: dict[str, ForeignNames] = field(default_factory=dict)
+    aliases: MutableMapping[str, str] = field(default_factory=dict)
+    #: other tools' names by prefix (runspecs/_names/<prefix>.json): ``auharness`` -> AU-Harness's (load_catalog's
+    #: reads them when first asked for)
+    foreign: MutableMapping[str, ForeignNames] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.datasets, DatasetTable):  # a Catalog built by hand, from a dict of specs
@@ -95,6 +101,10 @@ class Catalog:
     def all_names(self) -> list[str]:
         """Every name ``resolve`` accepts: datasets, their aliases, tasks and categories."""
         return sorted({*self.datasets, *self.aliases, *self.tasks, *self.categories})
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is one of :meth:`all_names` (asked without listing them)."""
+        return any(name in names for names in (self.datasets, self.aliases, self.tasks, self.categories))
 
     def resolve(self, name: str, where: str = "") -> list[DatasetSpec]:
         """Datasets selected by a dataset name or alias, a task stem or a category folder."""
@@ -176,6 +186,8 @@ class Catalog:
                 f"{prefix}{name!r} is {names.tool}'s dataset{reads}, and evalkit's catalogue has no entry reading "
                 f"the same data yet; add one to a runspecs_dir folder, or see `evalkit list datasets` for what there is"
             )
+        from evalkit.catalog.foreign import variant_name
+
         variant = self.datasets.get(variant_name(tool, name))
         return variant if variant is not None and variant.variant_of == target else self.datasets[target]
 
@@ -320,26 +332,64 @@ def load_catalog(extra_dirs: Iterable[str | Path] = (), cwd: Path | None = None,
     one stops here; without it an entry is validated when it is first read, so a
     run pays only for the entries it names and a broken entry it does not name
     does not stop it (``evalkit validate`` and the listings still report it).
+    Without ``check`` other tools' name tables (``_names/``) are read too only when
+    a name is not the catalogue's own, or every name is asked for.
     """
     extra = [Path(d) for d in extra_dirs]
     for directory in extra:
         if not directory.is_dir():
             raise RunspecError(f"runspecs_dir: {directory} is not a folder")
     catalog = Catalog(roots=default_roots(extra, cwd))
+    tables: list[Path] = []
     for root in catalog.roots:
         if not root.is_dir():
             continue
         for path in _runspec_files(root):
             _add_file(catalog, path)
-        for path in sorted((root / "_names").glob("*.json")):
-            _add_foreign(catalog, path)
-    catalog.aliases = dataset_aliases(catalog)  # before the variants, which share their entries' repos
+        found = sorted((root / "_names").glob("*.json"))
+        if check:
+            for path in found:  # read in the order they always were, so the first problem found is the same
+                _add_foreign(catalog, path)
+        tables += found
+    if check:
+        catalog.aliases = dataset_aliases(catalog)
+        _add_variants(catalog)
+        catalog.check()
+        return catalog
+    # what a name the catalogue's entries do not have needs: derived or read when first asked for
+    aliases: Deferred[str] = Deferred(Once(partial(_fill_aliases, catalog)))
+    catalog.aliases = aliases
+    complete = Once(partial(_read_tables, catalog, tables))
+    catalog.foreign = Deferred(complete)
+    catalog.datasets.defer(complete)
+    return catalog
+
+
+def _fill_aliases(catalog: Catalog) -> None:
+    catalog.aliases.update(dataset_aliases(catalog))
+
+
+def _read_tables(catalog: Catalog, tables: list[Path]) -> None:
+    for path in tables:
+        _add_foreign(catalog, path)
+    _add_variants(catalog)
+
+
+def _add_variants(catalog: Catalog) -> None:
+    from evalkit.catalog.foreign import variants
+
     for prefix, names in catalog.foreign.items():
         for name, base, make in list(variants(catalog.datasets, prefix, names)):
             catalog.datasets.add_made(name, partial(_made_from, catalog.datasets, base, make))
-    if check:
-        catalog.check()
-    return catalog
+
+
+def __getattr__(name: str) -> Any:
+    """evalkit.catalog.foreign's names, imported when first asked for: a run naming catalogue entries needs none."""
+    if name in _FROM_FOREIGN:
+        from evalkit.catalog import foreign
+
+        return getattr(foreign, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _made_from(table: DatasetTable, base: str, make: Callable[[DatasetSpec], DatasetSpec]) -> DatasetSpec:
@@ -348,6 +398,8 @@ def _made_from(table: DatasetTable, base: str, make: Callable[[DatasetSpec], Dat
 
 def _add_foreign(catalog: Catalog, path: Path) -> None:
     """Read another tool's name table; the same table found twice (installed and checkout) is read once."""
+    from evalkit.catalog.foreign import ForeignNames
+
     try:
         names = ForeignNames.model_validate(_read_runspec(path))
     except ValidationError as error:
@@ -371,9 +423,11 @@ def dataset_aliases(catalog: Catalog) -> dict[str, str]:
     An alias never shadows a dataset, task or category name, and one two entries
     would share is left out rather than guessed.
     """
-    taken = {*catalog.datasets, *catalog.tasks, *catalog.categories}
-    # read from the entries as written (validating every entry here would cost a run what it saves)
-    coordinates = {name: _hub_coordinates(catalog.datasets, name) for name in catalog.datasets}
+    # the entries as written (validating every entry here would cost a run what it saves); not other tools'
+    # variants, which share their entries' repos
+    own = catalog.datasets.own_names()
+    taken = {*own, *catalog.tasks, *catalog.categories}
+    coordinates = {name: _hub_coordinates(catalog.datasets, name) for name in own}
     repo_users: dict[str, int] = {}
     for hf_repo, _, _, _ in coordinates.values():
         if hf_repo:

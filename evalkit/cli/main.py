@@ -702,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         from evalkit.serve.cli import main as serve_main
 
         return serve_main(argv[1:])
-    parser = build_parser()
+    parser = build_parser(only_run=argv[:1] == ["run"])
     args = parser.parse_args(argv)
     if args.version:
         from evalkit import __version__

@@ -248,13 +248,20 @@ def _filter_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only_run: bool = False) -> argparse.ArgumentParser:
+    """The whole grammar; ``only_run``: the top level and the run command alone, which parse `evalkit run ...` alike.
+
+    The run command's parser is the first one added, so its usage line and messages read the same either way; the
+    other commands' hundred-odd flags are not built before a run's first request.
+    """
     parser = argparse.ArgumentParser(
         prog="evalkit", description="Evaluate audio and text language models on many datasets at once."
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _run_parser(sub)
+    if only_run:
+        return parser
     v = sub.add_parser("validate", help="check a config (and its runspecs) without sending anything", epilog=PATH_RULE)
     v.add_argument("config", nargs="?", default="config.yaml")
     ls = sub.add_parser("list", help="list datasets, tasks, categories, metrics, models or processors")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.clients.endpoint import EndpointPool
 from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.outcome import Outcome
 from evalkit.clients.protocol import EndpointProtocol
 from evalkit.clients.request import ModelRequest
-from evalkit.clients.store import ResponseStore
 from evalkit.clients.usage import JUDGE_TALLY
 from evalkit.config import JudgeProperties, RequestKind
+
+if TYPE_CHECKING:
+    from evalkit.clients.store import ResponseStore
 
 
 class JudgeClient:

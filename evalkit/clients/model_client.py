@@ -55,7 +55,7 @@ import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.clients.circuit import Circuit
 from evalkit.clients.endpoint import Attempt, EndpointPool
@@ -63,9 +63,12 @@ from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.ratelimit import AdaptiveLimit, TokenBucket, TokenEstimator
 from evalkit.clients.request import ModelRequest
 from evalkit.clients.spending import Account
-from evalkit.clients.store import ResponseStore, StoreRefused, response_key
+from evalkit.clients.store_key import StoreRefused, response_key
 from evalkit.errors import DiskFullError, WriteFailed
 from evalkit.failures import FailureReason
+
+if TYPE_CHECKING:
+    from evalkit.clients.store import ResponseStore
 
 log = logging.getLogger("evalkit.client")
 #: answers kept in memory for twins in a run without a response store: a few engine windows (256 samples each) of

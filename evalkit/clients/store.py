@@ -63,8 +63,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalkit.clients.request import ModelRequest
 from evalkit.clients.store_damage import diagnose, is_damage, replacement_path, salvage
+from evalkit.clients.store_key import StoreRefused as StoreRefused  # where model_client and tests name it
+from evalkit.clients.store_key import response_key as response_key
 from evalkit.errors import DiskFullError, UserError, WriteFailed, human_bytes
 from evalkit.util import jsonutil
 from evalkit.util.diskfull import disk_full, is_disk_full
@@ -98,18 +99,6 @@ _LEGACY_COLUMNS = frozenset({"key", "model", "response", "created"})
 _ROW_ERRORS = (sqlite3.DataError, sqlite3.IntegrityError, OverflowError, ValueError, TypeError, MemoryError)
 
 
-def response_key(model_name: str, request: ModelRequest) -> str:
-    """The store key of a request to the model configured as ``model_name``.
-
-    ``request.key`` covers the model id, messages, audio hashes, generation
-    parameters and repeat index; the configured name is added because two
-    servers may serve different models under one id (``default``, a local
-    path), and the store outlives a run. URL, batch size, timeouts and retry
-    settings never enter it.
-    """
-    return hashlib.sha256(f"{model_name}\x00{request.key}".encode()).hexdigest()
-
-
 def checksum(key: str, blob: bytes) -> str:
     """The checksum a row carries: BLAKE2b-128 of its key and its stored bytes (a moved or edited row fails it)."""
     digest = hashlib.blake2b(digest_size=16)
@@ -129,10 +118,6 @@ def _verifies(key: str, blob: bytes, stored_sum: str) -> bool:
 
 class _Damaged(Exception):
     """The file is evalkit's store, but SQLite finds it damaged (the message says where)."""
-
-
-class StoreRefused(Exception):
-    """The store cannot keep this one answer (too large for SQLite, or refused by it); the others are unaffected."""
 
 
 @dataclass(slots=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -53,19 +53,38 @@ PROMPT_FILES = {"add_ons": "add_ons.yaml", "system_prompts": "system_prompts.yam
 
 @dataclass(frozen=True)
 class PromptLibrary:
-    """The prompts one run uses: the package's, with the config's prompts_dir and inline prompts on top."""
+    """The prompts one run uses: the package's, with the config's prompts_dir and inline prompts on top.
 
-    add_ons: dict[str, Any]
-    system_prompts: dict[str, Any]
-    pools: dict[str, list[str]]
-    #: judge metric (prompt) name -> a YAML file path, or an inline mapping of the same format
-    judges: dict[str, Any]
+    The package's files are read when a part is first asked for: a run that names no add-on, system prompt,
+    pool or judge never parses them. What the config adds was read and checked when the library was made.
+    """
+
+    #: what the config's prompts_dir and inline prompts add or replace, by part (add_ons, system_prompts, pools,
+    #: judges); a judge is a YAML file path or an inline mapping of the same format
+    layered: dict[str, dict[str, Any]]
+
+    @cached_property
+    def add_ons(self) -> dict[str, Any]:
+        return {**add_ons(), **self.layered.get("add_ons", {})}
+
+    @cached_property
+    def system_prompts(self) -> dict[str, Any]:
+        return {**system_prompts(), **self.layered.get("system_prompts", {})}
+
+    @cached_property
+    def pools(self) -> dict[str, list[str]]:
+        return {**pools(), **self.layered.get("pools", {})}
+
+    @cached_property
+    def judges(self) -> dict[str, Any]:
+        """Judge metric (prompt) name -> a YAML file path, or an inline mapping of the same format."""
+        shipped = {path.stem: str(path) for path in sorted((_HERE / "judges").glob("*.yaml"))}
+        return {**shipped, **self.layered.get("judges", {})}
 
 
 def shipped_library() -> PromptLibrary:
     """The package's own prompts."""
-    judges = {path.stem: str(path) for path in sorted((_HERE / "judges").glob("*.yaml"))}
-    return PromptLibrary(add_ons(), system_prompts(), pools(), judges)
+    return PromptLibrary({})
 
 
 def _read_user_file(path: Path, where: str) -> dict[str, Any]:
@@ -95,13 +114,7 @@ def library_for(config: Config, source: str = "config") -> PromptLibrary:
 
 @cache
 def _library(prompts_dir: str | None, inline: str, source: str) -> PromptLibrary:
-    base = shipped_library()
-    parts: dict[str, dict[str, Any]] = {
-        "add_ons": dict(base.add_ons),
-        "system_prompts": dict(base.system_prompts),
-        "pools": dict(base.pools),
-        "judges": dict(base.judges),
-    }
+    parts: dict[str, dict[str, Any]] = {"add_ons": {}, "system_prompts": {}, "pools": {}, "judges": {}}
     if prompts_dir is not None:
         folder = Path(prompts_dir)
         where = f"{source}: prompts_dir"
@@ -109,19 +122,19 @@ def _library(prompts_dir: str | None, inline: str, source: str) -> PromptLibrary
             raise ConfigError(
                 f"{where}: {folder} is not a folder (it may hold {', '.join(PROMPT_FILES.values())} and judges/)"
             )
-        for field, file in PROMPT_FILES.items():
+        for field_name, file in PROMPT_FILES.items():
             if (folder / file).is_file():
                 found = _read_user_file(folder / file, where)
-                if field == "pools":
+                if field_name == "pools":
                     _check_pools(found, f"{where}: {folder / file}")
-                parts[field].update(found)
+                parts[field_name].update(found)
         for path in sorted((folder / "judges").glob("*.yaml")):
             parts["judges"][path.stem] = str(path)
-    for field, found in json.loads(inline).items():
-        if field == "pools":
+    for field_name, found in json.loads(inline).items():
+        if field_name == "pools":
             _check_pools(found, f"{source}: prompts.pools")
-        parts[field].update(found)
-    return PromptLibrary(**parts)
+        parts[field_name].update(found)
+    return PromptLibrary(parts)
 
 
 def _specific_text(entry: dict[str, Any], spec: DatasetSpec, model: tuple[str, ...] = ()) -> str | None:
@@ -148,8 +161,10 @@ def _check(names: list[str], known: dict[str, Any], where: str) -> None:
 
 def check_prompt_names(config: Config, source: str = "config") -> None:
     library = library_for(config, source)
-    _check(config.filters.user_prompt_add_ons, library.add_ons, f"{source}: filters.user_prompt_add_ons")
-    _check(config.filters.system_prompts, library.system_prompts, f"{source}: filters.system_prompts")
+    if config.filters.user_prompt_add_ons:  # the library's parts are read when asked: not for no names
+        _check(config.filters.user_prompt_add_ons, library.add_ons, f"{source}: filters.user_prompt_add_ons")
+    if config.filters.system_prompts:
+        _check(config.filters.system_prompts, library.system_prompts, f"{source}: filters.system_prompts")
 
 
 def _join(texts: list[str | None]) -> str | None:

@@ -31,7 +31,6 @@ from evalkit.clients.endpoint import EndpointPool
 from evalkit.clients.judge import JudgeClient
 from evalkit.clients.model_client import ModelClient, RetryPolicy
 from evalkit.clients.protocol import EndpointProtocol
-from evalkit.clients.store import ResponseStore
 from evalkit.config import Config
 from evalkit.data.fingerprint import dataset_fingerprint, fingerprint_change
 from evalkit.errors import DiskFullError, RunInterrupted, UserError, WriteFailed
@@ -72,6 +71,7 @@ from evalkit.util.redact import (
 )
 
 if TYPE_CHECKING:
+    from evalkit.clients.store import ResponseStore
     from evalkit.serve.launch import LaunchedServers
 
 log = logging.getLogger("evalkit")
@@ -505,6 +505,8 @@ async def _execute(
     # the store is opened before the run folder is made: a store evalkit refuses leaves no folder behind
     store: ResponseStore | None = None
     if use_store:
+        from evalkit.clients.store import ResponseStore  # sqlite3: not for a run with the store off
+
         store = await ResponseStore(store_path, refresh_since=refresh_since).open()
     try:
         # what a refusal before the first request takes away again: never a resumed run's or an earlier run's files

@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import sqlite3
+import sys
 from pathlib import Path
 
 from evalkit.errors import DiskFullError
@@ -28,7 +28,9 @@ def is_disk_full(error: BaseException) -> bool:
         return True
     if isinstance(error, OSError):
         return error.errno in DISK_FULL_ERRNOS
-    if isinstance(error, sqlite3.Error):
+    # an SQLite error exists only once sqlite3 is loaded: a run with the store off never loads it for this
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(error, sqlite3.Error):
         code = getattr(error, "sqlite_errorcode", None)
         return code == _SQLITE_FULL or "database or disk is full" in str(error)
     return False

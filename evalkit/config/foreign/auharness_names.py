@@ -40,11 +40,11 @@ def is_auharness_name(catalog: Catalog, dataset: str) -> bool:
     tool, _, inner = dataset.partition(":")
     if inner and tool == PREFIX:
         return True
-    table = catalog.foreign.get(PREFIX)
-    if table is None or not (dataset in table.datasets or dataset in table.groups):
-        return False
     own = catalog.datasets, catalog.aliases, catalog.tasks, catalog.categories
-    return not any(dataset in names for names in own)
+    if any(dataset in names for names in own):  # evalkit's own names first: their runs never read the tool's table
+        return False
+    table = catalog.foreign.get(PREFIX)
+    return table is not None and (dataset in table.datasets or dataset in table.groups)
 
 
 def metric_for_pair(catalog: Catalog, dataset: str, metric: str) -> str:

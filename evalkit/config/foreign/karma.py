@@ -45,13 +45,14 @@ def karma_id(catalog: Catalog, dataset: str) -> str | None:
     even where the catalogue accepts them as aliases, since KARMA's ids are
     those repo ids. Case is ignored as the catalogue ignores it (``AI2D``).
     """
-    names = catalog.foreign.get(PREFIX)
-    if names is None:
-        return None
     tool, _, inner = dataset.partition(":")
     prefixed = bool(inner) and tool == PREFIX
     bare = inner if prefixed else dataset
+    # evalkit's own names first: a run naming its datasets so never reads the tools' tables
     if not prefixed and (dataset in catalog.datasets or dataset in catalog.tasks or dataset in catalog.categories):
+        return None
+    names = catalog.foreign.get(PREFIX)
+    if names is None:
         return None
     if bare in names.datasets or bare in names.groups:
         return bare
