@@ -514,18 +514,13 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = fixture()
         size = sum(p.stat().st_size for p in (run_dir / "records").rglob("*.jsonl"))
         print(json.dumps({"run": str(run_dir), "bytes": size, "seconds": round(time.perf_counter() - t0, 1)}))
-    elif args.what == "compare":
-        result = compare({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
+    elif args.what in ("compare", "unindexed"):
+        timed, entry = (compare, compare_entry) if args.what == "compare" else (unindexed, unindexed_entry)
+        result = timed({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
         print(json.dumps(result, indent=1))
         if args.results and args.a:
             command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
-            summary.write_entry(args.results, compare_entry(result, command))
-    elif args.what == "unindexed":
-        result = unindexed({"a": args.a, "b": args.b} if args.a else {"b": args.b}, args.rounds)
-        print(json.dumps(result, indent=1))
-        if args.results and args.a:
-            command = "python -m benchmarks.viewer_1m " + shlex.join(sys.argv[1:] if argv is None else argv)
-            summary.write_entry(args.results, unindexed_entry(result, command))
+            summary.write_entry(args.results, entry(result, command))
     elif args.what == "export":
         print(json.dumps(export(args.out, extra), indent=1))
     else:

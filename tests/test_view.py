@@ -40,7 +40,7 @@ from evalkit.view import index as view_index
 from evalkit.view import scan
 from evalkit.view.links import Links, segment
 from evalkit.view.queries import PairFilter, samples_page
-from evalkit.view.runs import find_pair
+from evalkit.view.runs import Pair, RunInfo, find_pair
 from evalkit.view.server import bind, serve
 from evalkit.view.viewer import Viewer
 
@@ -283,6 +283,15 @@ class Served:
         if self.task is not None:
             self.loop.call_soon_threadsafe(self.task.cancel)
         self.thread.join(20)
+
+
+def speech_pair(viewer: Viewer) -> tuple[RunInfo, Pair]:
+    """The :func:`make_run` run and its speech × word_error_rate pair, as the viewer found them."""
+    run = viewer.catalog.get(RUN)
+    assert run is not None
+    pair = find_pair(run, "speech", "word_error_rate")
+    assert pair is not None
+    return run, pair
 
 
 @pytest.fixture(autouse=True)

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_view import RUN, make_run
+from test_view import RUN, make_run, speech_pair
 
 from evalkit.view import index as view_index
 from evalkit.view import scan
 from evalkit.view.indexcheck import folder_index
 from evalkit.view.queries import PairFilter, Sources, samples_page
 from evalkit.view.runindex import EAGER_BYTES, EAGER_BYTES_ENV, eager_bytes, index_run
-from evalkit.view.runs import find_pair
 from evalkit.view.viewer import Viewer
 
 NEEDLES = ["word", "WORD 1", "clip number 1 <b>", "<script>", "strasse", "colour?", "e", "zz", 'a"b', "utt00"]
@@ -102,19 +101,11 @@ def test_an_index_read_on_as_its_file_grows_equals_one_built_at_once(tmp_path: P
     assert _dump(once.db, kind)["match clip" if kind == "sent" else "match word"]  # the searches find something
 
 
-def _sources(viewer: Viewer) -> tuple[Any, Any]:
-    run = viewer.catalog.get(RUN)
-    assert run is not None
-    pair = find_pair(run, "speech", "word_error_rate")
-    assert pair is not None
-    return run, pair
-
-
 def test_the_index_a_run_wrote_is_used_as_it_is_and_answers_as_a_scan_does(tmp_path: Path) -> None:
     run_dir = make_run(tmp_path / "runs")
     assert index_run(run_dir, min_bytes=0) == 4  # two records files, two sent files
     viewer = Viewer([tmp_path / "runs"])
-    run, pair = _sources(viewer)
+    run, pair = speech_pair(viewer)
     sources = viewer.sources(run, pair)
     assert sources.records is not None and sources.records.in_run_folder
     assert sources.sent is not None and sources.sent.in_run_folder
@@ -207,7 +198,7 @@ def test_a_run_folders_index_that_does_not_match_is_not_used_nor_touched(tmp_pat
     _damage(case, run_dir, db, records, tmp_path)
     before = {p: p.read_bytes() for p in (run_dir / "index").rglob("*") if p.is_file()}
     viewer = Viewer([tmp_path / "runs"])
-    run, pair = _sources(viewer)
+    run, pair = speech_pair(viewer)
     assert not view_index.refresh(records, "records").in_run_folder
     for query in ({}, {"model": "alpha", "sort": "-score"}, {"q": "word"}):
         f = PairFilter.parse(query)
@@ -224,7 +215,7 @@ def test_a_damaged_index_found_by_a_query_is_set_aside_and_the_page_still_answer
     run_dir = make_run(tmp_path / "runs", n=400)
     index_run(run_dir, min_bytes=0)
     viewer = Viewer([tmp_path / "runs"])
-    run, pair = _sources(viewer)
+    run, pair = speech_pair(viewer)
     state = view_index.refresh(pair.records, "records")
     assert state.in_run_folder
     db = state.db

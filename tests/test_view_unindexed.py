@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_view import RUN, make_run
+from test_view import RUN, make_run, speech_pair
 
 from evalkit.view import index as view_index
 from evalkit.view import pages, scan
 from evalkit.view.links import Links
 from evalkit.view.queries import PairFilter, Sources, samples_page
-from evalkit.view.runs import Pair, RunInfo, find_pair
+from evalkit.view.runs import Pair, find_pair
 from evalkit.view.viewer import Viewer
 
 QUERIES: list[dict[str, str]] = [
@@ -53,14 +53,6 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     view_index.stop_builds()
 
 
-def _pair(viewer: Viewer) -> tuple[RunInfo, Pair]:
-    run = viewer.catalog.get(RUN)
-    assert run is not None
-    pair = find_pair(run, "speech", "word_error_rate")
-    assert pair is not None
-    return run, pair
-
-
 def _read_to_the_end(pair: Pair, f: PairFilter) -> list[dict[str, Any]]:
     answers = []
     while True:
@@ -75,7 +67,7 @@ def _read_to_the_end(pair: Pair, f: PairFilter) -> list[dict[str, Any]]:
 def test_a_question_read_a_step_at_a_time_ends_with_the_index_answer(tmp_path: Path, query: dict[str, str]) -> None:
     make_run(tmp_path / "runs", n=60)
     viewer = Viewer([tmp_path / "runs"])
-    run, pair = _pair(viewer)
+    run, pair = speech_pair(viewer)
     assert pair.records.stat().st_size > 8 * mmap.ALLOCATIONGRANULARITY
     f = PairFilter.parse(query)
     answers = _read_to_the_end(pair, f)
@@ -97,7 +89,7 @@ def test_a_partial_answer_is_the_whole_answer_for_the_records_read(tmp_path: Pat
     (the same lines at the same offsets) gives the same rows, line numbers and count."""
     make_run(tmp_path / "runs", n=60)
     viewer = Viewer([tmp_path / "runs"])
-    _, pair = _pair(viewer)
+    _, pair = speech_pair(viewer)
     f = PairFilter.parse(query)
     answer = scan.samples_page(pair.records, pair.sent, f, STEP)
     while answer["partial"]["reading"] == "prompts":
@@ -120,7 +112,7 @@ def test_a_partial_answer_is_the_whole_answer_for_the_records_read(tmp_path: Pat
 def test_a_page_served_before_the_index_is_done_says_so_and_then_counts_as_the_index(tmp_path: Path) -> None:
     make_run(tmp_path / "runs", n=60)
     viewer = Viewer([tmp_path / "runs"], scan_budget=STEP)
-    run, pair = _pair(viewer)
+    run, pair = speech_pair(viewer)
     links = Links()
     first = viewer.pair(RUN, "speech", "word_error_rate", {})
     assert first["indexed"] is False  # the build was only started by this request
@@ -163,7 +155,7 @@ def test_a_sample_and_what_was_sent_are_found_in_the_file_as_the_index_finds_the
 
     make_run(tmp_path / "runs", n=60)
     viewer = Viewer([tmp_path / "runs"])
-    run, pair = _pair(viewer)
+    run, pair = speech_pair(viewer)
     sources = viewer.sources(run, pair)
     for sample_id in ["utt000", "utt031", "utt059", *EVIL_IDS, "utt0", "nothing"]:
         indexed = queries.sample_records(sources, sample_id)
@@ -199,7 +191,7 @@ def test_the_scans_kept_between_requests_stay_within_their_bound(
     """Older scans under way are let go past a number of records held in all; the latest is kept, so it reads on."""
     make_run(tmp_path / "runs", n=60)
     viewer = Viewer([tmp_path / "runs"])
-    _, pair = _pair(viewer)
+    _, pair = speech_pair(viewer)
     monkeypatch.setattr(scan, "_scans", type(scan._scans)())
     monkeypatch.setattr(scan, "_KEPT_ITEMS", 5)
     asked = [PairFilter.parse({"model": m, "per": "7"}) for m in ("alpha", "beta")] + [PairFilter.parse({"per": "9"})]
