@@ -111,3 +111,16 @@ def test_report_links_are_the_viewers_own_links(sample_id: str) -> None:
     url = sample_url("20261126-1_ab", "qa set", "exact_match", sample_id)
     assert url == VIEWER + Links().sample("20261126-1_ab", "qa set", "exact_match", sample_id)
     assert ("?id=" in url) == (sample_id in ("", ".", ".."))
+
+
+def test_a_record_with_a_lone_surrogate_escape_is_shown_and_the_report_can_be_written(tmp_path: Path) -> None:
+    """The lenient parser takes "\\ud800" into a str UTF-8 cannot hold: it becomes U+FFFD, not a missing report."""
+    records = tmp_path / "run" / "records"
+    records.mkdir(parents=True)
+    line = json.dumps(_record("s\ud800", "m", "exact_match", 0.0, 0, prediction="a\udfffb \U0001f600"))
+    assert "\\ud800" in line and "\\ud83d\\ude00" in line  # escaped as such in the file: a valid pair, two lone
+    (records / "qa__exact_match.jsonl").write_text(line + "\n", encoding="ascii")
+    html = render_html([_row("exact_match", "m", 0)], {"run_id": "r"}, records)
+    html.encode("utf-8")  # what write_text_atomic does: it raised UnicodeEncodeError before
+    worst = html[html.index("Worst-scoring samples") :]
+    assert "s\ufffd" in worst and "a\ufffdb \U0001f600" in worst

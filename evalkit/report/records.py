@@ -12,6 +12,7 @@ folder is left out (and named), and a line longer than
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,16 +26,33 @@ def decode_record(line: bytes) -> Any:
     """One record line decoded (orjson when installed), or None when it does not decode.
 
     A line orjson refuses (NaN or Infinity literals, which evalkit's own writer never emits) gets the
-    standard library's more lenient parser before it is given up as a torn line of a killed run.
+    standard library's more lenient parser before it is given up as a torn line of a killed run. That
+    parser also takes a lone surrogate escape (``"\\ud800"``) into a string that cannot be written as
+    UTF-8, and a run folder is untrusted input: such characters become U+FFFD, so the report is still written.
     """
     try:
         return jsonutil.loads(line)
     except ValueError:
         pass
     try:
-        return json.loads(line)
+        return _encodable(json.loads(line))
     except ValueError:
         return None
+
+
+#: a surrogate code point left alone in a str (json.loads joins a valid escaped pair into one character)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(value: Any) -> Any:
+    """``value`` with every string's lone surrogates replaced by U+FFFD (the rare, lenient path only)."""
+    if isinstance(value, str):
+        return value if value.isascii() else _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_encodable(item) for item in value]
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    return value
 
 
 @dataclass
