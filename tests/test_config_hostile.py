@@ -291,6 +291,22 @@ def test_json_loader_bounds() -> None:
         load_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "f.json")
 
 
+def _nested(levels: int) -> str:
+    """Objects and lists taking turns, ``levels`` deep, behind wide shallow siblings at every level."""
+    text = "[]"
+    for level in range(levels - 1):
+        text = f'{{"a": [1, 2], "z": {text}}}' if level % 2 else f'[{{"x": 3}}, "s", {text}, 4]'
+    return text
+
+
+def test_json_depth_counts_the_deepest_branch_whatever_its_siblings() -> None:
+    assert load_json(_nested(MAX_DEPTH), "f.json") is not None
+    assert load_json(f'{{"k": {_nested(MAX_DEPTH - 1)}}}', "f.json") is not None
+    for deeper in (_nested(MAX_DEPTH + 1), f'{{"k": {_nested(MAX_DEPTH)}}}', f"[[], {_nested(MAX_DEPTH)}]"):
+        with pytest.raises(ConfigError, match=f"f.json: lists and objects nested more than {MAX_DEPTH} levels deep"):
+            load_json(deeper, "f.json")
+
+
 # ---- numeric ranges -------------------------------------------------------------------------------------------
 
 #: (key path in BASE, a value too big or too small, the range the message must give)

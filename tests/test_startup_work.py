@@ -5,7 +5,8 @@ process runs `evalkit run` of a config naming one local text dataset against the
 connection to the server writes down what it had imported and done: no numpy, no launching code, no rich,
 no preprocessor family it does not use, no scan of installed packages for plugins, one catalogue entry
 validated (the one named) of the ~600, no other tool's name table or shipped prompt file read, no alias of
-the entries derived, and pydantic's plugin switch taken away again. And a broken
+the entries derived, no robustness corruption, stop_at_ci rule, sent-log reference or end-of-run code
+loaded, no hosted provider's name pattern compiled, and pydantic's plugin switch taken away again. And a broken
 catalogue entry the config does not name no longer stops the run, while `evalkit validate` still reports it.
 """
 
@@ -26,8 +27,14 @@ from evalkit.testing import TestServer, start_test_server
 
 #: the child: counts validations, and at its first connection to the server writes what it had done, then exits
 _CHILD = r"""
-import json, os, sys
+import json, os, re, sys
 sys.modules["uvloop"] = None  # asyncio's own loop: its connections raise the audit event (uvloop's do not)
+compiled_by = set()
+compile_ = re.compile
+def compiling(pattern, flags=0):
+    compiled_by.add(sys._getframe(1).f_globals.get("__name__"))
+    return compile_(pattern, flags)
+re.compile = compiling
 from evalkit.catalog import table
 validated = []
 validate = table.WrittenEntry.validate
@@ -51,6 +58,7 @@ def at_first_request(event, args):
             "pydantic_switch": os.environ.get("PYDANTIC_DISABLE_PLUGINS"),
             "prompt_files_read": library._load.cache_info().currsize,
             "aliases_derived": len(derived),
+            "compiled_by": sorted(name for name in compiled_by if name),
         }
         with open(out, "w") as handle:
             json.dump(seen, handle)
@@ -125,6 +133,14 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
         "difflib",  # "did you mean": every name the config gives is known
         "evalkit.data.local_copy",  # a local copy of hub data: the dataset is a local file of its own
         "evalkit.catalog.foreign",  # other tools' name tables (runspecs/_names): the dataset is the catalogue's name
+        "evalkit.data.audio.variant",  # a robustness variant's corruptions: the dataset has no `corruption`
+        "evalkit.prompts.corrupt_text",
+        "evalkit.run.stopping.at_ci",  # the pair has no stop_at_ci: neither the rule nor its CI and merge checks
+        "evalkit.metrics.ci",
+        "evalkit.run.merge_checks",
+        "evalkit.run.sentrefs",  # the sent log's references: built once an answer is back, after the first request
+        "evalkit.report.results",  # what the end of the run writes (results rows, package versions, unanswered)
+        "evalkit.run.unanswered",
     }
     assert modules & unused == set()
     assert "evalkit.serve.signals" in modules  # the signal watch every run has
@@ -135,6 +151,8 @@ def test_a_plain_run_reaches_its_first_request_without_what_it_does_not_use(tmp_
     assert seen["pydantic_switch"] is None  # set while the plan was built, and taken away again
     assert seen["aliases_derived"] == 0  # the dataset's own name was found: no other name of any entry was needed
     assert seen["prompt_files_read"] == 0  # the package's add-ons, system prompts and pools: none was named
+    # the hosted providers' name patterns are compiled when first matched: the config names no KARMA model
+    assert "evalkit.clients.providers" not in seen["compiled_by"]
 
 
 def test_a_broken_entry_the_config_does_not_name_stops_no_run_and_validate_reports_it(

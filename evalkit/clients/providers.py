@@ -54,46 +54,47 @@ class Hosted:
         }
 
 
-#: (KARMA model name pattern, what it is): a Hosted entry, or the reason it cannot be asked
-_KARMA_NAMES: list[tuple[re.Pattern[str], Hosted | str]] = [
-    (re.compile(r"gemini-.*"), Hosted("Gemini", GEMINI_OPENAI_URL, "GEMINI_API_KEY")),
+#: (KARMA model name pattern, what it is): a Hosted entry, or the reason it cannot be asked; the patterns are kept
+#: as text, which ``re`` compiles (and caches) when first matched: a run naming no KARMA model compiles none
+_KARMA_NAMES: list[tuple[str, Hosted | str]] = [
+    (r"gemini-.*", Hosted("Gemini", GEMINI_OPENAI_URL, "GEMINI_API_KEY")),
     (
-        re.compile(r"gpt-4o(-mini)?-transcribe|whisper-1"),
+        r"gpt-4o(-mini)?-transcribe|whisper-1",
         Hosted("OpenAI", OPENAI_URL, "OPENAI_API_KEY", "transcription"),
     ),
-    (re.compile(r"gpt-.*|o[1-9](-.*)?"), Hosted("OpenAI", OPENAI_URL, "OPENAI_API_KEY", "openai")),
-    (re.compile(r"sarvam-.*"), Hosted("Sarvam", SARVAM_URL, "SARVAM_API_KEY")),
+    (r"gpt-.*|o[1-9](-.*)?", Hosted("OpenAI", OPENAI_URL, "OPENAI_API_KEY", "openai")),
+    (r"sarvam-.*", Hosted("Sarvam", SARVAM_URL, "SARVAM_API_KEY")),
     (
-        re.compile(r"saar(as|ika):.*"),
+        r"saar(as|ika):.*",
         "Sarvam's speech-to-text (POST /speech-to-text, api-subscription-key header) is not OpenAI-compatible",
     ),
     (
-        re.compile(r"scribe_v.*"),
+        r"scribe_v.*",
         "ElevenLabs speech-to-text (POST /v1/speech-to-text with model_id, xi-api-key header) is not OpenAI-compatible",
     ),
     (
-        re.compile(r"aws-transcribe"),
+        r"aws-transcribe",
         "Amazon Transcribe (streaming or batch jobs through the AWS SDK) has no OpenAI-compatible API",
     ),
     (
-        re.compile(r"(us\.|eu\.|apac\.)?anthropic\.claude.*"),
+        r"(us\.|eu\.|apac\.)?anthropic\.claude.*",
         "KARMA reaches Claude on Bedrock through Bedrock's Converse API, which is not OpenAI-compatible, and "
         "Bedrock's own OpenAI-compatible Chat Completions serves OpenAI's open-weight models, not Claude; run "
         "the Bedrock Access Gateway (github.com/aws-samples/bedrock-access-gateway, an OpenAI-compatible proxy) "
         "and give its .../api/v1 URL with --model-url",
     ),
-    (re.compile(r"aws-bedrock-knowledge-retriever"), "a Bedrock knowledge-base retriever is not a model endpoint"),
-    (re.compile(r"docassistchat/.*"), "Eka's DocAssist chat is a private service without an OpenAI-compatible API"),
+    (r"aws-bedrock-knowledge-retriever", "a Bedrock knowledge-base retriever is not a model endpoint"),
+    (r"docassistchat/.*", "Eka's DocAssist chat is a private service without an OpenAI-compatible API"),
 ]
 
 #: hosts whose APIs are not OpenAI-compatible, with the reason; a config URL on one of them is refused
-_NOT_OPENAI_HOSTS: list[tuple[re.Pattern[str], str]] = [
+_NOT_OPENAI_HOSTS: list[tuple[str, str]] = [
     (
-        re.compile(r"api\.elevenlabs\.io"),
+        r"api\.elevenlabs\.io",
         "ElevenLabs' API (xi-api-key header, /v1/speech-to-text) is not OpenAI-compatible",
     ),
     (
-        re.compile(r"transcribe(streaming)?\.[a-z0-9-]+\.amazonaws\.com"),
+        r"transcribe(streaming)?\.[a-z0-9-]+\.amazonaws\.com",
         "Amazon Transcribe has no OpenAI-compatible API (it is reached through the AWS SDK)",
     ),
 ]
@@ -102,7 +103,7 @@ _NOT_OPENAI_HOSTS: list[tuple[re.Pattern[str], str]] = [
 def karma_model(name: str) -> Hosted | str | None:
     """A KARMA hosted model name: its OpenAI-compatible entry, the reason it has none, or None if not one."""
     for pattern, what in _KARMA_NAMES:
-        if pattern.fullmatch(name):
+        if re.fullmatch(pattern, name):
             return what
     return None
 
@@ -112,7 +113,7 @@ def refusal(url: str, inference_type: str) -> str | None:
     parts = urlsplit(url)
     host = (parts.hostname or "").lower()
     for pattern, reason in _NOT_OPENAI_HOSTS:
-        if pattern.fullmatch(host):
+        if re.fullmatch(pattern, host):
             return reason
     if host == "api.sarvam.ai" and inference_type == "transcription":
         return "Sarvam's speech-to-text (/speech-to-text) is not OpenAI-compatible; only its chat models are"

@@ -24,18 +24,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalkit.clients.model_client import ModelClient
 from evalkit.clients.outcome import Outcome, failed
 from evalkit.clients.spending import Spending
 from evalkit.config import Filters, RequestKind
 from evalkit.config.price import Price
-from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS, AudioCorruption
 from evalkit.data.audio.pcm import Shape
-from evalkit.data.audio.variant import AudioVariant
 from evalkit.data.filters import apply_filters
-from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, sample_seed
 from evalkit.data.image.prepare import ImageLimit
 from evalkit.data.loading import iter_samples
 from evalkit.data.sample import Sample
@@ -49,7 +46,6 @@ from evalkit.processing.postprocessors import POSTPROCESSORS
 from evalkit.prompts import examples as icl
 from evalkit.prompts.assemble import PromptAssembler
 from evalkit.prompts.chef.cot import REASONING_PROMPT, with_reasoning_turn
-from evalkit.prompts.corrupt_text import corrupt_sample
 from evalkit.prompts.preprocessors import PREPROCESSORS, PromptContext
 from evalkit.prompts.prompt import Prompt
 from evalkit.run.asking import Asker, Sent
@@ -62,12 +58,21 @@ from evalkit.run.records_file import RecordsFile
 from evalkit.run.requests import RequestContext
 from evalkit.run.scoring import metric_settings, new_record, score_into_record, summarize, where
 from evalkit.run.sent import SentLog, SentLogs, SentParams, sent_folder, sent_key
-from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
 from evalkit.run.shard import Shard, read_share, shard_samples
-from evalkit.run.stopping.at_ci import EarlyStop
 from evalkit.util.feed import Feed, drain
 from evalkit.util.idindex import IdIndex
 from evalkit.util.safe_names import safe_path
+
+if TYPE_CHECKING:
+    from evalkit.catalog import DatasetSpec
+
+    # a robustness variant's corruptions, ``stop_at_ci`` and the sent log's references are imported where used:
+    # a plain pair never loads the first two, and the references only once its first answer is back
+    from evalkit.data.audio.corrupt import AudioCorruption
+    from evalkit.data.audio.variant import AudioVariant
+    from evalkit.data.image.corrupt import ImageCorruption
+    from evalkit.run.sentrefs import Sources
+    from evalkit.run.stopping.at_ci import EarlyStop
 
 log = logging.getLogger("evalkit")
 
@@ -155,7 +160,7 @@ class Engine:
         self.image_limits: list[ImageLimit] = list(dict.fromkeys(c.image_limit for c in self.request_contexts.values()))
         self.media = MediaPreparer(self.shapes, self.encodings, self.image_limits)
         #: an audio robustness variant's corruption (babble's clips read once), made in the audio worker pool
-        self._audio_variant = AudioVariant.of(dataset, lambda: Sources.of(dataset).clip_of)
+        self._audio_variant = _audio_variant(dataset)
         if self._audio_variant is not None:
             self.media.example_corruption = self._audio_variant.corruption
         self.n_samples = 0
@@ -170,7 +175,7 @@ class Engine:
         self._sent: SentLog | None = None
         self._sources: Sources | None = None
         #: ``stop_at_ci``: the seeded order, its rounds and the models still asked (evalkit/run/stopping/at_ci.py)
-        self.early_stop = EarlyStop.of(spec.stop, seed, dataset.name, self.metric, list(spec.models), shard)
+        self.early_stop = _early_stop(spec, seed, self.metric, shard)
         #: tokens per record and model, and whether the run's budget cut the pair short (evalkit/run/cost/usage.py)
         self.usage = PairUsage({m.name: m.info.price for m in self.models}, judge_price, spending)
         self._sent_params = SentParams()
@@ -235,7 +240,6 @@ class Engine:
         self._sent = self._sent_logs.acquire(self.spec.dataset.name)
         self._records.sent = self._sent
         try:
-            self._sources = Sources.of(self.spec.dataset)
             await self._sent.open()
             await self._run_samples()
             self._records.close()
@@ -279,6 +283,10 @@ class Engine:
         spec = self.spec.dataset.corruption
         if not spec:
             return sample, None
+        from evalkit.data.audio.corrupt import AUDIO_CORRUPTIONS
+        from evalkit.data.image.corrupt import IMAGE_CORRUPTIONS, ImageCorruption, sample_seed
+        from evalkit.prompts.corrupt_text import corrupt_sample
+
         name, severity, seed = str(spec["name"]), int(spec["severity"]), int(spec["seed"])
         if name in IMAGE_CORRUPTIONS:
             corruption = ImageCorruption(name, severity, sample_seed(seed, name, sample.id))
@@ -426,11 +434,15 @@ class Engine:
         A later turn carries the model's own earlier answers, so a conversation's key is its own (every
         request's key, answers included), shared by another model only when it answered alike.
         """
-        assert self._sent is not None and self._sources is not None
+        assert self._sent is not None
         turns = sent.turns
         key = sent.key or sent_key([request for turn in turns for request in turn])
         if key in self._sent:
             return key
+        from evalkit.run.sentrefs import MediaRefs, Sources, completion_messages, sent_messages
+
+        if self._sources is None:
+            self._sources = Sources.of(self.spec.dataset)  # once per engine: a local path is resolved on disk
         params: list[dict[str, Any]] = []
         if sent.context is not None:
             kind, requests, messages = RequestKind.COMPLETION, sent.options, completion_messages(sent.context)
@@ -471,6 +483,25 @@ class Engine:
             self.data_problems.note(record, sample)
         if self.progress is not None:
             self.progress(self.spec.id, model, scored)
+
+
+def _audio_variant(dataset: DatasetSpec) -> AudioVariant | None:
+    """An audio robustness variant's corruption; a dataset without ``corruption`` never loads the audio corruptions."""
+    if not dataset.corruption:
+        return None
+    from evalkit.data.audio.variant import AudioVariant
+    from evalkit.run.sentrefs import Sources
+
+    return AudioVariant.of(dataset, lambda: Sources.of(dataset).clip_of)
+
+
+def _early_stop(spec: EngineSpec, seed: int, metric: Metric, shard: Shard | None) -> EarlyStop | None:
+    """``stop_at_ci``'s rounds; a pair without it never loads the stop rule (~800 lines with its CI and checks)."""
+    if spec.stop is None:
+        return None
+    from evalkit.run.stopping.at_ci import EarlyStop
+
+    return EarlyStop.of(spec.stop, seed, spec.dataset.name, metric, list(spec.models), shard)
 
 
 def _carries_media(sample: Sample) -> bool:

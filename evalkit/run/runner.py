@@ -39,7 +39,6 @@ from evalkit.metrics import METRICS, Metric
 from evalkit.plan import EngineSpec, ModelPlan, Plan, judge_prompt_for
 from evalkit.prompts.library import library_for, prompt_context_for
 from evalkit.report.progress import Progress
-from evalkit.report.results import ResultRow, aggregate_rows, package_versions
 from evalkit.run.checksums import CHECKSUMS, folder_checksums
 from evalkit.run.cost.budget import attach_accounts, check_prices, new_spending, spent
 from evalkit.run.cost.usage import PARTIAL_BUDGET, run_usage
@@ -57,8 +56,6 @@ from evalkit.run.manifest import (
 )
 from evalkit.run.sent import SentLogs, sent_folder
 from evalkit.run.shard import Shard, plan_fingerprint
-from evalkit.run.stopping.at_ci import partial_summary
-from evalkit.run.unanswered import unanswered
 from evalkit.util import jsonutil
 from evalkit.util.atomic import write_json_atomic
 from evalkit.util.diskfull import disk_full, is_disk_full
@@ -72,6 +69,7 @@ from evalkit.util.redact import (
 
 if TYPE_CHECKING:
     from evalkit.clients.store import ResponseStore
+    from evalkit.report.results import ResultRow
     from evalkit.serve.launch import LaunchedServers
 
 log = logging.getLogger("evalkit")
@@ -620,7 +618,11 @@ async def _execute(
         for result in results:
             if result.error:
                 result.error = scrub(result.error, hidden)
-        from evalkit.run.result_rows import rows_from_engines  # after the run: not on the way to its first request
+        # after the run: not on the way to its first request
+        from evalkit.report.results import aggregate_rows, package_versions
+        from evalkit.run.result_rows import rows_from_engines
+        from evalkit.run.stopping.at_ci import partial_summary
+        from evalkit.run.unanswered import unanswered
 
         rows = rows_from_engines(results, config.max_failure_rate)
         not_asked = unanswered(rows)

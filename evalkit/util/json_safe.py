@@ -69,24 +69,24 @@ def _duplicate_position(text: str) -> _DuplicateKey | None:
 
 
 def _depth(value: Any) -> int:
-    """How many lists and objects are nested in ``value`` (iterative: a deep value cannot overflow the stack).
+    """How many lists and objects are nested in ``value``, counted level by level (no recursion: no stack to overflow).
 
-    Only containers are queued: a catalogue's scalars are most of its values, and every runspec is checked.
+    Every runspec is checked, so each level is one comprehension over the level before (a catalogue's scalars are
+    most of its values, skipped inside it). ``value`` comes from ``json.loads``: containers are exactly dict and list.
     """
-    if not isinstance(value, (dict, list)):
-        return 0
-    deepest = 0
-    todo: list[tuple[Any, int]] = [(value, 1)]
-    while todo:
-        node, level = todo.pop()
-        if level > deepest:
-            deepest = level
-            if deepest > MAX_DEPTH:
-                return deepest
-        for child in node.values() if isinstance(node, dict) else node:
-            if isinstance(child, (dict, list)):
-                todo.append((child, level + 1))
-    return deepest
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_DEPTH:
+            return depth
+        level = [
+            child
+            for node in level
+            for child in (node.values() if type(node) is dict else node)
+            if type(child) is dict or type(child) is list
+        ]
+    return depth
 
 
 def _line_column(text: str, position: int) -> str:
