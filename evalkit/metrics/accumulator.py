@@ -272,27 +272,46 @@ class ScoreAccumulator:
 
         return np.array(self._subscores.get(name, array("d")), dtype=np.float64)  # a copy: a view would pin the array
 
-    def _subscore_results(self) -> dict[str, dict[str, float | int]]:
-        import numpy as np
-
-        from evalkit.metrics.ci import clip_to, normal_ci
+    def _subscore_results(self, plain: bool = False) -> dict[str, dict[str, float | int]]:
+        """Each subscore's mean and normal CI; ``plain``: in Python (:mod:`evalkit.metrics.plain_mean`), same bits."""
+        from evalkit.metrics.ci import clip_to
 
         bounds = getattr(self.metric, "subscore_bounds", self.metric.bounds)
         out: dict[str, dict[str, float | int]] = {}
         for name in sorted(self._subscores, key=_natural_key):
-            values = self.subscore_values(name)
-            finite = values[np.isfinite(values)]
-            mean = float(finite.mean()) if finite.size else math.nan
+            if plain:
+                from evalkit.metrics import plain_mean
+
+                finite_list = [x for x in self._subscores[name] if math.isfinite(x)]
+                mean, size = plain_mean.mean(finite_list), len(finite_list)
+                low, high = plain_mean.normal_ci(finite_list)
+            else:
+                import numpy as np
+
+                from evalkit.metrics.ci import normal_ci
+
+                values = self.subscore_values(name)
+                finite = values[np.isfinite(values)]
+                mean, size = (float(finite.mean()) if finite.size else math.nan), int(finite.size)
+                low, high = normal_ci(finite)
             # the mean is clipped as the CI is: a subscore's bounds are those of its mean (HealthBench clips the
             # mean of per-example tag scores, which may fall below 0); for scores within bounds this changes nothing
-            low, high = normal_ci(finite)
             out[name] = {
                 "score": clip_to(mean, bounds),
                 "ci_low": clip_to(low, bounds),
                 "ci_high": clip_to(high, bounds),
-                "n": int(finite.size),
+                "n": size,
             }
         return out
+
+    def _settings_details(self) -> dict[str, Any]:
+        """What a result's details open with: the metric's description, the CI method and the pair's processors."""
+        details: dict[str, Any] = dict(self._call("describe"))
+        details["ci_method"] = self.ci_method
+        processors = getattr(self.metric, "processors", None)
+        if processors:
+            details["processors"] = processors.describe()  # the pair's own (metric option), as given
+        return details
 
     def _summarize(
         self, rows: np.ndarray, scores: np.ndarray, seed: int, n_resamples: int
@@ -434,11 +453,7 @@ class ScoreAccumulator:
             n = int(group_rows.shape[0])
         else:
             value, low, high = self._summarize(rows, scores, seed, n_resamples)
-        details: dict[str, Any] = dict(self._call("describe"))
-        details["ci_method"] = self.ci_method
-        processors = getattr(self.metric, "processors", None)
-        if processors:
-            details["processors"] = processors.describe()  # the pair's own (metric option), as given
+        details = self._settings_details()
         if self._n and members is None:  # a grouped metric's figures are over groups: its rows' sums mean nothing
             details.update(self._call("corpus_details", rows.sum(axis=0)))
             if hasattr(self.metric, "corpus_rows_details"):
@@ -516,11 +531,7 @@ class ScoreAccumulator:
             return plain_mean.divide(totals[0], totals[1]), clip_to(low, bounds), clip_to(high, bounds)
 
         value, low, high = summary(perm)
-        details: dict[str, Any] = dict(self._call("describe"))
-        details["ci_method"] = self.ci_method
-        processors = getattr(self.metric, "processors", None)
-        if processors:
-            details["processors"] = processors.describe()
+        details = self._settings_details()
         details["n_failed"] = self.n_failed
         details["failure_reasons"] = dict(sorted(self.failures.items()))
         groups: dict[str, dict[str, dict[str, float | int]]] = {}
@@ -536,18 +547,7 @@ class ScoreAccumulator:
             groups[name] = per_value
         details["groups"] = groups
         if self._subscores:
-            subscore_bounds = getattr(self.metric, "subscore_bounds", bounds)
-            out: dict[str, dict[str, float | int]] = {}
-            for name in sorted(self._subscores, key=_natural_key):
-                finite = [x for x in self._subscores[name] if math.isfinite(x)]
-                sub_low, sub_high = plain_mean.normal_ci(finite)
-                out[name] = {
-                    "score": clip_to(plain_mean.mean(finite), subscore_bounds),
-                    "ci_low": clip_to(sub_low, subscore_bounds),
-                    "ci_high": clip_to(sub_high, subscore_bounds),
-                    "n": len(finite),
-                }
-            details["subscores"] = out
+            details["subscores"] = self._subscore_results(plain=True)
         return MetricResult(value, low, high, self._n, self.ci_method, details)
 
     def _call(self, method: str, *args: Any) -> Any:
