@@ -14,6 +14,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
+from evalkit.report.plain_console import rule
+
 #: the narrowest a wrapping column is made before the table is left wider than the screen
 _MIN_WIDTH = 6
 
@@ -81,10 +83,6 @@ def _widths(headers: Sequence[str], rows: Sequence[Sequence[str]], wrap: Sequenc
     return widths
 
 
-def _line(left: str, fill: str, middle: str, right: str, widths: Sequence[int]) -> str:
-    return left + middle.join(fill * (w + 2) for w in widths) + right
-
-
 def _cells(edge: str, cells: Sequence[str], widths: Sequence[int]) -> str:
     return edge + edge.join(f" {c}{' ' * (w - text_width(c))} " for c, w in zip(cells, widths)) + edge
 
@@ -100,10 +98,10 @@ def render_table(
 ) -> str:
     """The table as lines of text (each ending in a newline), no wider than ``width`` where wrapping allows."""
     widths = _widths(headers, rows, wrap, width)
-    out = [title, _line("┏", "━", "┳", "┓", widths)]
+    out = [title, rule("┏", "━", "┳", "┓", widths)]
     out += _row("┃", headers, widths, wrap)
-    out.append(_line("┡", "━", "╇", "┩", widths))
+    out.append(rule("┡", "━", "╇", "┩", widths))
     for row in rows:
         out += _row("│", row, widths, wrap)
-    out.append(_line("└", "─", "┴", "┘", widths))
+    out.append(rule("└", "─", "┴", "┘", widths))
     return "".join(line.rstrip() + "\n" for line in out)

@@ -104,13 +104,15 @@ def table_text(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]
         padded = (c.rjust(w) if h in right else c.ljust(w) for c, w, h in zip(cells, widths, headers))
         return edge + edge.join(f" {c} " for c in padded) + edge
 
-    def rule(left: str, fill: str, middle: str, end: str) -> str:
-        return left + middle.join(fill * (w + 2) for w in widths) + end
-
-    out = [*titled, rule("┏", "━", "┳", "┓"), line(headers, "┃"), rule("┡", "━", "╇", "┩")]
+    out = [*titled, rule("┏", "━", "┳", "┓", widths), line(headers, "┃"), rule("┡", "━", "╇", "┩", widths)]
     out += [line(row, "│") for row in rows]
-    out.append(rule("└", "─", "┴", "┘"))
+    out.append(rule("└", "─", "┴", "┘", widths))
     return "".join(f"{text}\n" for text in out)
+
+
+def rule(left: str, fill: str, middle: str, right: str, widths: Sequence[int]) -> str:
+    """A horizontal line of rich's ``HEAVY_HEAD`` box over columns of ``widths`` (a space each side of a cell)."""
+    return left + middle.join(fill * (w + 2) for w in widths) + right
 
 
 def block_title(text: str) -> str | None:
