@@ -1025,7 +1025,7 @@ def test_reading_the_file_a_small_window_at_a_time_answers_the_same(
     for query in ({"model": "beta"}, {"model": "alpha", "sort": "-score", "per": "7", "page": "3"}, {"failure": "any"}):
         f = PairFilter.parse(query)
         indexed = samples_page(viewer.sources(run, pair), f)
-        assert scan._samples_page(pair.records, pair.sent, f) == indexed and indexed["total"] > 0
+        assert scan.samples_page(pair.records, pair.sent, f) == indexed and indexed["total"] > 0
 
 
 def test_opening_a_run_indexes_its_pairs_first(tmp_path: Path, served: Any, monkeypatch: pytest.MonkeyPatch) -> None:

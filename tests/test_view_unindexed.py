@@ -13,6 +13,7 @@ dozen records takes many steps.
 
 from __future__ import annotations
 
+import json
 import mmap
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,3 +207,22 @@ def test_the_scans_kept_between_requests_stay_within_their_bound(
     while "partial" in scan.samples_page(pair.records, pair.sent, asked[-1], STEP):
         pass
     assert kept[0].answer is not None and kept[0].weight() == 0  # a whole answer keeps its rows alone
+
+
+@pytest.mark.parametrize(
+    "query", [{"group": "flag:true"}, {"group": "n:1.0"}, {"failure": "any"}, {"sort": "id"}, {"model": "7"}]
+)
+def test_values_that_are_not_strings_are_read_as_the_index_reads_them(tmp_path: Path, query: dict[str, str]) -> None:
+    """A group value true or 1.0, a failure or sample id that is an object, a model that is a number: the file's
+    reading and the index give the same rows and count (the index's text of a value is its JSON)."""
+    records = tmp_path / "odd.jsonl"
+    lines = [
+        {"sample_id": "a", "model": "m", "score": 1.0, "groups": {"flag": True, "n": 1.0}},
+        {"sample_id": {"x": 1}, "model": 7, "score": 0.0, "failure": {"x": 1}, "groups": {"flag": False, "n": 2}},
+        {"sample_id": "c", "model": "m", "score": 0.5, "groups": {"flag": "true", "n": "1.0"}},
+    ]
+    records.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    f = PairFilter.parse(query)
+    read = scan.samples_page(records, None, f)
+    indexed = samples_page(Sources(view_index.refresh(records, "records"), None), f)
+    assert read == indexed and indexed["total"] > 0

@@ -50,7 +50,10 @@ from typing import Any, BinaryIO
 
 from evalkit.util import jsonutil
 from evalkit.util.confine import MAX_LINE_BYTES, capped_lines
-from evalkit.view.queries import PairFilter, excerpt
+from evalkit.view.indexrows import record_row
+from evalkit.view.indexrows import score as _score
+from evalkit.view.indexrows import text as _text
+from evalkit.view.queries import PairFilter, sample_row
 
 _PLAIN = re.compile(r"[A-Za-z0-9 _.,:;!?+\-/@#%&*()=~\[\]{}|<>^']*")
 _SENT_KEY = re.compile(rb'"sent": ?"([^"\\]*)"')
@@ -67,10 +70,19 @@ def _ascii(line: bytes) -> bool:
 
 
 def _spellings(name: str, value: str) -> tuple[bytes, bytes] | None:
-    """The two ways a JSON writer spells ``"name": "value"``; None when the value could be escaped."""
-    if not (_plain(name) and _plain(value)):
+    """The two ways a JSON writer spells ``"name": "value"``; None when the value could be escaped, or could be
+    a number, true, false or null unquoted (which the index's text of a value matches as well)."""
+    if not (_plain(name) and _plain(value)) or _unquoted_json(value):
         return None
     return f'"{name}":"{value}"'.encode(), f'"{name}": "{value}"'.encode()
+
+
+def _unquoted_json(value: str) -> bool:
+    """Whether ``value`` is also how a JSON number, true, false or null is written."""
+    try:
+        return not isinstance(jsonutil.loads(value), (str, list, dict))
+    except ValueError:
+        return False
 
 
 def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -83,25 +95,6 @@ def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
             if not line.endswith(b"\n"):
                 return
             yield number, off, line[:-1]
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n".join(_text(v) for v in value)
-    return str(value)
-
-
-def prompt_keys(sent: Path | None, needle: str) -> set[str]:
-    """The keys of the sent entries whose text parts contain ``needle`` (case-folded)."""
-    if sent is None or not sent.is_file():
-        return set()
-    prompts = _Prompts(sent, needle)
-    prompts.read(_Clock(WHOLE))
-    return prompts.keys
 
 
 def _prompt_key(line: bytes, folded: str, keys: set[str]) -> None:
@@ -153,14 +146,6 @@ def _matcher(f: PairFilter, keys: set[str]) -> Callable[[dict[str, Any]], bool]:
         return True
 
     return keep
-
-
-def _score(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and value == value and abs(value) != float("inf"):
-        return float(value)
-    return None
 
 
 def _sort_key(sort: str, line: int, rec: dict[str, Any]) -> tuple[Any, ...]:
@@ -268,9 +253,6 @@ class Budget:
     seconds: float | None = None
     max_bytes: int | None = None
 
-    def unlimited(self) -> bool:
-        return self.seconds is None and self.max_bytes is None
-
 
 #: a scan without limits: the whole file in one request
 WHOLE = Budget()
@@ -343,14 +325,6 @@ def _keep(key: tuple[Any, ...], scan: _Scan) -> None:
             _scans.popitem(last=False)
 
 
-def _samples_page(records: Path, sent: Path | None, f: PairFilter) -> dict[str, Any]:
-    """The whole answer by one pass (no budget, nothing kept)."""
-    scan = _Scan(records, sent, f)
-    scan.read(WHOLE)
-    assert scan.answer is not None
-    return scan.answer
-
-
 def _stamp(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns
@@ -383,8 +357,8 @@ class _Scan:
                 found = _spellings(name, value)
                 if found:
                     musts.append(found)
-        if f.failure == "any":  # a failed record names its reason (the engine writes a string)
-            musts.append((b'"failure":"', b'"failure": "'))
+        if f.failure == "any":  # a failed record names its reason (any JSON value but null; the matcher decides)
+            musts.append((b'"failure":', b'"failure": '))
         if f.group:
             found = _spellings(*f.group)
             if found:
@@ -545,21 +519,7 @@ class _Scan:
         rows = []
         for (off, _), rec in zip(spans_chosen, recs):
             rec = rec or {}
-            answer = rec.get("prediction") if rec.get("prediction") is not None else rec.get("response")
-            row = rec.get("row")
-            rows.append(
-                {
-                    "line": numbers[off],
-                    "sample_id": _text(rec.get("sample_id")),
-                    "model": _text(rec.get("model")),
-                    "row": row if isinstance(row, int) and not isinstance(row, bool) else None,
-                    "score": _score(rec.get("score")),
-                    "failure": _text(rec.get("failure")) or None,
-                    "error": excerpt(rec.get("error")),
-                    "answer": excerpt(answer),
-                    "reference": excerpt(rec.get("reference")),
-                }
-            )
+            rows.append({"line": numbers[off], **sample_row(record_row(rec)[:5], rec)})
         total = self.page.total
         out = {"total": total, "page": f.page, "pages": max(1, -(-total // f.per)), "per": f.per, "rows": rows}
         if partial is not None:
