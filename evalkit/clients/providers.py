@@ -55,7 +55,7 @@ class Hosted:
 
 
 #: (KARMA model name pattern, what it is): a Hosted entry, or the reason it cannot be asked; the patterns are kept
-#: as text, which ``re`` compiles (and caches) when first matched: a run naming no KARMA model compiles none
+#: as text, which ``re`` compiles (and caches) when first matched: only a KARMA model name is matched against them
 _KARMA_NAMES: list[tuple[str, Hosted | str]] = [
     (r"gemini-.*", Hosted("Gemini", GEMINI_OPENAI_URL, "GEMINI_API_KEY")),
     (

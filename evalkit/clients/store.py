@@ -64,7 +64,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalkit.clients.store_damage import diagnose, is_damage, replacement_path, salvage
-from evalkit.clients.store_key import StoreRefused as StoreRefused  # where model_client and tests name it
+from evalkit.clients.store_key import StoreRefused as StoreRefused  # re-exported: tests name it here
 from evalkit.clients.store_key import response_key as response_key
 from evalkit.errors import DiskFullError, UserError, WriteFailed, human_bytes
 from evalkit.util import jsonutil

@@ -82,11 +82,6 @@ class PromptLibrary:
         return {**shipped, **self.layered.get("judges", {})}
 
 
-def shipped_library() -> PromptLibrary:
-    """The package's own prompts."""
-    return PromptLibrary({})
-
-
 def _read_user_file(path: Path, where: str) -> dict[str, Any]:
     try:
         data = load_yaml_file(path) or {}

@@ -190,7 +190,7 @@ class DryClient:
 def _key_function() -> Any:
     """The store key of (configured model name, request), as the model client computes it."""
     try:
-        from evalkit.clients.store import response_key
+        from evalkit.clients.store_key import response_key
     except ImportError:  # stores keyed by the request alone
         return lambda model_name, request: request.key
     return response_key

@@ -40,8 +40,7 @@ def is_auharness_name(catalog: Catalog, dataset: str) -> bool:
     tool, _, inner = dataset.partition(":")
     if inner and tool == PREFIX:
         return True
-    own = catalog.datasets, catalog.aliases, catalog.tasks, catalog.categories
-    if any(dataset in names for names in own):  # evalkit's own names first: their runs never read the tool's table
+    if catalog.knows(dataset):  # evalkit's own names first: their runs never read the tool's table
         return False
     table = catalog.foreign.get(PREFIX)
     return table is not None and (dataset in table.datasets or dataset in table.groups)
