@@ -298,6 +298,11 @@ def test_a_small_run_is_left_to_the_viewer_which_indexes_it_on_first_view(tmp_pa
     # questions 1, 10 and 11, as from a run folder's own index: read from the file until the viewer's own index
     # (built in the background by `evalkit view`, in its cache folder) is ready
     assert found["total"] == 3 and not found["indexed"]
+    records = run_dir / "records" / "synth_qa__exact_match.jsonl"
+    assert view_index.wait_build(records, "records", timeout=60)  # the viewer did start its own index
+    again = viewer.pair(run_dir.name, "synth_qa", "exact_match", {"q": "question 1"})
+    assert again["indexed"] and again["total"] == 3 and again["rows"] == found["rows"]
+    assert not (run_dir / "index").exists()  # in its cache folder, never the run folder
 
 
 def test_the_threshold_is_read_from_the_environment_and_a_mistake_keeps_the_default(
