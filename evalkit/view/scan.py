@@ -70,19 +70,20 @@ def _ascii(line: bytes) -> bool:
 
 
 def _spellings(name: str, value: str) -> tuple[bytes, bytes] | None:
-    """The two ways a JSON writer spells ``"name": "value"``; None when the value could be escaped, or could be
-    a number, true, false or null unquoted (which the index's text of a value matches as well)."""
-    if not (_plain(name) and _plain(value)) or _unquoted_json(value):
+    """The two ways a JSON writer spells ``"name": "value"``; None when the value could be escaped."""
+    if not (_plain(name) and _plain(value)):
         return None
     return f'"{name}":"{value}"'.encode(), f'"{name}": "{value}"'.encode()
 
 
-def _unquoted_json(value: str) -> bool:
-    """Whether ``value`` is also how a JSON number, true, false or null is written."""
+def _must(name: str, value: str) -> tuple[bytes, bytes] | None:
+    """:func:`_spellings` of a filter's ``name: value``, or None when a record may hold the value unquoted: a
+    filter matches the index's text of a value, which for a JSON number, true, false or null is that JSON."""
     try:
-        return not isinstance(jsonutil.loads(value), (str, list, dict))
+        unquoted = not isinstance(jsonutil.loads(value), (str, list, dict))
     except ValueError:
-        return False
+        unquoted = False
+    return None if unquoted else _spellings(name, value)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, int, bytes]]:
@@ -354,13 +355,13 @@ class _Scan:
         musts: list[tuple[bytes, bytes]] = []
         for name, value in (("model", f.model), ("failure", f.failure if f.failure not in ("any", "none") else None)):
             if value:
-                found = _spellings(name, value)
+                found = _must(name, value)
                 if found:
                     musts.append(found)
         if f.failure == "any":  # a failed record names its reason (any JSON value but null; the matcher decides)
             musts.append((b'"failure":', b'"failure": '))
         if f.group:
-            found = _spellings(*f.group)
+            found = _must(*f.group)
             if found:
                 musts.append(found)
         self.prompts = _Prompts(sent, f.q) if f.q and sent is not None and sent.is_file() else None
